@@ -1,0 +1,45 @@
+"""Shared test set-up: hypothesis profiles and the device fixture.
+
+Profiles (choose with TINYATTN_PROFILE): ``fast`` (the default, keeps the suite within a
+few minutes on 2 cores), ``ci`` (``fast``, derandomized, used when CI=true) and
+``thorough`` (many more examples, for a sceptic with time).
+"""
+
+import os
+
+import pytest
+from hypothesis import HealthCheck, settings
+
+_common = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+settings.register_profile("fast", max_examples=15, **_common)
+settings.register_profile("ci", max_examples=15, derandomize=True, print_blob=True, **_common)
+settings.register_profile("thorough", max_examples=300, **_common)
+settings.load_profile(os.environ.get("TINYATTN_PROFILE", "ci" if os.environ.get("CI") == "true" else "fast"))
+
+
+def _gpu_available():
+    try:
+        import cupy
+
+        return cupy.cuda.runtime.getDeviceCount() > 0
+    except Exception:
+        return False
+
+
+GPU = _gpu_available()
+DEVICES = ["cpu", "strict", pytest.param("cuda", marks=pytest.mark.cuda)]
+
+
+def pytest_collection_modifyitems(config, items):
+    if GPU:
+        return
+    skip = pytest.mark.skip(reason="CuPy with a GPU is not available on this machine")
+    for item in items:
+        if "cuda" in item.keywords:
+            item.add_marker(skip)
+
+
+@pytest.fixture(params=DEVICES)
+def device(request):
+    """Each test that takes ``device`` runs on NumPy, on the strict backend, and on CuPy."""
+    return request.param

@@ -1,0 +1,261 @@
+"""Floor 1: which array library holds a tensor's data.
+
+A tensor's data is a *backend array*. Three backends exist:
+
+- ``"cpu"``: a ``numpy.ndarray`` (the default);
+- ``"cuda"``: a ``cupy.ndarray``, imported only when asked for;
+- ``"strict"``: a NumPy array behind a wrapper that, like CuPy, refuses implicit
+  conversion to NumPy and refuses to be mixed with plain NumPy arrays. It exists so
+  that the test suite proves, without a GPU, that the engine never hands device data
+  to NumPy behind the backend's back.
+
+The backend is chosen per array (the idea of CuPy's ``get_array_module``):
+``namespace(array)`` returns the module whose functions operate on that array. What a
+namespace lacks (``erf``, scatter-add, random numbers) lives here, in one place.
+
+>>> import numpy as np
+>>> namespace(np.zeros(2)) is np
+True
+>>> device_of(to_device(np.ones(3), "strict"))
+'strict'
+"""
+
+import numpy as np
+from numpy.lib.mixins import NDArrayOperatorsMixin
+
+DEVICES = ("cpu", "cuda", "strict")
+
+
+# ----------------------------------------------------------------------------- strict
+
+
+def _unwrap(obj):
+    """StrictArray -> ndarray inside args; a plain ndarray here is an implicit mix."""
+    if isinstance(obj, StrictArray):
+        return obj._a
+    if isinstance(obj, np.ndarray):
+        raise TypeError(
+            "strict backend: a NumPy array was combined with a strict-backend array "
+            f"(NumPy array of shape {obj.shape}); move it with tensor.to(device) first"
+        )
+    if isinstance(obj, (tuple, list)):
+        return type(obj)(_unwrap(o) for o in obj)
+    if isinstance(obj, dict):
+        return {k: _unwrap(v) for k, v in obj.items()}
+    return obj
+
+
+def _wrap(obj):
+    """ndarray (and NumPy scalars, as CuPy returns 0-d arrays) -> StrictArray."""
+    if isinstance(obj, np.ndarray):
+        return StrictArray(obj)
+    if isinstance(obj, np.generic):
+        return StrictArray(np.asarray(obj))
+    if isinstance(obj, (tuple, list)):
+        return type(obj)(_wrap(o) for o in obj)
+    return obj
+
+
+class StrictArray(NDArrayOperatorsMixin):
+    """A NumPy array that behaves like a device array: no implicit trip to NumPy."""
+
+    __slots__ = ("_a",)
+
+    def __init__(self, array):
+        self._a = array
+
+    def __array__(self, dtype=None, copy=None):
+        raise TypeError(
+            "strict backend: implicit conversion to a NumPy array is not allowed "
+            "(CuPy refuses it too); use tensor.numpy() to copy to the host"
+        )
+
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        return _wrap(getattr(ufunc, method)(*_unwrap(inputs), **_unwrap(kwargs)))
+
+    def __array_function__(self, func, types, args, kwargs):
+        return _wrap(func(*_unwrap(args), **_unwrap(kwargs)))
+
+    def __getattr__(self, name):
+        attr = getattr(self._a, name)
+        if callable(attr):
+            return lambda *args, **kwargs: _wrap(attr(*_unwrap(args), **_unwrap(kwargs)))
+        return _wrap(attr)
+
+    def __getitem__(self, index):
+        return _wrap(self._a[_unwrap(index)])
+
+    def __setitem__(self, index, value):
+        self._a[_unwrap(index)] = _unwrap(value)
+
+    def __len__(self):
+        return len(self._a)
+
+    def __float__(self):
+        return float(self._a)
+
+    def __int__(self):
+        return int(self._a)
+
+    def __bool__(self):
+        return bool(self._a)
+
+    def __repr__(self):
+        return "strict_" + repr(self._a)
+
+    # properties that __getattr__ would wrap needlessly
+    shape = property(lambda self: self._a.shape)
+    dtype = property(lambda self: self._a.dtype)
+    ndim = property(lambda self: self._a.ndim)
+    size = property(lambda self: self._a.size)
+    T = property(lambda self: StrictArray(self._a.T))
+
+
+class _StrictNamespace:
+    """``numpy`` as seen from the strict device: creation functions return StrictArrays."""
+
+    def __getattr__(self, name):
+        obj = getattr(np, name)
+        if isinstance(obj, (type, np.ufunc)) or not callable(obj):
+            return obj  # dtypes, constants, ufuncs (they dispatch through __array_ufunc__)
+        if name in ("asarray", "array"):  # the explicit host -> device copy
+            return lambda a, *args, **kw: _wrap(np.array(a._a if isinstance(a, StrictArray) else a, *args, **kw))
+        return lambda *args, **kwargs: _wrap(obj(*_unwrap(args), **_unwrap(kwargs)))
+
+
+strict = _StrictNamespace()
+
+
+# ----------------------------------------------------------------------------- devices
+
+
+def _cupy():
+    try:
+        import cupy
+    except ImportError as error:
+        raise RuntimeError(
+            "device='cuda' needs CuPy and an NVIDIA GPU: pip install 'tinyattn[cuda]' "
+            "(installs cupy-cuda12x)"
+        ) from error
+    return cupy
+
+
+_NAMESPACE = {np.ndarray: np, StrictArray: strict}
+_DEVICE = {np.ndarray: "cpu", StrictArray: "strict"}
+
+
+def _register_cupy():
+    cupy = _cupy()
+    _NAMESPACE[cupy.ndarray] = cupy
+    _DEVICE[cupy.ndarray] = "cuda"
+    return cupy
+
+
+def namespace(array):
+    """The array module (``numpy``, ``cupy`` or the strict one) that owns ``array``."""
+    return _NAMESPACE[type(array)]
+
+
+def namespace_for(device):
+    if device == "cpu":
+        return np
+    if device == "strict":
+        return strict
+    if device == "cuda":
+        return _register_cupy()
+    raise ValueError(f"unknown device {device!r}: expected one of {DEVICES}")
+
+
+def device_of(array):
+    return _DEVICE[type(array)]
+
+
+def is_array(obj):
+    return type(obj) in _NAMESPACE
+
+
+def to_numpy(array):
+    """An explicit copy of ``array`` on the host, as a ``numpy.ndarray``."""
+    kind = type(array)
+    if kind is np.ndarray:
+        return array.copy()
+    if kind is StrictArray:
+        return array._a.copy()
+    return array.get()  # cupy
+
+
+def to_device(array, device):
+    """``array`` (any backend, or host data) as an array of ``device``; no copy if already there."""
+    if is_array(array) and device_of(array) == device:
+        return array
+    host = to_numpy(array) if is_array(array) else np.asarray(array)
+    if device == "cpu":
+        return host
+    if device == "strict":
+        return StrictArray(host)
+    return namespace_for(device).asarray(host)
+
+
+# ----------------------------------------------------------------------------- what namespaces lack
+
+
+def erf(x):
+    """The error function, elementwise, on the array's own device."""
+    kind = type(x)
+    if kind is np.ndarray:
+        from scipy.special import erf as _erf
+
+        return _erf(x)
+    if kind is StrictArray:
+        from scipy.special import erf as _erf
+
+        return StrictArray(_erf(x._a))
+    from cupyx.scipy.special import erf as _erf
+
+    return _erf(x)
+
+
+def scatter_add(target, index, values):
+    """``target[index] += values`` in place, accumulating repeated indices."""
+    kind = type(target)
+    if kind is np.ndarray or kind is StrictArray:
+        np.add.at(target, index, values)  # StrictArray dispatches through __array_ufunc__
+    else:
+        import cupyx
+
+        cupyx.scatter_add(target, index, values)
+    return target
+
+
+_SEED = [None]
+_GENERATORS = {}
+
+
+def manual_seed(seed):
+    """Seed every random draw of the library, on every backend."""
+    _SEED[0] = int(seed)
+    _GENERATORS.clear()
+
+
+def generator(device):
+    """The library's random generator for ``device`` (created from the last seed)."""
+    rng = _GENERATORS.get(device)
+    if rng is None:
+        if device == "cuda":
+            rng = _register_cupy().random.default_rng(_SEED[0])
+        else:
+            rng = np.random.default_rng(_SEED[0])
+        _GENERATORS[device] = rng
+    return rng
+
+
+def random_normal(shape, dtype, device):
+    rng = generator(device)
+    out = rng.standard_normal(shape, dtype=dtype)
+    return StrictArray(out) if device == "strict" else out
+
+
+def random_uniform(shape, dtype, device):
+    rng = generator(device)
+    out = rng.random(shape, dtype=dtype)
+    return StrictArray(out) if device == "strict" else out

@@ -1,0 +1,84 @@
+"""Creation functions: new leaf tensors filled with constants, ranges or random numbers.
+
+Each takes ``dtype=`` (float32 by default, as in PyTorch), ``device=`` and
+``requires_grad=``. Random draws come from the library's generator, seeded by
+``ta.manual_seed``.
+
+>>> import tinyattn as ta
+>>> ta.zeros(2, 3).shape, ta.arange(4).dtype
+((2, 3), dtype('int64'))
+"""
+
+import numbers
+
+import numpy as np
+
+from . import backend
+from .tensor import Tensor
+
+
+def _shape(size):
+    if len(size) == 1 and not isinstance(size[0], numbers.Integral):
+        return tuple(size[0])
+    return tuple(size)
+
+
+def _leaf(array, requires_grad):
+    t = Tensor._wrap(array)
+    if requires_grad:
+        t.requires_grad_(True)
+    return t
+
+
+def zeros(*size, dtype=None, device="cpu", requires_grad=False):
+    xp = backend.namespace_for(device)
+    return _leaf(xp.zeros(_shape(size), dtype=dtype or np.float32), requires_grad)
+
+
+def ones(*size, dtype=None, device="cpu", requires_grad=False):
+    xp = backend.namespace_for(device)
+    return _leaf(xp.ones(_shape(size), dtype=dtype or np.float32), requires_grad)
+
+
+def full(size, fill_value, dtype=None, device="cpu", requires_grad=False):
+    xp = backend.namespace_for(device)
+    if dtype is None:
+        dtype = np.int64 if isinstance(fill_value, (bool, numbers.Integral)) and not isinstance(fill_value, bool) else np.float32
+        dtype = np.bool_ if isinstance(fill_value, bool) else dtype
+    return _leaf(xp.full(_shape((size,)), fill_value, dtype=dtype), requires_grad)
+
+
+def arange(start, end=None, step=1, dtype=None, device="cpu", requires_grad=False):
+    """``[start, end)`` by ``step``; int64 for integer arguments, else float32."""
+    if end is None:
+        start, end = 0, start
+    if dtype is None:
+        integral = all(isinstance(v, numbers.Integral) for v in (start, end, step))
+        dtype = np.int64 if integral else np.float32
+    xp = backend.namespace_for(device)
+    return _leaf(xp.arange(start, end, step, dtype=dtype), requires_grad)
+
+
+def randn(*size, dtype=None, device="cpu", requires_grad=False):
+    """Standard normal samples from the library's seeded generator."""
+    array = backend.random_normal(_shape(size), np.dtype(dtype or np.float32), device)
+    return _leaf(array, requires_grad)
+
+
+def rand(*size, dtype=None, device="cpu", requires_grad=False):
+    """Uniform samples in [0, 1) from the library's seeded generator."""
+    array = backend.random_uniform(_shape(size), np.dtype(dtype or np.float32), device)
+    return _leaf(array, requires_grad)
+
+
+def zeros_like(t, dtype=None, device=None, requires_grad=False):
+    return zeros(t.shape, dtype=dtype or t.dtype, device=device or t.device, requires_grad=requires_grad)
+
+
+def ones_like(t, dtype=None, device=None, requires_grad=False):
+    return ones(t.shape, dtype=dtype or t.dtype, device=device or t.device, requires_grad=requires_grad)
+
+
+def tensor(data, requires_grad=False, dtype=None, device=None):
+    """A new leaf tensor; see ``Tensor``."""
+    return Tensor(data, requires_grad=requires_grad, dtype=dtype, device=device)

@@ -1,0 +1,624 @@
+"""Floor 3: the differentiable primitives, each forward beside its backward.
+
+Every operation is a ``Function``: ``forward`` computes on backend arrays and saves
+what ``backward`` needs; ``backward`` maps the output's gradient to one gradient per
+input. Binary operations broadcast like NumPy; ``sum_to`` (the one place where
+broadcasting is undone) reduces each input's gradient back to that input's shape.
+
+Layers (softmax, LayerNorm, attention) are built from these in ``nn.functional``.
+
+>>> import tinyattn as ta
+>>> a = ta.tensor([[1.0, 2.0], [3.0, 4.0]], requires_grad=True)
+>>> b = ta.tensor([10.0, 20.0], requires_grad=True)      # broadcast over rows
+>>> (a * b).backward(ta.ones(2, 2))
+>>> b.grad                                                 # summed back to (2,)
+array([4., 6.], dtype=float32)
+"""
+
+import builtins
+import numbers
+
+import numpy as np
+
+from . import backend
+from .tensor import Function, Tensor
+
+
+def sum_to(grad, shape):
+    """Undo broadcasting: sum ``grad`` over the axes that broadcasting added or stretched.
+
+    >>> sum_to(np.ones((4, 2, 3)), (2, 1)).tolist()
+    [[12.0], [12.0]]
+    """
+    if grad.shape == shape:
+        return grad
+    lead = grad.ndim - len(shape)
+    axes = tuple(range(lead)) + tuple(
+        lead + i for i, n in enumerate(shape) if n == 1 and grad.shape[lead + i] != 1
+    )
+    return grad.sum(axis=axes, keepdims=True).reshape(shape)
+
+
+def _broadcast_error(name, a, b):
+    return ValueError(f"{name}: shapes {tuple(a.shape)} and {tuple(b.shape)} cannot be broadcast together")
+
+
+def _normalize_dims(dim, ndim):
+    if dim is None:
+        return None
+    dims = (dim,) if isinstance(dim, numbers.Integral) else tuple(dim)
+    return tuple(d % ndim if ndim else 0 for d in dims)
+
+
+# ----------------------------------------------------------------------------- binary
+
+
+class _Binary(Function):
+    def forward(self, a, b):
+        self.a_shape, self.b_shape = a.shape, b.shape
+        try:
+            return self.compute(a, b)
+        except ValueError:
+            raise _broadcast_error(type(self).__name__.lower(), a, b) from None
+
+
+class Add(_Binary):
+    def compute(self, a, b):
+        return a + b
+
+    def backward(self, grad):
+        return sum_to(grad, self.a_shape), sum_to(grad, self.b_shape)
+
+
+class Sub(_Binary):
+    def compute(self, a, b):
+        return a - b
+
+    def backward(self, grad):
+        return sum_to(grad, self.a_shape), sum_to(-grad, self.b_shape)
+
+
+class Mul(_Binary):
+    def compute(self, a, b):
+        self.a, self.b = a, b
+        return a * b
+
+    def backward(self, grad):
+        a_needs, b_needs = self.parents[0].requires_grad, self.parents[1].requires_grad
+        return (sum_to(grad * self.b, self.a_shape) if a_needs else None,
+                sum_to(grad * self.a, self.b_shape) if b_needs else None)
+
+
+class Div(_Binary):
+    def compute(self, a, b):
+        self.a, self.b = a, b
+        return a / b
+
+    def backward(self, grad):
+        grad_a = grad / self.b  # d(a/b)/da = 1/b
+        grad_b = -grad_a * self.a / self.b if self.parents[1].requires_grad else None  # -a/b²
+        return sum_to(grad_a, self.a_shape), None if grad_b is None else sum_to(grad_b, self.b_shape)
+
+
+class Pow(_Binary):
+    def compute(self, a, b):
+        self.a, self.b = a, b
+        self.out = a**b
+        return self.out
+
+    def backward(self, grad):
+        a, b = self.a, self.b
+        grad_a = sum_to(grad * b * a ** (b - 1), self.a_shape)  # b·a^(b-1)
+        grad_b = None
+        if self.parents[1].requires_grad:  # a^b·ln a, taken as 0 where a = 0
+            xp = backend.namespace(a)
+            log_a = xp.log(xp.where(a > 0, a, 1))
+            grad_b = sum_to(grad * self.out * log_a, self.b_shape)
+        return grad_a, grad_b
+
+
+class Where(Function):
+    """``where(condition, a, b)``: ``a`` where the condition holds, else ``b``."""
+
+    def forward(self, condition, a, b):
+        xp = backend.namespace(a)
+        self.condition, self.a_shape, self.b_shape = condition, a.shape, b.shape
+        try:
+            return xp.where(condition, a, b)
+        except ValueError:
+            raise ValueError(
+                f"where: condition {tuple(condition.shape)}, inputs {tuple(a.shape)} and "
+                f"{tuple(b.shape)} cannot be broadcast together"
+            ) from None
+
+    def backward(self, grad):
+        zero = grad.dtype.type(0)
+        xp = backend.namespace(grad)
+        return (None,
+                sum_to(xp.where(self.condition, grad, zero), self.a_shape),
+                sum_to(xp.where(self.condition, zero, grad), self.b_shape))
+
+
+class MatMul(Function):
+    """``a @ b`` with NumPy's rules: batched, broadcasting, 1-D operands promoted."""
+
+    def forward(self, a, b):
+        inner_b = b.shape[-2] if b.ndim > 1 else b.shape[0]
+        if a.ndim == 0 or b.ndim == 0 or a.shape[-1] != inner_b:
+            inner_a = a.shape[-1] if a.ndim else None
+            raise ValueError(
+                f"matmul: {tuple(a.shape)} @ {tuple(b.shape)}: inner sizes {inner_a} and {inner_b} differ"
+            )
+        self.a, self.b = a, b
+        try:
+            return a @ b
+        except ValueError:
+            raise ValueError(f"matmul: {tuple(a.shape)} @ {tuple(b.shape)}: batch dimensions cannot be broadcast") from None
+
+    def backward(self, grad):
+        a, b = self.a, self.b
+        a2 = a[None, :] if a.ndim == 1 else a  # (…, n, k)
+        b2 = b[:, None] if b.ndim == 1 else b  # (…, k, m)
+        if b.ndim == 1:
+            grad = grad[..., None]
+        if a.ndim == 1:
+            grad = grad[..., None, :]  # grad: (…, n, m)
+        grad_a = grad_b = None
+        if self.parents[0].requires_grad:
+            grad_a = sum_to(grad @ b2.swapaxes(-1, -2), a2.shape).reshape(a.shape)  # (…, n, k)
+        if self.parents[1].requires_grad:
+            if b2.ndim == 2 and a2.ndim > 2:  # fold the batch into rows: one large GEMM
+                k, m = b2.shape
+                grad_b = a2.reshape(-1, k).T @ grad.reshape(-1, m)
+            else:
+                grad_b = sum_to(a2.swapaxes(-1, -2) @ grad, b2.shape)  # (…, k, m)
+            grad_b = grad_b.reshape(b.shape)
+        return grad_a, grad_b
+
+
+# ----------------------------------------------------------------------------- unary
+
+
+class Neg(Function):
+    def forward(self, x):
+        return -x
+
+    def backward(self, grad):
+        return (-grad,)
+
+
+class Exp(Function):
+    def forward(self, x):
+        self.out = backend.namespace(x).exp(x)
+        return self.out
+
+    def backward(self, grad):
+        return (grad * self.out,)
+
+
+class Log(Function):
+    def forward(self, x):
+        self.x = x
+        return backend.namespace(x).log(x)
+
+    def backward(self, grad):
+        return (grad / self.x,)
+
+
+class Sqrt(Function):
+    def forward(self, x):
+        self.out = backend.namespace(x).sqrt(x)
+        return self.out
+
+    def backward(self, grad):
+        return (grad / (2 * self.out),)
+
+
+class Tanh(Function):
+    def forward(self, x):
+        self.out = backend.namespace(x).tanh(x)
+        return self.out
+
+    def backward(self, grad):
+        return (grad * (1 - self.out * self.out),)
+
+
+class Sigmoid(Function):
+    def forward(self, x):
+        self.out = 0.5 * backend.namespace(x).tanh(0.5 * x) + 0.5  # overflow-free σ(x)
+        return self.out
+
+    def backward(self, grad):
+        return (grad * self.out * (1 - self.out),)
+
+
+class ReLU(Function):
+    def forward(self, x):
+        self.positive = x > 0
+        return x * self.positive
+
+    def backward(self, grad):
+        return (grad * self.positive,)
+
+
+class Abs(Function):
+    def forward(self, x):
+        xp = backend.namespace(x)
+        self.sign = xp.sign(x)
+        return xp.abs(x)
+
+    def backward(self, grad):
+        return (grad * self.sign,)
+
+
+class To(Function):
+    """A change of dtype or device; the gradient goes back the same way."""
+
+    def forward(self, x, dtype=None, device=None):
+        self.dtype, self.device = x.dtype, backend.device_of(x)
+        if device is not None:
+            return backend.to_device(x, device)
+        return x.astype(dtype)
+
+    def backward(self, grad):
+        return (backend.to_device(grad, self.device).astype(self.dtype, copy=False),)
+
+
+# ----------------------------------------------------------------------------- reductions
+
+
+class Sum(Function):
+    def forward(self, x, dim=None, keepdim=False):
+        self.shape, self.axes, self.keepdim = x.shape, _normalize_dims(dim, x.ndim), keepdim
+        return x.sum(axis=self.axes, keepdims=keepdim)
+
+    def backward(self, grad):
+        if not self.keepdim and self.axes is not None:
+            grad = grad.reshape([1 if i in self.axes else n for i, n in enumerate(self.shape)])
+        return (backend.namespace(grad).broadcast_to(grad, self.shape),)
+
+
+class Amax(Function):
+    """Maximum over ``dim``; ties share the gradient equally (as in PyTorch)."""
+
+    def forward(self, x, dim=None, keepdim=False):
+        self.axes, self.keepdim = _normalize_dims(dim, x.ndim), keepdim
+        out = x.max(axis=self.axes, keepdims=True)
+        self.winners = x == out
+        return out if keepdim else out.reshape(
+            [n for i, n in enumerate(x.shape) if self.axes is not None and i not in self.axes]
+        )
+
+    def backward(self, grad):
+        winners = self.winners
+        if not self.keepdim:
+            grad = grad.reshape([1 if self.axes is None or i in self.axes else n for i, n in enumerate(winners.shape)])
+        count = winners.sum(axis=self.axes, keepdims=True)
+        return (grad * winners / count.astype(grad.dtype),)
+
+
+# ----------------------------------------------------------------------------- shape
+
+
+class Reshape(Function):
+    def forward(self, x, shape):
+        self.shape = x.shape
+        try:
+            return x.reshape(shape)
+        except ValueError:
+            raise ValueError(f"reshape: cannot view shape {tuple(x.shape)} ({x.size} elements) as {tuple(shape)}") from None
+
+    def backward(self, grad):
+        return (grad.reshape(self.shape),)
+
+
+class Permute(Function):
+    def forward(self, x, dims):
+        if sorted(d % x.ndim for d in dims) != list(range(x.ndim)):
+            raise ValueError(f"permute: dims {tuple(dims)} are not a permutation of the {x.ndim} axes of {tuple(x.shape)}")
+        self.inverse = tuple(np.argsort([d % x.ndim for d in dims]))
+        return x.transpose(dims)
+
+    def backward(self, grad):
+        return (grad.transpose(self.inverse),)
+
+
+class Expand(Function):
+    def forward(self, x, shape):
+        self.shape = x.shape
+        shape = tuple(n if n != -1 else x.shape[i - len(shape) + x.ndim] for i, n in enumerate(shape))
+        try:
+            return backend.namespace(x).broadcast_to(x, shape)
+        except ValueError:
+            raise ValueError(f"expand: shape {tuple(x.shape)} cannot be expanded to {shape}") from None
+
+    def backward(self, grad):
+        return (sum_to(grad, self.shape),)
+
+
+def _unwrap_index(index):
+    if isinstance(index, Tensor):
+        return index.data
+    if isinstance(index, tuple):
+        return tuple(i.data if isinstance(i, Tensor) else i for i in index)
+    return index
+
+
+def _is_advanced(index):
+    parts = index if isinstance(index, tuple) else (index,)
+    return any(not isinstance(p, (slice, numbers.Integral, type(None), type(Ellipsis))) for p in parts)
+
+
+class GetItem(Function):
+    """``x[index]``: basic slices, or integer-array indexing (repeats accumulate)."""
+
+    def forward(self, x, index):
+        self.shape, self.dtype, self.index = x.shape, x.dtype, index
+        return x[index]
+
+    def backward(self, grad):
+        xp = backend.namespace(grad)
+        full = xp.zeros(self.shape, dtype=self.dtype)
+        if _is_advanced(self.index):
+            backend.scatter_add(full, self.index, grad)
+        else:
+            full[self.index] = grad
+        return (full,)
+
+
+class Concatenate(Function):
+    def forward(self, *arrays, dim=0):
+        xp = backend.namespace(arrays[0])
+        self.dim = dim % arrays[0].ndim
+        self.bounds = np.cumsum([a.shape[self.dim] for a in arrays])[:-1]
+        try:
+            return xp.concatenate(arrays, axis=self.dim)
+        except ValueError:
+            raise ValueError(f"cat: shapes {[tuple(a.shape) for a in arrays]} differ outside dim {dim}") from None
+
+    def backward(self, grad):
+        return tuple(backend.namespace(grad).split(grad, self.bounds, axis=self.dim))
+
+
+class Stack(Function):
+    def forward(self, *arrays, dim=0):
+        xp = backend.namespace(arrays[0])
+        self.dim = dim % (arrays[0].ndim + 1)
+        try:
+            return xp.stack(arrays, axis=self.dim)
+        except ValueError:
+            raise ValueError(f"stack: all shapes must be equal, got {[tuple(a.shape) for a in arrays]}") from None
+
+    def backward(self, grad):
+        return tuple(grad.take(i, axis=self.dim) for i in range(grad.shape[self.dim]))
+
+
+# ----------------------------------------------------------------------------- the public functions
+
+
+def _lift(value, like):
+    """A Python number or array operand as a constant tensor on ``like``'s device and dtype."""
+    if isinstance(value, Tensor):
+        return value
+    if backend.is_array(value):
+        return Tensor._wrap(value)
+    dtype = like.dtype
+    if dtype.kind not in "fc" and isinstance(value, float):
+        dtype = np.float32
+    if not isinstance(value, numbers.Number):
+        return Tensor(value, device=like.device)
+    return Tensor._wrap(backend.namespace(like.data).asarray(value, dtype=dtype))
+
+
+def add(a, b):
+    return Add.apply(a, _lift(b, a))
+
+
+def sub(a, b):
+    return Sub.apply(a, _lift(b, a))
+
+
+def mul(a, b):
+    return Mul.apply(a, _lift(b, a))
+
+
+def div(a, b):
+    return Div.apply(a, _lift(b, a))
+
+
+def pow(a, b):
+    return Pow.apply(a, _lift(b, a))
+
+
+def matmul(a, b):
+    return MatMul.apply(a, _lift(b, a))
+
+
+def neg(x):
+    return Neg.apply(x)
+
+
+def exp(x):
+    return Exp.apply(x)
+
+
+def log(x):
+    return Log.apply(x)
+
+
+def sqrt(x):
+    return Sqrt.apply(x)
+
+
+def tanh(x):
+    return Tanh.apply(x)
+
+
+def sigmoid(x):
+    return Sigmoid.apply(x)
+
+
+def relu(x):
+    return ReLU.apply(x)
+
+
+def abs(x):
+    return Abs.apply(x)
+
+
+def sum(x, dim=None, keepdim=False):
+    return Sum.apply(x, dim=dim, keepdim=keepdim)
+
+
+def mean(x, dim=None, keepdim=False):
+    axes = _normalize_dims(dim, x.ndim)
+    count = x.data.size if axes is None else int(np.prod([x.shape[d] for d in axes]))
+    return Sum.apply(x, dim=dim, keepdim=keepdim) / count
+
+
+def amax(x, dim=None, keepdim=False):
+    return Amax.apply(x, dim=dim, keepdim=keepdim)
+
+
+def var(x, dim=None, keepdim=False, correction=1):
+    """``sum((x - mean)²) / (N - correction)`` over ``dim``."""
+    axes = _normalize_dims(dim, x.ndim)
+    count = x.data.size if axes is None else int(np.prod([x.shape[d] for d in axes]))
+    centered = x - mean(x, dim, keepdim=True)
+    return (centered * centered).sum(dim, keepdim) / max(count - correction, 0)
+
+
+def where(condition, a, b):
+    """``a`` where ``condition`` is true, else ``b``; either may be a Python number."""
+    condition = condition if isinstance(condition, Tensor) else Tensor(condition)
+    like = a if isinstance(a, Tensor) else b
+    a, b = _lift(a, like), _lift(b, like)
+    return Where.apply(condition, a, b)
+
+
+def masked_fill(x, mask, value):
+    """``x`` with ``value`` wherever ``mask`` is true."""
+    return where(mask, _lift(value, x), x)
+
+
+def reshape(x, *shape):
+    shape = tuple(shape[0]) if len(shape) == 1 and not isinstance(shape[0], numbers.Integral) else shape
+    return Reshape.apply(x, shape=shape)
+
+
+def transpose(x, dim0, dim1):
+    dims = list(range(x.ndim))
+    dims[dim0], dims[dim1] = dims[dim1], dims[dim0]
+    return Permute.apply(x, dims=tuple(dims))
+
+
+def permute(x, *dims):
+    dims = tuple(dims[0]) if len(dims) == 1 and not isinstance(dims[0], numbers.Integral) else dims
+    return Permute.apply(x, dims=dims)
+
+
+def unsqueeze(x, dim):
+    dim = dim % (x.ndim + 1)
+    return Reshape.apply(x, shape=x.shape[:dim] + (1,) + x.shape[dim:])
+
+
+def squeeze(x, dim=None):
+    if dim is None:
+        return Reshape.apply(x, shape=tuple(n for n in x.shape if n != 1))
+    dims = _normalize_dims(dim, x.ndim)
+    return Reshape.apply(x, shape=tuple(n for i, n in enumerate(x.shape) if not (i in dims and n == 1)))
+
+
+def expand(x, *shape):
+    shape = tuple(shape[0]) if len(shape) == 1 and not isinstance(shape[0], numbers.Integral) else shape
+    return Expand.apply(x, shape=shape)
+
+
+def flatten(x, start_dim=0, end_dim=-1):
+    if x.ndim == 0:
+        return Reshape.apply(x, shape=(1,))
+    start, end = start_dim % x.ndim, end_dim % x.ndim
+    middle = int(np.prod(x.shape[start:end + 1]))
+    return Reshape.apply(x, shape=x.shape[:start] + (middle,) + x.shape[end + 1:])
+
+
+def getitem(x, index):
+    return GetItem.apply(x, index=_unwrap_index(index))
+
+
+def cat(tensors, dim=0):
+    return Concatenate.apply(*tensors, dim=dim)
+
+
+def stack(tensors, dim=0):
+    return Stack.apply(*tensors, dim=dim)
+
+
+def split(x, split_size_or_sections, dim=0):
+    """Pieces of ``x`` along ``dim``: of size ``split_size`` each, or of the listed sizes."""
+    dim = dim % x.ndim
+    length = x.shape[dim]
+    if isinstance(split_size_or_sections, numbers.Integral):
+        sizes = [split_size_or_sections] * (length // split_size_or_sections)
+        if length % split_size_or_sections:
+            sizes.append(length % split_size_or_sections)
+    else:
+        sizes = list(split_size_or_sections)
+        if builtins.sum(sizes) != length:
+            raise ValueError(f"split: sizes {sizes} do not add up to {length}, the length of dim {dim}")
+    pieces, start = [], 0
+    for size in sizes:
+        index = (slice(None),) * dim + (slice(start, start + size),)
+        pieces.append(GetItem.apply(x, index=index))
+        start += size
+    return tuple(pieces)
+
+
+def chunk(x, chunks, dim=0):
+    length = x.shape[dim % x.ndim]
+    return split(x, -(-length // chunks), dim)
+
+
+def _compare(op):
+    def compare(a, b):
+        b = b.data if isinstance(b, Tensor) else b
+        return Tensor._wrap(op(a.data, b))
+
+    return compare
+
+
+# ----------------------------------------------------------------------------- Tensor methods
+
+Tensor.__add__ = add
+Tensor.__radd__ = lambda a, b: add(a, b)
+Tensor.__sub__ = sub
+Tensor.__rsub__ = lambda a, b: sub(_lift(b, a), a)
+Tensor.__mul__ = mul
+Tensor.__rmul__ = lambda a, b: mul(a, b)
+Tensor.__truediv__ = div
+Tensor.__rtruediv__ = lambda a, b: div(_lift(b, a), a)
+Tensor.__pow__ = pow
+Tensor.__rpow__ = lambda a, b: pow(_lift(b, a), a)
+Tensor.__matmul__ = matmul
+Tensor.__rmatmul__ = lambda a, b: matmul(_lift(b, a), a)
+Tensor.__neg__ = neg
+Tensor.__getitem__ = getitem
+Tensor.__lt__ = _compare(lambda a, b: a < b)
+Tensor.__le__ = _compare(lambda a, b: a <= b)
+Tensor.__gt__ = _compare(lambda a, b: a > b)
+Tensor.__ge__ = _compare(lambda a, b: a >= b)
+Tensor.__eq__ = _compare(lambda a, b: a == b)
+Tensor.__ne__ = _compare(lambda a, b: a != b)
+Tensor.__invert__ = lambda a: Tensor._wrap(~a.data)
+Tensor.__and__ = _compare(lambda a, b: a & b)
+Tensor.__or__ = _compare(lambda a, b: a | b)
+Tensor.matmul = matmul
+Tensor.exp, Tensor.log, Tensor.sqrt, Tensor.tanh = exp, log, sqrt, tanh
+Tensor.sigmoid, Tensor.relu, Tensor.abs = sigmoid, relu, abs
+Tensor.sum, Tensor.mean, Tensor.amax, Tensor.var = sum, mean, amax, var
+Tensor.reshape = Tensor.view = reshape
+Tensor.transpose, Tensor.permute = transpose, permute
+Tensor.unsqueeze, Tensor.squeeze, Tensor.expand, Tensor.flatten = unsqueeze, squeeze, expand, flatten
+Tensor.masked_fill = masked_fill
+Tensor.split, Tensor.chunk = split, chunk
+Tensor.T = property(lambda x: permute(x, tuple(reversed(range(x.ndim)))))

@@ -1,0 +1,322 @@
+"""Floor 2: the Tensor, the operation node, and the reverse-mode graph walk.
+
+A ``Tensor`` holds a backend array (``.data``) and, when it was made by an operation
+that needs a gradient, a reference to that operation (``._ctx``), a ``Function``
+instance which keeps its inputs (``parents``) and whatever its backward needs.
+
+``backward()`` orders the graph topologically without recursion, walks it from the
+output to the leaves, and hands each node the gradient of its output; the node returns
+one gradient per input. Unless ``retain_graph=True``, each node drops its saved arrays
+as soon as it has run, so a second walk through it raises a ``RuntimeError``.
+
+>>> import tinyattn as ta
+>>> x = ta.tensor([1.0, 2.0, 3.0], requires_grad=True)
+>>> y = (x * x).sum()
+>>> y.backward()
+>>> x.grad
+array([2., 4., 6.], dtype=float32)
+"""
+
+import numpy as np
+
+from . import backend
+
+_GRAD_ENABLED = [True]
+
+
+class no_grad:
+    """Context manager and decorator: no graph is recorded inside.
+
+    >>> import tinyattn as ta
+    >>> w = ta.ones(2, requires_grad=True)
+    >>> with ta.no_grad():
+    ...     y = w * 2
+    >>> y.requires_grad
+    False
+    """
+
+    def __enter__(self):
+        self._previous = _GRAD_ENABLED[0]
+        _GRAD_ENABLED[0] = False
+
+    def __exit__(self, *exc):
+        _GRAD_ENABLED[0] = self._previous
+
+    def __call__(self, fn):
+        def wrapper(*args, **kwargs):
+            with no_grad():
+                return fn(*args, **kwargs)
+
+        wrapper.__name__, wrapper.__doc__ = fn.__name__, fn.__doc__
+        return wrapper
+
+
+def is_grad_enabled():
+    return _GRAD_ENABLED[0]
+
+
+class Function:
+    """One differentiable operation: ``forward`` on arrays, ``backward`` on gradients.
+
+    Subclasses implement ``forward(*arrays, **options) -> array`` (saving on ``self``
+    what backward needs) and ``backward(grad) -> tuple`` with one gradient (or ``None``)
+    per input, each of that input's shape. ``apply`` runs forward and links the graph.
+    """
+
+    __slots__ = ("parents", "released", "__dict__")
+
+    @classmethod
+    def apply(cls, *inputs, **options):
+        fn = cls()
+        device = type(inputs[0].data)
+        for t in inputs[1:]:
+            if type(t.data) is not device:
+                raise RuntimeError(
+                    f"{cls.__name__.lower()}: tensors on different devices: "
+                    f"{', '.join(repr(i.device) for i in inputs)}; move them with .to(device)"
+                )
+        out = fn.forward(*[t.data for t in inputs], **options)
+        if isinstance(out, np.generic):  # NumPy turns 0-d results into scalars
+            out = np.asarray(out)
+        result = Tensor.__new__(Tensor)
+        result.data, result.grad, result._ctx = out, None, None
+        result.requires_grad = False
+        if _GRAD_ENABLED[0]:
+            for t in inputs:
+                if t.requires_grad:
+                    fn.parents, fn.released = inputs, False
+                    result.requires_grad, result._ctx = True, fn
+                    break
+        return result
+
+    def release(self):
+        """Drop the arrays saved for backward; the node stays in the graph, marked."""
+        self.__dict__.clear()
+        self.released = True
+
+
+def _topological_order(root):
+    """Nodes reachable from ``root``, each before the nodes it depends on. No recursion."""
+    order, visited = [], {root}
+    stack = [(root, iter(root.parents))]
+    while stack:
+        fn, parents = stack[-1]
+        for p in parents:
+            ctx = p._ctx
+            if ctx is not None and ctx not in visited:
+                visited.add(ctx)
+                stack.append((ctx, iter(ctx.parents)))
+                break
+        else:
+            stack.pop()
+            order.append(fn)
+    order.reverse()
+    return order
+
+
+def _accumulate_leaf(t, grad):
+    if grad.dtype != t.data.dtype:
+        grad = grad.astype(t.data.dtype)
+    if t.grad is None:
+        t.grad = grad.copy()  # never alias another gradient or the caller's array
+    else:
+        t.grad += grad
+
+
+def _run_backward(root, grad, retain_graph):
+    if root._ctx is None:
+        _accumulate_leaf(root, grad)
+        return
+    grads = {root._ctx: grad}
+    for fn in _topological_order(root._ctx):
+        grad = grads.pop(fn, None)
+        if grad is None:
+            continue
+        if fn.released:
+            raise RuntimeError(
+                f"backward through the graph a second time: the arrays saved by "
+                f"{type(fn).__name__} were freed after the first backward(). "
+                "Call backward(retain_graph=True) the first time to walk it again."
+            )
+        input_grads = fn.backward(grad)
+        if not retain_graph:
+            fn.release()
+        for p, g in zip(fn.parents, input_grads):
+            if g is None or not p.requires_grad:
+                continue
+            ctx = p._ctx
+            if ctx is None:
+                _accumulate_leaf(p, g)
+            else:
+                previous = grads.get(ctx)
+                grads[ctx] = g if previous is None else previous + g
+
+
+class Tensor:
+    """An n-dimensional array that remembers how it was computed.
+
+    ``Tensor(data, requires_grad=False, dtype=None, device=None)``: Python floats become
+    float32, a NumPy/CuPy array keeps its dtype, integers stay integers.
+
+    >>> import tinyattn as ta
+    >>> ta.tensor([[1, 2]]).dtype, ta.tensor(1.5).dtype
+    (dtype('int64'), dtype('float32'))
+    """
+
+    __slots__ = ("data", "grad", "requires_grad", "_ctx", "__weakref__")
+    __array_ufunc__ = None  # ``ndarray + tensor`` defers to Tensor.__radd__
+
+    def __init__(self, data, requires_grad=False, dtype=None, device=None):
+        if isinstance(data, Tensor):
+            data = data.data
+        if backend.is_array(data):
+            if device is not None and backend.device_of(data) != device:
+                data = backend.to_device(data, device)
+            array = data if dtype is None else data.astype(dtype, copy=False)
+        else:
+            device = device or "cpu"
+            host = np.asarray(data)
+            if dtype is None and host.dtype == np.float64 and not isinstance(data, np.ndarray):
+                dtype = np.float32  # Python floats become float32, as in PyTorch
+            if dtype is not None:
+                host = host.astype(dtype, copy=False)
+            array = backend.to_device(host, device) if device != "cpu" else host
+        if array.dtype.kind not in "biufc":
+            raise TypeError(f"tensor: unsupported data of dtype {array.dtype}")
+        if requires_grad and array.dtype.kind not in "fc":
+            raise RuntimeError(
+                f"requires_grad=True needs a floating-point tensor, got dtype {array.dtype}; "
+                "convert with .float() first (integer tensors hold indices and targets)"
+            )
+        self.data = array
+        self.grad = None
+        self.requires_grad = bool(requires_grad)
+        self._ctx = None
+
+    # ----------------------------------------------------------------- properties
+
+    shape = property(lambda self: tuple(self.data.shape))
+    ndim = property(lambda self: self.data.ndim)
+    dtype = property(lambda self: self.data.dtype)
+    device = property(lambda self: backend.device_of(self.data))
+    is_leaf = property(lambda self: self._ctx is None)
+
+    def size(self, dim=None):
+        return self.shape if dim is None else self.shape[dim]
+
+    def numel(self):
+        return int(self.data.size)
+
+    def __len__(self):
+        if self.ndim == 0:
+            raise TypeError("len() of a 0-d tensor")
+        return self.shape[0]
+
+    def __repr__(self):
+        body = np.array2string(backend.to_numpy(self.data), separator=", ", prefix="tensor(")
+        extra = ""
+        if self.dtype != np.float32 and self.dtype != np.int64 and self.dtype != np.bool_:
+            extra += f", dtype={self.dtype}"
+        if self.device != "cpu":
+            extra += f", device='{self.device}'"
+        if self._ctx is not None:
+            extra += f", grad_fn=<{type(self._ctx).__name__}>"
+        elif self.requires_grad:
+            extra += ", requires_grad=True"
+        return f"tensor({body}{extra})"
+
+    __hash__ = object.__hash__
+
+    # ----------------------------------------------------------------- autograd
+
+    def backward(self, grad=None, retain_graph=False):
+        """Accumulate d(self)/d(leaf) · grad into every leaf's ``.grad``."""
+        if not self.requires_grad:
+            raise RuntimeError(
+                "backward() on a tensor that does not require grad: no input of its "
+                "computation had requires_grad=True (or it was computed under no_grad)"
+            )
+        if grad is None:
+            if self.data.size != 1:
+                raise RuntimeError(
+                    f"backward() without grad works only for a one-element tensor; this one "
+                    f"has shape {self.shape}: pass grad, an array of that shape"
+                )
+            grad = backend.namespace(self.data).ones(self.data.shape, dtype=self.dtype)
+        else:
+            grad = grad.data if isinstance(grad, Tensor) else grad
+            if not backend.is_array(grad):
+                grad = backend.to_device(np.asarray(grad, dtype=self.dtype), self.device)
+            if tuple(grad.shape) != self.shape:
+                raise RuntimeError(
+                    f"backward(): grad has shape {tuple(grad.shape)}, expected the tensor's shape {self.shape}"
+                )
+            if type(grad) is not type(self.data):
+                raise RuntimeError(
+                    f"backward(): grad is on device {backend.device_of(grad)!r}, "
+                    f"the tensor on {self.device!r}"
+                )
+            if grad.dtype != self.dtype:
+                grad = grad.astype(self.dtype)
+        _run_backward(self, grad, retain_graph)
+
+    def detach(self):
+        """The same data, cut from the graph."""
+        return Tensor._wrap(self.data)
+
+    def requires_grad_(self, requires_grad=True):
+        if requires_grad and self.dtype.kind not in "fc":
+            raise RuntimeError(f"requires_grad=True needs a floating-point tensor, got dtype {self.dtype}")
+        self.requires_grad = requires_grad
+        return self
+
+    @staticmethod
+    def _wrap(array):
+        """A leaf tensor around an existing backend array (no checks, no copy)."""
+        t = Tensor.__new__(Tensor)
+        t.data, t.grad, t.requires_grad, t._ctx = array, None, False, None
+        return t
+
+    # ----------------------------------------------------------------- conversion
+
+    def numpy(self):
+        """A NumPy copy of the data (copied from the GPU if need be)."""
+        return backend.to_numpy(self.data)
+
+    def item(self):
+        if self.data.size != 1:
+            raise ValueError(f"item(): only one-element tensors convert to a Python number, shape is {self.shape}")
+        return self.data.item()
+
+    def tolist(self):
+        return self.numpy().tolist()
+
+    def to(self, target):
+        """``to("cuda")``, ``to("cpu")`` or ``to(ta.float64)``: differentiable, as in PyTorch."""
+        from .ops import To
+
+        if isinstance(target, str):
+            if target not in backend.DEVICES:
+                raise ValueError(f"to(): unknown device {target!r}, expected one of {backend.DEVICES}")
+            return self if target == self.device else To.apply(self, device=target)
+        dtype = np.dtype(target)
+        if dtype == self.dtype:
+            return self
+        if dtype.kind not in "fc":  # an integer or boolean result carries no gradient
+            return Tensor._wrap(self.data.astype(dtype))
+        return To.apply(self, dtype=dtype)
+
+    def float(self):
+        return self.to(np.float32)
+
+    def double(self):
+        return self.to(np.float64)
+
+    def long(self):
+        return self.to(np.int64)
+
+    def cpu(self):
+        return self.to("cpu")
+
+    def cuda(self):
+        return self.to("cuda")
