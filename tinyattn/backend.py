@@ -153,7 +153,12 @@ def _register_cupy():
 
 def namespace(array):
     """The array module (``numpy``, ``cupy`` or the strict one) that owns ``array``."""
-    return _NAMESPACE[type(array)]
+    xp = _NAMESPACE.get(type(array))
+    if xp is None:
+        if isinstance(array, np.generic):  # NumPy returns scalars from 0-d arithmetic
+            return np
+        raise TypeError(f"expected a backend array (NumPy, CuPy or strict), got {type(array).__name__}")
+    return xp
 
 
 def namespace_for(device):

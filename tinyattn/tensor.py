@@ -118,6 +118,8 @@ def _accumulate_leaf(t, grad):
     if grad.dtype != t.data.dtype:
         grad = grad.astype(t.data.dtype)
     if t.grad is None:
+        if isinstance(grad, np.generic):  # NumPy returns scalars from 0-d arithmetic
+            grad = np.asarray(grad)
         t.grad = grad.copy()  # never alias another gradient or the caller's array
     else:
         t.grad += grad
