@@ -16,12 +16,15 @@ from .ops import (
     abs, amax, cat, chunk, exp, expand, flatten, log, masked_fill, matmul, mean, permute,
     relu, reshape, sigmoid, split, sqrt, squeeze, stack, sum, tanh, transpose, unsqueeze, var, where,
 )
+from .serialization import load, save
 from .tensor import Function, Tensor, is_grad_enabled, no_grad
+
+from . import interop, nn, optim, testing  # noqa: E402  (floors above the engine)
 
 float32, float64, int64, bool = np.float32, np.float64, np.int64, np.bool_
 
 __all__ = [
-    "Tensor", "Function", "tensor", "no_grad", "is_grad_enabled", "manual_seed", "backend", "ops",
+    "Tensor", "Function", "save", "load", "nn", "optim", "interop", "testing", "tensor", "no_grad", "is_grad_enabled", "manual_seed", "backend", "ops",
     "zeros", "ones", "full", "arange", "randn", "rand", "zeros_like", "ones_like",
     "abs", "amax", "cat", "chunk", "exp", "expand", "flatten", "log", "masked_fill", "matmul", "mean",
     "permute", "relu", "reshape", "sigmoid", "split", "sqrt", "squeeze", "stack", "sum", "tanh",

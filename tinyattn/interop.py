@@ -1,0 +1,1 @@
+"""PyTorch state-dict layout <-> tinyattn layout (being written)."""

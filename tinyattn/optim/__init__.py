@@ -1,0 +1,1 @@
+"""Optimizers (being written)."""

@@ -1,0 +1,1 @@
+"""Gradient checking and hypothesis strategies (being written)."""
