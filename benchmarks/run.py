@@ -1,0 +1,247 @@
+"""tinyattn beside PyTorch (CPU), in one process, interleaved, after warm-up: medians and ratios.
+
+    python benchmarks/run.py                       # all cases, all sizes
+    python benchmarks/run.py --sizes small --repeat 50 --json out/bench.json --png out/bench.png
+    python benchmarks/run.py --memory              # also peak memory of one step, each variant in its own process
+
+Cases: scaled dot-product attention, multi-head attention and a pre-norm encoder layer
+(``dim_feedforward = 4·d``), forward and forward+backward, at three sizes; the same encoder layer
+written directly in NumPy with hand-derived gradients (the floor); one training step of the main
+example's model against a PyTorch twin. Everything is float32 with two BLAS threads.
+"""
+
+import os
+
+# NumPy's OpenBLAS threads busy-wait after each call and would steal a core from PyTorch's threads.
+os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "22")
+
+import argparse  # noqa: E402
+import json  # noqa: E402
+import resource  # noqa: E402
+import statistics  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import numpy_encoder  # noqa: E402
+
+SIZES = {  # name: (B, L, d, H)
+    "small": (2, 16, 32, 4),
+    "medium": (8, 128, 256, 8),
+    "large": (4, 512, 512, 8),
+}
+
+
+# ----------------------------------------------------------------------------- the cases
+
+
+def _torch():
+    import torch
+
+    torch.set_num_threads(2)
+    return torch
+
+
+def encoder_cases(size, backward):
+    """``{variant: step_function}`` for one pre-norm encoder layer."""
+    import tinyattn as ta
+    import tinyattn.nn as nn
+
+    torch = _torch()
+    B, L, d, H = SIZES[size]
+    rng = np.random.default_rng(0)
+    x_np = rng.standard_normal((B, L, d), dtype=np.float32)
+    g_np = rng.standard_normal((B, L, d), dtype=np.float32)
+
+    ta.manual_seed(0)
+    ours = nn.TransformerEncoderLayer(d, H, 4 * d, dropout=0.0, norm_first=True)
+    theirs = torch.nn.TransformerEncoderLayer(d, H, 4 * d, dropout=0.0, norm_first=True, batch_first=True)
+    x_ta, g_ta = ta.tensor(x_np, requires_grad=backward), ta.tensor(g_np)
+    x_t, g_t = torch.tensor(x_np, requires_grad=backward), torch.tensor(g_np)
+    params = numpy_encoder.init_params(d, H, 4 * d)
+
+    def tinyattn_step():
+        y = ours(x_ta)
+        if backward:
+            ours.zero_grad()
+            x_ta.grad = None
+            y.backward(g_ta)
+
+    def torch_step():
+        if backward:
+            theirs.zero_grad()
+            x_t.grad = None
+            theirs(x_t).backward(g_t)
+        else:
+            with torch.no_grad():
+                theirs(x_t)
+
+    cases = {"tinyattn": tinyattn_step, "pytorch": torch_step}
+    if backward:
+        cases["numpy floor"] = lambda: numpy_encoder.forward_backward(x_np, g_np, params, H)
+    return cases
+
+
+def attention_cases(size, backward, module):
+    """SDPA over (B, H, L, dh), or multi-head attention over (B, L, d)."""
+    import tinyattn as ta
+    import tinyattn.nn as nn
+    import tinyattn.nn.functional as F
+
+    torch = _torch()
+    B, L, d, H = SIZES[size]
+    rng = np.random.default_rng(0)
+    shape = (B, L, d) if module else (B, H, L, d // H)
+    arrays = [rng.standard_normal(shape, dtype=np.float32) for _ in range(4)]
+    ours_in = [ta.tensor(a, requires_grad=backward) for a in arrays[:3]]
+    theirs_in = [torch.tensor(a, requires_grad=backward) for a in arrays[:3]]
+    g_ta, g_t = ta.tensor(arrays[3]), torch.tensor(arrays[3])
+    if module:
+        ta.manual_seed(0)
+        ours_mha = nn.MultiHeadAttention(d, H)
+        theirs_mha = torch.nn.MultiheadAttention(d, H, batch_first=True)
+        ours_fn = lambda q, k, v: ours_mha(q, k, v, need_weights=False)[0]
+        theirs_fn = lambda q, k, v: theirs_mha(q, k, v, need_weights=False)[0]
+    else:
+        ours_fn = lambda q, k, v: F.scaled_dot_product_attention(q, k, v, need_weights=False)[0]
+        theirs_fn = torch.nn.functional.scaled_dot_product_attention
+
+    def tinyattn_step():
+        y = ours_fn(*ours_in)
+        if backward:
+            for t in ours_in:
+                t.grad = None
+            y.backward(g_ta)
+
+    def torch_step():
+        if backward:
+            for t in theirs_in:
+                t.grad = None
+            theirs_fn(*theirs_in).backward(g_t)
+        else:
+            with torch.no_grad():
+                theirs_fn(*theirs_in)
+
+    return {"tinyattn": tinyattn_step, "pytorch": torch_step}
+
+
+CASES = {
+    "sdpa": lambda size, backward: attention_cases(size, backward, module=False),
+    "mha": lambda size, backward: attention_cases(size, backward, module=True),
+    "encoder": encoder_cases,
+}
+
+
+# ----------------------------------------------------------------------------- timing
+
+
+def time_interleaved(cases, repeat, warmup=3):
+    """Median seconds per call of each case, calls interleaved so drift hits all alike."""
+    for fn in cases.values():
+        for _ in range(warmup):
+            fn()
+    samples = {name: [] for name in cases}
+    for _ in range(repeat):
+        for name, fn in cases.items():
+            start = time.perf_counter()
+            fn()
+            samples[name].append(time.perf_counter() - start)
+    return {name: statistics.median(s) for name, s in samples.items()}
+
+
+def _repeat_for(size, requested):
+    if requested:
+        return requested
+    return {"small": 200, "medium": 20, "large": 7}[size]
+
+
+def peak_memory(case, size, variant):
+    """Peak RSS growth (MiB) of one forward+backward step, measured in a fresh process."""
+    out = subprocess.run(
+        [sys.executable, __file__, "--memory-child", case, size, variant],
+        capture_output=True, text=True, check=True,
+    )
+    return float(out.stdout.strip().splitlines()[-1])
+
+
+def _memory_child(case, size, variant):
+    cases = CASES[case](size, backward=True)
+    step = cases[variant]
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    step()
+    after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    print((after - before) / 1024)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sizes", default="small,medium,large")
+    parser.add_argument("--cases", default="sdpa,mha,encoder")
+    parser.add_argument("--repeat", type=int, default=0, help="timed calls per variant (default: by size)")
+    parser.add_argument("--memory", action="store_true", help="also measure peak memory of one step")
+    parser.add_argument("--json", help="write the table as JSON here")
+    parser.add_argument("--png", help="draw the ratios as a bar chart here")
+    parser.add_argument("--memory-child", nargs=3, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.memory_child:
+        _memory_child(*args.memory_child)
+        return
+
+    rows = []
+    header = f"{'case':<10}{'size':<8}{'pass':<10}{'tinyattn ms':>12}{'pytorch ms':>12}{'ratio':>8}{'floor ms':>10}"
+    print(header)
+    print("-" * len(header))
+    for case in args.cases.split(","):
+        for size in args.sizes.split(","):
+            for backward in (False, True):
+                cases = CASES[case](size, backward)
+                medians = time_interleaved(cases, _repeat_for(size, args.repeat))
+                row = {
+                    "case": case, "size": size, "pass": "fwd+bwd" if backward else "fwd",
+                    "tinyattn_ms": medians["tinyattn"] * 1e3, "pytorch_ms": medians["pytorch"] * 1e3,
+                    "ratio": medians["tinyattn"] / medians["pytorch"],
+                }
+                if "numpy floor" in medians:
+                    row["floor_ms"] = medians["numpy floor"] * 1e3
+                    row["ratio_to_floor"] = medians["tinyattn"] / medians["numpy floor"]
+                if args.memory and backward:
+                    row["tinyattn_peak_mib"] = peak_memory(case, size, "tinyattn")
+                    row["pytorch_peak_mib"] = peak_memory(case, size, "pytorch")
+                rows.append(row)
+                floor = f"{row['floor_ms']:>10.3f}" if "floor_ms" in row else ""
+                print(f"{case:<10}{size:<8}{row['pass']:<10}{row['tinyattn_ms']:>12.3f}{row['pytorch_ms']:>12.3f}"
+                      f"{row['ratio']:>8.2f}{floor}", flush=True)
+                if "tinyattn_peak_mib" in row:
+                    print(f"{'':<28}peak MiB: tinyattn {row['tinyattn_peak_mib']:.1f}, "
+                          f"pytorch {row['pytorch_peak_mib']:.1f}", flush=True)
+    if args.json:
+        os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
+        with open(args.json, "w") as f:
+            json.dump(rows, f, indent=2)
+    if args.png:
+        _bar_chart(rows, args.png)
+
+
+def _bar_chart(rows, path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    labels = [f"{r['case']}\n{r['size']}\n{r['pass']}" for r in rows]
+    fig, ax = plt.subplots(figsize=(max(6, len(rows) * 0.7), 4))
+    ax.bar(range(len(rows)), [r["ratio"] for r in rows], color="tab:blue")
+    ax.axhline(1.0, color="black", linewidth=0.8)
+    ax.set_xticks(range(len(rows)), labels, fontsize=7)
+    ax.set_ylabel("time tinyattn / time PyTorch (lower is better)")
+    fig.tight_layout()
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    fig.savefig(path, dpi=120)
+
+
+if __name__ == "__main__":
+    main()
