@@ -77,6 +77,8 @@ class StrictArray(NDArrayOperatorsMixin):
         return _wrap(func(*_unwrap(args), **_unwrap(kwargs)))
 
     def __getattr__(self, name):
+        if name.startswith("__"):  # __array_interface__ and kin would hand NumPy the data
+            raise AttributeError(f"strict backend: {name} is not available on a device array")
         attr = getattr(self._a, name)
         if callable(attr):
             return lambda *args, **kwargs: _wrap(attr(*_unwrap(args), **_unwrap(kwargs)))

@@ -16,6 +16,7 @@ array([4., 6.], dtype=float32)
 """
 
 import builtins
+import itertools
 import numbers
 
 import numpy as np
@@ -44,10 +45,16 @@ def _broadcast_error(name, a, b):
 
 
 def _normalize_dims(dim, ndim):
+    """``dim`` (None, an int or a tuple, negatives allowed) as a tuple of axes in ``[0, ndim)``."""
     if dim is None:
         return None
     dims = (dim,) if isinstance(dim, numbers.Integral) else tuple(dim)
-    return tuple(d % ndim if ndim else 0 for d in dims)
+    bound = max(ndim, 1)  # a 0-d tensor accepts dim 0 and -1, as in PyTorch
+    for d in dims:
+        if not -bound <= d < bound:
+            raise IndexError(f"dim {d} is out of range for a tensor of {ndim} dimensions "
+                             f"(expected a dim in [{-bound}, {bound - 1}])")
+    return tuple(d % ndim for d in dims) if ndim else ()
 
 
 # ----------------------------------------------------------------------------- binary
@@ -153,7 +160,9 @@ class MatMul(Function):
         try:
             return a @ b
         except ValueError:
-            raise ValueError(f"matmul: {tuple(a.shape)} @ {tuple(b.shape)}: batch dimensions cannot be broadcast") from None
+            raise ValueError(
+                f"matmul: {tuple(a.shape)} @ {tuple(b.shape)}: batch dimensions cannot be broadcast"
+            ) from None
 
     def backward(self, grad):
         a, b = self.a, self.b
@@ -306,7 +315,9 @@ class Reshape(Function):
         try:
             return x.reshape(shape)
         except ValueError:
-            raise ValueError(f"reshape: cannot view shape {tuple(x.shape)} ({x.size} elements) as {tuple(shape)}") from None
+            raise ValueError(
+                f"reshape: cannot view shape {tuple(x.shape)} ({x.size} elements) as {tuple(shape)}"
+            ) from None
 
     def backward(self, grad):
         return (grad.reshape(self.shape),)
@@ -315,7 +326,9 @@ class Reshape(Function):
 class Permute(Function):
     def forward(self, x, dims):
         if sorted(d % x.ndim for d in dims) != list(range(x.ndim)):
-            raise ValueError(f"permute: dims {tuple(dims)} are not a permutation of the {x.ndim} axes of {tuple(x.shape)}")
+            raise ValueError(
+                f"permute: dims {tuple(dims)} are not a permutation of the {x.ndim} axes of {tuple(x.shape)}"
+            )
         self.inverse = tuple(np.argsort([d % x.ndim for d in dims]))
         return x.transpose(dims)
 
@@ -370,7 +383,7 @@ class Concatenate(Function):
     def forward(self, *arrays, dim=0):
         xp = backend.namespace(arrays[0])
         self.dim = dim % arrays[0].ndim
-        self.bounds = np.cumsum([a.shape[self.dim] for a in arrays])[:-1]
+        self.bounds = list(itertools.accumulate(a.shape[self.dim] for a in arrays))[:-1]
         try:
             return xp.concatenate(arrays, axis=self.dim)
         except ValueError:
@@ -579,10 +592,14 @@ def chunk(x, chunks, dim=0):
     return split(x, -(-length // chunks), dim)
 
 
+def _no_grad_result(array):
+    """A result with no gradient (comparisons, logic); NumPy's 0-d scalars become arrays."""
+    return Tensor._wrap(np.asarray(array) if isinstance(array, np.generic) else array)
+
+
 def _compare(op):
     def compare(a, b):
-        b = b.data if isinstance(b, Tensor) else b
-        return Tensor._wrap(op(a.data, b))
+        return _no_grad_result(op(a.data, b.data if isinstance(b, Tensor) else b))
 
     return compare
 
@@ -609,7 +626,7 @@ Tensor.__gt__ = _compare(lambda a, b: a > b)
 Tensor.__ge__ = _compare(lambda a, b: a >= b)
 Tensor.__eq__ = _compare(lambda a, b: a == b)
 Tensor.__ne__ = _compare(lambda a, b: a != b)
-Tensor.__invert__ = lambda a: Tensor._wrap(~a.data)
+Tensor.__invert__ = lambda a: _no_grad_result(~a.data)
 Tensor.__and__ = _compare(lambda a, b: a & b)
 Tensor.__or__ = _compare(lambda a, b: a | b)
 Tensor.matmul = matmul

@@ -178,7 +178,7 @@ class Tensor:
         else:
             device = device or "cpu"
             host = np.asarray(data)
-            if dtype is None and host.dtype == np.float64 and not isinstance(data, np.ndarray):
+            if dtype is None and host.dtype == np.float64 and not isinstance(data, (np.ndarray, np.generic)):
                 dtype = np.float32  # Python floats become float32, as in PyTorch
             if dtype is not None:
                 host = host.astype(dtype, copy=False)

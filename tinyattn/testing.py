@@ -1,1 +1,178 @@
-"""Gradient checking and hypothesis strategies (being written)."""
+"""Checking gradients: central finite differences, and the hypothesis strategies the tests use.
+
+``gradcheck(fn, inputs)`` compares the engine's gradients of ``sum(fn(*inputs) * upstream)``
+(``upstream`` a seeded random array, never all ones) with central finite differences in
+float64, one input element at a time. It works on every device: inputs are perturbed on
+a host copy and written back through the backend.
+
+>>> import numpy as np
+>>> import tinyattn as ta
+>>> from tinyattn.testing import gradcheck
+>>> x = ta.tensor(np.array([0.5, -1.0, 2.0]), requires_grad=True)   # float64
+>>> gradcheck(lambda x: (x * x.tanh()).sum(0), [x])
+True
+
+The strategies (``shapes``, ``broadcastable_shapes``, ``arrays``, ``positive_arrays``,
+``distinct_arrays``) need hypothesis, a test extra; they import it when called, so that
+``import tinyattn`` works without it.
+"""
+
+import numpy as np
+
+from . import backend
+from .tensor import Tensor, no_grad
+
+
+class GradcheckError(AssertionError):
+    """A gradient disagrees with finite differences (or has the wrong shape or dtype)."""
+
+
+def _outputs(result):
+    return tuple(result) if isinstance(result, (tuple, list)) else (result,)
+
+
+def _upstreams(outputs, seed):
+    """One seeded standard-normal host array per output, of its shape."""
+    rng = np.random.default_rng(seed)
+    return [rng.standard_normal(o.shape) for o in outputs]
+
+
+def _objective(fn, inputs, upstreams):
+    """``sum_i sum(out_i * upstream_i)`` on the host, in float64, without a graph."""
+    with no_grad():
+        outputs = _outputs(fn(*inputs))
+    return float(sum((backend.to_numpy(o.data).astype(np.float64) * u).sum() for o, u in zip(outputs, upstreams)))
+
+
+def gradcheck(fn, inputs, eps=1e-6, atol=1e-5, rtol=1e-3, seed=0):
+    """Check the gradients of ``fn`` at ``inputs`` against central finite differences.
+
+    ``fn(*inputs)`` returns a tensor or a tuple of tensors. Every input with
+    ``requires_grad=True`` is checked and must be float64. Returns ``True``, or raises
+    ``GradcheckError`` naming the input, the element, both values and the tolerances
+    when ``|analytic - numeric| > atol + rtol * |numeric|``.
+
+    >>> import numpy as np
+    >>> import tinyattn as ta
+    >>> a = ta.tensor(np.array([[1.0, 2.0]]), requires_grad=True)
+    >>> b = ta.tensor(np.array([3.0, 4.0]), requires_grad=True)
+    >>> gradcheck(lambda a, b: a * b + b, [a, b])
+    True
+    """
+    inputs = list(inputs)
+    checked = [i for i, t in enumerate(inputs) if isinstance(t, Tensor) and t.requires_grad]
+    if not checked:
+        raise ValueError("gradcheck: no input has requires_grad=True, so there is nothing to check")
+    for i in checked:
+        if inputs[i].dtype != np.float64:
+            raise TypeError(
+                f"gradcheck: input {i} has dtype {inputs[i].dtype}; finite differences need float64 "
+                "inputs (convert with .double())"
+            )
+
+    saved_grads = [inputs[i].grad for i in checked]
+    try:
+        for i in checked:
+            inputs[i].grad = None
+        outputs = _outputs(fn(*inputs))
+        for k, o in enumerate(outputs):
+            if o.dtype != np.float64:
+                raise TypeError(f"gradcheck: output {k} has dtype {o.dtype}, expected float64")
+        upstreams = _upstreams(outputs, seed)
+        live = [(o, u) for o, u in zip(outputs, upstreams) if o.requires_grad]
+        for k, (o, u) in enumerate(live):
+            o.backward(backend.to_device(u, o.device), retain_graph=k < len(live) - 1)
+        analytic = {}
+        for i in checked:
+            t = inputs[i]
+            if t.grad is None:
+                analytic[i] = np.zeros(t.shape)
+                continue
+            if tuple(t.grad.shape) != t.shape or t.grad.dtype != t.dtype:
+                raise GradcheckError(
+                    f"gradcheck: gradient of input {i} has shape {tuple(t.grad.shape)} and dtype "
+                    f"{t.grad.dtype}, expected the input's shape {t.shape} and dtype {t.dtype}"
+                )
+            analytic[i] = backend.to_numpy(t.grad)
+    finally:
+        for i, g in zip(checked, saved_grads):
+            inputs[i].grad = g
+
+    for i in checked:
+        t = inputs[i]
+        original, device = t.data, t.device
+        host = backend.to_numpy(original)
+        try:
+            for index in np.ndindex(*host.shape):
+                value = host[index]
+                host[index] = value + eps
+                t.data = backend.to_device(host.copy(), device)
+                plus = _objective(fn, inputs, upstreams)
+                host[index] = value - eps
+                t.data = backend.to_device(host.copy(), device)
+                minus = _objective(fn, inputs, upstreams)
+                host[index] = value
+                numeric = (plus - minus) / (2 * eps)
+                got = float(analytic[i][index])
+                if not abs(got - numeric) <= atol + rtol * abs(numeric):
+                    raise GradcheckError(
+                        f"gradcheck: input {i} (shape {t.shape}), element {index}: analytic gradient "
+                        f"{got!r}, numeric {numeric!r}; difference {abs(got - numeric):.3g} exceeds "
+                        f"atol + rtol*|numeric| = {atol} + {rtol}*{abs(numeric):.3g}"
+                    )
+        finally:
+            t.data = original
+    return True
+
+
+# ----------------------------------------------------------------------------- hypothesis strategies
+
+
+def shapes(min_dims=0, max_dims=3, min_side=1, max_side=4):
+    """Array shapes, small by default (``hypothesis.extra.numpy.array_shapes``)."""
+    from hypothesis.extra import numpy as hnp
+
+    return hnp.array_shapes(min_dims=min_dims, max_dims=max_dims, min_side=min_side, max_side=max_side)
+
+
+def broadcastable_shapes(num_shapes=2, min_dims=0, max_dims=3, min_side=1, max_side=4):
+    """Tuples of ``num_shapes`` shapes that broadcast together (each may have size-1 axes)."""
+    from hypothesis.extra import numpy as hnp
+
+    return hnp.mutually_broadcastable_shapes(
+        num_shapes=num_shapes, min_dims=min_dims, max_dims=max_dims, min_side=min_side, max_side=max_side
+    ).map(lambda result: result.input_shapes)
+
+
+def _floats(dtype, low, high):
+    from hypothesis import strategies as st
+
+    width = 32 if np.dtype(dtype) == np.float32 else 64
+    return st.floats(low, high, width=width, allow_nan=False, allow_infinity=False)
+
+
+def arrays(shape, dtype=np.float64, low=0.1, high=2.0):
+    """NumPy arrays whose elements have ``low <= |x| <= high``, either sign: away from 0 (kinks of relu, abs)."""
+    from hypothesis import strategies as st
+    from hypothesis.extra import numpy as hnp
+
+    magnitude = _floats(dtype, low, high)
+    elements = st.one_of(magnitude, magnitude.map(lambda v: -v))
+    return hnp.arrays(np.dtype(dtype), shape, elements=elements)
+
+
+def positive_arrays(shape, dtype=np.float64, low=0.1, high=2.0):
+    """NumPy arrays with elements in ``[low, high]``: safe inputs for log, sqrt, division and powers."""
+    from hypothesis.extra import numpy as hnp
+
+    return hnp.arrays(np.dtype(dtype), shape, elements=_floats(dtype, low, high))
+
+
+def distinct_arrays(shape, dtype=np.float64, spacing=0.25):
+    """NumPy arrays whose elements differ pairwise by at least ``spacing``: no ties for max."""
+    from hypothesis import strategies as st
+
+    n = int(np.prod(shape))
+    return st.permutations(range(n)).map(
+        lambda order: ((np.array(order, dtype=np.float64) - n / 2 + 0.5) * spacing).astype(dtype).reshape(shape)
+    )

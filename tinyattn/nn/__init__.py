@@ -1,1 +1,16 @@
-"""Layers, losses and their functional forms."""
+"""Layers, losses and their functional forms: ``Module`` and PyTorch's layer names."""
+
+from . import functional, utils  # noqa: F401
+from .layers import GELU, Dropout, Embedding, LayerNorm, Linear, ModuleList, ReLU, Sequential  # noqa: F401
+from .module import Module, Parameter  # noqa: F401
+
+# isort: split
+# the attention and Transformer layers (built on the ones above)
+from .attention import MultiHeadAttention  # noqa: F401
+from .transformer import (  # noqa: F401
+    PositionalEncoding,
+    TransformerDecoder,
+    TransformerDecoderLayer,
+    TransformerEncoder,
+    TransformerEncoderLayer,
+)

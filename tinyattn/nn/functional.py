@@ -1,3 +1,373 @@
-"""Floor 4: the functional forms of the layers (softmax, layer_norm, cross_entropy, ...)."""
+"""Floor 4: the functional forms of the layers (softmax, layer_norm, cross_entropy, ...).
 
-from .sdpa import causal_mask, padding_mask, scaled_dot_product_attention  # noqa: F401
+Each function takes tensors and returns a tensor, with PyTorch's names and defaults.
+Most are compositions of the primitives in ``tinyattn.ops``; four are fused
+``Function``s — ``softmax``, ``log_softmax``, ``layer_norm``'s normalisation and
+``cross_entropy`` — because their composed forms are slower (many saved temporaries)
+or lose precision. The test suite checks each fused one against its composed twin.
+
+>>> import tinyattn as ta
+>>> import tinyattn.nn.functional as F
+>>> logits = ta.tensor([[2.0, 0.0, -1.0]])
+>>> F.softmax(logits, dim=-1).sum().item()
+1.0
+>>> round(F.cross_entropy(logits, ta.tensor([0])).item(), 4)
+0.1698
+"""
+
+import math
+import numbers
+
+from .. import backend, ops
+from ..tensor import Function, Tensor
+
+# ----------------------------------------------------------------------------- activations
+
+
+def relu(input):
+    """``max(x, 0)``; the gradient at 0 is 0, as in PyTorch."""
+    return ops.relu(input)
+
+
+class Erf(Function):
+    """The error function ``erf(x) = 2/√π ∫₀ˣ e^(-t²) dt``; d/dx = 2/√π · e^(-x²)."""
+
+    def forward(self, x):
+        self.x = x
+        return backend.erf(x)
+
+    def backward(self, grad):
+        xp = backend.namespace(grad)
+        return (grad * (2 / math.sqrt(math.pi)) * xp.exp(-self.x * self.x),)
+
+
+def gelu(input, approximate="none"):
+    """Gaussian error linear unit ``x · Φ(x)``.
+
+    ``approximate="none"``: ``Φ(x) = (1 + erf(x / √2)) / 2``, exactly.
+    ``approximate="tanh"``: ``Φ(x) ≈ (1 + tanh(√(2/π) (x + 0.044715 x³))) / 2``.
+
+    >>> import tinyattn as ta
+    >>> [round(value, 4) for value in gelu(ta.tensor([-1.0, 0.0, 1.0])).tolist()]
+    [-0.1587, 0.0, 0.8413]
+    """
+    if approximate == "none":
+        cdf = 0.5 * (1 + Erf.apply(input * (1 / math.sqrt(2))))
+    elif approximate == "tanh":
+        inner = math.sqrt(2 / math.pi) * (input + 0.044715 * input * input * input)
+        cdf = 0.5 * (1 + inner.tanh())
+    else:
+        raise ValueError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
+    return input * cdf
+
+
+# ----------------------------------------------------------------------------- linear
+
+
+def linear(input, weight, bias=None):
+    """``y = x Wᵀ + b`` over the last dimension: ``(…, in) -> (…, out)``, weight ``(out, in)``.
+
+    >>> import tinyattn as ta
+    >>> linear(ta.ones(2, 3), ta.ones(4, 3), ta.zeros(4)).shape
+    (2, 4)
+    """
+    in_features = weight.shape[-1]
+    if input.ndim == 0 or input.shape[-1] != in_features:
+        raise ValueError(
+            f"linear: the input's last dimension has size {input.shape[-1] if input.ndim else None} "
+            f"(input shape {input.shape}), but the weight {weight.shape} expects in_features={in_features}"
+        )
+    output = input @ weight.T  # (…, out)
+    if bias is not None:
+        output = output + bias
+    return output
+
+
+# ----------------------------------------------------------------------------- softmax
+
+
+class Softmax(Function):
+    """``y = exp(x - max x) / Σ exp(x - max x)`` along ``dim``; dx = y · (g - Σ g·y).
+
+    The max shift keeps ``exp`` finite; a row of only ``-inf`` gives NaN, as in PyTorch.
+    """
+
+    def forward(self, x, dim):
+        xp = backend.namespace(x)
+        self.dim = dim
+        shifted = x - x.max(axis=dim, keepdims=True)
+        exps = xp.exp(shifted)
+        self.out = exps / exps.sum(axis=dim, keepdims=True)
+        return self.out
+
+    def backward(self, grad):
+        y = self.out
+        return (y * (grad - (grad * y).sum(axis=self.dim, keepdims=True)),)
+
+
+class LogSoftmax(Function):
+    """``y = x - max x - log Σ exp(x - max x)`` along ``dim``; dx = g - exp(y) · Σ g."""
+
+    def forward(self, x, dim):
+        xp = backend.namespace(x)
+        self.dim = dim
+        shifted = x - x.max(axis=dim, keepdims=True)
+        self.out = shifted - xp.log(xp.exp(shifted).sum(axis=dim, keepdims=True))
+        return self.out
+
+    def backward(self, grad):
+        xp = backend.namespace(grad)
+        return (grad - xp.exp(self.out) * grad.sum(axis=self.dim, keepdims=True),)
+
+
+def _check_dim(name, input, dim):
+    if not isinstance(dim, numbers.Integral) or not -input.ndim <= dim < max(input.ndim, 1):
+        raise IndexError(f"{name}: dim {dim!r} is out of range for a tensor of shape {input.shape}")
+    return dim % max(input.ndim, 1)
+
+
+def softmax(input, dim):
+    """``exp(x_i) / Σ_j exp(x_j)`` along ``dim`` (computed with the max subtracted).
+
+    >>> import tinyattn as ta
+    >>> softmax(ta.tensor([0.0, 0.0]), dim=0)
+    tensor([0.5, 0.5])
+    """
+    return Softmax.apply(input, dim=_check_dim("softmax", input, dim))
+
+
+def log_softmax(input, dim):
+    """``x_i - log Σ_j exp(x_j)`` along ``dim``; finite for logits as large as 1e4.
+
+    >>> import tinyattn as ta
+    >>> log_softmax(ta.tensor([1e4, 0.0]), dim=0)
+    tensor([     0., -10000.])
+    """
+    return LogSoftmax.apply(input, dim=_check_dim("log_softmax", input, dim))
+
+
+# ----------------------------------------------------------------------------- layer norm
+
+
+class Normalize(Function):
+    """``x̂ = (x - μ) / √(σ² + eps)`` over the last ``ndim`` axes, σ² the biased variance.
+
+    Backward, with ``N`` the number of normalised elements and ``r = 1/√(σ²+eps)``:
+    ``dx = r · (g - mean(g) - x̂ · mean(g · x̂))``. A constant row has x̂ = 0 and a finite gradient.
+    """
+
+    def forward(self, x, ndim, eps):
+        xp = backend.namespace(x)
+        self.axes = tuple(range(x.ndim - ndim, x.ndim))
+        centered = x - x.mean(axis=self.axes, keepdims=True)
+        variance = (centered * centered).mean(axis=self.axes, keepdims=True)  # two passes: no cancellation
+        self.rstd = 1 / xp.sqrt(variance + eps)
+        self.normalized = centered * self.rstd
+        return self.normalized
+
+    def backward(self, grad):
+        x_hat, axes = self.normalized, self.axes
+        mean_grad = grad.mean(axis=axes, keepdims=True)
+        mean_grad_x_hat = (grad * x_hat).mean(axis=axes, keepdims=True)
+        return (self.rstd * (grad - mean_grad - x_hat * mean_grad_x_hat),)
+
+
+def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
+    """``y = (x - E[x]) / √(Var[x] + eps) · weight + bias`` over the trailing ``normalized_shape``.
+
+    >>> import tinyattn as ta
+    >>> layer_norm(ta.tensor([[1.0, 3.0]]), (2,)).numpy().round(3).tolist()
+    [[-1.0, 1.0]]
+    """
+    if isinstance(normalized_shape, numbers.Integral):
+        normalized_shape = (normalized_shape,)
+    normalized_shape = tuple(normalized_shape)
+    ndim = len(normalized_shape)
+    if ndim == 0 or input.ndim < ndim or input.shape[input.ndim - ndim:] != normalized_shape:
+        raise ValueError(
+            f"layer_norm: expected an input whose trailing dimensions are {normalized_shape}, got shape {input.shape}"
+        )
+    for name, affine in (("weight", weight), ("bias", bias)):
+        if affine is not None and affine.shape != normalized_shape:
+            raise ValueError(
+                f"layer_norm: {name} has shape {affine.shape}, expected normalized_shape {normalized_shape}"
+            )
+    output = Normalize.apply(input, ndim=ndim, eps=eps)  # (…, *normalized_shape)
+    if weight is not None:
+        output = output * weight
+    if bias is not None:
+        output = output + bias
+    return output
+
+
+# ----------------------------------------------------------------------------- dropout
+
+
+def dropout(input, p=0.5, training=True):
+    """Inverted dropout: zero each element with probability ``p``, scale the rest by ``1/(1-p)``.
+
+    Identity when ``training`` is false or ``p == 0``; all zeros when ``p == 1``. The mask
+    comes from the library's generator on the input's device (``ta.manual_seed``).
+
+    >>> import tinyattn as ta
+    >>> dropout(ta.ones(4), p=0.5, training=False)
+    tensor([1., 1., 1., 1.])
+    """
+    if not isinstance(p, numbers.Real) or not 0 <= p <= 1:
+        raise ValueError(f"dropout probability has to be between 0 and 1, but got {p!r}")
+    if not training or p == 0:
+        return input
+    uniform = backend.random_uniform(input.shape, input.dtype, input.device)
+    scale = 0.0 if p == 1 else 1 / (1 - p)
+    mask = (uniform >= p).astype(input.dtype) * scale  # kept with probability 1 - p
+    return input * Tensor._wrap(mask)
+
+
+# ----------------------------------------------------------------------------- embedding
+
+
+def _index_array(indices, like, name):
+    """``indices`` (tensor, backend array, list) as an integer array on ``like``'s device."""
+    data = indices.data if isinstance(indices, Tensor) else indices
+    if not backend.is_array(data):
+        data = Tensor(data, device=like.device).data
+    if data.dtype.kind not in "iu":
+        raise TypeError(f"{name}: indices must be integers (int64 as in PyTorch), got dtype {data.dtype}")
+    if backend.device_of(data) != like.device:
+        raise RuntimeError(
+            f"{name}: indices are on device {backend.device_of(data)!r}, the weight on {like.device!r}; "
+            "move them with .to(device)"
+        )
+    return data
+
+
+def embedding(input, weight, padding_idx=None):
+    """Rows of ``weight`` picked by the integer ``input``: ``(…) -> (…, embedding_dim)``.
+
+    Indices are checked against the table (NumPy would wrap negatives, CuPy every index).
+    Rows picked at ``padding_idx`` carry their value forward but pass no gradient back.
+
+    >>> import tinyattn as ta
+    >>> table = ta.tensor([[0.0, 0.0], [1.0, 2.0]])
+    >>> embedding(ta.tensor([[1, 0]]), table)
+    tensor([[[1., 2.],
+             [0., 0.]]])
+    """
+    index = _index_array(input, weight, "embedding")
+    num_embeddings = weight.shape[0]
+    out_of_range = (index < 0) | (index >= num_embeddings)
+    if bool(out_of_range.any()):
+        bad = backend.to_numpy(index[out_of_range])
+        raise IndexError(
+            f"embedding: index {int(bad[0])} is out of range for a table of {num_embeddings} rows "
+            f"(valid: 0 to {num_embeddings - 1}); {bad.size} such index(es) in input of shape {tuple(index.shape)}"
+        )
+    rows = weight[index]  # (…, embedding_dim); repeated indices accumulate in backward
+    if padding_idx is None:
+        return rows
+    keep = Tensor._wrap((index != padding_idx)[..., None])  # (…, 1)
+    return ops.where(keep, rows, rows.detach())
+
+
+# ----------------------------------------------------------------------------- cross entropy
+
+
+class CrossEntropy(Function):
+    """Softmax cross entropy with class-index targets, fused.
+
+    Per position ``i`` (class axis last here), with ``log p = log_softmax(z)``, ``C`` classes
+    and smoothing ``ε``: ``loss_i = -(1-ε) log p[t_i] - (ε/C) Σ_c log p[c]``, zero where
+    ``t_i == ignore_index``. Its gradient: ``dz_ic = p_ic - (1-ε)·[c = t_i] - ε/C``.
+    """
+
+    def forward(self, logits, target, ignore_index, reduction, label_smoothing):
+        xp = backend.namespace(logits)
+        num_classes = logits.shape[1]
+        self.shape = logits.shape
+        z = xp.moveaxis(logits, 1, -1).reshape(-1, num_classes)  # (M, C), M = N·d…
+        target = target.reshape(-1)  # (M,)
+        valid = target != ignore_index
+        safe_target = xp.where(valid, target, 0)
+        shifted = z - z.max(axis=1, keepdims=True)
+        log_p = shifted - xp.log(xp.exp(shifted).sum(axis=1, keepdims=True))  # (M, C)
+        picked = xp.take_along_axis(log_p, safe_target[:, None], axis=1)[:, 0]  # (M,)
+        losses = -(1 - label_smoothing) * picked
+        if label_smoothing:
+            losses = losses - (label_smoothing / num_classes) * log_p.sum(axis=1)
+        losses = losses * valid
+        self.log_p, self.safe_target, self.valid = log_p, safe_target, valid
+        self.reduction, self.label_smoothing = reduction, label_smoothing
+        if reduction == "none":
+            return losses.reshape(_target_shape(self.shape))
+        total = losses.sum()
+        if reduction == "sum":
+            return total
+        self.count = valid.sum().astype(logits.dtype)
+        return total / self.count  # 0/0 = NaN when every target is ignored, as in PyTorch
+
+    def backward(self, grad):
+        xp = backend.namespace(grad)
+        log_p, valid = self.log_p, self.valid
+        num_classes = log_p.shape[1]
+        rows = xp.arange(log_p.shape[0])
+        dz = xp.exp(log_p)  # (M, C): p
+        dz[rows, self.safe_target] -= 1 - self.label_smoothing
+        if self.label_smoothing:
+            dz -= self.label_smoothing / num_classes
+        if self.reduction == "none":
+            scale = grad.reshape(-1) * valid  # (M,)
+        elif self.reduction == "sum":
+            scale = grad * valid
+        else:
+            scale = (grad / xp.maximum(self.count, 1)) * valid  # zero, not NaN, when all are ignored
+        dz = dz * scale[:, None].astype(dz.dtype)
+        moved = (self.shape[0],) + self.shape[2:] + (num_classes,)  # (N, d…, C)
+        return (xp.moveaxis(dz.reshape(moved), -1, 1),)
+
+
+def _target_shape(logits_shape):
+    """The target's shape for logits of ``logits_shape``: ``(N, C, d…) -> (N, d…)``."""
+    return (logits_shape[0],) + tuple(logits_shape[2:])
+
+
+def cross_entropy(input, target, ignore_index=-100, reduction="mean", label_smoothing=0.0):
+    """Cross entropy between logits and class indices, PyTorch's semantics.
+
+    ``input``: logits ``(N, C)``, ``(N, C, d1, …)`` or unbatched ``(C,)``; ``target``: class
+    indices ``(N,)``, ``(N, d1, …)`` or ``()``. ``reduction="mean"`` averages over the targets
+    that are not ``ignore_index``; ``label_smoothing=ε`` mixes the target distribution with
+    the uniform one: ``(1-ε)·onehot + ε/C``.
+
+    >>> import tinyattn as ta
+    >>> logits = ta.tensor([[0.0, 0.0], [0.0, 0.0]])
+    >>> round(cross_entropy(logits, ta.tensor([1, -100])).item(), 4)
+    0.6931
+    """
+    if reduction not in ("none", "mean", "sum"):
+        raise ValueError(f"cross_entropy: reduction must be 'none', 'mean' or 'sum', got {reduction!r}")
+    if not 0.0 <= label_smoothing <= 1.0:
+        raise ValueError(f"cross_entropy: label_smoothing must be in [0, 1], got {label_smoothing!r}")
+    target_data = _index_array(target, input, "cross_entropy")
+    unbatched = input.ndim == 1
+    logits = input.reshape(1, -1) if unbatched else input  # (N, C, d…)
+    target_data = target_data.reshape(1) if unbatched else target_data
+    if logits.ndim < 2 or tuple(target_data.shape) != _target_shape(logits.shape):
+        raise ValueError(
+            f"cross_entropy: logits of shape {input.shape} need class-index targets of shape "
+            f"{_target_shape(logits.shape) if logits.ndim >= 2 else '()'}, got {tuple(target_data.shape)}"
+        )
+    num_classes = logits.shape[1]
+    bad = ((target_data < 0) | (target_data >= num_classes)) & (target_data != ignore_index)
+    if bool(bad.any()):
+        value = int(backend.to_numpy(target_data[bad])[0])
+        raise IndexError(
+            f"cross_entropy: target {value} is out of bounds for {num_classes} classes "
+            f"(valid: 0 to {num_classes - 1}, or ignore_index={ignore_index})"
+        )
+    loss = CrossEntropy.apply(
+        logits, target=target_data, ignore_index=ignore_index, reduction=reduction, label_smoothing=label_smoothing
+    )
+    return loss.reshape(()) if unbatched and reduction == "none" else loss
+
+
+from .sdpa import causal_mask, padding_mask, scaled_dot_product_attention  # noqa: E402, F401  (built on the above)

@@ -1,0 +1,333 @@
+"""Floor 5: the layers, each a thin stateful wrapper over ``nn.functional``.
+
+Constructors follow PyTorch (names, defaults, initialisation) and take ``device=`` and
+``dtype=`` for where the parameters live (``"cpu"``, float32 unless told). Every
+random initial value is drawn from the library's generator, so ``ta.manual_seed``
+makes a model reproducible.
+
+>>> import tinyattn as ta
+>>> import tinyattn.nn as nn
+>>> model = nn.Sequential(nn.Linear(4, 8), nn.GELU(), nn.Dropout(0.1), nn.Linear(8, 2))
+>>> model
+Sequential(
+  (0): Linear(in_features=4, out_features=8, bias=True)
+  (1): GELU(approximate='none')
+  (2): Dropout(p=0.1, inplace=False)
+  (3): Linear(in_features=8, out_features=2, bias=True)
+)
+>>> model(ta.randn(3, 4)).shape
+(3, 2)
+"""
+
+import math
+import numbers
+from collections import OrderedDict
+
+import numpy as np
+
+from .. import backend
+from . import functional as F
+from .module import Module, Parameter, _addindent
+
+
+def _uniform(shape, bound, dtype, device):
+    """Samples of U(-bound, bound) on ``device``, from the library's generator."""
+    return (2 * backend.random_uniform(shape, dtype, device) - 1) * bound
+
+
+def _factory(device, dtype):
+    return device or "cpu", np.dtype(dtype or np.float32)
+
+
+class Linear(Module):
+    """``y = x Wᵀ + b``: ``(…, in_features) -> (…, out_features)``.
+
+    Initialised as PyTorch does (kaiming-uniform with ``a=√5``): weight and bias drawn from
+    ``U(-1/√in_features, 1/√in_features)``.
+
+    >>> import tinyattn as ta
+    >>> layer = Linear(3, 4)
+    >>> layer.weight.shape, layer.bias.shape, layer(ta.ones(2, 3)).shape
+    ((4, 3), (4,), (2, 4))
+    """
+
+    def __init__(self, in_features, out_features, bias=True, device=None, dtype=None):
+        super().__init__()
+        self.in_features, self.out_features = in_features, out_features
+        device, dtype = _factory(device, dtype)
+        xp = backend.namespace_for(device)
+        self.weight = Parameter(xp.empty((out_features, in_features), dtype=dtype))
+        self.bias = Parameter(xp.empty((out_features,), dtype=dtype)) if bias else None
+        self.reset_parameters()
+
+    def reset_parameters(self):
+        """Fresh PyTorch-default values: ``U(-1/√fan_in, 1/√fan_in)``."""
+        weight = self.weight.data
+        bound = 1 / math.sqrt(self.in_features) if self.in_features > 0 else 0.0
+        weight[...] = _uniform(weight.shape, bound, weight.dtype, backend.device_of(weight))
+        if self.bias is not None:
+            self.bias.data[...] = _uniform(self.bias.shape, bound, weight.dtype, backend.device_of(weight))
+
+    def forward(self, input):
+        if input.ndim == 0 or input.shape[-1] != self.in_features:
+            raise ValueError(
+                f"Linear(in_features={self.in_features}, out_features={self.out_features}): the input's last "
+                f"dimension has size {input.shape[-1] if input.ndim else None} (input shape {input.shape}), "
+                f"expected {self.in_features}"
+            )
+        return F.linear(input, self.weight, self.bias)
+
+    def extra_repr(self):
+        return f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}"
+
+
+class Embedding(Module):
+    """A lookup table: integer indices ``(…) -> (…, embedding_dim)``.
+
+    ``weight`` is drawn from N(0, 1); the row ``padding_idx`` (if given) starts at zero and
+    receives no gradient. Out-of-range indices raise ``IndexError``, float indices ``TypeError``.
+
+    >>> import tinyattn as ta
+    >>> table = Embedding(10, 3, padding_idx=0)
+    >>> table(ta.tensor([[0, 4, 9]])).shape, table.weight.numpy()[0].tolist()
+    ((1, 3, 3), [0.0, 0.0, 0.0])
+    """
+
+    def __init__(self, num_embeddings, embedding_dim, padding_idx=None, device=None, dtype=None):
+        super().__init__()
+        if padding_idx is not None:
+            if not -num_embeddings <= padding_idx < num_embeddings:
+                raise ValueError(
+                    f"Embedding: padding_idx {padding_idx} must be within the {num_embeddings} rows "
+                    f"(-{num_embeddings} to {num_embeddings - 1})"
+                )
+            padding_idx %= num_embeddings
+        self.num_embeddings, self.embedding_dim, self.padding_idx = num_embeddings, embedding_dim, padding_idx
+        device, dtype = _factory(device, dtype)
+        xp = backend.namespace_for(device)
+        self.weight = Parameter(xp.empty((num_embeddings, embedding_dim), dtype=dtype))
+        self.reset_parameters()
+
+    def reset_parameters(self):
+        """Fresh N(0, 1) values, with the padding row zeroed."""
+        weight = self.weight.data
+        weight[...] = backend.random_normal(weight.shape, weight.dtype, backend.device_of(weight))
+        if self.padding_idx is not None:
+            weight[self.padding_idx] = 0
+
+    def forward(self, input):
+        return F.embedding(input, self.weight, self.padding_idx)
+
+    def extra_repr(self):
+        text = f"{self.num_embeddings}, {self.embedding_dim}"
+        return text if self.padding_idx is None else text + f", padding_idx={self.padding_idx}"
+
+
+class LayerNorm(Module):
+    """``y = (x - E[x]) / √(Var[x] + eps) · weight + bias`` over the trailing ``normalized_shape``.
+
+    The variance is the biased one (divided by N); ``weight`` starts at ones, ``bias`` at zeros.
+
+    >>> import tinyattn as ta
+    >>> norm = LayerNorm(4)
+    >>> norm(ta.randn(2, 4)).mean(-1).abs().amax().item() < 1e-6
+    True
+    """
+
+    def __init__(self, normalized_shape, eps=1e-5, elementwise_affine=True, bias=True, device=None, dtype=None):
+        super().__init__()
+        if isinstance(normalized_shape, numbers.Integral):
+            normalized_shape = (normalized_shape,)
+        self.normalized_shape, self.eps, self.elementwise_affine = tuple(normalized_shape), eps, elementwise_affine
+        device, dtype = _factory(device, dtype)
+        xp = backend.namespace_for(device)
+        if elementwise_affine:
+            self.weight = Parameter(xp.ones(self.normalized_shape, dtype=dtype))
+            self.bias = Parameter(xp.zeros(self.normalized_shape, dtype=dtype)) if bias else None
+        else:
+            self.weight = self.bias = None
+
+    def reset_parameters(self):
+        if self.weight is not None:
+            self.weight.data[...] = 1
+        if self.bias is not None:
+            self.bias.data[...] = 0
+
+    def forward(self, input):
+        return F.layer_norm(input, self.normalized_shape, self.weight, self.bias, self.eps)
+
+    def extra_repr(self):
+        return (
+            f"{self.normalized_shape}, eps={self.eps}, elementwise_affine={self.elementwise_affine}, "
+            f"bias={self.bias is not None}"
+        )
+
+
+class Dropout(Module):
+    """Inverted dropout with probability ``p`` while training; the identity after ``eval()``.
+
+    (tinyattn's dropout never works in place, so its repr always reads ``inplace=False``.)
+
+    >>> import tinyattn as ta
+    >>> drop = Dropout(0.5).eval()
+    >>> drop(ta.ones(3))
+    tensor([1., 1., 1.])
+    """
+
+    def __init__(self, p=0.5):
+        super().__init__()
+        if not isinstance(p, numbers.Real) or not 0 <= p <= 1:
+            raise ValueError(f"dropout probability has to be between 0 and 1, but got {p!r}")
+        self.p = p
+
+    def forward(self, input):
+        return F.dropout(input, self.p, self.training)
+
+    def extra_repr(self):
+        return f"p={self.p}, inplace=False"
+
+
+class ReLU(Module):
+    """``max(x, 0)`` elementwise.
+
+    >>> import tinyattn as ta
+    >>> ReLU()(ta.tensor([-1.0, 2.0])).tolist() == [0.0, 2.0]
+    True
+    """
+
+    def forward(self, input):
+        return F.relu(input)
+
+
+class GELU(Module):
+    """``x · Φ(x)``, exact (``approximate="none"``, via erf) or with the tanh approximation.
+
+    >>> GELU(approximate="tanh")
+    GELU(approximate='tanh')
+    """
+
+    def __init__(self, approximate="none"):
+        super().__init__()
+        if approximate not in ("none", "tanh"):
+            raise ValueError(f"GELU: approximate must be 'none' or 'tanh', got {approximate!r}")
+        self.approximate = approximate
+
+    def forward(self, input):
+        return F.gelu(input, approximate=self.approximate)
+
+    def extra_repr(self):
+        return f"approximate={self.approximate!r}"
+
+
+def _check_index(container, index):
+    length = len(container)
+    if not -length <= index < length:
+        raise IndexError(f"{type(container).__name__}: index {index} is out of range for {length} modules")
+    return index % length
+
+
+class Sequential(Module):
+    """Modules applied one after another: ``Sequential(a, b)(x) == b(a(x))``.
+
+    Built from modules (named ``"0"``, ``"1"``, …) or from an ``OrderedDict`` of named ones.
+
+    >>> import tinyattn as ta
+    >>> model = Sequential(Linear(2, 3), ReLU())
+    >>> len(model), type(model[0]).__name__, len(model[1:])
+    (2, 'Linear', 1)
+    """
+
+    def __init__(self, *modules):
+        super().__init__()
+        if len(modules) == 1 and isinstance(modules[0], OrderedDict):
+            for name, module in modules[0].items():
+                self.add_module(name, module)
+        else:
+            for i, module in enumerate(modules):
+                self.add_module(str(i), module)
+
+    def forward(self, input):
+        for module in self._modules.values():
+            input = module(input)
+        return input
+
+    def __getitem__(self, index):
+        if isinstance(index, slice):
+            return Sequential(OrderedDict(list(self._modules.items())[index]))
+        return list(self._modules.values())[_check_index(self, index)]
+
+    def __len__(self):
+        return len(self._modules)
+
+    def __iter__(self):
+        return iter(self._modules.values())
+
+    def append(self, module):
+        self.add_module(str(len(self)), module)
+        return self
+
+
+class ModuleList(Module):
+    """A list of modules whose parameters the parent registers (``layers.0.weight``, …).
+
+    >>> layers = ModuleList([Linear(2, 2) for _ in range(3)])
+    >>> len(layers), [name for name, _ in layers.named_parameters()][:2]
+    (3, ['0.weight', '0.bias'])
+    """
+
+    def __init__(self, modules=None):
+        super().__init__()
+        if modules is not None:
+            self.extend(modules)
+
+    def __getitem__(self, index):
+        if isinstance(index, slice):
+            return ModuleList(list(self._modules.values())[index])
+        return self._modules[str(_check_index(self, index))]
+
+    def __setitem__(self, index, module):
+        self.add_module(str(_check_index(self, index)), module)
+
+    def __len__(self):
+        return len(self._modules)
+
+    def __iter__(self):
+        return iter(self._modules.values())
+
+    def append(self, module):
+        self.add_module(str(len(self)), module)
+        return self
+
+    def extend(self, modules):
+        for module in modules:
+            self.append(module)
+        return self
+
+    def insert(self, index, module):
+        modules = list(self._modules.values())
+        modules.insert(index, module)
+        self._modules.clear()
+        self.extend(modules)
+
+    def forward(self, *args, **kwargs):
+        raise NotImplementedError("ModuleList is a container, not a layer: call the modules it holds")
+
+    def __repr__(self):
+        # PyTorch's compressed form: a run of identical modules prints once, as "(0-2): 3 x Linear(...)"
+        reprs = [repr(module) for module in self]
+        if not reprs:
+            return "ModuleList()"
+        runs = []  # [first index, last index, repr]
+        for i, text in enumerate(reprs):
+            if runs and runs[-1][2] == text:
+                runs[-1][1] = i
+            else:
+                runs.append([i, i, text])
+        lines = [
+            _addindent(f"({first}): {text}" if first == last else f"({first}-{last}): {last - first + 1} x {text}", 2)
+            for first, last, text in runs
+        ]
+        return "ModuleList(\n  " + "\n  ".join(lines) + "\n)"
+
+
+

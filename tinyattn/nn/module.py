@@ -1,0 +1,390 @@
+"""Floor 5: ``Module``, the stateful container of parameters, buffers and submodules.
+
+A module registers what is assigned to it: a ``Parameter`` becomes a parameter, a
+``Module`` a submodule, in the order of assignment (PyTorch's bookkeeping). From that
+order come the dotted names of ``named_parameters()`` and ``state_dict()``, and the
+tree that ``repr`` prints.
+
+>>> import tinyattn as ta
+>>> import tinyattn.nn as nn
+>>> class TwoLayer(nn.Module):
+...     def __init__(self):
+...         super().__init__()
+...         self.hidden = nn.Linear(3, 4)
+...         self.out = nn.Linear(4, 2)
+...     def forward(self, x):
+...         return self.out(self.hidden(x).relu())
+>>> model = TwoLayer()
+>>> [name for name, _ in model.named_parameters()]
+['hidden.weight', 'hidden.bias', 'out.weight', 'out.bias']
+>>> model(ta.randn(5, 3)).shape
+(5, 2)
+>>> model
+TwoLayer(
+  (hidden): Linear(in_features=3, out_features=4, bias=True)
+  (out): Linear(in_features=4, out_features=2, bias=True)
+)
+"""
+
+from collections import OrderedDict, namedtuple
+
+import numpy as np
+
+from .. import backend
+from ..tensor import Tensor
+
+
+class Parameter(Tensor):
+    """A tensor that a module learns: ``requires_grad=True`` and registered on assignment.
+
+    ``Parameter(data)`` shares ``data``'s array when given a tensor or a backend array.
+
+    >>> import tinyattn as ta
+    >>> import tinyattn.nn as nn
+    >>> p = nn.Parameter(ta.zeros(2))
+    >>> p.requires_grad, isinstance(p, ta.Tensor)
+    (True, True)
+    """
+
+    __slots__ = ()
+
+    def __init__(self, data, requires_grad=True):
+        super().__init__(data, requires_grad=requires_grad)
+
+    def __repr__(self):
+        return "Parameter containing:\n" + super().__repr__()
+
+
+IncompatibleKeys = namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])
+
+
+def _addindent(text, spaces):
+    """Indent every line of ``text`` but the first (how PyTorch nests reprs)."""
+    lines = text.split("\n")
+    if len(lines) == 1:
+        return text
+    return lines[0] + "\n" + "\n".join(" " * spaces + line for line in lines[1:])
+
+
+def _host_copy(value):
+    """A state-dict value (NumPy array, backend array, tensor, number) as a NumPy array."""
+    if isinstance(value, Tensor):
+        return value.numpy()
+    if backend.is_array(value):
+        return backend.to_numpy(value)
+    return np.asarray(value)
+
+
+class Module:
+    """Base class of every layer: subclasses set attributes in ``__init__`` and define ``forward``."""
+
+    def __init__(self):
+        object.__setattr__(self, "training", True)
+        object.__setattr__(self, "_parameters", OrderedDict())
+        object.__setattr__(self, "_buffers", OrderedDict())
+        object.__setattr__(self, "_non_persistent_buffers", set())
+        object.__setattr__(self, "_modules", OrderedDict())
+
+    def forward(self, *args, **kwargs):
+        raise NotImplementedError(f"{type(self).__name__} has no forward(); define it in the subclass")
+
+    def __call__(self, *args, **kwargs):
+        return self.forward(*args, **kwargs)
+
+    # ----------------------------------------------------------------- registration
+
+    def __setattr__(self, name, value):
+        if "_parameters" not in self.__dict__:
+            raise AttributeError(
+                f"cannot assign {name!r} before Module.__init__() has run: call super().__init__() first"
+            )
+        if isinstance(value, (Parameter, Module)):
+            self.__dict__.pop(name, None)
+            for table in (self._parameters, self._buffers, self._modules):
+                table.pop(name, None)
+            self._non_persistent_buffers.discard(name)
+            (self._parameters if isinstance(value, Parameter) else self._modules)[name] = value
+            return
+        for table, kind, expected in ((self._parameters, "parameter", "an nn.Parameter"),
+                                      (self._modules, "submodule", "a Module"),
+                                      (self._buffers, "buffer", "a Tensor")):
+            if name in table:
+                if value is not None and not (table is self._buffers and isinstance(value, Tensor)):
+                    raise TypeError(
+                        f"cannot assign a {type(value).__name__} as {kind} {name!r} of {type(self).__name__} "
+                        f"({expected} or None expected)"
+                    )
+                table[name] = value
+                return
+        object.__setattr__(self, name, value)
+
+    def __getattr__(self, name):
+        # only called when normal lookup fails: the registered tables come next
+        tables = self.__dict__.get("_parameters"), self.__dict__.get("_buffers"), self.__dict__.get("_modules")
+        for table in tables:
+            if table is not None and name in table:
+                return table[name]
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+    def __delattr__(self, name):
+        for table in (self._parameters, self._buffers, self._modules):
+            if name in table:
+                del table[name]
+                self._non_persistent_buffers.discard(name)
+                return
+        object.__delattr__(self, name)
+
+    def register_parameter(self, name, param):
+        """Register ``param`` (a ``Parameter`` or ``None``) under ``name``."""
+        if param is not None and not isinstance(param, Parameter):
+            raise TypeError(
+                f"register_parameter({name!r}): expected an nn.Parameter or None, got {type(param).__name__}"
+            )
+        self.__dict__.pop(name, None)
+        self._parameters[name] = param
+
+    def register_buffer(self, name, tensor, persistent=True):
+        """Register a tensor that is state but not a parameter (no gradient, moved by ``to``).
+
+        A persistent buffer is in ``state_dict()``; a non-persistent one (a table computed
+        from the constructor's arguments) is not.
+        """
+        if tensor is not None and not isinstance(tensor, Tensor):
+            raise TypeError(f"register_buffer({name!r}): expected a Tensor or None, got {type(tensor).__name__}")
+        self.__dict__.pop(name, None)
+        self._buffers[name] = tensor
+        if persistent:
+            self._non_persistent_buffers.discard(name)
+        else:
+            self._non_persistent_buffers.add(name)
+
+    def add_module(self, name, module):
+        if module is not None and not isinstance(module, Module):
+            raise TypeError(f"add_module({name!r}): expected a Module or None, got {type(module).__name__}")
+        self.__dict__.pop(name, None)
+        self._modules[name] = module
+
+    # ----------------------------------------------------------------- traversal
+
+    def named_modules(self, memo=None, prefix=""):
+        """``(dotted name, module)`` for this module and every descendant, each once, depth first."""
+        memo = set() if memo is None else memo
+        if self in memo:
+            return
+        memo.add(self)
+        yield prefix, self
+        for name, module in self._modules.items():
+            if module is not None:
+                yield from module.named_modules(memo, f"{prefix}.{name}" if prefix else name)
+
+    def modules(self):
+        for _, module in self.named_modules():
+            yield module
+
+    def named_children(self):
+        seen = set()
+        for name, module in self._modules.items():
+            if module is not None and module not in seen:
+                seen.add(module)
+                yield name, module
+
+    def children(self):
+        for _, module in self.named_children():
+            yield module
+
+    def _named_members(self, table, prefix, recurse):
+        seen = set()
+        modules = self.named_modules(prefix=prefix) if recurse else [(prefix, self)]
+        for module_prefix, module in modules:
+            for name, value in getattr(module, table).items():
+                if value is None or value in seen:
+                    continue
+                seen.add(value)
+                yield (f"{module_prefix}.{name}" if module_prefix else name), value
+
+    def named_parameters(self, prefix="", recurse=True):
+        """``(dotted name, parameter)`` in registration order; a shared parameter appears once."""
+        yield from self._named_members("_parameters", prefix, recurse)
+
+    def parameters(self, recurse=True):
+        for _, param in self.named_parameters(recurse=recurse):
+            yield param
+
+    def named_buffers(self, prefix="", recurse=True):
+        yield from self._named_members("_buffers", prefix, recurse)
+
+    def buffers(self, recurse=True):
+        for _, buffer in self.named_buffers(recurse=recurse):
+            yield buffer
+
+    def apply(self, fn):
+        """Call ``fn`` on every submodule, then on this module (as PyTorch does); returns self."""
+        for module in self.children():
+            module.apply(fn)
+        fn(self)
+        return self
+
+    # ----------------------------------------------------------------- modes and gradients
+
+    def train(self, mode=True):
+        """Training mode (dropout active) for this module and all its descendants."""
+        if not isinstance(mode, bool):
+            raise ValueError(f"train(mode): mode must be a bool, got {mode!r}")
+        for module in self.modules():
+            object.__setattr__(module, "training", mode)
+        return self
+
+    def eval(self):
+        """Evaluation mode: ``train(False)``."""
+        return self.train(False)
+
+    def zero_grad(self, set_to_none=True):
+        """Forget the accumulated gradients (``None``, or zeros with ``set_to_none=False``)."""
+        for param in self.parameters():
+            if set_to_none or param.grad is None:
+                param.grad = None
+            else:
+                param.grad[...] = 0
+
+    def requires_grad_(self, requires_grad=True):
+        for param in self.parameters():
+            param.requires_grad_(requires_grad)
+        return self
+
+    # ----------------------------------------------------------------- device and dtype
+
+    def to(self, target):
+        """Move every parameter and buffer to a device (``"cpu"``, ``"cuda"``) or cast the
+        floating-point ones to a dtype, in place: the ``Parameter`` objects stay the same, so an
+        optimizer built before ``to`` still holds them. Returns ``self``.
+
+        >>> import tinyattn as ta
+        >>> import tinyattn.nn as nn
+        >>> layer = nn.Linear(2, 2).to(ta.float64)
+        >>> layer.weight.dtype, layer.bias.dtype
+        (dtype('float64'), dtype('float64'))
+        """
+        if isinstance(target, str):
+            if target not in backend.DEVICES:
+                raise ValueError(f"to(): unknown device {target!r}, expected one of {backend.DEVICES}")
+            convert = lambda array: backend.to_device(array, target)
+        else:
+            dtype = np.dtype(target)
+            if dtype.kind != "f":
+                raise TypeError(f"Module.to() only casts to floating-point dtypes, got {dtype}")
+            convert = lambda array: array.astype(dtype, copy=False) if array.dtype.kind == "f" else array
+        for module in self.modules():
+            for tensor in list(module._parameters.values()) + list(module._buffers.values()):
+                if tensor is None:
+                    continue
+                tensor.data = convert(tensor.data)
+                if tensor.grad is not None:
+                    tensor.grad = convert(tensor.grad)
+        return self
+
+    def float(self):
+        return self.to(np.float32)
+
+    def double(self):
+        return self.to(np.float64)
+
+    def cpu(self):
+        return self.to("cpu")
+
+    def cuda(self):
+        return self.to("cuda")
+
+    # ----------------------------------------------------------------- state
+
+    def _state_tensors(self):
+        """Dotted name -> tensor for every parameter and persistent buffer, in state-dict order."""
+        state = OrderedDict()
+        for prefix, module in self.named_modules():
+            dot = prefix + "." if prefix else ""
+            for name, param in module._parameters.items():
+                if param is not None:
+                    state[dot + name] = param
+            for name, buffer in module._buffers.items():
+                if buffer is not None and name not in module._non_persistent_buffers:
+                    state[dot + name] = buffer
+        return state
+
+    def state_dict(self):
+        """An ordered dict of dotted name -> NumPy array (a host copy) for parameters and
+        persistent buffers.
+
+        >>> import tinyattn.nn as nn
+        >>> {name: value.shape for name, value in nn.Linear(2, 3).state_dict().items()}
+        {'weight': (3, 2), 'bias': (3,)}
+        """
+        return OrderedDict((name, tensor.numpy()) for name, tensor in self._state_tensors().items())
+
+    def load_state_dict(self, state_dict, strict=True):
+        """Copy values into the existing parameters and buffers, on their device and dtype.
+
+        Everything is checked before anything is written: missing keys (with ``strict``),
+        unexpected keys (with ``strict``) and shape mismatches (always) raise one
+        ``RuntimeError`` naming them all, and then no parameter has changed. Returns
+        ``(missing_keys, unexpected_keys)`` as PyTorch does.
+
+        >>> import tinyattn.nn as nn
+        >>> a, b = nn.Linear(2, 2), nn.Linear(2, 2)
+        >>> b.load_state_dict(a.state_dict())
+        IncompatibleKeys(missing_keys=[], unexpected_keys=[])
+        >>> bool((a.weight.numpy() == b.weight.numpy()).all())
+        True
+        """
+        own = self._state_tensors()
+        missing = [name for name in own if name not in state_dict]
+        unexpected = [name for name in state_dict if name not in own]
+        values, mismatched = {}, []
+        for name, tensor in own.items():
+            if name not in state_dict:
+                continue
+            value = _host_copy(state_dict[name])
+            if value.shape != tensor.shape:
+                mismatched.append(
+                    f"size mismatch for {name}: copying a value of shape {value.shape}, "
+                    f"the parameter in the current model has shape {tensor.shape}"
+                )
+                continue
+            if value.dtype.kind not in "biuf":
+                mismatched.append(f"dtype mismatch for {name}: a value of dtype {value.dtype} is not numeric")
+                continue
+            values[name] = value
+        problems = []
+        if strict and missing:
+            problems.append("Missing key(s) in state_dict: " + ", ".join(f'"{k}"' for k in missing) + ".")
+        if strict and unexpected:
+            problems.append("Unexpected key(s) in state_dict: " + ", ".join(f'"{k}"' for k in unexpected) + ".")
+        problems += mismatched
+        if problems:
+            raise RuntimeError(
+                f"Error(s) in loading state_dict for {type(self).__name__}:\n\t" + "\n\t".join(problems)
+            )
+        arrays = {}  # first every host -> device copy, so that a failure here leaves the model untouched
+        for name, value in values.items():
+            target = own[name].data
+            arrays[name] = backend.to_device(value.astype(target.dtype, copy=False), backend.device_of(target))
+        for name, array in arrays.items():
+            own[name].data[...] = array
+        return IncompatibleKeys(missing, unexpected)
+
+    # ----------------------------------------------------------------- repr
+
+    def extra_repr(self):
+        """The module's own settings, printed inside its parentheses (override in layers)."""
+        return ""
+
+    def __repr__(self):
+        extra = self.extra_repr()
+        extra_lines = extra.split("\n") if extra else []
+        child_lines = [f"({name}): " + _addindent(repr(module), 2) for name, module in self._modules.items()]
+        lines = extra_lines + child_lines
+        text = type(self).__name__ + "("
+        if lines:
+            if len(extra_lines) == 1 and not child_lines:
+                text += extra_lines[0]
+            else:
+                text += "\n  " + "\n  ".join(lines) + "\n"
+        return text + ")"

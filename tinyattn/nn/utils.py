@@ -1,0 +1,41 @@
+"""Helpers that act on a model's parameters: gradient clipping.
+
+>>> import tinyattn as ta
+>>> w = ta.tensor([3.0, 4.0], requires_grad=True)
+>>> (w * ta.tensor([1.0, 1.0])).backward(ta.tensor([3.0, 4.0]))
+>>> clip_grad_norm_([w], max_norm=1.0)
+5.0
+>>> w.grad.round(4)
+array([0.6, 0.8], dtype=float32)
+"""
+
+import math
+
+from .. import backend
+from ..tensor import Tensor
+
+
+def clip_grad_norm_(parameters, max_norm, norm_type=2.0):
+    """Scale all gradients together so that their joint norm is at most ``max_norm``.
+
+    The norm is taken over every gradient as if concatenated into one vector (``norm_type``
+    2 or ``inf``). Each gradient is multiplied in place by ``min(1, max_norm / (norm + 1e-6))``,
+    as in PyTorch. Returns the norm before clipping, as a Python float.
+    """
+    if isinstance(parameters, Tensor):
+        parameters = [parameters]
+    grads = [p.grad for p in parameters if p.grad is not None]
+    if not grads:
+        return 0.0
+    norm_type = float(norm_type)
+    if norm_type == math.inf:
+        total = max(float(backend.namespace(g).abs(g).max()) for g in grads)
+    elif norm_type == 2.0:
+        # one norm per gradient on its device, in its dtype; then the norm of those norms
+        total = math.sqrt(sum(float((g * g).sum()) for g in grads))
+    else:
+        raise ValueError(f"clip_grad_norm_: norm_type must be 2.0 or inf, got {norm_type}")
+    coefficient = min(1.0, max_norm / (total + 1e-6))
+    for g in grads:
+        g *= coefficient
+    return total

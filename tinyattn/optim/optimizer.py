@@ -1,0 +1,185 @@
+"""The optimizer base class: parameter groups, per-parameter state, and their checkpoints.
+
+As in ``torch.optim``, an optimizer holds
+
+- ``param_groups``: a list of dicts, each with ``"params"`` (a list of tensors) and that
+  group's hyperparameters (``"lr"``, ``"momentum"``, ...). A schedule changes ``lr`` here.
+- ``state``: a dict from parameter tensor to that parameter's running arrays (a momentum
+  buffer, Adam's moments), created lazily by the first ``step()`` that sees its gradient.
+  Every array lives with its parameter: same device, same dtype.
+
+``state_dict()`` packs both in PyTorch's layout, parameters replaced by their position
+across the groups::
+
+    {"state": {0: {"momentum_buffer": array}, ...},
+     "param_groups": [{"lr": 0.1, ..., "params": [0, 1]}, ...]}
+
+>>> import tinyattn as ta
+>>> from tinyattn import optim
+>>> w = ta.ones(2, requires_grad=True)
+>>> b = ta.zeros(1, requires_grad=True)
+>>> opt = optim.SGD([{"params": [w]}, {"params": [b], "lr": 0.5}], lr=0.1)
+>>> [group["lr"] for group in opt.param_groups]
+[0.1, 0.5]
+>>> opt.state_dict()["param_groups"][1]["params"]
+[1]
+"""
+
+import copy
+
+from .. import backend
+from ..tensor import Tensor
+
+
+class Optimizer:
+    """Base class: subclasses set ``defaults`` and implement ``step`` and ``_check``.
+
+    ``params`` is an iterable of tensors, or an iterable of dicts (parameter groups) each
+    with ``"params"`` and any hyperparameters that override ``defaults`` for that group.
+    """
+
+    def __init__(self, params, defaults):
+        if isinstance(params, Tensor):
+            raise TypeError(
+                "params must be an iterable of tensors or of dicts (parameter groups), got a single Tensor; "
+                "pass [tensor] or model.parameters()"
+            )
+        self._check(defaults)
+        self.defaults = defaults
+        self.state = {}
+        self.param_groups = []
+        groups = list(params)
+        if not groups:
+            raise ValueError("optimizer got an empty parameter list")
+        if not isinstance(groups[0], dict):
+            groups = [{"params": groups}]
+        for group in groups:
+            self.add_param_group(group)
+
+    def _check(self, hyperparameters):
+        """Raise ``ValueError`` for an invalid hyperparameter (a group's or the defaults)."""
+
+    def add_param_group(self, param_group):
+        """Append a group: its own ``"params"``, its options, and ``defaults`` for the rest."""
+        if not isinstance(param_group, dict):
+            raise TypeError(f"a parameter group must be a dict, got {type(param_group).__name__}")
+        if "params" not in param_group:
+            raise ValueError(f"a parameter group needs the key 'params'; got keys {sorted(param_group)}")
+        params = param_group["params"]
+        if isinstance(params, Tensor):
+            params = [params]
+        elif isinstance(params, set):
+            raise TypeError("parameters must come in an ordered collection (a list), not a set, whose order varies")
+        params = list(params)
+        for i, p in enumerate(params):
+            if not isinstance(p, Tensor):
+                raise TypeError(f"optimizer can only optimize Tensors, but parameter {i} is a {type(p).__name__}")
+            if not p.is_leaf:
+                raise ValueError(f"can't optimize a non-leaf Tensor (parameter {i}, shape {p.shape})")
+        seen = {id(p) for group in self.param_groups for p in group["params"]}
+        if len({id(p) for p in params}) != len(params):
+            raise ValueError("a parameter group lists the same parameter twice")
+        if seen & {id(p) for p in params}:
+            raise ValueError("some parameters appear in more than one parameter group")
+        group = {**self.defaults, **param_group, "params": params}
+        self._check(group)
+        self.param_groups.append(group)
+
+    def zero_grad(self, set_to_none=True):
+        """Forget every parameter's gradient: ``None`` (the default, as in PyTorch) or zeros in place."""
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                if set_to_none:
+                    p.grad = None
+                else:
+                    p.grad[...] = 0
+
+    def step(self, closure=None):
+        raise NotImplementedError
+
+    # ------------------------------------------------------------------------- checkpoints
+
+    def state_dict(self):
+        """``{"state": {index: {name: value}}, "param_groups": [{..., "params": [index, ...]}]}``.
+
+        Arrays are NumPy copies (like ``Module.state_dict()``), so the result can be kept
+        while training goes on, and loaded onto any device.
+        """
+        index, param_groups = {}, []
+        for group in self.param_groups:
+            packed = copy.deepcopy({k: v for k, v in group.items() if k != "params"})
+            packed["params"] = [index.setdefault(id(p), len(index)) for p in group["params"]]
+            param_groups.append(packed)
+        state = {}
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p in self.state:
+                    state[index[id(p)]] = {
+                        name: backend.to_numpy(value) if backend.is_array(value) else copy.deepcopy(value)
+                        for name, value in self.state[p].items()
+                    }
+        return {"state": state, "param_groups": param_groups}
+
+    def load_state_dict(self, state_dict):
+        """Take hyperparameters and state from ``state_dict`` (as made by ``state_dict()``).
+
+        The groups must have the same sizes as this optimizer's, and every state array the
+        shape of its parameter; otherwise a ``ValueError`` says what differs and nothing is
+        changed. Arrays are copied onto each parameter's device; floating-point ones are cast
+        to its dtype.
+        """
+        for key in ("state", "param_groups"):
+            if key not in state_dict:
+                raise KeyError(f"optimizer state_dict has no {key!r} entry; got keys {sorted(state_dict)}")
+        saved_groups = state_dict["param_groups"]
+        if len(saved_groups) != len(self.param_groups):
+            raise ValueError(
+                f"loaded state dict has {len(saved_groups)} parameter groups, "
+                f"this optimizer has {len(self.param_groups)}"
+            )
+        params = {}
+        for i, (saved, group) in enumerate(zip(saved_groups, self.param_groups)):
+            if len(saved["params"]) != len(group["params"]):
+                raise ValueError(
+                    f"loaded state dict's parameter group {i} has {len(saved['params'])} parameters, "
+                    f"this optimizer's has {len(group['params'])}"
+                )
+            params.update(zip(saved["params"], group["params"]))
+        state = {}
+        for index, values in state_dict["state"].items():
+            if index not in params:
+                raise ValueError(
+                    f"loaded state dict has state for parameter {index!r}, "
+                    f"but its groups list parameters {sorted(params)}"
+                )
+            param = params[index]
+            state[param] = {name: _state_value(value, param, index, name) for name, value in values.items()}
+        param_groups = []
+        for saved, group in zip(saved_groups, self.param_groups):
+            options = copy.deepcopy({k: v for k, v in saved.items() if k != "params"})
+            param_groups.append({**options, "params": group["params"]})
+        self.state, self.param_groups = state, param_groups
+
+    def __repr__(self):
+        lines = [f"{type(self).__name__} ("]
+        for i, group in enumerate(self.param_groups):
+            lines.append(f"Parameter Group {i}")
+            lines += [f"    {key}: {group[key]}" for key in sorted(group) if key != "params"]
+        return "\n".join(lines) + "\n)"
+
+
+def _state_value(value, param, index, name):
+    """A copy of one loaded state entry on ``param``'s device (and dtype, if floating-point)."""
+    if isinstance(value, Tensor):
+        value = value.data
+    if not backend.is_array(value):
+        return copy.deepcopy(value)
+    if tuple(value.shape) != param.shape:
+        raise ValueError(
+            f"loaded state dict's {name!r} for parameter {index} has shape {tuple(value.shape)}, "
+            f"the parameter has shape {param.shape}"
+        )
+    dtype = param.dtype if value.dtype.kind == "f" else value.dtype
+    return backend.to_device(value, param.device).astype(dtype)  # astype copies
