@@ -198,6 +198,14 @@ def advanced_index_case(draw):
 
 
 @st.composite
+def mask_index_case(draw):
+    """A boolean mask over the leading dims selects elements (or rows)."""
+    shape = draw(tt.shapes(min_dims=1, **SMALL))
+    mask = draw(hnp.arrays(np.bool_, shape[: draw(st.integers(1, len(shape)))]))
+    return [draw(tt.arrays(shape))], {"index": mask}
+
+
+@st.composite
 def masked_fill_case(draw):
     shape = draw(tt.shapes(**SMALL))
     mask_shape = draw(hnp.broadcastable_shapes(shape, max_dims=len(shape), max_side=3))
@@ -273,7 +281,6 @@ SPECS = [
     Spec("square", _one(), lambda x: x**2, lambda x: x**2),
     Spec("rpow", _with_scalar(numbers=st.sampled_from([0.5, 2.0, 3])), lambda x, c: c**x, lambda x, c: c**x),
     Spec("matmul", matmul_case(), lambda a, b: a @ b, lambda a, b: a @ b),
-    Spec("ta.matmul", matmul_case(), ta.matmul, torch.matmul),
     Spec("neg", _one(), lambda x: -x, lambda x: -x),
     Spec("exp", _one(), ta.exp, torch.exp),
     Spec("log", _one(elements=tt.positive_arrays), ta.log, torch.log),
@@ -302,6 +309,7 @@ SPECS = [
     Spec("flatten", flatten_case(), lambda x, **o: x.flatten(**o), lambda x, **o: x.flatten(**o)),
     Spec("getitem_basic", basic_index_case(), lambda x, index: x[index], lambda x, index: x[index]),
     Spec("getitem_array", advanced_index_case(), lambda x, index: x[index], lambda x, index: x[index]),
+    Spec("getitem_mask", mask_index_case(), lambda x, index: x[index], lambda x, index: x[index]),
     Spec("masked_fill", masked_fill_case(), lambda x, mask, value: x.masked_fill(mask, value),
          lambda x, mask, value: x.masked_fill(mask, value)),
     Spec("where", where_case(), lambda a, b, condition: ta.where(condition, a, b),
@@ -387,8 +395,8 @@ def test_matches_torch(spec, dtype, device, data):
         assert not any(_shares_memory(g, other) for other in others), f"the gradient of input {i} aliases"
 
 
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.cuda)])  # strict: test_engine_testing
 @pytest.mark.parametrize("spec", [s for s in SPECS if s.gradcheck], ids=[s.name for s in SPECS if s.gradcheck])
-@DEVICE_OK
 @given(data=st.data())
 def test_gradcheck(spec, device, data):
     arrays, options = data.draw(spec.case, label="case")

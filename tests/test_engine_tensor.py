@@ -175,6 +175,16 @@ def test_tensor_from_arrays_and_tensors_on_every_device(device):
     assert ta.tensor(ours.data).device == device  # a backend array stays where it is
 
 
+def test_tensor_copies_its_data_and_the_class_shares_it(device):
+    source = ta.tensor(np.array([1.0, 2.0]), device=device)
+    copied, shared = ta.tensor(source), ta.Tensor(source.data)
+    assert copied.data is not source.data and shared.data is source.data
+    host = np.array([1.0, 2.0])
+    from_host = ta.tensor(host, device=device)
+    host[0] = 5.0  # torch.tensor copies too: the tensor does not see this
+    np.testing.assert_array_equal(from_host.numpy(), [1.0, 2.0])
+
+
 def test_to_changes_dtype_and_device_and_passes_the_gradient_back(device):
     x = ta.tensor([0.5, 1.5], requires_grad=True)  # float32 on cpu
     y = x.to(device).double()

@@ -407,6 +407,8 @@ def test_cross_entropy_rejects_bad_targets():
         F.cross_entropy(logits, ta.tensor([-1, 0]))
     with pytest.raises(ValueError, match=r"shape \(2,\), got \(3,\)"):
         F.cross_entropy(logits, ta.tensor([0, 1, 2]))
+    with pytest.raises(ValueError, match=r"logits of shape \(3,\) need class-index targets of shape \(\), got \(2,\)"):
+        F.cross_entropy(ta.randn(3), ta.tensor([0, 1]))
     with pytest.raises(TypeError, match="integers"):
         F.cross_entropy(logits, ta.tensor([0.0, 1.0]))
     with pytest.raises(ValueError, match="reduction"):

@@ -221,12 +221,17 @@ def test_load_state_dict_moves_state_to_the_parameters_device_and_dtype(device):
     opt.step()
     target = [ta.tensor(v, requires_grad=True, device=device) for v in host_values(2, np.float32)]
     restarted = optim.Adam(target, lr=0.01)
-    restarted.load_state_dict(opt.state_dict())
+    saved = opt.state_dict()
+    saved["state"][0]["step"] = np.int64(1)  # a NumPy scalar, as a converted checkpoint might hold
+    restarted.load_state_dict(saved)
     for p in target:
         state = restarted.state[p]
-        assert state["step"] == 1
+        assert state["step"] == 1 and type(state["step"]) is int
         for name in ("exp_avg", "exp_avg_sq"):
             assert backend.device_of(state[name]) == device and state[name].dtype == np.float32
+    set_grads(target, host_values(3, np.float32), device)
+    restarted.step()
+    assert all(p.dtype == np.float32 and restarted.state[p]["exp_avg"].dtype == np.float32 for p in target)
 
 
 def mismatches():
@@ -446,3 +451,34 @@ def test_lr_scheduler_is_a_submodule_attribute():
 
     assert ta.optim.lr_scheduler is module is lr_scheduler
     assert module.warmup_cosine(0, 1)(0) == 1.0 and module.warmup_cosine(0, 1)(1) == 0.0
+
+
+@pytest.mark.parametrize("name", list(OPTIMIZERS))
+def test_a_training_loop_on_a_linear_layer_matches_torch(name, device):
+    """Module.parameters(), backward and step together: a regression fit beside torch.nn.Linear."""
+    options = dict(lr=0.1, momentum=0.5) if name == "SGD" else dict(lr=0.05)
+    rng = np.random.default_rng(8)
+    inputs, targets = rng.standard_normal((16, 3)), rng.standard_normal((16, 2))
+    model = ta.nn.Linear(3, 2).double().to(device)
+    reference = torch.nn.Linear(3, 2).double()
+    with torch.no_grad():
+        reference.weight.copy_(torch.tensor(model.weight.numpy()))
+        reference.bias.copy_(torch.tensor(model.bias.numpy()))
+    opt = OPTIMIZERS[name][0](model.parameters(), **options)
+    torch_opt = OPTIMIZERS[name][1](reference.parameters(), **options, foreach=False)
+    x, y = ta.tensor(inputs, device=device), ta.tensor(targets, device=device)
+    losses = []
+    for _ in range(10):
+        opt.zero_grad()
+        loss = ((model(x) - y) ** 2).mean()
+        loss.backward()
+        opt.step()
+        torch_opt.zero_grad()
+        torch_loss = ((reference(torch.tensor(inputs)) - torch.tensor(targets)) ** 2).mean()
+        torch_loss.backward()
+        torch_opt.step()
+        assert loss.item() == pytest.approx(torch_loss.item(), rel=1e-10)
+        losses.append(loss.item())
+    np.testing.assert_allclose(model.weight.numpy(), reference.weight.detach().numpy(), rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(model.bias.numpy(), reference.bias.detach().numpy(), rtol=1e-10, atol=1e-12)
+    assert losses[-1] < losses[0]

@@ -178,26 +178,28 @@ def test_a_damaged_checkpoint_gives_an_error_naming_the_file(tmp_path, damage, e
 
 
 def failures():
-    """Ways a save can die midway: (patched attribute of a module, exception)."""
+    """Ways a save can die midway: (module, attribute to patch, a maker of its failing stand-in)."""
     write_array = np.lib.format.write_array
 
     def dies_on_second_array(exception):
-        calls = []
+        def make():
+            calls = []
+            return lambda file, array, **options: write(calls, file, array, **options)
 
-        def write(file, array, **options):
+        def write(calls, file, array, **options):
             calls.append(array)
             if len(calls) == 2:
                 file.write(b"half an array")
                 raise exception
             write_array(file, array, **options)
 
-        return write
+        return make
 
     def raises(exception):
         def fail(*args, **kwargs):
             raise exception
 
-        return fail
+        return lambda: fail
 
     return [
         pytest.param(np.lib.format, "write_array", dies_on_second_array(OSError("disk full")), id="write"),
@@ -208,15 +210,15 @@ def failures():
 
 
 @pytest.mark.parametrize("existing", [True, False], ids=["over a checkpoint", "new file"])
-@pytest.mark.parametrize("module, attribute, failure", failures())
+@pytest.mark.parametrize("module, attribute, make_failure", failures())
 def test_a_save_that_dies_midway_leaves_the_old_checkpoint_and_no_temporary(
-    tmp_path, monkeypatch, module, attribute, failure, existing
+    tmp_path, monkeypatch, module, attribute, make_failure, existing
 ):
     path = tmp_path / "checkpoint"
     old = {"w": np.arange(6.0).reshape(2, 3), "b": np.ones(3, np.float32)}
     if existing:
         ta.save(old, path)
-    monkeypatch.setattr(module, attribute, failure)
+    monkeypatch.setattr(module, attribute, make_failure())
     with pytest.raises((OSError, KeyboardInterrupt)):
         ta.save({"w": np.zeros((2, 3)), "b": np.zeros(3, np.float32), "c": np.zeros(1)}, path)
     monkeypatch.undo()

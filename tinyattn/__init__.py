@@ -12,15 +12,46 @@ import numpy as np
 from . import backend, ops
 from .backend import manual_seed
 from .creation import arange, full, ones, ones_like, rand, randn, tensor, zeros, zeros_like
-from .ops import abs, add, amax, cat, chunk, div, exp, expand, flatten, log, masked_fill, matmul, mean, mul, neg
-from .ops import permute, pow, relu, reshape, sigmoid, split, sqrt, squeeze, stack, sub, sum, tanh, transpose
-from .ops import unsqueeze, var, where
+from .ops import (
+    abs,
+    add,
+    amax,
+    cat,
+    chunk,
+    div,
+    exp,
+    expand,
+    flatten,
+    log,
+    masked_fill,
+    matmul,
+    mean,
+    mul,
+    neg,
+    permute,
+    pow,
+    relu,
+    reshape,
+    sigmoid,
+    split,
+    sqrt,
+    squeeze,
+    stack,
+    sub,
+    sum,
+    tanh,
+    transpose,
+    unsqueeze,
+    var,
+    where,
+)
 from .tensor import Function, Tensor, is_grad_enabled, no_grad
 
-from . import interop, nn, optim, testing  # noqa: E402, I001  (floors above the engine)
-from .serialization import load, save  # noqa: E402
-
 float32, float64, int64, bool = np.float32, np.float64, np.int64, np.bool_
+
+# the floors above the engine, imported once the engine is complete
+from . import interop, nn, optim, testing  # noqa: E402
+from .serialization import load, save  # noqa: E402
 
 __all__ = [
     "Tensor", "Function", "tensor", "no_grad", "is_grad_enabled", "manual_seed",

@@ -42,9 +42,11 @@ def ones(*size, dtype=None, device="cpu", requires_grad=False):
 
 def full(size, fill_value, dtype=None, device="cpu", requires_grad=False):
     xp = backend.namespace_for(device)
-    if dtype is None:
-        dtype = np.int64 if isinstance(fill_value, (bool, numbers.Integral)) and not isinstance(fill_value, bool) else np.float32
-        dtype = np.bool_ if isinstance(fill_value, bool) else dtype
+    if dtype is None:  # as PyTorch infers it: bool, int64, else float32
+        if isinstance(fill_value, (bool, np.bool_)):
+            dtype = np.bool_
+        else:
+            dtype = np.int64 if isinstance(fill_value, numbers.Integral) else np.float32
     return _leaf(xp.full(_shape((size,)), fill_value, dtype=dtype), requires_grad)
 
 
@@ -80,5 +82,20 @@ def ones_like(t, dtype=None, device=None, requires_grad=False):
 
 
 def tensor(data, requires_grad=False, dtype=None, device=None):
-    """A new leaf tensor; see ``Tensor``."""
-    return Tensor(data, requires_grad=requires_grad, dtype=dtype, device=device)
+    """A new leaf tensor holding a copy of ``data``, as ``torch.tensor`` does; dtype rules in ``Tensor``.
+
+    (``Tensor(array)`` and ``nn.Parameter(array)`` share a backend array instead.)
+
+    >>> import numpy as np
+    >>> import tinyattn as ta
+    >>> host = np.zeros(2)
+    >>> t = ta.tensor(host)
+    >>> host[0] = 1.0
+    >>> t.numpy(), t.dtype
+    (array([0., 0.]), dtype('float64'))
+    """
+    source = data.data if isinstance(data, Tensor) else data
+    t = Tensor(source, requires_grad=requires_grad, dtype=dtype, device=device)
+    if t.data is source:
+        t.data = source.copy()
+    return t

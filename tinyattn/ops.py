@@ -115,9 +115,10 @@ class Pow(_Binary):
 
     def backward(self, grad):
         a, b = self.a, self.b
-        grad_a = sum_to(grad * b * a ** (b - 1), self.a_shape)  # b·a^(b-1)
-        grad_b = None
-        if self.parents[1].requires_grad:  # a^b·ln a, taken as 0 where a = 0
+        grad_a = grad_b = None
+        if self.parents[0].requires_grad:  # b·a^(b-1)
+            grad_a = sum_to(grad * b * a ** (b - 1), self.a_shape)
+        if self.parents[1].requires_grad:  # a^b·ln a, taken as 0 where a <= 0
             xp = backend.namespace(a)
             log_a = xp.log(xp.where(a > 0, a, 1))
             grad_b = sum_to(grad * self.out * log_a, self.b_shape)

@@ -81,7 +81,11 @@ def load(path):
         )
     try:
         with np.load(path, allow_pickle=False) as archive:
-            return collections.OrderedDict((name, archive[name]) for name in archive.files)
+            state_dict = collections.OrderedDict((name, archive[name]) for name in archive.files)
+        for name, value in state_dict.items():
+            if not isinstance(value, np.ndarray):  # NpzFile hands back other members as raw bytes
+                raise ValueError(f"its member {name!r} is not a NumPy array (.npy)")
+        return state_dict
     except (zipfile.BadZipFile, ValueError, EOFError, zlib.error) as error:
         raise ValueError(f"load: {path!r} is not a readable tinyattn checkpoint (.npz archive): {error}") from error
 

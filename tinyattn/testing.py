@@ -145,10 +145,15 @@ def broadcastable_shapes(num_shapes=2, min_dims=0, max_dims=3, min_side=1, max_s
 
 
 def _floats(dtype, low, high):
+    """Floats of ``dtype`` in ``[low, high]``, the bounds rounded inwards to ``dtype``."""
     from hypothesis import strategies as st
 
-    width = 32 if np.dtype(dtype) == np.float32 else 64
-    return st.floats(low, high, width=width, allow_nan=False, allow_infinity=False)
+    kind = np.dtype(dtype).type
+    low_, high_ = kind(low), kind(high)
+    low_ = low_ if low_ >= low else np.nextafter(low_, kind(np.inf))
+    high_ = high_ if high_ <= high else np.nextafter(high_, kind(-np.inf))
+    return st.floats(float(low_), float(high_), width=8 * np.dtype(dtype).itemsize, allow_nan=False,
+                     allow_infinity=False)
 
 
 def arrays(shape, dtype=np.float64, low=0.1, high=2.0):
@@ -169,10 +174,10 @@ def positive_arrays(shape, dtype=np.float64, low=0.1, high=2.0):
 
 
 def distinct_arrays(shape, dtype=np.float64, spacing=0.25):
-    """NumPy arrays whose elements differ pairwise by at least ``spacing``: no ties for max."""
+    """NumPy arrays whose elements differ pairwise by at least ``spacing`` and are never 0: no ties, no kinks."""
     from hypothesis import strategies as st
 
     n = int(np.prod(shape))
     return st.permutations(range(n)).map(
-        lambda order: ((np.array(order, dtype=np.float64) - n / 2 + 0.5) * spacing).astype(dtype).reshape(shape)
+        lambda order: ((np.array(order, dtype=np.float64) - n // 2 + 0.5) * spacing).astype(dtype).reshape(shape)
     )

@@ -99,7 +99,7 @@ class MultiHeadAttention(Module):
         k = self.k_proj(key).reshape(B, Lk, H, D).transpose(1, 2)  # (B, Lk, kdim) -> (B, H, Lk, D)
         v = self.v_proj(value).reshape(B, Lk, H, D).transpose(1, 2)  # (B, Lk, vdim) -> (B, H, Lk, D)
         if attn_mask is not None and attn_mask.ndim == 3:
-            attn_mask = attn_mask.unsqueeze(1)  # (B, Lq, Lk) -> (B, 1, Lq, Lk)
+            attn_mask = attn_mask[:, None]  # (B, Lq, Lk) -> (B, 1, Lq, Lk)
         heads, weights = F.scaled_dot_product_attention(
             q, k, v, attn_mask=attn_mask, dropout_p=self.dropout if self.training else 0.0,
             is_causal=is_causal, need_weights=need_weights,

@@ -294,7 +294,7 @@ class CrossEntropy(Function):
         losses = -(1 - label_smoothing) * picked
         if label_smoothing:
             losses = losses - (label_smoothing / num_classes) * log_p.sum(axis=1)
-        losses = losses * valid
+        losses = xp.where(valid, losses, 0)  # ignored positions count zero (even where log p is -inf)
         self.log_p, self.safe_target, self.valid = log_p, safe_target, valid
         self.reduction, self.label_smoothing = reduction, label_smoothing
         if reduction == "none":
@@ -348,14 +348,17 @@ def cross_entropy(input, target, ignore_index=-100, reduction="mean", label_smoo
     if not 0.0 <= label_smoothing <= 1.0:
         raise ValueError(f"cross_entropy: label_smoothing must be in [0, 1], got {label_smoothing!r}")
     target_data = _index_array(target, input, "cross_entropy")
+    if input.ndim == 0:
+        raise ValueError("cross_entropy: logits must have a class dimension: (C,), (N, C) or (N, C, d…); got shape ()")
     unbatched = input.ndim == 1
-    logits = input.reshape(1, -1) if unbatched else input  # (N, C, d…)
-    target_data = target_data.reshape(1) if unbatched else target_data
-    if logits.ndim < 2 or tuple(target_data.shape) != _target_shape(logits.shape):
+    expected = () if unbatched else _target_shape(input.shape)
+    if tuple(target_data.shape) != expected:
         raise ValueError(
-            f"cross_entropy: logits of shape {input.shape} need class-index targets of shape "
-            f"{_target_shape(logits.shape) if logits.ndim >= 2 else '()'}, got {tuple(target_data.shape)}"
+            f"cross_entropy: logits of shape {input.shape} need class-index targets of shape {expected}, "
+            f"got {tuple(target_data.shape)}"
         )
+    logits = input.reshape(1, -1) if unbatched else input  # (N, C, d…)
+    target_data = target_data.reshape(1) if unbatched else target_data  # (N, d…)
     num_classes = logits.shape[1]
     bad = ((target_data < 0) | (target_data >= num_classes)) & (target_data != ignore_index)
     if bool(bad.any()):

@@ -328,6 +328,3 @@ class ModuleList(Module):
             for first, last, text in runs
         ]
         return "ModuleList(\n  " + "\n  ".join(lines) + "\n)"
-
-
-

@@ -27,6 +27,8 @@ across the groups::
 
 import copy
 
+import numpy as np
+
 from .. import backend
 from ..tensor import Tensor
 
@@ -174,6 +176,8 @@ def _state_value(value, param, index, name):
     """A copy of one loaded state entry on ``param``'s device (and dtype, if floating-point)."""
     if isinstance(value, Tensor):
         value = value.data
+    if isinstance(value, np.generic):  # a NumPy scalar step would make the update's scalars float64
+        return value.item()
     if not backend.is_array(value):
         return copy.deepcopy(value)
     if tuple(value.shape) != param.shape:
