@@ -12,9 +12,9 @@ by *position* rather than by content. The model is the encoder half of the Trans
     logits = Linear(h)                         (B, L, 10)
 
 trained with cross-entropy on every position. The metric is the fraction of digits right
-on sequences the model has never seen. The attention heatmap (``attention.png``) shows,
+on sequences the model has never seen. The attention heatmaps (``attention_layer*.png``) show,
 for each head of each layer, which input positions every output position looked at: in
-the trained model the anti-diagonal lights up.
+the last layer of the trained model the anti-diagonal lights up.
 
     python examples/reverse_digits.py                 # the full run (about two minutes of CPU)
     python examples/reverse_digits.py --quick         # a few seconds, for smoke tests
@@ -48,7 +48,10 @@ def parse_args(argv=None):
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--device", default="cpu", help='"cpu" or "cuda"')
     parser.add_argument("--out", default="out/reverse_digits", help="folder for the PNG pictures")
-    parser.add_argument("--quick", action="store_true", help="a tiny run for smoke tests (a few seconds)")
+    parser.add_argument(
+        "--quick", action="store_true",
+        help="smoke test in a few seconds: 150 steps on 6 digits (overrides --steps, --length)",
+    )
     args = parser.parse_args(argv)
     if args.quick:
         args.steps, args.length = 150, 6
@@ -72,27 +75,24 @@ class Reverser(nn.Module):
         self.encoder = nn.TransformerEncoder(layer, num_layers)
         self.head = nn.Linear(d_model, VOCAB)
 
-    def embed_positions(self, digits):
-        return self.pos(self.embed(digits))  # (B, L, d)
-
     def forward(self, digits):
-        h = self.embed_positions(digits)  # (B, L, d)
+        h = self.pos(self.embed(digits))  # (B, L, d)
         h = self.encoder(h)  # (B, L, d)
         return self.head(h)  # (B, L, 10)
 
     def attention_maps(self, digits):
-        """Each layer's self-attention weights, (num_layers, B, H, L, L).
+        """Each layer's self-attention weights, ``(num_layers, B, H, L, L)``.
 
-        A post-norm layer (``norm_first=False``) attends over its own input, so asking its
-        ``self_attn`` for the weights on that input and then running the layer gives both.
+        An encoder layer computes attention with ``need_weights=False``; with
+        ``keep_attn_weights`` set, it also stores the weights in ``layer.attn_weights``.
         """
-        maps = []
-        h = self.embed_positions(digits)
         for layer in self.encoder.layers:
-            _, weights = layer.self_attn(h, h, h, need_weights=True)  # (B, H, L, L)
-            maps.append(weights.numpy())
-            h = layer(h)
-        return np.stack(maps)
+            layer.keep_attn_weights = True
+        self(digits)
+        maps = np.stack([layer.attn_weights.numpy() for layer in self.encoder.layers])
+        for layer in self.encoder.layers:
+            layer.keep_attn_weights, layer.attn_weights = False, None
+        return maps
 
 
 def token_accuracy(model, rng, length, device, sequences=1000):

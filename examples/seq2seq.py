@@ -6,9 +6,9 @@
 Inputs are 1 to 6 words long, outputs 1 to 4 digits, so every batch is padded. The model
 is the original Transformer (Vaswani et al., 2017), small:
 
-    memory = Encoder(Embed(src) + PE,            src_mask)              (B, S, d)
-    h      = Decoder(Embed(tgt_in) + PE, memory, tgt_mask, memory_mask) (B, T, d)
-    logits = Linear(h)                                                       (B, T, 13)
+    memory = Encoder(Embed(src) + PE, src_mask)                           (B, S, d)
+    h      = Decoder(Embed(tgt_in) + PE, memory, tgt_mask, memory_mask)   (B, T, d)
+    logits = Linear(h)                                                    (B, T, 13)
 
 with three masks, all boolean (``True`` = may attend):
 
@@ -16,11 +16,12 @@ with three masks, all boolean (``True`` = may attend):
     memory_mask = the same mask                    (B, 1, 1, S)   cross-attention skips them too
     tgt_mask    = F.causal_mask(T)                 (T, T)         output i sees outputs ≤ i only
 
-Training is teacher forcing: the decoder reads ``<bos> 7 0 4`` and must predict
-``7 0 4 2 <eos>``; the loss ignores padded targets (``ignore_index``). Testing is greedy
-decoding, one digit at a time, on numbers held out from training; the metric is exact
-match (every digit right and nothing more). ``cross_attention_*.png`` shows, for a few
-held-out numbers, which input word each output digit looked at.
+Training is teacher forcing: for 7042 the decoder reads ``<bos> 7 0 4 2`` and must
+predict ``7 0 4 2 <eos>``, at each position the next token; the loss ignores padded
+targets (``ignore_index``). Testing is greedy decoding, one digit at a time, on numbers
+held out from training; the metric is exact match (every digit right and nothing more).
+``cross_attention_*.png`` shows, for a few held-out numbers, which input word each output
+digit looked at (the last decoder layer, one panel per head).
 
     python examples/seq2seq.py            # the full run
     python examples/seq2seq.py --quick    # a few seconds, for smoke tests
@@ -126,20 +127,15 @@ class Translator(nn.Module):
     def cross_attention(self, src, src_lengths, tgt_in):
         """The last decoder layer's cross-attention weights, ``(B, H, T, S)``.
 
-        A post-norm decoder layer computes ``x = norm1(tgt + self_attn(tgt))`` and then
-        attends from ``x`` to the memory; we repeat its first step and ask ``cross_attn``
-        for the weights.
+        The layers attend with ``need_weights=False``; with ``keep_attn_weights`` set, a
+        decoder layer also stores its weights in ``cross_attn_weights``.
         """
-        src_mask = F.padding_mask(src_lengths, src.shape[1])  # (B, 1, 1, S)
-        memory = self.encode(src, src_mask)  # (B, S, d)
-        tgt_mask = F.causal_mask(tgt_in.shape[1], device=tgt_in.device)  # (T, T)
-        h = self.pos(self.tgt_embed(tgt_in))  # (B, T, d)
-        for layer in self.decoder.layers[:-1]:
-            h = layer(h, memory, tgt_mask=tgt_mask, memory_mask=src_mask)
         last = self.decoder.layers[-1]
-        x = last.norm1(h + last.self_attn(h, attn_mask=tgt_mask, need_weights=False)[0])  # (B, T, d)
-        _, weights = last.cross_attn(x, memory, memory, attn_mask=src_mask, need_weights=True)
-        return weights  # (B, H, T, S)
+        last.keep_attn_weights = True
+        self(src, src_lengths, tgt_in)
+        weights = last.cross_attn_weights  # (B, H, T, S)
+        last.keep_attn_weights, last.self_attn_weights, last.cross_attn_weights = False, None, None
+        return weights
 
 
 def greedy_decode(model, src, src_lengths, max_len=5):
@@ -201,7 +197,10 @@ def parse_args(argv=None):
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--device", default="cpu", help='"cpu" or "cuda"')
     parser.add_argument("--out", default="out/seq2seq", help="folder for the PNG pictures")
-    parser.add_argument("--quick", action="store_true", help="a tiny run for smoke tests (a few seconds)")
+    parser.add_argument(
+        "--quick", action="store_true",
+        help="smoke test in a few seconds: 150 steps on 0 … 999 (overrides --steps, --max-number)",
+    )
     args = parser.parse_args(argv)
     if args.quick:
         args.steps, args.max_number = 150, 1000

@@ -264,8 +264,6 @@ def chunk_case(draw):
 
 # ----------------------------------------------------------------------------- the table
 
-UNARY_TORCH = lambda name: lambda x: getattr(torch, name)(x)  # noqa: E731
-
 SPECS = [
     Spec("add", _two(), lambda a, b: a + b, lambda a, b: a + b),
     Spec("sub", _two(), lambda a, b: a - b, lambda a, b: a - b),
@@ -447,3 +445,13 @@ def test_amax_shares_the_gradient_among_ties_like_torch():
     x = ta.tensor(np.array([[1.0, 3.0, 3.0], [2.0, 2.0, 2.0]]), requires_grad=True)
     x.amax(1).backward(ta.tensor(np.array([1.0, 3.0])))
     np.testing.assert_array_equal(x.grad, [[0.0, 0.5, 0.5], [1.0, 1.0, 1.0]])
+
+
+@pytest.mark.parametrize("name, operator_form", [
+    ("add", operator.add), ("sub", operator.sub), ("mul", operator.mul), ("div", operator.truediv),
+    ("pow", operator.pow), ("matmul", operator.matmul),
+])
+def test_arithmetic_function_forms_equal_operators(name, operator_form):
+    a, b = ta.tensor(np.array([[1.0, 2.0], [3.0, 4.0]])), ta.tensor(np.array([[0.5, 1.5], [2.0, 0.25]]))
+    np.testing.assert_array_equal(getattr(ta, name)(a, b).numpy(), operator_form(a, b).numpy())
+    np.testing.assert_array_equal(ta.neg(a).numpy(), (-a).numpy())

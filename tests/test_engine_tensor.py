@@ -211,6 +211,15 @@ def test_item_and_its_error():
         ta.tensor([1.0, 2.0]).item()
 
 
+def test_truth_value_and_number_conversions_match_torch():
+    assert bool(ta.tensor([2.0]) > 1.0) and not bool(ta.tensor(0.0))
+    assert float(ta.tensor([[1.5]])) == 1.5 and int(ta.tensor(3)) == 3
+    with pytest.raises(RuntimeError, match=r"shape \(2,\) is ambiguous"):
+        bool(ta.tensor([1.0, 2.0]) > 0)
+    with pytest.raises(RuntimeError):
+        bool(torch.tensor([1.0, 2.0]) > 0)  # PyTorch refuses too
+
+
 def test_shape_properties_match_torch():
     data = np.zeros((2, 3, 4))
     ours, theirs = ta.tensor(data), torch.from_numpy(data)

@@ -290,6 +290,20 @@ class Tensor:
             raise ValueError(f"item(): only one-element tensors convert to a Python number, shape is {self.shape}")
         return self.data.item()
 
+    def __bool__(self):
+        if self.data.size != 1:
+            raise RuntimeError(
+                f"bool() of a tensor of shape {self.shape} is ambiguous: only a one-element tensor "
+                "has a truth value (reduce it first, or test t.numpy())"
+            )
+        return bool(self.data.item())
+
+    def __float__(self):
+        return float(self.item())
+
+    def __int__(self):
+        return int(self.item())
+
     def tolist(self):
         return self.numpy().tolist()
 

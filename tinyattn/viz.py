@@ -94,7 +94,8 @@ def plot_attention(weights, query_tokens=None, key_tokens=None, path=None, title
     columns = min(num_heads, 4)
     rows = -(-num_heads // columns)
     cell = 0.32 if max(Lq, Lk) > 12 else 0.45
-    panel_w, panel_h = max(2.2, 0.9 + cell * Lk), max(2.0, 0.8 + cell * Lq)
+    longest = max(len(token) for token in key_tokens)  # the rotated key labels need room below
+    panel_w, panel_h = max(2.2, 1.2 + cell * Lk), max(2.2, 1.0 + cell * Lq + 0.07 * longest)
     figure = _figure(panel_w * columns + 0.8, panel_h * rows + (0.4 if title else 0.0))
     grid = figure.subplots(rows, columns, squeeze=False)
     vmax = max(float(array.max()), 1e-12)
@@ -103,7 +104,7 @@ def plot_attention(weights, query_tokens=None, key_tokens=None, path=None, title
         if head >= num_heads:
             axes.set_axis_off()
             continue
-        image = axes.imshow(array[head], cmap="viridis", vmin=0.0, vmax=vmax, aspect="auto")
+        image = axes.imshow(array[head], cmap="viridis", vmin=0.0, vmax=vmax)
         axes.set_xticks(range(Lk), key_tokens, rotation=90, fontsize=8)
         axes.set_yticks(range(Lq), query_tokens, fontsize=8)
         axes.set_xlabel("key")

@@ -316,7 +316,7 @@ class ModuleList(Module):
         # PyTorch's compressed form: a run of identical modules prints once, as "(0-2): 3 x Linear(...)"
         reprs = [repr(module) for module in self]
         if not reprs:
-            return "ModuleList()"
+            return type(self).__name__ + "()"
         runs = []  # [first index, last index, repr]
         for i, text in enumerate(reprs):
             if runs and runs[-1][2] == text:
@@ -327,4 +327,4 @@ class ModuleList(Module):
             _addindent(f"({first}): {text}" if first == last else f"({first}-{last}): {last - first + 1} x {text}", 2)
             for first, last, text in runs
         ]
-        return "ModuleList(\n  " + "\n  ".join(lines) + "\n)"
+        return type(self).__name__ + "(\n  " + "\n  ".join(lines) + "\n)"

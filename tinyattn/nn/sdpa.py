@@ -8,8 +8,13 @@
 attended; a **float** mask is added to the scores (``-inf`` forbids a key, and the mask may
 require a gradient); ``is_causal=True`` lets query ``i`` attend keys ``j <= i``. A mask and
 ``is_causal`` together: a key is attended only where both allow it. A query row with no key
-left gives zeros (output, weights and gradients), never NaN; ``MaskedSoftmax`` is the fused
-operation that guarantees it.
+left gives zeros (output, weights and gradients), never NaN.
+
+Two paths compute it. The whole-matrix path (``_attention``) builds the ``(…, Lq, Lk)`` scores
+and the fused ``MaskedSoftmax``; it is the one that can return the weights. With
+``need_weights=False`` and no dropout, long key sequences take the memory-efficient path
+(``BlockedAttention``): keys are visited a block at a time with a running softmax, and backward
+recomputes each block's probabilities, so no more than ``(…, Lq, block)`` scores ever exist.
 
 >>> import tinyattn as ta
 >>> import tinyattn.nn.functional as F
@@ -27,7 +32,7 @@ import numbers
 
 import numpy as np
 
-from .. import backend
+from .. import backend, ops
 from ..tensor import Function, Tensor
 from . import functional as F  # functional imports this module last, when its own names (dropout) exist
 
@@ -53,20 +58,27 @@ class MaskedSoftmax(Function):
 
     def forward(self, scores, allowed=None):
         xp = backend.namespace(scores)
-        keep = scores > -math.inf
-        if allowed is not None:
-            keep = keep & allowed  # (…, Lq, Lk)
-        masked = xp.where(keep, scores, -math.inf)
+        masked = scores if allowed is None else xp.where(allowed, scores, -math.inf)  # (…, Lq, Lk)
         row_max = masked.max(axis=-1, keepdims=True)  # (…, Lq, 1); -inf on a row with no key
-        row_max = xp.where(row_max > -math.inf, row_max, 0)
-        exps = xp.exp(masked - row_max)  # exp(-inf) = 0 at forbidden keys
+        shift = xp.where(row_max > -math.inf, row_max, 0)
+        if allowed is None:
+            exps = scores - shift  # a fresh (…, Lq, Lk) array, overwritten in place below
+        else:
+            exps = masked
+            exps -= shift
+        xp.exp(exps, out=exps)  # exp(-inf) = 0 at forbidden keys
         total = exps.sum(axis=-1, keepdims=True)  # (…, Lq, 1); 0 on a row with no key
-        self.out = exps / xp.where(total > 0, total, 1)
-        return self.out
+        exps /= xp.where(total > 0, total, 1)
+        self.out = exps
+        return exps
 
     def backward(self, grad):
+        xp = backend.namespace(grad)
         y = self.out
-        return (y * (grad - (grad * y).sum(axis=-1, keepdims=True)),) + (None,) * (len(self.parents) - 1)
+        dot = xp.einsum("...k,...k->...", grad, y)[..., None]  # (…, Lq, 1): Σ g·y without a full temporary
+        grad_scores = grad - dot
+        grad_scores *= y
+        return (grad_scores,) + (None,) * (len(self.parents) - 1)
 
 
 def _as_tensor(mask, like, name):
@@ -105,9 +117,11 @@ def scaled_dot_product_attention(
     in PyTorch; modules pass 0 in eval mode); the returned weights are the ones that multiplied
     ``value``, after dropout. A query with no key left to attend gets zeros, never NaN.
 
-    ``need_weights=False`` returns ``None`` for the weights. For now it computes the same
-    matrix; the memory-efficient path that never holds the whole ``(…, Lq, Lk)`` scores will
-    take its place in ``_attention`` without changing this signature.
+    ``need_weights=False`` returns ``None`` for the weights and, when there is no dropout, at
+    least ``_BLOCKED_MIN_KEYS`` keys and one floating dtype throughout, takes the
+    memory-efficient path (``BlockedAttention``), which never holds the whole ``(…, Lq, Lk)``
+    scores. With dropout it stays on the whole-matrix path: the blocked backward would need the
+    same random mask again, block by block, and the library has no per-block seeded generator.
 
     >>> import tinyattn as ta
     >>> q = ta.tensor([[[1.0, 0.0], [0.0, 1.0]]])             # (1, Lq=2, E=2)
@@ -130,27 +144,50 @@ def scaled_dot_product_attention(
         )
     if not (isinstance(dropout_p, numbers.Real) and 0.0 <= dropout_p <= 1.0):
         raise ValueError(f"scaled_dot_product_attention: dropout_p must be in [0, 1], got {dropout_p}")
+    scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else float(scale)
+    scores_shape = _broadcast_batch(query, key) + (query.shape[-2], key.shape[-2])  # (…, Lq, Lk)
+    if attn_mask is not None:
+        attn_mask = _as_tensor(attn_mask, query, "attn_mask")
+        _check_broadcast(attn_mask, scores_shape)
+        if attn_mask.dtype != np.bool_ and attn_mask.dtype.kind != "f":
+            raise TypeError(f"attn_mask must be boolean or floating point, got dtype {attn_mask.dtype}")
+    if not need_weights and dropout_p == 0.0 and key.shape[-2] >= _BLOCKED_MIN_KEYS and _one_float_dtype(
+        query, key, value, attn_mask
+    ):
+        return _blocked_attention(query, key, value, attn_mask, is_causal, scale), None
     output, weights = _attention(query, key, value, attn_mask, dropout_p, is_causal, scale)
     return output, (weights if need_weights else None)
+
+
+def _broadcast_batch(*tensors):
+    """The broadcast leading shape ``(…)`` of tensors shaped ``(…, L, E)``."""
+    try:
+        return tuple(np.broadcast_shapes(*(t.shape[:-2] for t in tensors)))
+    except ValueError:
+        shapes = ", ".join(str(t.shape) for t in tensors)
+        raise ValueError(f"scaled_dot_product_attention: leading dimensions of {shapes} cannot be broadcast") from None
+
+
+def _one_float_dtype(query, key, value, attn_mask):
+    """True when query, key, value (and a float mask) share one floating dtype: no promotion needed."""
+    dtypes = {query.dtype, key.dtype, value.dtype}
+    if attn_mask is not None and attn_mask.dtype != np.bool_:
+        dtypes.add(attn_mask.dtype)
+    return len(dtypes) == 1 and query.dtype.kind == "f"
 
 
 def _attention(query, key, value, attn_mask, dropout_p, is_causal, scale):
     """The whole-matrix path: scores, masked softmax, dropout, weighted sum of values."""
     xp = backend.namespace(query.data)
-    scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else float(scale)
     Lq, Lk = query.shape[-2], key.shape[-2]
-    scores = (query @ key.transpose(-2, -1)) * scale  # (…, Lq, Lk)
+    scores = (query * scale) @ key.transpose(-2, -1)  # (…, Lq, Lk); scaling the queries is the cheaper side
 
     allowed = None  # boolean (…, Lq, Lk)-broadcastable: True where a key may be attended
     if attn_mask is not None:
-        attn_mask = _as_tensor(attn_mask, query, "attn_mask")
-        _check_broadcast(attn_mask, scores.shape)
         if attn_mask.dtype == np.bool_:
             allowed = attn_mask.data
-        elif attn_mask.dtype.kind == "f":
-            scores = scores + attn_mask  # (…, Lq, Lk); -inf forbids a key
         else:
-            raise TypeError(f"attn_mask must be boolean or floating point, got dtype {attn_mask.dtype}")
+            scores = scores + attn_mask  # (…, Lq, Lk); -inf forbids a key
     if is_causal:
         causal = xp.tril(xp.ones((Lq, Lk), dtype=bool))  # (Lq, Lk): key j <= query i
         allowed = causal if allowed is None else allowed & causal
@@ -163,6 +200,178 @@ def _attention(query, key, value, attn_mask, dropout_p, is_causal, scale):
         weights = F.dropout(weights, dropout_p)  # (…, Lq, Lk)
     output = weights @ value  # (…, Lq, Ev)
     return output, weights
+
+
+# ----------------------------------------------------------------------------- memory-efficient path
+
+_BLOCK_SIZE = 256  # keys per block: (…, Lq, 256) scores per step, large enough for BLAS to run at speed
+_BLOCKED_MIN_KEYS = 1024  # below this the whole-matrix path is as fast and its memory is small anyway
+
+
+def _blocked_attention(query, key, value, attn_mask, is_causal, scale, block_size=None):
+    """The memory-efficient path; ``block_size`` (keys per block) defaults to ``_BLOCK_SIZE``."""
+    block_size = _BLOCK_SIZE if block_size is None else int(block_size)
+    if block_size < 1:
+        raise ValueError(f"block_size must be a positive number of keys, got {block_size}")
+    inputs, allowed = (query, key, value), None
+    if attn_mask is not None and attn_mask.dtype == np.bool_:
+        allowed = attn_mask.data
+    elif attn_mask is not None:
+        inputs += (attn_mask,)  # a float mask is an input: it may need a gradient
+    return BlockedAttention.apply(*inputs, allowed=allowed, is_causal=is_causal, scale=scale, block_size=block_size)
+
+
+def _mask_block(mask, row_start, key_start, key_stop):
+    """The part of a mask (broadcasting to ``(…, Lq, Lk)``) that covers queries ``row_start:`` and
+    keys ``key_start:key_stop``; an axis of size 1 is kept whole, to broadcast as before."""
+    index = [Ellipsis]
+    if mask.ndim >= 2:
+        index.append(slice(row_start, None) if mask.shape[-2] != 1 else slice(None))
+    if mask.ndim >= 1:
+        index.append(slice(key_start, key_stop) if mask.shape[-1] != 1 else slice(None))
+    return tuple(index)
+
+
+class BlockedAttention(Function):
+    """Attention over blocks of keys with a running softmax (FlashAttention-2, on arrays).
+
+    ``forward(query, key, value, attn_mask=None, *, allowed, is_causal, scale, block_size)``:
+    ``attn_mask`` a float mask added to the scores, ``allowed`` a boolean one (``True`` = may
+    attend). For each block ``b`` of keys, with ``S_b = Q K_bᵀ·scale + mask_b`` (forbidden keys
+    ``-inf``) and per query row a running max ``m``, denominator ``l`` and sum ``acc``:
+
+        m' = max(m, rowmax S_b)     l = l·exp(m - m') + Σ exp(S_b - m')
+        acc = acc·exp(m - m') + exp(S_b - m') V_b          output = acc / l,   lse = m + log l
+
+    Only ``Q·scale, K, V``, the output and ``lse`` (log-sum-exp per row) are kept. Backward
+    recomputes each block's probabilities: with ``D = rowsum(dO ∘ O)``,
+
+        P = exp(S_b - lse)   dV_b = Pᵀ dO   dP = dO V_bᵀ   dS = P ∘ (dP - D)
+        dQ += dS K_b · scale   dK_b = dSᵀ Q · scale   dmask_b = dS (summed to the mask's shape)
+
+    A row with no key allowed keeps ``l = 0``: its output is 0 and its ``lse`` is ``+inf``, so
+    its ``P`` (and every gradient through it) is 0. With ``is_causal`` query ``i`` attends keys
+    ``j <= i``: key block ``[j0, j1)`` meets only queries ``j0:``, and blocks past the last query
+    are skipped. No step holds more than two ``(…, Lq, block_size)`` arrays of scores.
+    """
+
+    def forward(self, query, key, value, attn_mask=None, *, allowed, is_causal, scale, block_size):
+        xp = backend.namespace(query)
+        dtype = query.dtype
+        self.shapes = (query.shape, key.shape, value.shape)
+        batch = tuple(np.broadcast_shapes(query.shape[:-2], key.shape[:-2], value.shape[:-2]))
+        Lq, Lk, Ev = query.shape[-2], key.shape[-2], value.shape[-1]
+        self.query = xp.empty(query.shape, dtype=dtype)  # (…, Lq, E), contiguous, scaled once
+        xp.multiply(query, scale, out=self.query)
+        self.key, self.value = xp.ascontiguousarray(key), xp.ascontiguousarray(value)  # (…, Lk, E), (…, Lk, Ev)
+        self.mask, self.allowed, self.is_causal, self.scale = attn_mask, allowed, is_causal, scale
+        self.batch, self.block_size = batch, min(block_size, Lk)
+        self.above_diagonal = xp.triu(xp.ones((self.block_size, self.block_size), dtype=bool), 1) if is_causal else None
+
+        row_max = xp.full(batch + (Lq, 1), -math.inf, dtype=dtype)  # m
+        denominator = xp.zeros(batch + (Lq, 1), dtype=dtype)  # l
+        acc = xp.zeros(batch + (Lq, Ev), dtype=dtype)  # Σ exp(S - m) V
+        scores_buffer = self._buffer(xp, Lq * self.block_size)
+        values_buffer = self._buffer(xp, Lq * Ev)
+        for start, stop, first_row in self._blocks(Lq, Lk):
+            rows = slice(first_row, Lq)
+            probs = self._scores(xp, start, stop, first_row, scores_buffer)  # (…, R, b), R = Lq - first_row
+            new_max = xp.maximum(row_max[..., rows, :], probs.max(axis=-1, keepdims=True))  # (…, R, 1)
+            shift = xp.where(new_max > -math.inf, new_max, 0)  # a row with no key yet: exp(-inf - 0) = 0
+            rescale = xp.exp(row_max[..., rows, :] - shift)  # exp(m - m'); 0 while m = -inf
+            probs -= shift
+            xp.exp(probs, out=probs)  # exp(S_b - m')
+            denominator[..., rows, :] *= rescale
+            denominator[..., rows, :] += probs.sum(axis=-1, keepdims=True)
+            weighted = self._view(values_buffer, batch + (Lq - first_row, Ev))
+            xp.matmul(probs, self.value[..., start:stop, :], out=weighted)  # (…, R, Ev)
+            acc[..., rows, :] *= rescale
+            acc[..., rows, :] += weighted
+            row_max[..., rows, :] = new_max
+
+        attended = denominator > 0  # (…, Lq, 1)
+        safe_denominator = xp.where(attended, denominator, 1)
+        acc /= safe_denominator  # a row with no key: 0 / 1 = 0
+        self.lse = xp.where(attended, row_max + xp.log(safe_denominator), math.inf)  # (…, Lq, 1)
+        self.out = acc
+        return acc
+
+    def backward(self, grad):
+        xp = backend.namespace(grad)
+        needs = [p.requires_grad for p in self.parents]
+        query, key, value, out, lse = self.query, self.key, self.value, self.out, self.lse
+        batch, dtype = self.batch, query.dtype
+        Lq, Lk, E = query.shape[-2], key.shape[-2], query.shape[-1]
+        grad = xp.ascontiguousarray(grad)  # dO (…, Lq, Ev)
+        D = xp.einsum("...k,...k->...", grad, out)[..., None]  # (…, Lq, 1): rowsum(dO ∘ O)
+        grad_query = xp.zeros(batch + (Lq, E), dtype=dtype) if needs[0] else None
+        grad_key = xp.zeros(batch + (Lk, E), dtype=dtype) if needs[1] else None
+        grad_value = xp.zeros(batch + (Lk, value.shape[-1]), dtype=dtype) if needs[2] else None
+        grad_mask = xp.zeros(self.mask.shape, dtype=dtype) if len(needs) > 3 and needs[3] else None
+        probs_buffer = self._buffer(xp, Lq * self.block_size)
+        grad_scores_buffer = self._buffer(xp, Lq * self.block_size)
+        query_buffer = self._buffer(xp, Lq * E) if needs[0] else None
+        for start, stop, first_row in self._blocks(Lq, Lk):
+            rows, keys = slice(first_row, Lq), slice(start, stop)
+            probs = self._scores(xp, start, stop, first_row, probs_buffer)  # (…, R, b)
+            probs -= lse[..., rows, :]
+            xp.exp(probs, out=probs)  # P = exp(S_b - lse)
+            if grad_value is not None:
+                xp.matmul(probs.swapaxes(-1, -2), grad[..., rows, :], out=grad_value[..., keys, :])  # Pᵀ dO
+            grad_scores = self._view(grad_scores_buffer, probs.shape)
+            xp.matmul(grad[..., rows, :], value[..., keys, :].swapaxes(-1, -2), out=grad_scores)  # dP = dO V_bᵀ
+            grad_scores -= D[..., rows, :]
+            grad_scores *= probs  # dS = P ∘ (dP - D)
+            if grad_query is not None:
+                partial = self._view(query_buffer, batch + (Lq - first_row, E))
+                xp.matmul(grad_scores, key[..., keys, :], out=partial)  # dS K_b
+                grad_query[..., rows, :] += partial
+            if grad_key is not None:
+                xp.matmul(grad_scores.swapaxes(-1, -2), query[..., rows, :], out=grad_key[..., keys, :])  # dSᵀ Q·scale
+            if grad_mask is not None:
+                index = _mask_block(self.mask, first_row, start, stop)
+                grad_mask[index] += ops.sum_to(grad_scores, grad_mask[index].shape)
+        if grad_query is not None:
+            grad_query *= self.scale
+        query_shape, key_shape, value_shape = self.shapes
+        grads = (
+            None if grad_query is None else ops.sum_to(grad_query, query_shape),
+            None if grad_key is None else ops.sum_to(grad_key, key_shape),
+            None if grad_value is None else ops.sum_to(grad_value, value_shape),
+        )
+        return grads + ((grad_mask,) if len(needs) > 3 else ())
+
+    def _blocks(self, Lq, Lk):
+        """``(start, stop, first_row)`` for each block of keys; causal attention skips the queries
+        (``:first_row``) and the blocks (``start >= Lq``) that the block cannot reach."""
+        for start in range(0, Lk, self.block_size):
+            if self.is_causal and start >= Lq:
+                return
+            yield start, min(start + self.block_size, Lk), start if self.is_causal else 0
+
+    def _buffer(self, xp, rows_times_columns):
+        """A flat scratch array for ``(…, rows, columns)`` blocks, allocated once per pass."""
+        return xp.empty(math.prod(self.batch) * rows_times_columns, dtype=self.query.dtype)
+
+    @staticmethod
+    def _view(buffer, shape):
+        """The front of a flat scratch ``buffer`` as a contiguous array of ``shape``."""
+        return buffer[: math.prod(shape)].reshape(shape)
+
+    def _scores(self, xp, start, stop, first_row, buffer):
+        """``S_b = Q[first_row:] K[start:stop]ᵀ·scale + mask``, forbidden keys ``-inf``: ``(…, R, b)``."""
+        Lq = self.query.shape[-2]
+        scores = self._view(buffer, self.batch + (Lq - first_row, stop - start))
+        xp.matmul(self.query[..., first_row:, :], self.key[..., start:stop, :].swapaxes(-1, -2), out=scores)
+        if self.mask is not None:
+            scores += self.mask[_mask_block(self.mask, first_row, start, stop)]
+        if self.allowed is not None:
+            forbidden = ~self.allowed[_mask_block(self.allowed, first_row, start, stop)]
+            xp.copyto(scores, -math.inf, where=forbidden)
+        if self.is_causal:  # query first_row + r may not attend key start + c > first_row + r
+            corner = scores[..., : stop - start, :]  # (…, ≤b, b): the rows that cross the diagonal
+            xp.copyto(corner, -math.inf, where=self.above_diagonal[: corner.shape[-2], : stop - start])
+        return scores
 
 
 def causal_mask(Lq, Lk=None, device="cpu"):
