@@ -146,6 +146,7 @@ def generate(model, prompt, steps, rng, use_cache=True, temperature=0.8):
     without, each step feeds the whole sequence so far. ``rng`` (a NumPy generator) draws
     the samples, so the same ``rng`` state gives the same text both ways.
     """
+    was_training = model.training
     model.eval()
     device = next(iter(model.parameters())).device
     sequence = list(prompt)
@@ -158,7 +159,7 @@ def generate(model, prompt, steps, rng, use_cache=True, temperature=0.8):
         probabilities /= probabilities.sum()
         sequence.append(int(rng.choice(len(probabilities), p=probabilities)))
         feed = sequence[-1:] if use_cache else sequence
-    model.train()
+    model.train(was_training)
     return sequence
 
 
@@ -241,6 +242,9 @@ def main(argv=None):
     chars = sorted(set(text))
     index = {c: i for i, c in enumerate(chars)}
     data = np.array([index[c] for c in text])
+    if len(data) < 20 * (args.block_size + 1):
+        raise SystemExit(f"char_lm: the text has {len(data)} characters; it needs at least "
+                         f"{20 * (args.block_size + 1)} (20 windows of --block-size + 1)")
     train, valid = split(data)
     print(f"{len(text)} characters, {len(chars)} distinct; uniform guess: ln V = {math.log(len(chars)):.3f} nats")
 
