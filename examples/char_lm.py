@@ -172,14 +172,14 @@ def project_text():
     return "\n".join(path.read_text(encoding="utf-8") for path in files if path.exists())
 
 
-def split(data, chunk=1000, every=10):
-    """Every ``every``-th chunk of ``chunk`` characters for validation, the rest for training.
+def split(data, chunks=50, every=10):
+    """Cut ``data`` into ``chunks`` equal pieces; every ``every``-th is for validation, the rest for training.
 
     Interleaving keeps both parts alike (the tail of the text alone would be mostly README).
     """
-    chunks = [data[i:i + chunk] for i in range(0, len(data), chunk)]
-    valid = [c for i, c in enumerate(chunks) if i % every == every - 1]
-    train = [c for i, c in enumerate(chunks) if i % every != every - 1]
+    pieces = np.array_split(data, chunks)
+    valid = [p for i, p in enumerate(pieces) if i % every == every - 1]
+    train = [p for i, p in enumerate(pieces) if i % every != every - 1]
     return np.concatenate(train), np.concatenate(valid)
 
 
@@ -242,9 +242,9 @@ def main(argv=None):
     chars = sorted(set(text))
     index = {c: i for i, c in enumerate(chars)}
     data = np.array([index[c] for c in text])
-    if len(data) < 20 * (args.block_size + 1):
+    if len(data) < 50 * (args.block_size + 2):
         raise SystemExit(f"char_lm: the text has {len(data)} characters; it needs at least "
-                         f"{20 * (args.block_size + 1)} (20 windows of --block-size + 1)")
+                         f"{50 * (args.block_size + 2)} (50 pieces, each longer than --block-size + 1)")
     train, valid = split(data)
     print(f"{len(text)} characters, {len(chars)} distinct; uniform guess: ln V = {math.log(len(chars)):.3f} nats")
 

@@ -51,9 +51,11 @@ def assert_pngs(out, names):
 
 
 def test_reverse_digits(tmp_path):
-    accuracy = final_metric(run_example("reverse_digits.py", tmp_path), "token accuracy")
+    accuracy = final_metric(run_example("reverse_digits.py", tmp_path / "first"), "token accuracy")
     assert accuracy > 0.3  # chance is 0.1 (ten digits)
-    assert_pngs(tmp_path, ["loss.png", "attention_layer0.png", "attention_layer1.png"])
+    assert_pngs(tmp_path / "first", ["loss.png", "attention_layer0.png", "attention_layer1.png"])
+    again = final_metric(run_example("reverse_digits.py", tmp_path / "second"), "token accuracy")
+    assert again == accuracy  # same seed, same result
 
 
 def test_seq2seq(tmp_path):

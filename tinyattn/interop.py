@@ -18,6 +18,7 @@ tinyattn's by the four ``q_proj``/``k_proj``/``v_proj``/``out_proj`` weights sid
 ``multihead_attn`` (``cross_attn``) is renamed only where a ``self_attn`` sits beside it, as in a
 decoder layer. Every other key passes through unchanged. The arrays in the result are copies.
 Convert a PyTorch module's tensors first: ``{k: v.numpy() for k, v in m.state_dict().items()}``.
+tinyattn tensors and backend arrays (CuPy, strict) are accepted too and copied to the host explicitly.
 
 >>> import numpy as np
 >>> torch_sd = {"in_proj_weight": np.arange(12.0).reshape(6, 2), "in_proj_bias": np.zeros(6),
@@ -33,6 +34,9 @@ True
 """
 
 import numpy as np
+
+from . import backend
+from .tensor import Tensor
 
 _PROJECTIONS = ("q_proj", "k_proj", "v_proj")
 _TORCH_PROJECTION_NAMES = ("in_proj_weight", "in_proj_bias", "q_proj_weight", "k_proj_weight", "v_proj_weight")
@@ -62,12 +66,23 @@ def _rename_cross_attention(key, prefixes, old, new):
     return ".".join(parts)
 
 
+def _on_host(state_dict):
+    """``state_dict`` with every value a NumPy array: device data is copied explicitly, never implicitly."""
+    host = {}
+    for key, value in state_dict.items():
+        if isinstance(value, Tensor):
+            value = value.data
+        host[key] = backend.to_numpy(value) if backend.is_array(value) else np.asarray(value)
+    return host
+
+
 def from_torch(state_dict):
     """A PyTorch-layout state dict (NumPy arrays) in tinyattn's layout; see the module docstring.
 
     Raises ``ValueError`` when a packed ``in_proj_weight`` or ``in_proj_bias`` does not split
     into three equal parts.
     """
+    state_dict = _on_host(state_dict)
     prefixes = _module_prefixes(state_dict)
     result, unpacked = {}, set()
     for key, value in state_dict.items():
@@ -113,6 +128,7 @@ def to_torch(state_dict):
     shape (``kdim == vdim == embed_dim``), else kept as ``q_proj_weight``/``k_proj_weight``/
     ``v_proj_weight``; their biases always pack into ``in_proj_bias``.
     """
+    state_dict = _on_host(state_dict)
     prefixes = _module_prefixes(state_dict)
     result, packed = {}, set()
     for key, value in state_dict.items():

@@ -245,7 +245,7 @@ class Sigmoid(Function):
 class ReLU(Function):
     def forward(self, x):
         self.positive = x > 0
-        return x * self.positive
+        return backend.namespace(x).maximum(x, 0)  # +0.0 for negatives, as PyTorch gives
 
     def backward(self, grad):
         return (grad * self.positive,)

@@ -28,14 +28,23 @@ def clip_grad_norm_(parameters, max_norm, norm_type=2.0):
     if not grads:
         return 0.0
     norm_type = float(norm_type)
-    if norm_type == math.inf:
-        total = max(float(backend.namespace(g).abs(g).max()) for g in grads)
-    elif norm_type == 2.0:
-        # one norm per gradient on its device, in its dtype; then the norm of those norms
-        total = math.sqrt(sum(float((g * g).sum()) for g in grads))
-    else:
+    if norm_type not in (2.0, math.inf):
         raise ValueError(f"clip_grad_norm_: norm_type must be 2.0 or inf, got {norm_type}")
-    coefficient = min(1.0, max_norm / (total + 1e-6))
+    # one norm per gradient on its device, stacked, reduced there: one host copy per device, not per gradient
+    per_device = {}
     for g in grads:
-        g *= coefficient
+        per_device.setdefault(backend.device_of(g), []).append(g)
+    device_norms = []
+    for same_device in per_device.values():
+        xp = backend.namespace(same_device[0])
+        if norm_type == math.inf:
+            device_norms.append(float(xp.stack([xp.abs(g).max() for g in same_device]).max()))
+        else:
+            norms = xp.stack([xp.sqrt((g * g).sum()) for g in same_device])  # (number of gradients,)
+            device_norms.append(float(xp.sqrt((norms * norms).sum())))
+    total = max(device_norms) if norm_type == math.inf else math.hypot(*device_norms)
+    coefficient = max_norm / (total + 1e-6)
+    if coefficient < 1.0:  # min(1, coefficient): at 1 the gradients stay as they are
+        for g in grads:
+            g *= coefficient
     return total
