@@ -1,13 +1,19 @@
-"""tinyattn beside PyTorch (CPU), in one process, interleaved, after warm-up: medians and ratios.
+"""tinyattn beside PyTorch, in one process, interleaved, after warm-up: medians and ratios.
 
-    python benchmarks/run.py                       # all cases, all sizes
+    python benchmarks/run.py                       # all cases, all sizes, on the CPU
     python benchmarks/run.py --sizes small --repeat 50 --json out/bench.json --png out/bench.png
     python benchmarks/run.py --memory              # also peak memory of one step, each variant in its own process
+    python benchmarks/run.py --device cuda --cases encoder --sizes medium,large   # CuPy against PyTorch CUDA
 
 Cases: scaled dot-product attention, multi-head attention and a pre-norm encoder layer
 (``dim_feedforward = 4·d``), forward and forward+backward, at three sizes; the same encoder layer
 written directly in NumPy with hand-derived gradients (the floor); one training step of the main
 example's model against a PyTorch twin. Everything is float32 with two BLAS threads.
+
+With ``--device cuda`` tinyattn runs on CuPy and PyTorch on CUDA (the NumPy floor is left out).
+GPU calls return before the GPU has finished, so each timed call is bracketed by a
+synchronisation of both (``cupy.cuda.Device().synchronize()``, ``torch.cuda.synchronize()``):
+the time is the call's work, not its launch.
 """
 
 import os
@@ -46,7 +52,17 @@ def _torch():
     return torch
 
 
-def encoder_cases(size, backward):
+def synchronize(device):
+    """Wait until both libraries' queued GPU work is done (nothing to wait for on the CPU)."""
+    if device == "cuda":
+        import cupy
+        import torch
+
+        cupy.cuda.Device().synchronize()
+        torch.cuda.synchronize()
+
+
+def encoder_cases(size, backward, device="cpu"):
     """``{variant: step_function}`` for one pre-norm encoder layer."""
     import tinyattn as ta
     import tinyattn.nn as nn
@@ -58,10 +74,11 @@ def encoder_cases(size, backward):
     g_np = rng.standard_normal((B, L, d), dtype=np.float32)
 
     ta.manual_seed(0)
-    ours = nn.TransformerEncoderLayer(d, H, 4 * d, dropout=0.0, norm_first=True)
-    theirs = torch.nn.TransformerEncoderLayer(d, H, 4 * d, dropout=0.0, norm_first=True, batch_first=True)
-    x_ta, g_ta = ta.tensor(x_np, requires_grad=backward), ta.tensor(g_np)
-    x_t, g_t = torch.tensor(x_np, requires_grad=backward), torch.tensor(g_np)
+    ours = nn.TransformerEncoderLayer(d, H, 4 * d, dropout=0.0, norm_first=True).to(device)
+    theirs = torch.nn.TransformerEncoderLayer(d, H, 4 * d, dropout=0.0, norm_first=True, batch_first=True).to(device)
+    x_ta, g_ta = ta.tensor(x_np, requires_grad=backward, device=device), ta.tensor(g_np, device=device)
+    x_t = torch.tensor(x_np, device=device, requires_grad=backward)
+    g_t = torch.tensor(g_np, device=device)
     params = numpy_encoder.init_params(d, H, 4 * d)
 
     def tinyattn_step():
@@ -81,12 +98,12 @@ def encoder_cases(size, backward):
                 theirs(x_t)
 
     cases = {"tinyattn": tinyattn_step, "pytorch": torch_step}
-    if backward:
+    if backward and device == "cpu":
         cases["numpy floor"] = lambda: numpy_encoder.forward_backward(x_np, g_np, params, H)
     return cases
 
 
-def attention_cases(size, backward, module):
+def attention_cases(size, backward, module, device="cpu"):
     """SDPA over (B, H, L, dh), or multi-head attention over (B, L, d)."""
     import tinyattn as ta
     import tinyattn.nn as nn
@@ -97,13 +114,13 @@ def attention_cases(size, backward, module):
     rng = np.random.default_rng(0)
     shape = (B, L, d) if module else (B, H, L, d // H)
     arrays = [rng.standard_normal(shape, dtype=np.float32) for _ in range(4)]
-    ours_in = [ta.tensor(a, requires_grad=backward) for a in arrays[:3]]
-    theirs_in = [torch.tensor(a, requires_grad=backward) for a in arrays[:3]]
-    g_ta, g_t = ta.tensor(arrays[3]), torch.tensor(arrays[3])
+    ours_in = [ta.tensor(a, requires_grad=backward, device=device) for a in arrays[:3]]
+    theirs_in = [torch.tensor(a, device=device, requires_grad=backward) for a in arrays[:3]]
+    g_ta, g_t = ta.tensor(arrays[3], device=device), torch.tensor(arrays[3], device=device)
     if module:
         ta.manual_seed(0)
-        ours_mha = nn.MultiHeadAttention(d, H)
-        theirs_mha = torch.nn.MultiheadAttention(d, H, batch_first=True)
+        ours_mha = nn.MultiHeadAttention(d, H).to(device)
+        theirs_mha = torch.nn.MultiheadAttention(d, H, batch_first=True).to(device)
         ours_fn = lambda q, k, v: ours_mha(q, k, v, need_weights=False)[0]
         theirs_fn = lambda q, k, v: theirs_mha(q, k, v, need_weights=False)[0]
     else:
@@ -130,8 +147,8 @@ def attention_cases(size, backward, module):
 
 
 CASES = {
-    "sdpa": lambda size, backward: attention_cases(size, backward, module=False),
-    "mha": lambda size, backward: attention_cases(size, backward, module=True),
+    "sdpa": lambda size, backward, device="cpu": attention_cases(size, backward, False, device),
+    "mha": lambda size, backward, device="cpu": attention_cases(size, backward, True, device),
     "encoder": encoder_cases,
 }
 
@@ -139,16 +156,21 @@ CASES = {
 # ----------------------------------------------------------------------------- timing
 
 
-def time_interleaved(cases, repeat, warmup=3):
-    """Median seconds per call of each case, calls interleaved so drift hits all alike."""
+def time_interleaved(cases, repeat, warmup=3, device="cpu"):
+    """Median seconds per call of each case, calls interleaved so drift hits all alike.
+
+    On ``cuda`` both libraries are synchronised before the clock starts and before it stops.
+    """
     for fn in cases.values():
         for _ in range(warmup):
             fn()
     samples = {name: [] for name in cases}
     for _ in range(repeat):
         for name, fn in cases.items():
+            synchronize(device)
             start = time.perf_counter()
             fn()
+            synchronize(device)
             samples[name].append(time.perf_counter() - start)
     return {name: statistics.median(s) for name, s in samples.items()}
 
@@ -182,7 +204,9 @@ def main():
     parser.add_argument("--sizes", default="small,medium,large")
     parser.add_argument("--cases", default="sdpa,mha,encoder")
     parser.add_argument("--repeat", type=int, default=0, help="timed calls per variant (default: by size)")
-    parser.add_argument("--memory", action="store_true", help="also measure peak memory of one step")
+    parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
+                        help="cuda: tinyattn on CuPy against PyTorch on CUDA (default: cpu)")
+    parser.add_argument("--memory", action="store_true", help="also measure peak memory of one step (cpu only)")
     parser.add_argument("--json", help="write the table as JSON here")
     parser.add_argument("--png", help="draw the ratios as a bar chart here")
     parser.add_argument("--memory-child", nargs=3, help=argparse.SUPPRESS)
@@ -190,6 +214,10 @@ def main():
     if args.memory_child:
         _memory_child(*args.memory_child)
         return
+    if args.device == "cuda":
+        if args.memory:
+            parser.error("--memory measures the peak resident memory of a CPU process; use it with --device cpu")
+        _check_cuda()
 
     rows = []
     header = f"{'case':<10}{'size':<8}{'pass':<10}{'tinyattn ms':>12}{'pytorch ms':>12}{'ratio':>8}{'floor ms':>10}"
@@ -198,13 +226,15 @@ def main():
     for case in args.cases.split(","):
         for size in args.sizes.split(","):
             for backward in (False, True):
-                cases = CASES[case](size, backward)
-                medians = time_interleaved(cases, _repeat_for(size, args.repeat))
+                cases = CASES[case](size, backward, device=args.device)
+                medians = time_interleaved(cases, _repeat_for(size, args.repeat), device=args.device)
                 row = {
                     "case": case, "size": size, "pass": "fwd+bwd" if backward else "fwd",
                     "tinyattn_ms": medians["tinyattn"] * 1e3, "pytorch_ms": medians["pytorch"] * 1e3,
                     "ratio": medians["tinyattn"] / medians["pytorch"],
                 }
+                if args.device != "cpu":
+                    row["device"] = args.device
                 if "numpy floor" in medians:
                     row["floor_ms"] = medians["numpy floor"] * 1e3
                     row["ratio_to_floor"] = medians["tinyattn"] / medians["numpy floor"]
@@ -224,6 +254,21 @@ def main():
             json.dump(rows, f, indent=2)
     if args.png:
         _bar_chart(rows, args.png)
+
+
+def _check_cuda():
+    """Stop with a clear message unless CuPy and PyTorch both see a GPU."""
+    try:
+        import cupy
+
+        gpus = cupy.cuda.runtime.getDeviceCount()
+    except Exception as error:  # ImportError, or CUDA's own error when no driver or GPU is present
+        sys.exit(f"--device cuda: CuPy cannot reach a GPU ({type(error).__name__}: {error}); "
+                 "pip install 'tinyattn[cuda]' on a machine with an NVIDIA GPU")
+    if not gpus:
+        sys.exit("--device cuda: CuPy sees no GPU")
+    if not _torch().cuda.is_available():
+        sys.exit("--device cuda: PyTorch has no CUDA (a CPU-only build, or no GPU it can use)")
 
 
 def _bar_chart(rows, path):

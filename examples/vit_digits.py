@@ -107,7 +107,7 @@ def accuracy(model, images, labels, device):
 
 
 def plot_class_token(image, weights, patch_size, path):
-    """The image beside each head's attention from the class token to the patches, as 8×8 maps."""
+    """The image beside each head's attention from the class token to the patches (the digit outlined)."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
@@ -118,10 +118,11 @@ def plot_class_token(image, weights, patch_size, path):
     FigureCanvasAgg(figure)
     panels = figure.subplots(1, num_heads + 1)
     panels[0].imshow(image, cmap="gray_r")
-    panels[0].set_title("image")
+    panels[0].set_title("image", fontsize=8)
+    outline = (image.min() + image.max()) / 2  # the digit's edge, drawn over each map
     for head in range(num_heads):
-        panels[head + 1].imshow(image, cmap="gray_r")
-        panels[head + 1].imshow(maps[head], cmap="inferno", alpha=0.6, vmin=0)
+        panels[head + 1].imshow(maps[head], cmap="viridis", vmin=0)
+        panels[head + 1].contour(image, levels=[outline], colors="white", linewidths=1.5)
         panels[head + 1].set_title(f"head {head}: cls -> patches", fontsize=8)
     for axes in panels:
         axes.set_axis_off()

@@ -326,15 +326,14 @@ class Reshape(Function):
 
 class Permute(Function):
     def forward(self, x, dims):
-        if sorted(d % x.ndim for d in dims) != list(range(x.ndim)):
-            raise ValueError(
-                f"permute: dims {tuple(dims)} are not a permutation of the {x.ndim} axes of {tuple(x.shape)}"
-            )
-        self.inverse = tuple(np.argsort([d % x.ndim for d in dims]))
+        self.dims = dims  # a permutation of range(x.ndim), checked by ``permute``
         return x.transpose(dims)
 
     def backward(self, grad):
-        return (grad.transpose(self.inverse),)
+        inverse = [0] * len(self.dims)
+        for i, d in enumerate(self.dims):
+            inverse[d] = i  # axis d of the input went to position i
+        return (grad.transpose(inverse),)
 
 
 class Expand(Function):
@@ -528,7 +527,10 @@ def transpose(x, dim0, dim1):
 
 def permute(x, *dims):
     dims = tuple(dims[0]) if len(dims) == 1 and not isinstance(dims[0], numbers.Integral) else dims
-    return Permute.apply(x, dims=dims)
+    ndim = x.ndim
+    if sorted(d % ndim if -ndim <= d < ndim else -1 for d in dims) != list(range(ndim)):
+        raise ValueError(f"permute: dims {dims} are not a permutation of the {ndim} axes of {x.shape}")
+    return Permute.apply(x, dims=tuple(d % ndim for d in dims))
 
 
 def unsqueeze(x, dim):

@@ -17,6 +17,9 @@ as soon as it has run, so a second walk through it raises a ``RuntimeError``.
 array([2., 4., 6.], dtype=float32)
 """
 
+import itertools
+import operator
+
 import numpy as np
 
 from . import backend
@@ -61,57 +64,56 @@ class Function:
     Subclasses implement ``forward(*arrays, **options) -> array`` (saving on ``self``
     what backward needs) and ``backward(grad) -> tuple`` with one gradient (or ``None``)
     per input, each of that input's shape. ``apply`` runs forward and links the graph.
+
+    Every linked node gets the next number of one global counter (``sequence``). A node's
+    inputs exist before it does, so sorting nodes by decreasing number orders them
+    topologically: the graph walk needs no recursion and no visit bookkeeping.
     """
 
-    __slots__ = ("parents", "released", "__dict__")
+    __slots__ = ("parents", "sequence", "released", "__dict__")
 
     @classmethod
     def apply(cls, *inputs, **options):
-        fn = cls()
         device = type(inputs[0].data)
-        for t in inputs[1:]:
+        for t in inputs:
             if type(t.data) is not device:
                 raise RuntimeError(
                     f"{cls.__name__.lower()}: tensors on different devices: "
                     f"{', '.join(repr(i.device) for i in inputs)}; move them with .to(device)"
                 )
+        fn = cls()
         out = fn.forward(*[t.data for t in inputs], **options)
-        if isinstance(out, np.generic):  # NumPy turns 0-d results into scalars
+        if type(out) is not device and isinstance(out, np.generic):  # NumPy turns 0-d results into scalars
             out = np.asarray(out)
-        result = Tensor.__new__(Tensor)
-        result.data, result.grad, result._ctx = out, None, None
-        result.requires_grad = False
+        result = Tensor._wrap(out)
         if _GRAD_ENABLED[0]:
             for t in inputs:
                 if t.requires_grad:
-                    fn.parents, fn.released = inputs, False
+                    fn.parents, fn.sequence, fn.released = inputs, next(_SEQUENCE), False
                     result.requires_grad, result._ctx = True, fn
                     break
         return result
 
     def release(self):
         """Drop the arrays saved for backward; the node stays in the graph, marked."""
-        self.__dict__.clear()
+        self.__dict__ = {}
         self.released = True
+
+
+_SEQUENCE = itertools.count()
+_by_sequence = operator.attrgetter("sequence")
 
 
 def _topological_order(root):
     """Nodes reachable from ``root``, each before the nodes it depends on. No recursion."""
-    order, visited = [], {root}
-    stack = [(root, iter(root.parents))]
+    nodes, stack = {root}, [root]
     while stack:
-        fn, parents = stack[-1]
-        for p in parents:
+        for p in stack.pop().parents:
             ctx = p._ctx
-            if ctx is not None and ctx not in visited:
-                visited.add(ctx)
-                stack.append((ctx, iter(ctx.parents)))
-                break
-        else:
-            stack.pop()
-            order.append(fn)
-    order.reverse()
-    return order
+            if ctx is not None and ctx not in nodes:
+                nodes.add(ctx)
+                stack.append(ctx)
+    return sorted(nodes, key=_by_sequence, reverse=True)
 
 
 def _accumulate_leaf(t, grad):
@@ -129,7 +131,8 @@ def _run_backward(root, grad, retain_graph):
     if root._ctx is None:
         _accumulate_leaf(root, grad)
         return
-    grads = {root._ctx: grad}
+    grads = {root._ctx: grad}  # node -> the gradient of its output, summed so far
+    owned = set()  # nodes whose summed gradient is an array made here: safe to add to in place
     for fn in _topological_order(root._ctx):
         grad = grads.pop(fn, None)
         if grad is None:
@@ -149,9 +152,15 @@ def _run_backward(root, grad, retain_graph):
             ctx = p._ctx
             if ctx is None:
                 _accumulate_leaf(p, g)
+                continue
+            previous = grads.get(ctx)
+            if previous is None:
+                grads[ctx] = g  # may be another node's array: never written to
+            elif ctx in owned:
+                previous += g
             else:
-                previous = grads.get(ctx)
-                grads[ctx] = g if previous is None else previous + g
+                grads[ctx] = previous + g
+                owned.add(ctx)
 
 
 class Tensor:

@@ -4,8 +4,9 @@
     MultiHead(Q, K, V) = Concat(head_1, …, head_h) W^O
 
 The ``h`` projections of width ``head_dim = embed_dim / num_heads`` are computed together by one
-``nn.Linear`` each for queries, keys and values, then split into heads with a reshape and a
-transpose; every head attends at once through ``F.scaled_dot_product_attention``.
+``nn.Linear`` each for queries, keys and values, then split into heads (``SplitHeads``: a reshape
+and a transpose as one graph node); every head attends at once through
+``F.scaled_dot_product_attention``, and ``MergeHeads`` puts the heads side by side again.
 
 >>> import tinyattn as ta
 >>> mha = MultiHeadAttention(embed_dim=8, num_heads=2)
@@ -18,9 +19,42 @@ transpose; every head attends at once through ``F.scaled_dot_product_attention``
 import math
 
 from .. import backend
+from ..tensor import Function
 from . import functional as F
 from .layers import Linear
 from .module import Module
+
+
+def _split_heads(x, num_heads):
+    B, L, E = x.shape
+    return x.reshape(B, L, num_heads, E // num_heads).transpose(0, 2, 1, 3)  # (B, L, E) -> (B, H, L, D), a view
+
+
+def _merge_heads(x):
+    B, H, L, D = x.shape
+    return x.transpose(0, 2, 1, 3).reshape(B, L, H * D)  # (B, H, L, D) -> (B, L, E), a copy
+
+
+class SplitHeads(Function):
+    """``(B, L, E) -> (B, H, L, D)``, ``E = H·D``: ``x.reshape(B, L, H, D).transpose(1, 2)`` as one
+    node; the gradient goes back through the inverse, ``MergeHeads``."""
+
+    def forward(self, x, num_heads):
+        return _split_heads(x, num_heads)
+
+    def backward(self, grad):
+        return (_merge_heads(grad),)
+
+
+class MergeHeads(Function):
+    """``(B, H, L, D) -> (B, L, H·D)``: ``x.transpose(1, 2).reshape(B, L, H·D)`` as one node."""
+
+    def forward(self, x):
+        self.num_heads = x.shape[1]
+        return _merge_heads(x)
+
+    def backward(self, grad):
+        return (_split_heads(grad, self.num_heads),)
 
 
 class MultiHeadAttention(Module):
@@ -91,20 +125,18 @@ class MultiHeadAttention(Module):
         key = query if key is None else key
         value = key if value is None else value
         self._check_inputs(query, key, value)
-        B, Lq, _ = query.shape
-        Lk = key.shape[1]
-        H, D = self.num_heads, self.head_dim
+        H = self.num_heads
 
-        q = self.q_proj(query).reshape(B, Lq, H, D).transpose(1, 2)  # (B, Lq, E) -> (B, H, Lq, D)
-        k = self.k_proj(key).reshape(B, Lk, H, D).transpose(1, 2)  # (B, Lk, kdim) -> (B, H, Lk, D)
-        v = self.v_proj(value).reshape(B, Lk, H, D).transpose(1, 2)  # (B, Lk, vdim) -> (B, H, Lk, D)
+        q = SplitHeads.apply(self.q_proj(query), num_heads=H)  # (B, Lq, E) -> (B, H, Lq, D)
+        k = SplitHeads.apply(self.k_proj(key), num_heads=H)  # (B, Lk, kdim) -> (B, Lk, E) -> (B, H, Lk, D)
+        v = SplitHeads.apply(self.v_proj(value), num_heads=H)  # (B, Lk, vdim) -> (B, Lk, E) -> (B, H, Lk, D)
         if attn_mask is not None and attn_mask.ndim == 3:
             attn_mask = attn_mask[:, None]  # (B, Lq, Lk) -> (B, 1, Lq, Lk)
         heads, weights = F.scaled_dot_product_attention(
             q, k, v, attn_mask=attn_mask, dropout_p=self.dropout if self.training else 0.0,
             is_causal=is_causal, need_weights=need_weights,
         )  # (B, H, Lq, D), (B, H, Lq, Lk) or None
-        concat = heads.transpose(1, 2).reshape(B, Lq, self.embed_dim)  # (B, H, Lq, D) -> (B, Lq, E)
+        concat = MergeHeads.apply(heads)  # (B, H, Lq, D) -> (B, Lq, E)
         return self.out_proj(concat), weights  # (B, Lq, E)
 
     def _check_inputs(self, query, key, value):

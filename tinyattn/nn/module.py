@@ -55,6 +55,8 @@ class Parameter(Tensor):
         return "Parameter containing:\n" + super().__repr__()
 
 
+_REGISTRATIONS = [0]  # counts registrations anywhere; a cached parameter list is valid while it is unchanged
+
 IncompatibleKeys = namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])
 
 
@@ -99,11 +101,11 @@ class Module:
                 f"cannot assign {name!r} before Module.__init__() has run: call super().__init__() first"
             )
         if isinstance(value, (Parameter, Module)):
-            self.__dict__.pop(name, None)
             for table in (self._parameters, self._buffers, self._modules):
                 table.pop(name, None)
             self._non_persistent_buffers.discard(name)
             (self._parameters if isinstance(value, Parameter) else self._modules)[name] = value
+            self._registered(name, value)
             return
         for table, kind, expected in ((self._parameters, "parameter", "an nn.Parameter"),
                                       (self._modules, "submodule", "a Module"),
@@ -115,11 +117,18 @@ class Module:
                         f"({expected} or None expected)"
                     )
                 table[name] = value
+                self._registered(name, value)
                 return
         object.__setattr__(self, name, value)
 
+    def _registered(self, name, value):
+        """Mirror a registered entry in the instance dict, so that ``module.name`` is a plain
+        attribute lookup, and invalidate every cached parameter list."""
+        object.__setattr__(self, name, value)
+        _REGISTRATIONS[0] += 1
+
     def __getattr__(self, name):
-        # only called when normal lookup fails: the registered tables come next
+        # only called when normal lookup fails (a table changed behind __setattr__'s back)
         tables = self.__dict__.get("_parameters"), self.__dict__.get("_buffers"), self.__dict__.get("_modules")
         for table in tables:
             if table is not None and name in table:
@@ -131,6 +140,8 @@ class Module:
             if name in table:
                 del table[name]
                 self._non_persistent_buffers.discard(name)
+                self.__dict__.pop(name, None)
+                _REGISTRATIONS[0] += 1
                 return
         object.__delattr__(self, name)
 
@@ -140,8 +151,8 @@ class Module:
             raise TypeError(
                 f"register_parameter({name!r}): expected an nn.Parameter or None, got {type(param).__name__}"
             )
-        self.__dict__.pop(name, None)
         self._parameters[name] = param
+        self._registered(name, param)
 
     def register_buffer(self, name, tensor, persistent=True):
         """Register a tensor that is state but not a parameter (no gradient, moved by ``to``).
@@ -151,8 +162,8 @@ class Module:
         """
         if tensor is not None and not isinstance(tensor, Tensor):
             raise TypeError(f"register_buffer({name!r}): expected a Tensor or None, got {type(tensor).__name__}")
-        self.__dict__.pop(name, None)
         self._buffers[name] = tensor
+        self._registered(name, tensor)
         if persistent:
             self._non_persistent_buffers.discard(name)
         else:
@@ -161,8 +172,8 @@ class Module:
     def add_module(self, name, module):
         if module is not None and not isinstance(module, Module):
             raise TypeError(f"add_module({name!r}): expected a Module or None, got {type(module).__name__}")
-        self.__dict__.pop(name, None)
         self._modules[name] = module
+        self._registered(name, module)
 
     # ----------------------------------------------------------------- traversal
 
@@ -204,11 +215,20 @@ class Module:
 
     def named_parameters(self, prefix="", recurse=True):
         """``(dotted name, parameter)`` in registration order; a shared parameter appears once."""
-        yield from self._named_members("_parameters", prefix, recurse)
+        if prefix or not recurse:
+            return self._named_members("_parameters", prefix, recurse)
+        return iter(self._all_parameters())
 
     def parameters(self, recurse=True):
-        for _, param in self.named_parameters(recurse=recurse):
-            yield param
+        return (param for _, param in self.named_parameters(recurse=recurse))
+
+    def _all_parameters(self):
+        """The list of ``named_parameters()``, cached until the next registration anywhere."""
+        cached = self.__dict__.get("_parameters_cache")
+        if cached is None or cached[0] != _REGISTRATIONS[0]:
+            cached = (_REGISTRATIONS[0], list(self._named_members("_parameters", "", True)))
+            object.__setattr__(self, "_parameters_cache", cached)
+        return cached[1]
 
     def named_buffers(self, prefix="", recurse=True):
         yield from self._named_members("_buffers", prefix, recurse)
@@ -240,7 +260,7 @@ class Module:
 
     def zero_grad(self, set_to_none=True):
         """Forget the accumulated gradients (``None``, or zeros with ``set_to_none=False``)."""
-        for param in self.parameters():
+        for _, param in self._all_parameters():
             if set_to_none or param.grad is None:
                 param.grad = None
             else:

@@ -204,7 +204,7 @@ def _attention(query, key, value, attn_mask, dropout_p, is_causal, scale):
 
 # ----------------------------------------------------------------------------- memory-efficient path
 
-_BLOCK_SIZE = 256  # keys per block: (…, Lq, 256) scores per step, large enough for BLAS to run at speed
+_BLOCK_SIZE = 512  # keys per block: (…, Lq, 512) scores per step, large enough for BLAS to run at speed
 _BLOCKED_MIN_KEYS = 1024  # below this the whole-matrix path is as fast and its memory is small anyway
 
 
