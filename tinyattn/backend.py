@@ -20,6 +20,8 @@ True
 'strict'
 """
 
+import sys
+
 import numpy as np
 from numpy.lib.mixins import NDArrayOperatorsMixin
 
@@ -153,12 +155,23 @@ def _register_cupy():
     return cupy
 
 
+def _is_unregistered_cupy(obj):
+    """A CuPy array met before tinyattn has touched the GPU: register CuPy now."""
+    cupy = sys.modules.get("cupy")
+    if cupy is not None and cupy.ndarray not in _NAMESPACE and isinstance(obj, cupy.ndarray):
+        _register_cupy()
+        return True
+    return False
+
+
 def namespace(array):
     """The array module (``numpy``, ``cupy`` or the strict one) that owns ``array``."""
     xp = _NAMESPACE.get(type(array))
     if xp is None:
         if isinstance(array, np.generic):  # NumPy returns scalars from 0-d arithmetic
             return np
+        if _is_unregistered_cupy(array):
+            return _NAMESPACE[type(array)]
         raise TypeError(f"expected a backend array (NumPy, CuPy or strict), got {type(array).__name__}")
     return xp
 
@@ -174,11 +187,16 @@ def namespace_for(device):
 
 
 def device_of(array):
-    return _DEVICE[type(array)]
+    device = _DEVICE.get(type(array))
+    if device is None and _is_unregistered_cupy(array):
+        return "cuda"
+    if device is None:
+        raise TypeError(f"expected a backend array (NumPy, CuPy or strict), got {type(array).__name__}")
+    return device
 
 
 def is_array(obj):
-    return type(obj) in _NAMESPACE
+    return type(obj) in _NAMESPACE or _is_unregistered_cupy(obj)
 
 
 def to_numpy(array):
