@@ -54,14 +54,14 @@ def blocked_cases(draw):
     """Shapes (leading axes broadcasting between q, k, v and the mask), a mask, options, a block size."""
     lead = tuple(draw(st.lists(st.integers(1, 2), min_size=0, max_size=2)))
     Lq, Lk, E, Ev = draw(st.integers(1, 8)), draw(st.integers(5, 9)), draw(st.integers(1, 4)), draw(st.integers(1, 3))
-    q_lead, k_lead = some_axes_one(draw, lead), some_axes_one(draw, lead)
+    q_lead, k_lead, v_lead = (some_axes_one(draw, lead) for _ in range(3))
     kind = draw(st.sampled_from(["none", "bool", "float", "float_inf"]))
     scores_shape = (*np.broadcast_shapes(q_lead, k_lead), Lq, Lk)
     mask_shape = list(some_axes_one(draw, scores_shape))[draw(st.integers(0, len(lead))):]
     if draw(st.integers(0, 3)):  # mostly keep the key axis, whose slicing per block is the interesting case
         mask_shape[-1] = Lk
     return dict(
-        q_shape=(*q_lead, Lq, E), k_lead=k_lead, Lk=Lk, Ev=Ev,
+        q_shape=(*q_lead, Lq, E), k_lead=k_lead, v_lead=v_lead, Lk=Lk, Ev=Ev,
         kind=kind, mask_shape=tuple(mask_shape), is_causal=draw(st.booleans()),
         scale=draw(st.sampled_from([None, 0.4, 1.3])), block_size=draw(st.integers(2, 4)),
         dtype=draw(st.sampled_from([np.float64, np.float32])), empty_rows=draw(st.booleans()),
@@ -75,7 +75,7 @@ def make_inputs(case):
     dtype, mask_shape = case["dtype"], case["mask_shape"]
     q = rng.standard_normal(case["q_shape"])
     k = rng.standard_normal((*case["k_lead"], case["Lk"], case["q_shape"][-1]))
-    v = rng.standard_normal((*case["k_lead"], case["Lk"], case["Ev"]))
+    v = rng.standard_normal((*case["v_lead"], case["Lk"], case["Ev"]))
     mask = None
     if case["kind"] == "bool":
         mask = rng.random(mask_shape) < 0.7
@@ -87,7 +87,7 @@ def make_inputs(case):
             mask[rng.random(mask_shape) < 0.3] = -math.inf
             if case["empty_rows"]:
                 mask[(rng.random(mask_shape[:-1]) < 0.4)] = -math.inf
-    out_shape = np.broadcast_shapes(q.shape[:-2], k.shape[:-2]) + (q.shape[-2], case["Ev"])
+    out_shape = np.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2]) + (q.shape[-2], case["Ev"])
     upstream = rng.standard_normal(out_shape)
     cast = lambda a: a if a is None or a.dtype == bool else a.astype(dtype)
     return cast(q), cast(k), cast(v), cast(mask), cast(upstream)
@@ -155,7 +155,7 @@ def test_blocked_path_matches_the_whole_matrix_path(device, case):
 def test_every_mask_kind_with_and_without_causality(device, kind, is_causal, lengths):
     """The property test's corners, each one for sure: (B, H, Lq, Lk) with a (B, 1, Lq, Lk) mask."""
     Lq, Lk = lengths
-    case = dict(q_shape=(2, 2, Lq, 3), k_lead=(2, 2), Lk=Lk, Ev=2, kind=kind, mask_shape=(2, 1, Lq, Lk),
+    case = dict(q_shape=(2, 2, Lq, 3), k_lead=(2, 2), v_lead=(2, 2), Lk=Lk, Ev=2, kind=kind, mask_shape=(2, 1, Lq, Lk),
                 is_causal=is_causal, scale=None, block_size=2, dtype=np.float64, empty_rows=True, seed=Lq + Lk)
     q, k, v, mask, upstream = make_inputs(case)
     out, grads = attend(q, k, v, mask, upstream, case, device, blocked=True)

@@ -418,7 +418,7 @@ def _lift(value, like):
     dtype = like.dtype
     if dtype.kind not in "fc" and isinstance(value, float):
         dtype = np.float32
-    if not isinstance(value, numbers.Number):
+    if not isinstance(value, (int, float)) and not isinstance(value, numbers.Number):  # (the abc check is slow)
         return Tensor(value, device=like.device)
     return Tensor._wrap(backend.namespace(like.data).asarray(value, dtype=dtype))
 

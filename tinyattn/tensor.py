@@ -206,7 +206,7 @@ class Tensor:
 
     # ----------------------------------------------------------------- properties
 
-    shape = property(lambda self: tuple(self.data.shape))
+    shape = property(lambda self: self.data.shape)  # a tuple on every backend
     ndim = property(lambda self: self.data.ndim)
     dtype = property(lambda self: self.data.dtype)
     device = property(lambda self: backend.device_of(self.data))

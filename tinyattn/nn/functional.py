@@ -1,10 +1,10 @@
 """Floor 4: the functional forms of the layers (softmax, layer_norm, cross_entropy, ...).
 
 Each function takes tensors and returns a tensor, with PyTorch's names and defaults.
-Most are compositions of the primitives in ``tinyattn.ops``; four are fused
-``Function``s — ``softmax``, ``log_softmax``, ``layer_norm``'s normalisation and
-``cross_entropy`` — because their composed forms are slower (many saved temporaries)
-or lose precision. The test suite checks each fused one against its composed twin.
+Most are compositions of the primitives in ``tinyattn.ops``; five are fused
+``Function``s — ``linear``, ``softmax``, ``log_softmax``, ``layer_norm`` and
+``cross_entropy`` — because their composed forms are slower (more graph nodes, many
+saved temporaries) or lose precision. The test suite checks each fused one against its composed twin.
 
 >>> import tinyattn as ta
 >>> import tinyattn.nn.functional as F
@@ -114,8 +114,6 @@ class Linear(Function):
         grad_bias = grad.sum(axis=0) if len(needs) > 2 and needs[2] else None  # (out,)
         return grad_x, grad_weight, grad_bias
 
-
-
 # ----------------------------------------------------------------------------- softmax
 
 
@@ -128,14 +126,16 @@ class Softmax(Function):
     def forward(self, x, dim):
         xp = backend.namespace(x)
         self.dim = dim
-        shifted = x - x.max(axis=dim, keepdims=True)
-        exps = xp.exp(shifted)
-        self.out = exps / exps.sum(axis=dim, keepdims=True)
-        return self.out
+        exps = xp.exp(x - x.max(axis=dim, keepdims=True))  # a fresh array, normalised in place
+        exps /= exps.sum(axis=dim, keepdims=True)
+        self.out = exps
+        return exps
 
     def backward(self, grad):
         y = self.out
-        return (y * (grad - (grad * y).sum(axis=self.dim, keepdims=True)),)
+        grad_x = grad * y  # g·y, then minus y · Σ g·y, in place
+        grad_x -= y * grad_x.sum(axis=self.dim, keepdims=True)
+        return (grad_x,)
 
 
 class LogSoftmax(Function):
@@ -150,7 +150,9 @@ class LogSoftmax(Function):
 
     def backward(self, grad):
         xp = backend.namespace(grad)
-        return (grad - xp.exp(self.out) * grad.sum(axis=self.dim, keepdims=True),)
+        softmax_times_sum = xp.exp(self.out)
+        softmax_times_sum *= grad.sum(axis=self.dim, keepdims=True)
+        return (grad - softmax_times_sum,)
 
 
 def _check_dim(name, input, dim):
@@ -378,7 +380,7 @@ class CrossEntropy(Function):
             scale = grad * valid
         else:
             scale = (grad / xp.maximum(self.count, 1)) * valid  # zero, not NaN, when all are ignored
-        dz = dz * scale[:, None].astype(dz.dtype)
+        dz *= scale[:, None].astype(dz.dtype)
         moved = (self.shape[0],) + self.shape[2:] + (num_classes,)  # (N, d…, C)
         return (xp.moveaxis(dz.reshape(moved), -1, 1),)
 

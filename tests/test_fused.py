@@ -1,0 +1,185 @@
+"""The speed paths, each against the slow form it replaces.
+
+- ``F.linear`` is one fused node (batch folded into rows): it must agree with ``x @ W.T + b``;
+- ``layer_norm`` with weight and bias is one fused node: it must agree with the composed formula
+  (``test_functional`` checks the same through its fused table; here the partial-affine cases too);
+- multi-head attention's ``SplitHeads``/``MergeHeads`` must agree with reshape + transpose;
+- the graph walk sums a gradient in place only in arrays it made itself: upstream gradients are
+  never written to and no two ``.grad`` arrays share memory;
+- modules reach their parameters by plain attribute lookup, and the cached parameter list
+  follows every registration, deletion and replacement, in the module or in a child.
+"""
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import tinyattn as ta
+import tinyattn.nn as nn
+import tinyattn.nn.functional as F
+from tinyattn import testing as tt
+from tinyattn.nn.attention import MergeHeads, SplitHeads
+
+DEVICES = ["cpu", "strict"]
+
+
+def _run(fn, arrays, needs, upstream, device):
+    """``fn``'s output and the gradients of the inputs that need one, under ``upstream``."""
+    inputs = [None if a is None else ta.tensor(a, device=device, requires_grad=n) for a, n in zip(arrays, needs)]
+    out = fn(*inputs)
+    out.backward(ta.tensor(upstream, device=device))
+    return [out.numpy()] + [None if t is None or t.grad is None else ta.backend.to_numpy(t.grad) for t in inputs]
+
+
+def _assert_same(fused, composed):
+    for a, b in zip(fused, composed):
+        assert (a is None) == (b is None)
+        if a is not None:
+            np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-12)
+
+
+# ----------------------------------------------------------------------------- linear
+
+
+@st.composite
+def _linear_case(draw):
+    batch = draw(tt.shapes(min_dims=0, max_dims=3, min_side=0, max_side=3))
+    in_features, out_features = draw(st.integers(1, 4)), draw(st.integers(1, 4))
+    arrays = [draw(tt.arrays(batch + (in_features,))), draw(tt.arrays((out_features, in_features)))]
+    arrays.append(draw(tt.arrays((out_features,))) if draw(st.booleans()) else None)
+    needs = draw(st.lists(st.booleans(), min_size=3, max_size=3).filter(any))
+    return arrays, needs, batch + (out_features,)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@given(case=_linear_case(), seed=st.integers(0, 2**32 - 1))
+def test_fused_linear_matches_composed(device, case, seed):
+    arrays, needs, out_shape = case
+    if not any(n for a, n in zip(arrays, needs) if a is not None):
+        needs = [True] * 3
+    upstream = np.random.default_rng(seed).standard_normal(out_shape)
+    fused = _run(F.linear, arrays, needs, upstream, device)
+
+    def composed(x, w, b):
+        y = x @ w.T
+        return y if b is None else y + b
+
+    _assert_same(fused, _run(composed, arrays, needs, upstream, device))
+
+
+def test_fused_linear_is_one_node_and_keeps_float32():
+    x, w, b = ta.randn(2, 3, 4, requires_grad=True), ta.randn(5, 4, requires_grad=True), ta.randn(5, requires_grad=True)
+    y = F.linear(x, w, b)
+    assert type(y._ctx).__name__ == "Linear" and y._ctx.parents == (x, w, b)
+    y.backward(ta.randn(2, 3, 5))
+    assert y.dtype == x.grad.dtype == w.grad.dtype == b.grad.dtype == np.float32
+
+
+def test_fused_linear_promotes_mixed_dtypes_as_the_composed_form():
+    x, w, b = ta.ones(2, 3), ta.ones(4, 3), ta.tensor(np.ones(4))  # float32, float32, float64
+    assert F.linear(x, w, b).dtype == (x @ w.T + b).dtype == np.float64
+
+
+# ----------------------------------------------------------------------------- layer norm
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("affine", ["both", "weight", "bias", "none"])
+@given(data=st.data(), seed=st.integers(0, 2**32 - 1))
+def test_layer_norm_matches_composed(device, affine, data, seed):
+    shape = data.draw(tt.shapes(min_dims=1, max_dims=3, min_side=2, max_side=4))
+    ndim = data.draw(st.integers(1, len(shape)))
+    normalized = shape[len(shape) - ndim:]
+    arrays = [data.draw(tt.distinct_arrays(shape)),
+              data.draw(tt.arrays(normalized)) if affine in ("both", "weight") else None,
+              data.draw(tt.arrays(normalized)) if affine in ("both", "bias") else None]
+    upstream = np.random.default_rng(seed).standard_normal(shape)
+
+    def composed(x, w, b):
+        axes = tuple(range(x.ndim - ndim, x.ndim))
+        centered = x - x.mean(axes, keepdim=True)
+        y = centered / ((centered * centered).mean(axes, keepdim=True) + 1e-5).sqrt()
+        y = y if w is None else y * w
+        return y if b is None else y + b
+
+    fused = _run(lambda x, w, b: F.layer_norm(x, normalized, w, b), arrays, [True] * 3, upstream, device)
+    _assert_same(fused, _run(composed, arrays, [True] * 3, upstream, device))
+
+
+# ----------------------------------------------------------------------------- heads
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@given(B=st.integers(1, 3), L=st.integers(1, 4), H=st.integers(1, 3), D=st.integers(1, 3),
+       seed=st.integers(0, 2**32 - 1))
+def test_split_and_merge_heads_match_reshape_and_transpose(device, B, L, H, D, seed):
+    rng = np.random.default_rng(seed)
+    x, upstream = rng.standard_normal((B, L, H * D)), rng.standard_normal((B, H, L, D))
+
+    fused = _run(lambda t: SplitHeads.apply(t, num_heads=H), [x], [True], upstream, device)
+    composed = _run(lambda t: t.reshape(B, L, H, D).transpose(1, 2), [x], [True], upstream, device)
+    _assert_same(fused, composed)
+
+    heads = rng.standard_normal((B, H, L, D))
+    fused = _run(MergeHeads.apply, [heads], [True], x, device)
+    composed = _run(lambda t: t.transpose(1, 2).reshape(B, L, H * D), [heads], [True], x, device)
+    _assert_same(fused, composed)
+
+
+# ----------------------------------------------------------------------------- in-place accumulation
+
+
+def test_summed_gradients_never_write_to_upstream_or_alias():
+    x = ta.tensor(np.array([1.0, 2.0]), requires_grad=True)
+    w = ta.tensor(np.array([3.0, 4.0]), requires_grad=True)
+    h = x * 1.0  # a non-leaf used four times: three in-place additions into an array the walk made
+    y = h + h + h * w + h.reshape(2)
+    upstream = np.array([1.0, -1.0])
+    kept = upstream.copy()
+    y.backward(upstream)
+    np.testing.assert_array_equal(upstream, kept)
+    np.testing.assert_allclose(x.grad, (3.0 + w.numpy()) * upstream)
+    np.testing.assert_allclose(w.grad, h.numpy() * upstream)
+    assert not np.shares_memory(x.grad, w.grad) and not np.shares_memory(x.grad, upstream)
+
+
+def test_graph_walk_follows_creation_order_across_branches():
+    x = ta.tensor(np.array([0.5, 1.5]), requires_grad=True)
+    a = x.exp()
+    b = (a * x).sum()  # created after a: walks before it
+    c = a.sum()
+    (b + c).backward()
+    expected = np.exp(x.numpy()) * (x.numpy() + 1) + np.exp(x.numpy())
+    np.testing.assert_allclose(x.grad, expected)
+
+
+# ----------------------------------------------------------------------------- modules
+
+
+def test_parameters_are_plain_attributes_and_the_cache_follows_registration():
+    model = nn.Sequential(nn.Linear(2, 3), nn.Linear(3, 1))
+    first = model[0]
+    assert "weight" in vars(first) and first.weight is first._parameters["weight"]
+    assert len(list(model.parameters())) == 4
+
+    first.bias = None  # replacement in a child
+    assert first.bias is None and len(list(model.parameters())) == 3
+    first.extra = nn.Parameter(ta.zeros(2))  # registration in a child
+    assert [n for n, _ in model.named_parameters()][-3:] == ["0.extra", "1.weight", "1.bias"]
+    del first.extra
+    assert not hasattr(first, "extra") and len(list(model.parameters())) == 3
+    model.append(nn.Linear(1, 1))
+    assert len(list(model.parameters())) == 5
+    model.zero_grad()
+    assert all(p.grad is None for p in model.parameters())
+
+
+def test_deep_copies_get_their_own_parameters():
+    import copy
+
+    layer = nn.Linear(2, 2)
+    list(layer.parameters())  # fills the cache before the copy
+    twin = copy.deepcopy(layer)
+    assert twin.weight is not layer.weight
+    assert [id(p) for p in twin.parameters()] == [id(twin.weight), id(twin.bias)]
