@@ -9,8 +9,9 @@ The model reads characters ``c_0 … c_{t}`` and predicts ``c_{t+1}``, for every
     loss   = mean over t of −log softmax(logits_t)[c_{t+1}]
 
 By default it trains on the text the project already has (its own source files and
-README), or on any file given with ``--text``. The metric is the validation loss in nats per
-character, next to ``ln V``, the loss of a uniform guess.
+README; they change as the project does, and the figures with them), or on any file given
+with ``--text``. The metric is the validation loss in nats per character, next to
+``ln V``, the loss of a uniform guess.
 
 **The KV cache.** Generation adds one character at a time. Without a cache, every step runs
 the whole prefix through the model again. But in a causal model the keys and values of past
@@ -26,12 +27,16 @@ and attend over all of them:
 ``F.scaled_dot_product_attention``). Both ways give the same logits (the test suite checks it
 to 1e-5); the example samples with and without the cache and reports characters per second.
 The saving grows with the prefix: within this example's 64-character context the engine's
-fixed cost per operation weighs as much as the arithmetic, so the cache gains little; on a
-context of hundreds of characters, recomputing the prefix every step is several times slower.
+fixed cost per operation outweighs the arithmetic, and the cache (two more concatenations per
+layer and step) gains nothing; on a context of hundreds of characters, recomputing the prefix
+every step is several times slower.
 
     python examples/char_lm.py                   # the full run
     python examples/char_lm.py --text FILE       # train on another text
     python examples/char_lm.py --quick           # a few seconds, for smoke tests
+
+The matrices here are small, so one BLAS thread is enough; where the cores are shared,
+``OPENBLAS_NUM_THREADS=1`` makes a run several times faster (BLAS threads wait on each other).
 """
 
 import argparse

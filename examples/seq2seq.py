@@ -25,6 +25,9 @@ digit looked at (the last decoder layer, one panel per head).
 
     python examples/seq2seq.py            # the full run
     python examples/seq2seq.py --quick    # a few seconds, for smoke tests
+
+The matrices here are small, so one BLAS thread is enough; where the cores are shared,
+``OPENBLAS_NUM_THREADS=1`` makes a run several times faster (BLAS threads wait on each other).
 """
 
 import argparse

@@ -20,6 +20,9 @@ the class token's row of it laid over the image: where each head looked to class
 
     python examples/vit_digits.py            # the full run
     python examples/vit_digits.py --quick    # a few seconds, for smoke tests
+
+The matrices here are small, so one BLAS thread is enough; where the cores are shared,
+``OPENBLAS_NUM_THREADS=1`` makes a run several times faster (BLAS threads wait on each other).
 """
 
 import argparse

@@ -144,6 +144,13 @@ def test_summed_gradients_never_write_to_upstream_or_alias():
     assert not np.shares_memory(x.grad, w.grad) and not np.shares_memory(x.grad, upstream)
 
 
+def test_summed_gradients_of_a_0d_tensor_used_many_times():
+    x = ta.tensor(np.array([1.0, 2.0]), requires_grad=True)
+    s = x.sum() * 1.0  # 0-d: NumPy hands back scalars, which cannot be added to in place
+    (s * 2.0 + s * 3.0 + s * 4.0 + s).backward()
+    np.testing.assert_allclose(x.grad, [10.0, 10.0])
+
+
 def test_graph_walk_follows_creation_order_across_branches():
     x = ta.tensor(np.array([0.5, 1.5]), requires_grad=True)
     a = x.exp()

@@ -229,6 +229,24 @@ def test_the_path_is_chosen_by_need_weights_dropout_dtype_and_length(device, mon
     assert isinstance(F.scaled_dot_product_attention(q, k, v)[0]._ctx.parents[0]._ctx, MaskedSoftmax)
 
 
+def test_default_block_size_and_threshold(device):
+    """Without forcing: 1100 keys (blocks of 512, 512 and 76) take the blocked path on their own."""
+    rng = np.random.default_rng(4)
+    q, k, v = (rng.standard_normal(s) for s in [(2, 1, 37, 8), (2, 1, 1100, 8), (2, 1, 1100, 5)])
+    mask = rng.random((37, 1100)) < 0.9
+    upstream = rng.standard_normal((2, 1, 37, 5))
+    case = dict(is_causal=True, scale=None, block_size=sdpa._BLOCK_SIZE)
+    leaves = [ta.tensor(a, requires_grad=True, device=device) for a in (q, k, v)]
+    out, _ = F.scaled_dot_product_attention(*leaves, attn_mask=ta.tensor(mask, device=device), is_causal=True,
+                                            need_weights=False)
+    assert isinstance(out._ctx, BlockedAttention) and sdpa._BLOCKED_MIN_KEYS <= 1100 < 3 * sdpa._BLOCK_SIZE
+    out.backward(ta.tensor(upstream, device=device))
+    expected_out, expected_grads = attend(q, k, v, mask, upstream, case, device, blocked=False)
+    np.testing.assert_allclose(out.numpy(), expected_out, rtol=1e-10, atol=1e-12)
+    for leaf, expected in zip(leaves, expected_grads):
+        np.testing.assert_allclose(host(leaf.grad), expected, rtol=1e-10, atol=1e-12)
+
+
 def test_never_allocates_the_score_matrix():
     """Peak traced memory of forward + backward stays far below one (Lq, Lk) array of scores."""
     rng = np.random.default_rng(3)

@@ -244,11 +244,11 @@ class Sigmoid(Function):
 
 class ReLU(Function):
     def forward(self, x):
-        self.positive = x > 0
-        return backend.namespace(x).maximum(x, 0)  # +0.0 for negatives, as PyTorch gives
+        self.out = backend.namespace(x).maximum(x, 0)  # +0.0 for negatives, as PyTorch gives
+        return self.out  # saved instead of a mask: the next operation usually keeps it anyway
 
     def backward(self, grad):
-        return (grad * self.positive,)
+        return (grad * (self.out > 0),)  # out > 0 exactly where x > 0
 
 
 class Abs(Function):

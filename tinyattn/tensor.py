@@ -117,12 +117,8 @@ def _topological_order(root):
 
 
 def _accumulate_leaf(t, grad):
-    if grad.dtype != t.data.dtype:
-        grad = grad.astype(t.data.dtype)
-    if t.grad is None:
-        if isinstance(grad, np.generic):  # NumPy returns scalars from 0-d arithmetic
-            grad = np.asarray(grad)
-        t.grad = grad.copy()  # never alias another gradient or the caller's array
+    if t.grad is None:  # a new array in the leaf's dtype: never alias another gradient or the caller's array
+        t.grad = backend.namespace(t.data).array(grad, dtype=t.data.dtype)
     else:
         t.grad += grad
 
@@ -157,7 +153,7 @@ def _run_backward(root, grad, retain_graph):
             if previous is None:
                 grads[ctx] = g  # may be another node's array: never written to
             elif ctx in owned:
-                previous += g
+                grads[ctx] += g  # in place (a NumPy 0-d scalar, being immutable, is replaced)
             else:
                 grads[ctx] = previous + g
                 owned.add(ctx)

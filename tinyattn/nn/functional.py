@@ -114,6 +114,7 @@ class Linear(Function):
         grad_bias = grad.sum(axis=0) if len(needs) > 2 and needs[2] else None  # (out,)
         return grad_x, grad_weight, grad_bias
 
+
 # ----------------------------------------------------------------------------- softmax
 
 
@@ -272,7 +273,7 @@ def dropout(input, p=0.5, training=True):
     >>> dropout(ta.ones(4), p=0.5, training=False)
     tensor([1., 1., 1., 1.])
     """
-    if not isinstance(p, numbers.Real) or not 0 <= p <= 1:
+    if not isinstance(p, (int, float, numbers.Real)) or not 0 <= p <= 1:  # (int, float: no slow abc check)
         raise ValueError(f"dropout probability has to be between 0 and 1, but got {p!r}")
     if not training or p == 0:
         return input

@@ -14,7 +14,8 @@ Two paths compute it. The whole-matrix path (``_attention``) builds the ``(…, 
 and the fused ``MaskedSoftmax``; it is the one that can return the weights. With
 ``need_weights=False`` and no dropout, long key sequences take the memory-efficient path
 (``BlockedAttention``): keys are visited a block at a time with a running softmax, and backward
-recomputes each block's probabilities, so no more than ``(…, Lq, block)`` scores ever exist.
+recomputes each block's probabilities, so only an ``(Lq, block)`` piece of the scores exists at a
+time, never the whole ``(…, Lq, Lk)``.
 
 >>> import tinyattn as ta
 >>> import tinyattn.nn.functional as F
@@ -221,15 +222,29 @@ def _blocked_attention(query, key, value, attn_mask, is_causal, scale, block_siz
     return BlockedAttention.apply(*inputs, allowed=allowed, is_causal=is_causal, scale=scale, block_size=block_size)
 
 
+def _batch_index(index, array):
+    """Where batch element ``index`` lives in ``array`` of shape ``(…, rows, columns)``, whose leading
+    axes broadcast to the batch: an axis of size 1 serves every index."""
+    lead = array.shape[:-2]
+    return tuple(0 if n == 1 else i for i, n in zip(index[len(index) - len(lead):], lead))
+
+
 def _block_index(mask, row_start, key_start, key_stop):
-    """The index of the part of a mask (broadcasting to ``(…, Lq, Lk)``) that covers queries
-    ``row_start:`` and keys ``key_start:key_stop``; an axis of size 1 is kept whole, to broadcast."""
-    index = [Ellipsis]
-    if mask.ndim >= 2:
-        index.append(slice(row_start, None) if mask.shape[-2] != 1 else slice(None))
-    if mask.ndim >= 1:
-        index.append(slice(key_start, key_stop) if mask.shape[-1] != 1 else slice(None))
-    return tuple(index)
+    """The index of the part of a 2-D mask ``(Lq or 1, Lk or 1)`` that covers queries ``row_start:``
+    and keys ``key_start:key_stop``; an axis of size 1 is kept whole, to broadcast."""
+    rows = slice(row_start, None) if mask.shape[0] != 1 else slice(None)
+    keys = slice(key_start, key_stop) if mask.shape[1] != 1 else slice(None)
+    return rows, keys
+
+
+def _at_least_2d(mask):
+    """A mask as ``(…, Lq or 1, Lk or 1)``: a mask of shape ``(Lk,)`` or ``()`` gains leading 1s."""
+    return None if mask is None else mask.reshape((1,) * (2 - mask.ndim) + tuple(mask.shape))
+
+
+def _view(buffer, shape):
+    """The front of a flat scratch ``buffer`` as a contiguous array of ``shape``."""
+    return buffer[: math.prod(shape)].reshape(shape)
 
 
 class BlockedAttention(Function):
@@ -252,95 +267,100 @@ class BlockedAttention(Function):
     A row with no key allowed keeps ``l = 0``: its output is 0 and its ``lse`` is ``+inf``, so
     its ``P`` (and every gradient through it) is 0. With ``is_causal`` query ``i`` attends keys
     ``j <= i``: key block ``[j0, j1)`` meets only queries ``j0:``, and blocks past the last query
-    are skipped. No step holds more than two ``(…, Lq, block_size)`` float arrays of scores (and,
-    with a boolean mask, one boolean array of that size).
+    are skipped. The batch (every leading index, e.g. each head) is taken one element at a time,
+    so that a block of scores ``(Lq, block_size)`` stays in the processor's cache between the
+    passes over it; no step holds more than two such float arrays (and, with a boolean mask, one
+    boolean array of that size).
     """
 
     def forward(self, query, key, value, attn_mask=None, *, allowed, is_causal, scale, block_size):
         xp = backend.namespace(query)
         dtype = query.dtype
-        self.shapes = (query.shape, key.shape, value.shape)
-        batch = tuple(np.broadcast_shapes(query.shape[:-2], key.shape[:-2], value.shape[:-2]))
+        self.batch = tuple(np.broadcast_shapes(query.shape[:-2], key.shape[:-2], value.shape[:-2]))
         Lq, Lk, Ev = query.shape[-2], key.shape[-2], value.shape[-1]
         self.query = xp.empty(query.shape, dtype=dtype)  # (…, Lq, E), contiguous, scaled once
         xp.multiply(query, scale, out=self.query)
         self.key, self.value = xp.ascontiguousarray(key), xp.ascontiguousarray(value)  # (…, Lk, E), (…, Lk, Ev)
-        self.mask, self.allowed, self.is_causal, self.scale = attn_mask, allowed, is_causal, scale
-        self.batch, self.block_size = batch, max(1, min(block_size, Lk))
-        self.above_diagonal = xp.triu(xp.ones((self.block_size, self.block_size), dtype=bool), 1) if is_causal else None
+        self.mask, self.allowed = _at_least_2d(attn_mask), _at_least_2d(allowed)  # (…, Lq or 1, Lk or 1)
+        self.is_causal, self.scale, self.block_size = is_causal, scale, max(1, min(block_size, Lk))
+        self.above_diagonal = xp.triu(xp.ones((self.block_size,) * 2, dtype=bool), 1) if is_causal else None
 
-        row_max = xp.full(batch + (Lq, 1), -math.inf, dtype=dtype)  # m
-        denominator = xp.zeros(batch + (Lq, 1), dtype=dtype)  # l
-        acc = xp.zeros(batch + (Lq, Ev), dtype=dtype)  # Σ exp(S - m) V
-        scores_buffer = self._buffer(xp, Lq * self.block_size)
-        values_buffer = self._buffer(xp, Lq * Ev)
-        for start, stop, first_row in self._blocks(Lq, Lk):
-            rows = slice(first_row, Lq)
-            probs = self._scores(xp, start, stop, first_row, scores_buffer)  # (…, R, b), R = Lq - first_row
-            new_max = xp.maximum(row_max[..., rows, :], probs.max(axis=-1, keepdims=True))  # (…, R, 1)
-            shift = xp.where(new_max > -math.inf, new_max, 0)  # a row with no key yet: exp(-inf - 0) = 0
-            rescale = xp.exp(row_max[..., rows, :] - shift)  # exp(m - m'); 0 while m = -inf
-            probs -= shift
-            xp.exp(probs, out=probs)  # exp(S_b - m')
-            denominator[..., rows, :] *= rescale
-            denominator[..., rows, :] += probs.sum(axis=-1, keepdims=True)
-            weighted = self._view(values_buffer, batch + (Lq - first_row, Ev))
-            xp.matmul(probs, self.value[..., start:stop, :], out=weighted)  # (…, R, Ev)
-            acc[..., rows, :] *= rescale
-            acc[..., rows, :] += weighted
-            row_max[..., rows, :] = new_max
-
-        attended = denominator > 0  # (…, Lq, 1)
-        safe_denominator = xp.where(attended, denominator, 1)
-        acc /= safe_denominator  # a row with no key: 0 / 1 = 0
-        self.lse = xp.where(attended, row_max + xp.log(safe_denominator), math.inf)  # (…, Lq, 1)
-        self.out = acc
-        return acc
+        self.out = xp.zeros(self.batch + (Lq, Ev), dtype=dtype)  # acc, then acc / l
+        self.lse = xp.empty(self.batch + (Lq, 1), dtype=dtype)
+        scores_buffer, values_buffer = xp.empty(Lq * self.block_size, dtype=dtype), xp.empty(Lq * Ev, dtype=dtype)
+        for index in np.ndindex(*self.batch):
+            q, k, v, mask, allowed = self._element(index)  # (Lq, E), (Lk, E), (Lk, Ev), 2-D masks or None
+            acc = self.out[index]  # (Lq, Ev)
+            row_max = xp.full((Lq, 1), -math.inf, dtype=dtype)  # m
+            denominator = xp.zeros((Lq, 1), dtype=dtype)  # l
+            for start, stop, first_row in self._blocks(Lq, Lk):
+                rows = slice(first_row, Lq)
+                probs = self._scores(xp, q, k, mask, allowed, start, stop, first_row, scores_buffer)  # (R, b)
+                new_max = xp.maximum(row_max[rows], probs.max(axis=-1, keepdims=True))  # (R, 1)
+                shift = xp.where(new_max > -math.inf, new_max, 0)  # a row with no key yet: exp(-inf - 0) = 0
+                rescale = xp.exp(row_max[rows] - shift)  # exp(m - m'); 0 while m = -inf
+                probs -= shift
+                xp.exp(probs, out=probs)  # exp(S_b - m')
+                denominator[rows] *= rescale
+                denominator[rows] += probs.sum(axis=-1, keepdims=True)
+                weighted = _view(values_buffer, (Lq - first_row, Ev))
+                xp.matmul(probs, v[start:stop], out=weighted)  # (R, Ev)
+                acc[rows] *= rescale
+                acc[rows] += weighted
+                row_max[rows] = new_max
+            attended = denominator > 0  # (Lq, 1)
+            safe_denominator = xp.where(attended, denominator, 1)
+            acc /= safe_denominator  # a row with no key: 0 / 1 = 0
+            self.lse[index] = xp.where(attended, row_max + xp.log(safe_denominator), math.inf)
+        return self.out
 
     def backward(self, grad):
         xp = backend.namespace(grad)
         needs = [p.requires_grad for p in self.parents]
-        query, key, value, out, lse = self.query, self.key, self.value, self.out, self.lse
-        batch, dtype = self.batch, query.dtype
-        Lq, Lk, E = query.shape[-2], key.shape[-2], query.shape[-1]
+        dtype, (Lq, E), Lk = grad.dtype, self.query.shape[-2:], self.key.shape[-2]
         grad = xp.ascontiguousarray(grad)  # dO (…, Lq, Ev)
-        D = xp.einsum("...k,...k->...", grad, out)[..., None]  # (…, Lq, 1): rowsum(dO ∘ O)
-        grad_query = xp.zeros(batch + (Lq, E), dtype=dtype) if needs[0] else None
-        grad_key = xp.zeros(batch + (Lk, E), dtype=dtype) if needs[1] else None
-        grad_value = xp.zeros(batch + (Lk, value.shape[-1]), dtype=dtype) if needs[2] else None
-        grad_mask = xp.zeros(self.mask.shape, dtype=dtype) if len(needs) > 3 and needs[3] else None
-        probs_buffer = self._buffer(xp, Lq * self.block_size)
-        grad_scores_buffer = self._buffer(xp, Lq * self.block_size)
-        query_buffer = self._buffer(xp, Lq * E) if needs[0] else None
-        for start, stop, first_row in self._blocks(Lq, Lk):
-            rows, keys = slice(first_row, Lq), slice(start, stop)
-            probs = self._scores(xp, start, stop, first_row, probs_buffer)  # (…, R, b)
-            probs -= lse[..., rows, :]
-            xp.exp(probs, out=probs)  # P = exp(S_b - lse)
-            if grad_value is not None:
-                xp.matmul(probs.swapaxes(-1, -2), grad[..., rows, :], out=grad_value[..., keys, :])  # Pᵀ dO
-            grad_scores = self._view(grad_scores_buffer, probs.shape)
-            xp.matmul(grad[..., rows, :], value[..., keys, :].swapaxes(-1, -2), out=grad_scores)  # dP = dO V_bᵀ
-            grad_scores -= D[..., rows, :]
-            grad_scores *= probs  # dS = P ∘ (dP - D)
-            if grad_query is not None:
-                partial = self._view(query_buffer, batch + (Lq - first_row, E))
-                xp.matmul(grad_scores, key[..., keys, :], out=partial)  # dS K_b
-                grad_query[..., rows, :] += partial
-            if grad_key is not None:
-                xp.matmul(grad_scores.swapaxes(-1, -2), query[..., rows, :], out=grad_key[..., keys, :])  # dSᵀ Q·scale
-            if grad_mask is not None:
-                index = _block_index(self.mask, first_row, start, stop)
-                grad_mask[index] += ops.sum_to(grad_scores, grad_mask[index].shape)
+        D = xp.einsum("...k,...k->...", grad, self.out)[..., None]  # (…, Lq, 1): rowsum(dO ∘ O)
+        grads = [xp.zeros(t.shape, dtype=dtype) if need else None for t, need in zip(self.parents, needs)]
+        grad_query, grad_key, grad_value = grads[:3]
+        grad_mask = _at_least_2d(grads[3]) if len(grads) > 3 else None  # a view: accumulating fills grads[3]
+        probs_buffer, grad_scores_buffer = (xp.empty(Lq * self.block_size, dtype=dtype) for _ in range(2))
+        product_buffer = xp.empty(max(Lq, self.block_size) * max(E, self.value.shape[-1]), dtype=dtype)
+        for index in np.ndindex(*self.batch):
+            q, k, v, mask, allowed = self._element(index)  # (Lq, E), (Lk, E), (Lk, Ev), 2-D masks or None
+            grad_out, row_D, lse = grad[index], D[index], self.lse[index]  # (Lq, Ev), (Lq, 1), (Lq, 1)
+            for start, stop, first_row in self._blocks(Lq, Lk):
+                rows, keys = slice(first_row, Lq), slice(start, stop)
+                probs = self._scores(xp, q, k, mask, allowed, start, stop, first_row, probs_buffer)  # (R, b)
+                probs -= lse[rows]
+                xp.exp(probs, out=probs)  # P = exp(S_b - lse)
+                if grad_value is not None:  # dV_b += Pᵀ dO
+                    grad_value[_batch_index(index, grad_value)][keys] += xp.matmul(
+                        probs.T, grad_out[rows], out=_view(product_buffer, (stop - start, v.shape[-1]))
+                    )
+                grad_scores = _view(grad_scores_buffer, probs.shape)
+                xp.matmul(grad_out[rows], v[keys].T, out=grad_scores)  # dP = dO V_bᵀ
+                grad_scores -= row_D[rows]
+                grad_scores *= probs  # dS = P ∘ (dP - D)
+                if grad_query is not None:  # dQ += dS K_b (· scale, once at the end)
+                    grad_query[_batch_index(index, grad_query)][rows] += xp.matmul(
+                        grad_scores, k[keys], out=_view(product_buffer, (Lq - first_row, E))
+                    )
+                if grad_key is not None:  # dK_b += dSᵀ (Q · scale)
+                    grad_key[_batch_index(index, grad_key)][keys] += xp.matmul(
+                        grad_scores.T, q[rows], out=_view(product_buffer, (stop - start, E))
+                    )
+                if grad_mask is not None:  # dmask_b += dS, summed over the axes the mask broadcasts
+                    mask_grad = grad_mask[_batch_index(index, grad_mask)]
+                    block = _block_index(mask_grad, first_row, start, stop)
+                    mask_grad[block] += ops.sum_to(grad_scores, mask_grad[block].shape)
         if grad_query is not None:
             grad_query *= self.scale
-        query_shape, key_shape, value_shape = self.shapes
-        grads = (
-            None if grad_query is None else ops.sum_to(grad_query, query_shape),
-            None if grad_key is None else ops.sum_to(grad_key, key_shape),
-            None if grad_value is None else ops.sum_to(grad_value, value_shape),
-        )
-        return grads + ((grad_mask,) if len(needs) > 3 else ())
+        return tuple(grads)
+
+    def _element(self, index):
+        """Batch element ``index`` of the saved arrays: query, key, value ``(L, E)``, masks 2-D or None."""
+        pick = lambda a: None if a is None else a[_batch_index(index, a)]
+        return pick(self.query), pick(self.key), pick(self.value), pick(self.mask), pick(self.allowed)
 
     def _blocks(self, Lq, Lk):
         """``(start, stop, first_row)`` for each block of keys; causal attention skips the queries
@@ -350,28 +370,17 @@ class BlockedAttention(Function):
                 return
             yield start, min(start + self.block_size, Lk), start if self.is_causal else 0
 
-    def _buffer(self, xp, rows_times_columns):
-        """A flat scratch array for ``(…, rows, columns)`` blocks, allocated once per pass."""
-        return xp.empty(math.prod(self.batch) * rows_times_columns, dtype=self.query.dtype)
-
-    @staticmethod
-    def _view(buffer, shape):
-        """The front of a flat scratch ``buffer`` as a contiguous array of ``shape``."""
-        return buffer[: math.prod(shape)].reshape(shape)
-
-    def _scores(self, xp, start, stop, first_row, buffer):
-        """``S_b = Q[first_row:] K[start:stop]ᵀ·scale + mask``, forbidden keys ``-inf``: ``(…, R, b)``."""
-        Lq = self.query.shape[-2]
-        scores = self._view(buffer, self.batch + (Lq - first_row, stop - start))
-        xp.matmul(self.query[..., first_row:, :], self.key[..., start:stop, :].swapaxes(-1, -2), out=scores)
-        if self.mask is not None:
-            scores += self.mask[_block_index(self.mask, first_row, start, stop)]
-        if self.allowed is not None:
-            forbidden = ~self.allowed[_block_index(self.allowed, first_row, start, stop)]
-            xp.copyto(scores, -math.inf, where=forbidden)
+    def _scores(self, xp, q, k, mask, allowed, start, stop, first_row, buffer):
+        """``S_b = Q[first_row:] K[start:stop]ᵀ·scale + mask``, forbidden keys ``-inf``: ``(R, b)``."""
+        scores = _view(buffer, (q.shape[0] - first_row, stop - start))
+        xp.matmul(q[first_row:], k[start:stop].T, out=scores)
+        if mask is not None:
+            scores += mask[_block_index(mask, first_row, start, stop)]
+        if allowed is not None:
+            xp.copyto(scores, -math.inf, where=~allowed[_block_index(allowed, first_row, start, stop)])
         if self.is_causal:  # query first_row + r may not attend key start + c > first_row + r
-            corner = scores[..., : stop - start, :]  # (…, ≤b, b): the rows that cross the diagonal
-            xp.copyto(corner, -math.inf, where=self.above_diagonal[: corner.shape[-2], : stop - start])
+            corner = scores[: stop - start]  # (≤b, b): the rows that cross the diagonal
+            xp.copyto(corner, -math.inf, where=self.above_diagonal[: corner.shape[0], : stop - start])
         return scores
 
 
