@@ -50,7 +50,7 @@ from .tensor import Function, Tensor, is_grad_enabled, no_grad
 float32, float64, int64, bool = np.float32, np.float64, np.int64, np.bool_
 
 # the floors above the engine, imported once the engine is complete
-from . import interop, nn, optim, testing  # noqa: E402
+from . import interop, nn, optim, testing, viz  # noqa: E402
 from .serialization import load, save  # noqa: E402
 
 __all__ = [
