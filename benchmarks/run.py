@@ -20,10 +20,11 @@ import os
 
 # NumPy's OpenBLAS threads busy-wait after each call and would steal a core from PyTorch's threads.
 os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "22")
+# PyTorch's OpenMP threads spin after each call too, and would starve NumPy's BLAS threads in return.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 import argparse  # noqa: E402
 import json  # noqa: E402
-import resource  # noqa: E402
 import statistics  # noqa: E402
 import subprocess  # noqa: E402
 import sys  # noqa: E402
@@ -146,10 +147,79 @@ def attention_cases(size, backward, module, device="cpu"):
     return {"tinyattn": tinyattn_step, "pytorch": torch_step}
 
 
+def train_cases(size, backward, device="cpu"):
+    """One training step (forward, cross-entropy, backward, Adam) of the main example's model and its twin.
+
+    The model is ``examples/reverse_digits.py``'s ``Reverser`` at its default settings; the PyTorch twin
+    gets the same weights through ``ta.interop.to_torch``.
+    """
+    import tinyattn as ta
+    import tinyattn.nn.functional as F
+    import tinyattn.optim as optim
+
+    torch = _torch()
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples"))
+    import reverse_digits
+
+    args = reverse_digits.parse_args([])
+    B, L, d, H, layers, vocab = args.batch_size, args.length, args.d_model, args.nhead, args.num_layers, 10
+    ta.manual_seed(0)
+    ours = reverse_digits.Reverser(d, H, layers).to(device)
+    twin = TorchReverser(torch, d, H, layers, vocab).to(device)
+    twin.load_state_dict({k: torch.tensor(v) for k, v in ta.interop.to_torch(ours.state_dict()).items()}, strict=False)
+    rng = np.random.default_rng(0)
+    digits = rng.integers(0, vocab, size=(B, L))
+    target = digits[:, ::-1].copy()
+    x_ta, y_ta = ta.tensor(digits, device=device), ta.tensor(target, device=device)
+    x_t, y_t = torch.tensor(digits, device=device), torch.tensor(target, device=device)
+    ours_opt = optim.Adam(ours.parameters(), lr=1e-4)
+    twin_opt = torch.optim.Adam(twin.parameters(), lr=1e-4, foreach=False)
+
+    def tinyattn_step():
+        loss = F.cross_entropy(ours(x_ta).reshape(-1, vocab), y_ta.reshape(-1))
+        ours_opt.zero_grad()
+        loss.backward()
+        ours_opt.step()
+
+    def torch_step():
+        loss = torch.nn.functional.cross_entropy(twin(x_t).reshape(-1, vocab), y_t.reshape(-1))
+        twin_opt.zero_grad()
+        loss.backward()
+        twin_opt.step()
+
+    return {"tinyattn": tinyattn_step, "pytorch": torch_step}
+
+
+def TorchReverser(torch, d, H, layers, vocab, max_len=5000):
+    """The PyTorch twin of ``Reverser``: embedding, sinusoidal positions, post-norm encoder stack, linear head."""
+
+    class Twin(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.embed = torch.nn.Embedding(vocab, d)
+            layer = torch.nn.TransformerEncoderLayer(d, H, 2 * d, dropout=0.0, batch_first=True)
+            self.encoder = torch.nn.TransformerEncoder(layer, layers, enable_nested_tensor=False)
+            self.head = torch.nn.Linear(d, vocab)
+            position = torch.arange(max_len, dtype=torch.float32)[:, None]
+            frequency = torch.exp(torch.arange(0, d, 2, dtype=torch.float32) * (-np.log(10000.0) / d))
+            table = torch.zeros(max_len, d)
+            table[:, 0::2] = torch.sin(position * frequency)
+            table[:, 1::2] = torch.cos(position * frequency)
+            self.register_buffer("pe", table, persistent=False)
+
+        def forward(self, digits):
+            h = self.embed(digits)
+            h = h + self.pe[: h.shape[1]]
+            return self.head(self.encoder(h))
+
+    return Twin()
+
+
 CASES = {
     "sdpa": lambda size, backward, device="cpu": attention_cases(size, backward, False, device),
     "mha": lambda size, backward, device="cpu": attention_cases(size, backward, True, device),
     "encoder": encoder_cases,
+    "train": train_cases,
 }
 
 
@@ -178,7 +248,7 @@ def time_interleaved(cases, repeat, warmup=3, device="cpu"):
 def _repeat_for(size, requested):
     if requested:
         return requested
-    return {"small": 200, "medium": 20, "large": 7}[size]
+    return {"small": 200, "medium": 20, "large": 7, "example": 30}[size]
 
 
 def peak_memory(case, size, variant):
@@ -190,19 +260,30 @@ def peak_memory(case, size, variant):
     return float(out.stdout.strip().splitlines()[-1])
 
 
+def _status_kib(field):
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    raise RuntimeError(f"/proc/self/status has no {field}")
+
+
 def _memory_child(case, size, variant):
+    """Peak resident memory added by one step, after everything is built and warmed up once."""
     cases = CASES[case](size, backward=True)
     step = cases[variant]
-    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    step()  # the first call's one-off allocations (thread pools, caches) are not the step's
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")  # reset the high-water mark VmHWM to the current resident size
+    before = _status_kib("VmRSS")
     step()
-    after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    print((after - before) / 1024)
+    print((_status_kib("VmHWM") - before) / 1024)
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", default="small,medium,large")
-    parser.add_argument("--cases", default="sdpa,mha,encoder")
+    parser.add_argument("--cases", default="sdpa,mha,encoder,train")
     parser.add_argument("--repeat", type=int, default=0, help="timed calls per variant (default: by size)")
     parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
                         help="cuda: tinyattn on CuPy against PyTorch on CUDA (default: cpu)")
@@ -224,12 +305,13 @@ def main():
     print(header)
     print("-" * len(header))
     for case in args.cases.split(","):
-        for size in args.sizes.split(","):
-            for backward in (False, True):
+        for size in args.sizes.split(",") if case != "train" else ["example"]:
+            for backward in (False, True) if case != "train" else (True,):
                 cases = CASES[case](size, backward, device=args.device)
                 medians = time_interleaved(cases, _repeat_for(size, args.repeat), device=args.device)
                 row = {
-                    "case": case, "size": size, "pass": "fwd+bwd" if backward else "fwd",
+                    "case": case, "size": size,
+                    "pass": "step" if case == "train" else "fwd+bwd" if backward else "fwd",
                     "tinyattn_ms": medians["tinyattn"] * 1e3, "pytorch_ms": medians["pytorch"] * 1e3,
                     "ratio": medians["tinyattn"] / medians["pytorch"],
                 }
