@@ -20,8 +20,6 @@ import os
 
 # NumPy's OpenBLAS threads busy-wait after each call and would steal a core from PyTorch's threads.
 os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "22")
-# PyTorch's OpenMP threads spin after each call too, and would starve NumPy's BLAS threads in return.
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 import argparse  # noqa: E402
 import json  # noqa: E402
@@ -226,29 +224,34 @@ CASES = {
 # ----------------------------------------------------------------------------- timing
 
 
-def time_interleaved(cases, repeat, warmup=3, device="cpu"):
-    """Median seconds per call of each case, calls interleaved so drift hits all alike.
+def time_interleaved(cases, repeat, warmup=3, device="cpu", block=5):
+    """Median seconds per call of each case, in interleaved blocks so drift hits all alike.
 
-    On ``cuda`` both libraries are synchronised before the clock starts and before it stops.
+    Each round runs ``block`` calls of every variant in turn. Blocks, rather than strict
+    alternation, keep one library's idle threads (PyTorch's OpenMP workers spin for a while
+    after each call) from taxing the other library's next call; the first call of a block
+    still pays for it, and the median discards it. On ``cuda`` both libraries are
+    synchronised before the clock starts and before it stops.
     """
     for fn in cases.values():
         for _ in range(warmup):
             fn()
     samples = {name: [] for name in cases}
-    for _ in range(repeat):
+    for _ in range(-(-repeat // block)):
         for name, fn in cases.items():
-            synchronize(device)
-            start = time.perf_counter()
-            fn()
-            synchronize(device)
-            samples[name].append(time.perf_counter() - start)
+            for _ in range(block):
+                synchronize(device)
+                start = time.perf_counter()
+                fn()
+                synchronize(device)
+                samples[name].append(time.perf_counter() - start)
     return {name: statistics.median(s) for name, s in samples.items()}
 
 
 def _repeat_for(size, requested):
     if requested:
         return requested
-    return {"small": 200, "medium": 20, "large": 7, "example": 30}[size]
+    return {"small": 200, "medium": 20, "large": 10, "example": 30}[size]
 
 
 def peak_memory(case, size, variant):
