@@ -10,7 +10,10 @@ import os
 import pytest
 from hypothesis import HealthCheck, settings
 
-_common = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.function_scoped_fixture])
+_common = dict(
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.function_scoped_fixture],
+)
 settings.register_profile("fast", max_examples=15, **_common)
 settings.register_profile("ci", max_examples=15, derandomize=True, print_blob=True, **_common)
 settings.register_profile("thorough", max_examples=300, **_common)
