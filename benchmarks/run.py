@@ -213,11 +213,44 @@ def TorchReverser(torch, d, H, layers, vocab, max_len=5000):
     return Twin()
 
 
+def long_attention_cases(size, backward, device="cpu"):
+    """Attention over a long sequence (B=1, H=8, L=4096, head size 64): whole-matrix path vs blocked path.
+
+    Both are tinyattn's ``F.scaled_dot_product_attention(..., need_weights=False)``; the plain variant
+    raises the (private) key-count threshold of the blocked path so the whole score matrix is built.
+    """
+    import tinyattn as ta
+    import tinyattn.nn.functional as F
+    from tinyattn.nn import sdpa
+
+    rng = np.random.default_rng(0)
+    arrays = [rng.standard_normal((1, 8, 4096, 64), dtype=np.float32) for _ in range(4)]
+    inputs = [ta.tensor(a, requires_grad=True, device=device) for a in arrays[:3]]
+    grad = ta.tensor(arrays[3], device=device)
+    default_threshold = sdpa._BLOCKED_MIN_KEYS
+
+    def run(threshold):
+        def step():
+            sdpa._BLOCKED_MIN_KEYS = threshold
+            try:
+                out, _ = F.scaled_dot_product_attention(*inputs, need_weights=False)
+            finally:
+                sdpa._BLOCKED_MIN_KEYS = default_threshold
+            for t in inputs:
+                t.grad = None
+            out.backward(grad)
+
+        return step
+
+    return {"blocked": run(default_threshold), "plain": run(10**9)}
+
+
 CASES = {
     "sdpa": lambda size, backward, device="cpu": attention_cases(size, backward, False, device),
     "mha": lambda size, backward, device="cpu": attention_cases(size, backward, True, device),
     "encoder": encoder_cases,
     "train": train_cases,
+    "longattn": long_attention_cases,
 }
 
 
@@ -308,6 +341,9 @@ def main():
     print(header)
     print("-" * len(header))
     for case in args.cases.split(","):
+        if case == "longattn":
+            rows.append(_long_attention_row(args))
+            continue
         for size in args.sizes.split(",") if case != "train" else ["example"]:
             for backward in (False, True) if case != "train" else (True,):
                 cases = CASES[case](size, backward, device=args.device)
@@ -341,6 +377,22 @@ def main():
         _bar_chart(rows, args.png)
 
 
+def _long_attention_row(args):
+    medians = time_interleaved(long_attention_cases("L4096", True, args.device), args.repeat or 3, warmup=1,
+                               device=args.device, block=1)
+    row = {"case": "longattn", "size": "B1 H8 L4096 d64", "pass": "fwd+bwd",
+           "plain_ms": medians["plain"] * 1e3, "blocked_ms": medians["blocked"] * 1e3,
+           "blocked_over_plain": medians["blocked"] / medians["plain"]}
+    line = (f"longattn  L=4096  fwd+bwd   plain {row['plain_ms']:.0f} ms, blocked {row['blocked_ms']:.0f} ms "
+            f"(blocked/plain {row['blocked_over_plain']:.2f})")
+    if args.memory:
+        row["plain_peak_mib"] = peak_memory("longattn", "L4096", "plain")
+        row["blocked_peak_mib"] = peak_memory("longattn", "L4096", "blocked")
+        line += f"; peak MiB plain {row['plain_peak_mib']:.0f}, blocked {row['blocked_peak_mib']:.0f}"
+    print(line, flush=True)
+    return row
+
+
 def _check_cuda():
     """Stop with a clear message unless CuPy and PyTorch both see a GPU."""
     try:
@@ -362,6 +414,7 @@ def _bar_chart(rows, path):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    rows = [r for r in rows if "ratio" in r]  # the long-attention row compares two tinyattn paths
     labels = [f"{r['case']}\n{r['size']}\n{r['pass']}" for r in rows]
     fig, ax = plt.subplots(figsize=(max(6, len(rows) * 0.7), 4))
     ax.bar(range(len(rows)), [r["ratio"] for r in rows], color="tab:blue")
