@@ -60,5 +60,5 @@ __all__ = [
     "add", "sub", "mul", "div", "pow", "neg", "matmul", "exp", "log", "sqrt", "tanh", "sigmoid", "relu", "abs",
     "sum", "mean", "amax", "var", "reshape", "transpose", "permute", "unsqueeze", "squeeze", "expand", "flatten",
     "masked_fill", "where", "cat", "stack", "split", "chunk",
-    "save", "load", "backend", "ops", "nn", "optim", "interop", "testing",
+    "save", "load", "backend", "ops", "nn", "optim", "interop", "testing", "viz",
 ]

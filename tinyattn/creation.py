@@ -30,18 +30,18 @@ def _leaf(array, requires_grad):
     return t
 
 
-def zeros(*size, dtype=None, device="cpu", requires_grad=False):
-    xp = backend.namespace_for(device)
+def zeros(*size, dtype=None, device=None, requires_grad=False):
+    xp = backend.namespace_for(device or "cpu")
     return _leaf(xp.zeros(_shape(size), dtype=dtype or np.float32), requires_grad)
 
 
-def ones(*size, dtype=None, device="cpu", requires_grad=False):
-    xp = backend.namespace_for(device)
+def ones(*size, dtype=None, device=None, requires_grad=False):
+    xp = backend.namespace_for(device or "cpu")
     return _leaf(xp.ones(_shape(size), dtype=dtype or np.float32), requires_grad)
 
 
-def full(size, fill_value, dtype=None, device="cpu", requires_grad=False):
-    xp = backend.namespace_for(device)
+def full(size, fill_value, dtype=None, device=None, requires_grad=False):
+    xp = backend.namespace_for(device or "cpu")
     if dtype is None:  # as PyTorch infers it: bool, int64, else float32
         if isinstance(fill_value, (bool, np.bool_)):
             dtype = np.bool_
@@ -50,26 +50,26 @@ def full(size, fill_value, dtype=None, device="cpu", requires_grad=False):
     return _leaf(xp.full(_shape((size,)), fill_value, dtype=dtype), requires_grad)
 
 
-def arange(start, end=None, step=1, dtype=None, device="cpu", requires_grad=False):
+def arange(start, end=None, step=1, dtype=None, device=None, requires_grad=False):
     """``[start, end)`` by ``step``; int64 for integer arguments, else float32."""
     if end is None:
         start, end = 0, start
     if dtype is None:
         integral = all(isinstance(v, numbers.Integral) for v in (start, end, step))
         dtype = np.int64 if integral else np.float32
-    xp = backend.namespace_for(device)
+    xp = backend.namespace_for(device or "cpu")
     return _leaf(xp.arange(start, end, step, dtype=dtype), requires_grad)
 
 
-def randn(*size, dtype=None, device="cpu", requires_grad=False):
+def randn(*size, dtype=None, device=None, requires_grad=False):
     """Standard normal samples from the library's seeded generator."""
-    array = backend.random_normal(_shape(size), np.dtype(dtype or np.float32), device)
+    array = backend.random_normal(_shape(size), np.dtype(dtype or np.float32), device or "cpu")
     return _leaf(array, requires_grad)
 
 
-def rand(*size, dtype=None, device="cpu", requires_grad=False):
+def rand(*size, dtype=None, device=None, requires_grad=False):
     """Uniform samples in [0, 1) from the library's seeded generator."""
-    array = backend.random_uniform(_shape(size), np.dtype(dtype or np.float32), device)
+    array = backend.random_uniform(_shape(size), np.dtype(dtype or np.float32), device or "cpu")
     return _leaf(array, requires_grad)
 
 

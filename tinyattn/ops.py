@@ -423,23 +423,40 @@ def _lift(value, like):
     return Tensor._wrap(backend.namespace(like.data).asarray(value, dtype=dtype))
 
 
+def _float_if_integer(a, b):
+    """An integer or boolean tensor meeting a Python float is computed in float32, as in PyTorch."""
+    if a.data.dtype.kind in "biu" and isinstance(b, float):
+        return a.float()
+    return a
+
+
 def add(a, b):
+    a = _float_if_integer(a, b)
     return Add.apply(a, _lift(b, a))
 
 
 def sub(a, b):
+    a = _float_if_integer(a, b)
     return Sub.apply(a, _lift(b, a))
 
 
 def mul(a, b):
+    a = _float_if_integer(a, b)
     return Mul.apply(a, _lift(b, a))
 
 
 def div(a, b):
+    """True division: integer operands give float32, as in PyTorch."""
+    if a.data.dtype.kind in "biu":
+        if isinstance(b, Tensor) and b.data.dtype.kind in "biu":
+            a, b = a.float(), b.float()
+        elif not isinstance(b, Tensor):
+            a = a.float()
     return Div.apply(a, _lift(b, a))
 
 
 def pow(a, b):
+    a = _float_if_integer(a, b)
     return Pow.apply(a, _lift(b, a))
 
 
@@ -502,15 +519,17 @@ def var(x, dim=None, keepdim=False, correction=1):
 
 
 def where(condition, a, b):
-    """``a`` where ``condition`` is true, else ``b``; either may be a Python number."""
+    """``a`` where ``condition`` is true, else ``b``; either (or both) may be a Python number."""
     condition = condition if isinstance(condition, Tensor) else Tensor(condition)
+    if not isinstance(a, Tensor) and not isinstance(b, Tensor):
+        a = Tensor(a, device=condition.device)
     like = a if isinstance(a, Tensor) else b
     a, b = _lift(a, like), _lift(b, like)
     return Where.apply(condition, a, b)
 
 
 def masked_fill(x, mask, value):
-    """``x`` with ``value`` wherever ``mask`` is true."""
+    """``x`` with ``value`` wherever ``mask`` is true (the two broadcast together, as in PyTorch)."""
     return where(mask, _lift(value, x), x)
 
 
@@ -534,6 +553,8 @@ def permute(x, *dims):
 
 
 def unsqueeze(x, dim):
+    if not -(x.ndim + 1) <= dim <= x.ndim:
+        raise IndexError(f"unsqueeze: dim {dim} is out of range [{-(x.ndim + 1)}, {x.ndim}] for shape {x.shape}")
     dim = dim % (x.ndim + 1)
     return Reshape.apply(x, shape=x.shape[:dim] + (1,) + x.shape[dim:])
 

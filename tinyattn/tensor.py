@@ -38,6 +38,11 @@ class no_grad:
     False
     """
 
+    def __new__(cls, fn=None):
+        if fn is not None:  # used bare, as ``@no_grad``
+            return cls()(fn)
+        return super().__new__(cls)
+
     def __enter__(self):
         self._previous = _GRAD_ENABLED[0]
         _GRAD_ENABLED[0] = False
@@ -312,14 +317,29 @@ class Tensor:
     def tolist(self):
         return self.numpy().tolist()
 
-    def to(self, target):
-        """``to("cuda")``, ``to("cpu")`` or ``to(ta.float64)``: differentiable, as in PyTorch."""
+    def to(self, *args, device=None, dtype=None):
+        """``to("cuda")``, ``to(ta.float64)``, ``to("cpu", ta.float64)`` or ``to(device=..., dtype=...)``.
+
+        Differentiable, as in PyTorch: the gradient goes back to the original device and dtype.
+        """
         from .ops import To
 
-        if isinstance(target, str):
-            if target not in backend.DEVICES:
-                raise ValueError(f"to(): unknown device {target!r}, expected one of {backend.DEVICES}")
-            return self if target == self.device else To.apply(self, device=target)
+        for arg in args:
+            if isinstance(arg, str):
+                device = arg
+            else:
+                dtype = arg
+        result = self
+        if device is not None:
+            if device not in backend.DEVICES:
+                raise ValueError(f"to(): unknown device {device!r}, expected one of {backend.DEVICES}")
+            if device != self.device:
+                result = To.apply(self, device=device)
+        return result if dtype is None else result._to_dtype(dtype)
+
+    def _to_dtype(self, target):
+        from .ops import To
+
         dtype = np.dtype(target)
         if dtype == self.dtype:
             return self

@@ -273,10 +273,11 @@ class Module:
 
     # ----------------------------------------------------------------- device and dtype
 
-    def to(self, target):
-        """Move every parameter and buffer to a device (``"cpu"``, ``"cuda"``) or cast the
+    def to(self, *args, device=None, dtype=None):
+        """Move every parameter and buffer to a device (``"cpu"``, ``"cuda"``) and/or cast the
         floating-point ones to a dtype, in place: the ``Parameter`` objects stay the same, so an
-        optimizer built before ``to`` still holds them. Returns ``self``.
+        optimizer built before ``to`` still holds them. Returns ``self``. As in PyTorch, the
+        targets may be given positionally (``to("cuda")``, ``to(ta.float64)``) or by keyword.
 
         >>> import tinyattn as ta
         >>> import tinyattn.nn as nn
@@ -284,15 +285,25 @@ class Module:
         >>> layer.weight.dtype, layer.bias.dtype
         (dtype('float64'), dtype('float64'))
         """
-        if isinstance(target, str):
-            if target not in backend.DEVICES:
-                raise ValueError(f"to(): unknown device {target!r}, expected one of {backend.DEVICES}")
-            convert = lambda array: backend.to_device(array, target)
-        else:
-            dtype = np.dtype(target)
+        for arg in args:
+            if isinstance(arg, str):
+                device = arg
+            else:
+                dtype = arg
+        if device is not None and device not in backend.DEVICES:
+            raise ValueError(f"to(): unknown device {device!r}, expected one of {backend.DEVICES}")
+        if dtype is not None:
+            dtype = np.dtype(dtype)
             if dtype.kind != "f":
                 raise TypeError(f"Module.to() only casts to floating-point dtypes, got {dtype}")
-            convert = lambda array: array.astype(dtype, copy=False) if array.dtype.kind == "f" else array
+
+        def convert(array):
+            if device is not None:
+                array = backend.to_device(array, device)
+            if dtype is not None and array.dtype.kind == "f":
+                array = array.astype(dtype, copy=False)
+            return array
+
         for module in self.modules():
             for tensor in list(module._parameters.values()) + list(module._buffers.values()):
                 if tensor is None:

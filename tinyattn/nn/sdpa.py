@@ -152,6 +152,8 @@ def scaled_dot_product_attention(
         _check_broadcast(attn_mask, scores_shape)
         if attn_mask.dtype != np.bool_ and attn_mask.dtype.kind != "f":
             raise TypeError(f"attn_mask must be boolean or floating point, got dtype {attn_mask.dtype}")
+        if attn_mask.dtype.kind == "f" and attn_mask.dtype != query.dtype:
+            attn_mask = attn_mask.to(query.dtype)  # a float64 NumPy-made mask must not turn float32 work float64
     if not need_weights and dropout_p == 0.0 and key.shape[-2] >= _BLOCKED_MIN_KEYS and _one_float_dtype(
         query, key, value, attn_mask
     ):
