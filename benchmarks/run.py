@@ -305,10 +305,13 @@ def _status_kib(field):
 
 
 def _memory_child(case, size, variant):
-    """Peak resident memory added by one step, after everything is built and warmed up once."""
+    """Peak resident memory added by the first step, once the model and inputs are built.
+
+    The first step, not a later one: after a step the allocator keeps freed memory for reuse,
+    so a second step's growth would hide most of what the step really needs.
+    """
     cases = CASES[case](size, backward=True)
     step = cases[variant]
-    step()  # the first call's one-off allocations (thread pools, caches) are not the step's
     with open("/proc/self/clear_refs", "w") as f:
         f.write("5")  # reset the high-water mark VmHWM to the current resident size
     before = _status_kib("VmRSS")

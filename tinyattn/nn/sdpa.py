@@ -209,7 +209,7 @@ def _attention(query, key, value, attn_mask, dropout_p, is_causal, scale):
 
 _BLOCK_SIZE = 1024  # keys per block: (Lq, 1024) scores per head, 16 MiB at Lq = 4096; half the BLAS calls
 # of 512 keys, which pays when other work shares the cores, and as fast as 512 when it does not
-_BLOCKED_MIN_KEYS = 1024  # below this the whole-matrix path is as fast and its memory is small anyway
+_BLOCKED_MIN_KEYS = 512  # from here on the blocked path is as fast (measured at L = 512, 4096) and far leaner
 
 
 def _blocked_attention(query, key, value, attn_mask, is_causal, scale, block_size=None):
