@@ -9,39 +9,14 @@ import math
 import numpy as np
 import pytest
 import torch
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
+from torch_parity import assert_parameter_grads_match, host, load_from_torch
 
 import tinyattn as ta
 import tinyattn.nn as nn
 import tinyattn.nn.functional as F
-from tinyattn import backend
-from tinyattn.interop import from_torch, to_torch
 from tinyattn.testing import gradcheck
-
-fixture_ok = settings(
-    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow, HealthCheck.data_too_large]
-)
-
-
-def host(array):
-    return backend.to_numpy(array)
-
-
-def load_from_torch(ours, torch_module, device):
-    ours.double()
-    ours.load_state_dict(from_torch({k: v.detach().numpy() for k, v in torch_module.state_dict().items()}))
-    return ours.to(device)
-
-
-def assert_parameter_grads_match(ours, torch_module, rtol=1e-9, atol=1e-10):
-    """Our parameter gradients, renamed to torch's layout by to_torch, against torch's."""
-    ours_grads = {name: host(p.grad) for name, p in ours.named_parameters()}
-    mapped = to_torch(ours_grads)
-    theirs = dict(torch_module.named_parameters())
-    assert sorted(mapped) == sorted(theirs)
-    for name, grad in mapped.items():
-        np.testing.assert_allclose(grad, theirs[name].grad.numpy(), rtol=rtol, atol=atol, err_msg=name)
 
 
 @st.composite
@@ -87,7 +62,6 @@ def mha_masks(case, Lk, rng):
     return F.padding_mask(lengths, Lk), True, torch.tensor(~causal), torch.tensor(~padding)  # causal + padding
 
 
-@fixture_ok
 @given(case=mha_cases())
 def test_matches_torch_multihead_attention(device, case):
     rng = np.random.default_rng(case["seed"])
@@ -217,7 +191,6 @@ def test_need_weights_false(device):
     np.testing.assert_array_equal(out.numpy(), mha(x, is_causal=True)[0].numpy())
 
 
-@fixture_ok
 @given(seed=st.integers(0, 2**31 - 1), L=st.integers(2, 6))
 def test_self_attention_is_permutation_equivariant(device, seed, L):
     ta.manual_seed(seed)

@@ -10,7 +10,7 @@ import math
 import numpy as np
 import pytest
 import torch
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
@@ -18,11 +18,6 @@ import tinyattn as ta
 from tinyattn import backend
 from tinyattn import testing as tt
 from tinyattn.ops import sum_to
-
-DEVICE_OK = settings(
-    suppress_health_check=[*settings.default.suppress_health_check, HealthCheck.function_scoped_fixture]
-)
-
 
 # ----------------------------------------------------------------------------- the strict device
 
@@ -80,7 +75,6 @@ def test_erf_matches_torch(device):
     np.testing.assert_allclose(backend.to_numpy(result), torch.erf(torch.from_numpy(x)).numpy(), rtol=1e-12)
 
 
-@DEVICE_OK
 @given(index=hnp.arrays(np.int64, st.integers(1, 8), elements=st.integers(0, 3)))
 def test_scatter_add_accumulates_repeats(device, index):
     values = np.arange(1.0, len(index) + 1)

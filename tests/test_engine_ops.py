@@ -21,7 +21,7 @@ from typing import NamedTuple
 import numpy as np
 import pytest
 import torch
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
@@ -30,9 +30,6 @@ from tinyattn import backend
 from tinyattn import testing as tt
 
 # the device fixture only names a device, so sharing it across generated examples is safe
-DEVICE_OK = settings(
-    suppress_health_check=[*settings.default.suppress_health_check, HealthCheck.function_scoped_fixture]
-)
 SMALL = dict(max_dims=3, max_side=3)
 TOLERANCES = {  # dtype -> (value rtol, value atol, grad rtol, grad atol)
     np.float64: (1e-9, 1e-12, 1e-9, 1e-12),
@@ -356,7 +353,6 @@ def _shares_memory(a, b):
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32], ids=["float64", "float32"])
 @pytest.mark.parametrize("spec", SPECS, ids=IDS)
-@DEVICE_OK
 @given(data=st.data())
 def test_matches_torch(spec, dtype, device, data):
     arrays, options = data.draw(spec.case, label="case")
@@ -411,7 +407,6 @@ def test_gradcheck(spec, device, data):
                          ids=["<", "<=", ">", ">=", "==", "!="])
 @given(case=_two(lambda s: hnp.arrays(np.float64, s, elements=st.sampled_from([-1.0, 0.0, 0.5]))),
        scalar=st.booleans())
-@DEVICE_OK
 def test_comparisons_match_torch_and_carry_no_gradient(op, device, case, scalar):
     (a, b), _ = case
     x = ta.tensor(a, requires_grad=True, device=device)

@@ -8,16 +8,12 @@ the bad inputs a user will try. PyTorch is the oracle where it has an answer.
 import numpy as np
 import pytest
 import torch
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 import tinyattn as ta
 from tinyattn import backend
 from tinyattn import testing as tt
-
-DEVICE_OK = settings(
-    suppress_health_check=[*settings.default.suppress_health_check, HealthCheck.function_scoped_fixture]
-)
 
 
 def _graph(x):
@@ -37,7 +33,6 @@ def test_second_backward_raises_and_names_the_fix(device):
         y.backward()
 
 
-@DEVICE_OK
 @given(x=tt.arrays((3, 2)), seed=st.integers(0, 2**32 - 1))
 def test_retain_graph_walks_twice_and_gradients_accumulate(device, x, seed):
     upstream = np.random.default_rng(seed).standard_normal(x.shape)

@@ -22,16 +22,13 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as TF
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 import tinyattn as ta
 import tinyattn.nn.functional as F
 from tinyattn import testing as tt
 
-DEVICE_OK = settings(
-    suppress_health_check=[*settings.default.suppress_health_check, HealthCheck.function_scoped_fixture]
-)
 TOLERANCES = {np.float64: dict(rtol=1e-9, atol=1e-11), np.float32: dict(rtol=2e-4, atol=2e-5)}
 
 
@@ -151,7 +148,6 @@ def _run_theirs(spec, floats, integers, options, dtype):
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32], ids=["float64", "float32"])
 @pytest.mark.parametrize("spec", SPECS, ids=[s.name for s in SPECS])
-@DEVICE_OK
 @given(data=st.data(), seed=st.integers(0, 2**32 - 1))
 def test_matches_torch(spec, dtype, device, data, seed):
     floats, integers, options = data.draw(spec.case)
@@ -172,7 +168,6 @@ def test_matches_torch(spec, dtype, device, data, seed):
 
 
 @pytest.mark.parametrize("spec", SPECS, ids=[s.name for s in SPECS])
-@DEVICE_OK
 @given(data=st.data())
 def test_gradcheck(spec, device, data):
     floats, integers, options = data.draw(spec.case if spec.calculus_case is None else spec.calculus_case)
@@ -230,7 +225,6 @@ FUSED = [
 
 
 @pytest.mark.parametrize("spec", FUSED, ids=[s.name for s in FUSED])
-@DEVICE_OK
 @given(data=st.data(), seed=st.integers(0, 2**32 - 1))
 def test_fused_matches_composed(spec, device, data, seed):
     floats, integers, options = data.draw(spec.case)

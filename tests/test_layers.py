@@ -20,7 +20,7 @@ from typing import NamedTuple
 import numpy as np
 import pytest
 import torch
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 import tinyattn as ta
@@ -29,9 +29,6 @@ import tinyattn.nn.functional as F
 from tinyattn import backend
 from tinyattn import testing as tt
 
-DEVICE_OK = settings(
-    suppress_health_check=[*settings.default.suppress_health_check, HealthCheck.function_scoped_fixture]
-)
 TOLERANCES = {np.float64: dict(rtol=1e-9, atol=1e-11), np.float32: dict(rtol=2e-4, atol=2e-5)}
 # a stack of layers compounds float32 rounding: a LayerNorm over a few features whose values are close
 # amplifies it (both libraries round differently), so the stack gets a looser float32 tolerance
@@ -135,7 +132,6 @@ def _as_input(array, dtype, device):
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32], ids=["float64", "float32"])
 @pytest.mark.parametrize("spec", SPECS, ids=[s.name for s in SPECS])
-@DEVICE_OK
 @given(data=st.data(), seed=st.integers(0, 2**32 - 1))
 def test_layer_matches_torch(spec, dtype, device, data, seed):
     kwargs, array = data.draw(spec.case)
@@ -163,7 +159,6 @@ CALCULUS = [s._replace(case=_embedding_case(padding=False)) if s.name == "Embedd
 
 
 @pytest.mark.parametrize("spec", CALCULUS, ids=[s.name for s in CALCULUS])
-@DEVICE_OK
 @given(data=st.data(), seed=st.integers(0, 2**32 - 1))
 def test_layer_gradcheck(spec, device, data, seed):
     kwargs, array = data.draw(spec.case)

@@ -13,17 +13,13 @@ import copy
 import numpy as np
 import pytest
 import torch
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 import tinyattn as ta
 import tinyattn.nn as nn
 from tinyattn import backend
 from tinyattn.nn.utils import clip_grad_norm_
-
-DEVICE_OK = settings(
-    suppress_health_check=[*settings.default.suppress_health_check, HealthCheck.function_scoped_fixture]
-)
 
 
 def make_net(lib, make_tensor):
@@ -265,7 +261,6 @@ def test_reassigning_and_deleting_attributes():
 # ----------------------------------------------------------------------------- clip_grad_norm_
 
 
-@DEVICE_OK
 @given(seed=st.integers(0, 2**32 - 1), max_norm=st.sampled_from([0.1, 1.0, 100.0]),
        norm_type=st.sampled_from([2.0, float("inf")]))
 def test_clip_grad_norm_matches_torch(device, seed, max_norm, norm_type):

@@ -11,23 +11,14 @@ import math
 import numpy as np
 import pytest
 import torch
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
+from torch_parity import host
 
 import tinyattn as ta
 import tinyattn.nn.functional as F
-from tinyattn import backend
 from tinyattn.nn.sdpa import MaskedSoftmax
 from tinyattn.testing import gradcheck
-
-# ``device`` is a function-scoped fixture that only names a backend; hypothesis may reuse it.
-fixture_ok = settings(
-    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow, HealthCheck.data_too_large]
-)
-
-
-def host(array):
-    return backend.to_numpy(array)
 
 
 def leaf(array, device, requires_grad=True):
@@ -88,7 +79,6 @@ def torch_attention(q, k, v, mask, is_causal, scale):
     return output, weights
 
 
-@fixture_ok
 @given(case=attention_cases())
 def test_matches_torch(device, case):
     q, k, v, mask = make_inputs(case)
@@ -116,7 +106,6 @@ def test_matches_torch(device, case):
         np.testing.assert_allclose(host(ours.grad), theirs.grad.numpy(), rtol=1e-9, atol=1e-10)
 
 
-@fixture_ok
 @given(
     shape=st.tuples(st.integers(1, 3), st.integers(1, 4), st.integers(1, 6)),
     seed=st.integers(0, 2**31 - 1),
@@ -182,7 +171,6 @@ def test_gradcheck_broadcast_leading_dims_and_inf_mask(device):
 # ----------------------------------------------------------------------------- invariants
 
 
-@fixture_ok
 @given(case=attention_cases(), data=st.data())
 def test_values_at_masked_keys_never_leak(device, case, data):
     """Changing key and value rows that every query has masked changes nothing."""
@@ -202,7 +190,6 @@ def test_values_at_masked_keys_never_leak(device, case, data):
     np.testing.assert_allclose(outs[0], outs[1], rtol=1e-12, atol=1e-12)
 
 
-@fixture_ok
 @given(case=attention_cases(), data=st.data())
 def test_causal_output_never_sees_the_future(device, case, data):
     """Output rows 0..t, and their gradients, are blind to query, key, value rows after t."""
@@ -242,7 +229,6 @@ def test_causal_is_top_left_aligned_and_combines_with_mask(device):
     np.testing.assert_array_equal(F.causal_mask(3, 5).numpy(), tril)
 
 
-@fixture_ok
 @given(case=attention_cases())
 def test_weight_rows_sum_to_one_or_zero(device, case):
     q, k, v, mask = make_inputs(case)
@@ -291,7 +277,6 @@ def test_fully_masked_row_gives_zeros_and_zero_gradients(device, how):
         assert (host(mask.grad)[0, 1] == 0).all()
 
 
-@fixture_ok
 @given(shape=st.tuples(st.integers(1, 2), st.integers(1, 6), st.integers(1, 5)), seed=st.integers(0, 2**31 - 1))
 def test_self_attention_is_permutation_equivariant(device, shape, seed):
     rng = np.random.default_rng(seed)

@@ -13,20 +13,15 @@ import tracemalloc
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
+from torch_parity import host
 
 import tinyattn as ta
 import tinyattn.nn.functional as F
-from tinyattn import backend
 from tinyattn.nn import sdpa
 from tinyattn.nn.sdpa import BlockedAttention, MaskedSoftmax
 from tinyattn.testing import gradcheck
-
-# ``device`` is a function-scoped fixture that only names a backend; hypothesis may reuse it.
-fixture_ok = settings(
-    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow, HealthCheck.data_too_large]
-)
 
 
 @contextlib.contextmanager
@@ -39,9 +34,6 @@ def blocked_path(block_size):
     finally:
         sdpa._BLOCK_SIZE, sdpa._BLOCKED_MIN_KEYS = saved
 
-
-def host(array):
-    return backend.to_numpy(array)
 
 
 def some_axes_one(draw, shape):
@@ -127,7 +119,6 @@ def allowed_keys(mask, case):
     return allowed
 
 
-@fixture_ok
 @given(case=blocked_cases())
 def test_blocked_path_matches_the_whole_matrix_path(device, case):
     q, k, v, mask, upstream = make_inputs(case)

@@ -11,38 +11,14 @@ import math
 import numpy as np
 import pytest
 import torch
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
+from torch_parity import assert_parameter_grads_match, host, load_from_torch
 
 import tinyattn as ta
 import tinyattn.nn as nn
 import tinyattn.nn.functional as F
-from tinyattn import backend
-from tinyattn.interop import from_torch, to_torch
 from tinyattn.testing import gradcheck
-
-fixture_ok = settings(
-    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow, HealthCheck.data_too_large]
-)
-
-
-def host(array):
-    return backend.to_numpy(array)
-
-
-def load_from_torch(ours, torch_module, device):
-    ours.double()
-    ours.load_state_dict(from_torch({k: v.detach().numpy() for k, v in torch_module.state_dict().items()}))
-    return ours.to(device)
-
-
-def assert_parameter_grads_match(ours, torch_module):
-    mapped = to_torch({name: host(p.grad) for name, p in ours.named_parameters()})
-    theirs = dict(torch_module.named_parameters())
-    assert sorted(mapped) == sorted(theirs)
-    for name, grad in mapped.items():
-        np.testing.assert_allclose(grad, theirs[name].grad.numpy(), rtol=1e-9, atol=1e-10, err_msg=name)
-
 
 # ----------------------------------------------------------------------------- positional encoding
 
@@ -133,7 +109,6 @@ def build_pair(case):
     return torch_stack, nn.TransformerDecoder(ours, case["layers"], ours_norm)
 
 
-@fixture_ok
 @given(case=transformer_cases())
 def test_matches_torch(device, case):
     torch.manual_seed(case["seed"])
@@ -225,7 +200,6 @@ def encoder_stack(device, norm_first=False, dropout=0.0):
     return nn.TransformerEncoder(layer, 2, norm=nn.LayerNorm(4)).double().to(device)
 
 
-@fixture_ok
 @given(seed=st.integers(0, 2**31 - 1), L=st.integers(2, 6), t=st.integers(0, 5), norm_first=st.booleans())
 def test_causal_stack_never_sees_the_future(device, seed, L, t, norm_first):
     t = t % L

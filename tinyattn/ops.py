@@ -500,10 +500,14 @@ def sum(x, dim=None, keepdim=False):
     return Sum.apply(x, dim=dim, keepdim=keepdim)
 
 
-def mean(x, dim=None, keepdim=False):
+def _count(x, dim):
+    """How many elements a reduction over ``dim`` (``None``: all) combines."""
     axes = _normalize_dims(dim, x.ndim)
-    count = x.data.size if axes is None else int(np.prod([x.shape[d] for d in axes]))
-    return Sum.apply(x, dim=dim, keepdim=keepdim) / count
+    return x.data.size if axes is None else int(np.prod([x.shape[d] for d in axes]))
+
+
+def mean(x, dim=None, keepdim=False):
+    return Sum.apply(x, dim=dim, keepdim=keepdim) / _count(x, dim)
 
 
 def amax(x, dim=None, keepdim=False):
@@ -512,10 +516,8 @@ def amax(x, dim=None, keepdim=False):
 
 def var(x, dim=None, keepdim=False, correction=1):
     """``sum((x - mean)²) / (N - correction)`` over ``dim``."""
-    axes = _normalize_dims(dim, x.ndim)
-    count = x.data.size if axes is None else int(np.prod([x.shape[d] for d in axes]))
     centered = x - mean(x, dim, keepdim=True)
-    return (centered * centered).sum(dim, keepdim) / max(count - correction, 0)
+    return (centered * centered).sum(dim, keepdim) / max(_count(x, dim) - correction, 0)
 
 
 def where(condition, a, b):
