@@ -195,6 +195,12 @@ def device_of(array):
     return device
 
 
+def owns_memory(array):
+    """True for a NumPy or CuPy array that is not a view of another (``base is None``). A strict
+    array answers False: its wrapper does not tell whether another wrapper shares the memory."""
+    return type(array) is not StrictArray and array.base is None
+
+
 def is_array(obj):
     return type(obj) in _NAMESPACE or _is_unregistered_cupy(obj)
 

@@ -121,16 +121,34 @@ def _topological_order(root):
     return sorted(nodes, key=_by_sequence, reverse=True)
 
 
-def _accumulate_leaf(t, grad):
-    if t.grad is None:  # a new array in the leaf's dtype: never alias another gradient or the caller's array
-        t.grad = backend.namespace(t.data).array(grad, dtype=t.data.dtype)
+def _accumulate_leaf(t, grad, shared, taken):
+    """Add ``grad`` to the leaf's ``.grad``, never writing to an array anyone else can see.
+
+    The first gradient is kept as it is when it is a fresh NumPy/CuPy array (not a view) that
+    is not in ``shared`` (the caller's array, gradients handed to nodes, arrays given to another
+    leaf); such a leaf goes into ``taken`` and, should a second gradient arrive during the same
+    walk, is summed out of place once. Anything else is copied, in the leaf's dtype."""
+    if t.grad is None:
+        if (type(grad) is type(t.data) and grad.dtype == t.data.dtype and id(grad) not in shared
+                and backend.owns_memory(grad)):
+            t.grad = grad
+            taken.add(t)
+        else:
+            t.grad = backend.namespace(t.data).array(grad, dtype=t.data.dtype)
+        shared.add(id(grad))
+    elif t in taken:  # still the array a node returned (a view of it may be pending elsewhere)
+        summed = t.grad.copy()
+        summed += grad
+        t.grad = summed
+        taken.discard(t)
     else:
         t.grad += grad
 
 
 def _run_backward(root, grad, retain_graph):
+    shared, taken = {id(grad)}, set()  # see _accumulate_leaf
     if root._ctx is None:
-        _accumulate_leaf(root, grad)
+        _accumulate_leaf(root, grad, shared, taken)
         return
     grads = {root._ctx: grad}  # node -> the gradient of its output, summed so far
     owned = set()  # nodes whose summed gradient is an array made here: safe to add to in place
@@ -144,6 +162,7 @@ def _run_backward(root, grad, retain_graph):
                 f"{type(fn).__name__} were freed after the first backward(). "
                 "Call backward(retain_graph=True) the first time to walk it again."
             )
+        shared.add(id(grad))
         input_grads = fn.backward(grad)
         if not retain_graph:
             fn.release()
@@ -152,8 +171,9 @@ def _run_backward(root, grad, retain_graph):
                 continue
             ctx = p._ctx
             if ctx is None:
-                _accumulate_leaf(p, g)
+                _accumulate_leaf(p, g, shared, taken)
                 continue
+            shared.add(id(g))  # a node's gradient may also reach a leaf through another path
             previous = grads.get(ctx)
             if previous is None:
                 grads[ctx] = g  # may be another node's array: never written to
@@ -207,9 +227,9 @@ class Tensor:
 
     # ----------------------------------------------------------------- properties
 
-    shape = property(lambda self: self.data.shape)  # a tuple on every backend
-    ndim = property(lambda self: self.data.ndim)
-    dtype = property(lambda self: self.data.dtype)
+    shape = property(operator.attrgetter("data.shape"))  # a tuple on every backend; attrgetter: no Python frame
+    ndim = property(operator.attrgetter("data.ndim"))
+    dtype = property(operator.attrgetter("data.dtype"))
     device = property(lambda self: backend.device_of(self.data))
     is_leaf = property(lambda self: self._ctx is None)
 

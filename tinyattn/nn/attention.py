@@ -23,6 +23,7 @@ from ..tensor import Function
 from . import functional as F
 from .layers import Linear
 from .module import Module
+from .sdpa import _BLOCKED_MIN_KEYS, packed_self_attention
 
 
 def _split_heads(x, num_heads):
@@ -55,6 +56,42 @@ class MergeHeads(Function):
 
     def backward(self, grad):
         return (_split_heads(grad, self.num_heads),)
+
+
+class InProjection(Function):
+    """Self-attention's three input projections as one GEMM: ``x (B, L, E) -> qkv (3, B, H, L, D)``.
+
+    With ``W = [W_q; W_k; W_v]`` (``(3·H·D, E)``, stacked) and ``b = [b_q; b_k; b_v]``, ``Y = X Wᵀ + b``
+    is one ``(B·L, 3·H·D)`` product, and ``qkv`` is a view of it, split into heads:
+
+        ∂L/∂X = G W    ∂L/∂W = Gᵀ X  (split back into W_q, W_k, W_v)    ∂L/∂b = Σ_rows G
+
+    ``G`` is the gradient of ``qkv`` seen as ``(B·L, 3·H·D)``. The test suite checks it against
+    three ``Linear`` nodes and ``SplitHeads``.
+    """
+
+    def forward(self, x, w_q, w_k, w_v, b_q=None, b_k=None, b_v=None, *, num_heads):
+        xp = backend.namespace(x)
+        B, L, E = x.shape
+        self.x = x.reshape(B * L, E)  # (B·L, E)
+        self.weight = xp.concatenate((w_q, w_k, w_v))  # (3·H·D, E)
+        out = self.x @ self.weight.T  # (B·L, 3·H·D), a fresh array
+        if b_q is not None:
+            out += xp.concatenate((b_q, b_k, b_v))
+        return out.reshape(B, L, 3, num_heads, -1).transpose(2, 0, 3, 1, 4)  # (3, B, H, L, D), a view
+
+    def backward(self, grad):
+        needs = [p.requires_grad for p in self.parents]
+        _, B, H, L, D = grad.shape
+        grad = grad.transpose(1, 3, 0, 2, 4).reshape(B * L, 3 * H * D)  # (B·L, 3·H·D); a view if laid out as Y
+        grad_x = (grad @ self.weight).reshape(B, L, -1) if needs[0] else None  # (B, L, E)
+        grad_weight = grad.T @ self.x if any(needs[1:4]) else None  # (3·H·D, E)
+        grad_bias = grad.sum(axis=0) if len(needs) > 4 and any(needs[4:]) else None  # (3·H·D,)
+        E = H * D
+        grads = [grad_x]
+        for stacked in (grad_weight, grad_bias)[: (len(needs) - 1) // 3]:
+            grads += [None] * 3 if stacked is None else [stacked[:E], stacked[E:2 * E], stacked[2 * E:]]
+        return tuple(grads)
 
 
 class MultiHeadAttention(Module):
@@ -126,18 +163,33 @@ class MultiHeadAttention(Module):
         value = key if value is None else value
         self._check_inputs(query, key, value)
         H = self.num_heads
+        if attn_mask is not None and attn_mask.ndim == 3:
+            attn_mask = attn_mask[:, None]  # (B, Lq, Lk) -> (B, 1, Lq, Lk)
+        dropout_p = self.dropout if self.training else 0.0
+        if self._fused_self_attention(query, key, value, need_weights):  # the same result, three nodes
+            weights = (self.q_proj.weight, self.k_proj.weight, self.v_proj.weight)
+            biases = () if self.q_proj.bias is None else (self.q_proj.bias, self.k_proj.bias, self.v_proj.bias)
+            qkv = InProjection.apply(query, *weights, *biases, num_heads=H)  # (B, L, E) -> (3, B, H, L, D)
+            concat = packed_self_attention(qkv, attn_mask, dropout_p, is_causal)  # (B, L, E)
+            return self.out_proj(concat), None
 
         q = SplitHeads.apply(self.q_proj(query), num_heads=H)  # (B, Lq, E) -> (B, H, Lq, D)
         k = SplitHeads.apply(self.k_proj(key), num_heads=H)  # (B, Lk, kdim) -> (B, Lk, E) -> (B, H, Lk, D)
         v = SplitHeads.apply(self.v_proj(value), num_heads=H)  # (B, Lk, vdim) -> (B, Lk, E) -> (B, H, Lk, D)
-        if attn_mask is not None and attn_mask.ndim == 3:
-            attn_mask = attn_mask[:, None]  # (B, Lq, Lk) -> (B, 1, Lq, Lk)
         heads, weights = F.scaled_dot_product_attention(
-            q, k, v, attn_mask=attn_mask, dropout_p=self.dropout if self.training else 0.0,
-            is_causal=is_causal, need_weights=need_weights,
+            q, k, v, attn_mask=attn_mask, dropout_p=dropout_p, is_causal=is_causal, need_weights=need_weights,
         )  # (B, H, Lq, D), (B, H, Lq, Lk) or None
         concat = MergeHeads.apply(heads)  # (B, H, Lq, D) -> (B, Lq, E)
         return self.out_proj(concat), weights  # (B, Lq, E)
+
+    def _fused_self_attention(self, query, key, value, need_weights):
+        """Self-attention (one tensor as query, key and value) without the weights, shorter than the
+        blocked path's threshold and in one dtype throughout: ``InProjection`` and ``PackedSelfAttention``."""
+        if need_weights or not (query is key is value) or query.shape[1] >= _BLOCKED_MIN_KEYS:
+            return False
+        projections = (self.q_proj, self.k_proj, self.v_proj)
+        tensors = [query] + [p.weight for p in projections] + [p.bias for p in projections if p.bias is not None]
+        return all(t.dtype == query.dtype for t in tensors) and query.dtype.kind == "f"
 
     def _check_inputs(self, query, key, value):
         expected = [("query", query, self.embed_dim), ("key", key, self.kdim), ("value", value, self.vdim)]

@@ -58,28 +58,134 @@ class MaskedSoftmax(Function):
     """
 
     def forward(self, scores, allowed=None):
-        xp = backend.namespace(scores)
-        masked = scores if allowed is None else xp.where(allowed, scores, -math.inf)  # (…, Lq, Lk)
-        row_max = masked.max(axis=-1, keepdims=True)  # (…, Lq, 1); -inf on a row with no key
-        shift = xp.where(row_max > -math.inf, row_max, 0)
-        if allowed is None:
-            exps = scores - shift  # a fresh (…, Lq, Lk) array, overwritten in place below
-        else:
-            exps = masked
-            exps -= shift
-        xp.exp(exps, out=exps)  # exp(-inf) = 0 at forbidden keys
-        total = exps.sum(axis=-1, keepdims=True)  # (…, Lq, 1); 0 on a row with no key
-        exps /= xp.where(total > 0, total, 1)
-        self.out = exps
-        return exps
+        self.out = _masked_softmax(scores.copy(), allowed)  # normalised in place: a fresh array
+        return self.out
+
+    def backward(self, grad):
+        return (_masked_softmax_backward(grad, self.out),) + (None,) * (len(self.parents) - 1)
+
+
+def _masked_softmax(scores, allowed):
+    """Softmax of ``scores`` over the last axis, in place, among the ``allowed`` entries (``None``:
+    all); forbidden entries and rows with none allowed get 0. Returns ``scores``, overwritten."""
+    xp = backend.namespace(scores)
+    if allowed is not None:
+        xp.copyto(scores, -math.inf, where=~allowed)  # (…, Lq, Lk); a forbidden key scores -inf
+    row_max = scores.max(axis=-1, keepdims=True)  # (…, Lq, 1); -inf on a row with no key
+    scores -= xp.where(row_max > -math.inf, row_max, 0)
+    xp.exp(scores, out=scores)  # exp(-inf) = 0 at forbidden keys
+    total = scores.sum(axis=-1, keepdims=True)  # (…, Lq, 1); 0 on a row with no key
+    scores /= xp.where(total > 0, total, 1)
+    return scores
+
+
+def _masked_softmax_backward(grad, y):
+    """``∂L/∂s = y · (g - Σ g·y)`` for the softmax ``y`` of ``s``; a fresh array."""
+    xp = backend.namespace(grad)
+    dot = xp.einsum("...k,...k->...", grad, y)[..., None]  # (…, Lq, 1): Σ g·y without a full temporary
+    grad_scores = grad - dot
+    grad_scores *= y
+    return grad_scores
+
+
+class Attention(Function):
+    """The whole-matrix path as one node, for when the weights are not returned.
+
+    ``forward(query, key, value, attn_mask=None, *, allowed, is_causal, scale, dropout_p)``:
+    ``attn_mask`` a float mask added to the scores, ``allowed`` a boolean one (``True`` = may
+    attend); ``dropout_p`` > 0 drops weights as ``F.dropout`` does (same generator, same draw).
+
+        S = Q Kᵀ·scale + mask   (…, Lq, Lk)      P = masked softmax(S)      P̃ = P ∘ M / (1 - p)
+        O = P̃ V                 (…, Lq, Ev)
+
+    and backward, with ``G = ∂L/∂O``:
+
+        dV = P̃ᵀ G    dP = (G Vᵀ) ∘ M / (1 - p)    dS = P ∘ (dP - Σ_k dP·P)
+        dQ = dS K · scale    dK = dSᵀ Q · scale    dmask = dS
+
+    each summed back over the leading axes its input broadcast along. It replaces five nodes
+    (scale, transpose, product, masked softmax, product) and keeps only ``P`` (and ``M``); the
+    test suite checks it against that composed form.
+    """
+
+    def forward(self, query, key, value, attn_mask=None, *, allowed, is_causal, scale, dropout_p):
+        self.query, self.key, self.value, self.scale = query, key, value, scale
+        self.weights, self.keep = _attention_weights(query, key, attn_mask, allowed, is_causal, scale, dropout_p)
+        return _dropped(self.weights, self.keep) @ value  # (…, Lq, Ev)
+
+    def backward(self, grad):
+        needs = [p.requires_grad for p in self.parents]
+        grads = _attention_backward(grad, self.query, self.key, self.value, self.weights, self.keep, self.scale,
+                                    mask_shape=self.parents[3].shape if len(needs) > 3 and needs[3] else None)
+        return tuple(ops.sum_to(g, p.shape) if need else None for g, p, need in zip(grads, self.parents, needs))
+
+
+class PackedSelfAttention(Attention):
+    """``Attention`` for multi-head self-attention: queries, keys and values arrive packed as one
+    ``qkv (3, B, H, L, D)`` (``InProjection``'s output) and the heads leave merged, ``(B, L, H·D)``.
+
+    The gradient goes back packed the same way, laid out as ``qkv`` is, so that the projection's
+    backward sees it as one ``(B·L, 3·H·D)`` matrix without a copy.
+    """
+
+    def forward(self, qkv, attn_mask=None, **options):
+        query, key, value = qkv[0], qkv[1], qkv[2]  # (B, H, L, D) views
+        self.qkv = qkv
+        heads = super().forward(query, key, value, attn_mask, **options)  # (B, H, L, D)
+        B, H, L, D = heads.shape
+        return heads.transpose(0, 2, 1, 3).reshape(B, L, H * D)  # (B, L, H·D), a copy
 
     def backward(self, grad):
         xp = backend.namespace(grad)
-        y = self.out
-        dot = xp.einsum("...k,...k->...", grad, y)[..., None]  # (…, Lq, 1): Σ g·y without a full temporary
-        grad_scores = grad - dot
-        grad_scores *= y
-        return (grad_scores,) + (None,) * (len(self.parents) - 1)
+        B, H, L, D = self.query.shape
+        grad = grad.reshape(B, L, H, D).transpose(0, 2, 1, 3)  # (B, H, L, D), a view
+        needs_mask = len(self.parents) > 1 and self.parents[1].requires_grad
+        grads = _attention_backward(grad, self.query, self.key, self.value, self.weights, self.keep, self.scale,
+                                    mask_shape=self.parents[1].shape if needs_mask else None)
+        grad_qkv = xp.empty_like(self.qkv)  # (3, B, H, L, D), the same memory layout as qkv
+        grad_qkv[0], grad_qkv[1], grad_qkv[2] = grads[:3]
+        return (grad_qkv, grads[3])
+
+
+def _attention_weights(query, key, attn_mask, allowed, is_causal, scale, dropout_p):
+    """``(P, M)``: the attention weights ``(…, Lq, Lk)`` and the dropout's scaled keep-mask, or ``None``."""
+    xp = backend.namespace(query)
+    Lq, Lk = query.shape[-2], key.shape[-2]
+    scores = (query * scale) @ key.swapaxes(-1, -2)  # (…, Lq, Lk), a fresh array; scaling Q is the cheaper side
+    if attn_mask is not None:
+        scores += attn_mask  # the mask broadcasts to the scores (checked by the caller)
+    if is_causal:
+        causal = xp.tril(xp.ones((Lq, Lk), dtype=bool))  # (Lq, Lk): key j <= query i
+        allowed = causal if allowed is None else allowed & causal
+    weights = _masked_softmax(scores, allowed)  # in place
+    keep = None
+    if dropout_p > 0.0:  # F.dropout's draw, kept as a mask for backward
+        uniform = backend.random_uniform(weights.shape, weights.dtype, backend.device_of(weights))
+        keep = (uniform >= dropout_p).astype(weights.dtype) * (0.0 if dropout_p == 1 else 1 / (1 - dropout_p))
+    return weights, keep
+
+
+def _dropped(weights, keep):
+    return weights if keep is None else weights * keep
+
+
+def _attention_backward(grad, query, key, value, weights, keep, scale, mask_shape=None):
+    """``(dQ, dK, dV, dmask)`` of ``O = dropout(masked softmax(Q Kᵀ·scale + mask)) V``, before any
+    sum over broadcast axes; ``dmask`` is ``None`` unless ``mask_shape`` is given."""
+    grad_value = _dropped(weights, keep).swapaxes(-1, -2) @ grad  # dV = P̃ᵀ G  (…, Lk, Ev)
+    grad_weights = grad @ value.swapaxes(-1, -2)  # G Vᵀ  (…, Lq, Lk), a fresh array
+    if keep is not None:
+        grad_weights *= keep  # dP
+    grad_scores = _masked_softmax_backward(grad_weights, weights)  # dS  (…, Lq, Lk)
+    grad_mask = None
+    if mask_shape is not None:
+        grad_mask = ops.sum_to(grad_scores, mask_shape)
+        if grad_mask is grad_scores:
+            grad_mask = grad_scores.copy()  # dS is scaled in place below
+    grad_scores *= scale
+    grad_query = grad_scores @ key  # (…, Lq, E)
+    grad_key = grad_scores.swapaxes(-1, -2) @ query  # (…, Lk, E)
+    return grad_query, grad_key, grad_value, grad_mask
 
 
 def _as_tensor(mask, like, name):
@@ -147,19 +253,51 @@ def scaled_dot_product_attention(
         raise ValueError(f"scaled_dot_product_attention: dropout_p must be in [0, 1], got {dropout_p}")
     scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else float(scale)
     scores_shape = _broadcast_batch(query, key) + (query.shape[-2], key.shape[-2])  # (…, Lq, Lk)
-    if attn_mask is not None:
-        attn_mask = _as_tensor(attn_mask, query, "attn_mask")
-        _check_broadcast(attn_mask, scores_shape)
-        if attn_mask.dtype != np.bool_ and attn_mask.dtype.kind != "f":
-            raise TypeError(f"attn_mask must be boolean or floating point, got dtype {attn_mask.dtype}")
-        if attn_mask.dtype.kind == "f" and attn_mask.dtype != query.dtype:
-            attn_mask = attn_mask.to(query.dtype)  # a float64 NumPy-made mask must not turn float32 work float64
-    if not need_weights and dropout_p == 0.0 and key.shape[-2] >= _BLOCKED_MIN_KEYS and _one_float_dtype(
-        query, key, value, attn_mask
-    ):
-        return _blocked_attention(query, key, value, attn_mask, is_causal, scale), None
+    attn_mask = _checked_mask(attn_mask, query, scores_shape)
+    if not need_weights and _one_float_dtype(query, key, value, attn_mask):
+        if dropout_p == 0.0 and key.shape[-2] >= _BLOCKED_MIN_KEYS:
+            return _blocked_attention(query, key, value, attn_mask, is_causal, scale), None
+        float_mask, allowed = _split_mask(attn_mask)
+        options = dict(allowed=allowed, is_causal=is_causal, scale=scale, dropout_p=dropout_p)
+        return Attention.apply(query, key, value, *float_mask, **options), None  # one node
     output, weights = _attention(query, key, value, attn_mask, dropout_p, is_causal, scale)
     return output, (weights if need_weights else None)
+
+
+def packed_self_attention(qkv, attn_mask=None, dropout_p=0.0, is_causal=False):
+    """Multi-head self-attention from packed ``qkv (3, B, H, L, D)`` to merged heads ``(B, L, H·D)``,
+    weights not returned: ``PackedSelfAttention``, one node. ``attn_mask`` as in
+    ``scaled_dot_product_attention``, broadcasting to ``(B, H, L, L)``; ``scale = 1/√D``."""
+    _, B, H, L, D = qkv.shape
+    attn_mask = _checked_mask(attn_mask, qkv, (B, H, L, L))
+    float_mask, allowed = _split_mask(attn_mask)
+    return PackedSelfAttention.apply(
+        qkv, *float_mask, allowed=allowed, is_causal=is_causal, scale=1.0 / math.sqrt(D), dropout_p=dropout_p
+    )  # (B, L, H·D)
+
+
+def _checked_mask(attn_mask, query, scores_shape):
+    """``attn_mask`` as a tensor on the query's device that broadcasts to ``scores_shape``; a float
+    mask in the query's dtype. ``None`` stays ``None``."""
+    if attn_mask is None:
+        return None
+    attn_mask = _as_tensor(attn_mask, query, "attn_mask")
+    _check_broadcast(attn_mask, scores_shape)
+    if attn_mask.dtype != np.bool_ and attn_mask.dtype.kind != "f":
+        raise TypeError(f"attn_mask must be boolean or floating point, got dtype {attn_mask.dtype}")
+    if attn_mask.dtype.kind == "f" and attn_mask.dtype != query.dtype:
+        attn_mask = attn_mask.to(query.dtype)  # a float64 NumPy-made mask must not turn float32 work float64
+    return attn_mask
+
+
+def _split_mask(attn_mask):
+    """``(float_mask, allowed)``: a float mask as a tuple of zero or one input tensors (it may need a
+    gradient), a boolean one as the array of allowed keys (or ``None``)."""
+    if attn_mask is None:
+        return (), None
+    if attn_mask.dtype == np.bool_:
+        return (), attn_mask.data
+    return (attn_mask,), None
 
 
 def _broadcast_batch(*tensors):
@@ -217,12 +355,10 @@ def _blocked_attention(query, key, value, attn_mask, is_causal, scale, block_siz
     block_size = _BLOCK_SIZE if block_size is None else int(block_size)
     if block_size < 1:
         raise ValueError(f"block_size must be a positive number of keys, got {block_size}")
-    inputs, allowed = (query, key, value), None
-    if attn_mask is not None and attn_mask.dtype == np.bool_:
-        allowed = attn_mask.data
-    elif attn_mask is not None:
-        inputs += (attn_mask,)  # a float mask is an input: it may need a gradient
-    return BlockedAttention.apply(*inputs, allowed=allowed, is_causal=is_causal, scale=scale, block_size=block_size)
+    float_mask, allowed = _split_mask(attn_mask)  # a float mask is an input: it may need a gradient
+    return BlockedAttention.apply(
+        query, key, value, *float_mask, allowed=allowed, is_causal=is_causal, scale=scale, block_size=block_size
+    )
 
 
 def _batch_index(index, array):
