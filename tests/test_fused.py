@@ -20,6 +20,7 @@ import tinyattn.nn as nn
 import tinyattn.nn.functional as F
 from tinyattn import testing as tt
 from tinyattn.nn.attention import MergeHeads, SplitHeads
+from tinyattn.nn.transformer import FeedForwardResidual
 
 DEVICES = ["cpu", "strict"]
 
@@ -105,6 +106,97 @@ def test_layer_norm_matches_composed(device, affine, data, seed):
 
     fused = _run(lambda x, w, b: F.layer_norm(x, normalized, w, b), arrays, [True] * 3, upstream, device)
     _assert_same(fused, _run(composed, arrays, [True] * 3, upstream, device))
+
+
+# ----------------------------------------------------------------------------- feed-forward block
+
+
+@st.composite
+def _feed_forward_case(draw):
+    batch = draw(tt.shapes(min_dims=1, max_dims=2, min_side=1, max_side=3))
+    E, hidden = draw(st.integers(1, 4)), draw(st.integers(1, 5))
+    # inputs: x, residual, w1, b1, w2, b2
+    arrays = [draw(tt.arrays(batch + (E,))), draw(tt.arrays(batch + (E,))), draw(tt.arrays((hidden, E))),
+              draw(tt.arrays((hidden,))), draw(tt.arrays((E, hidden))), draw(tt.arrays((E,)))]
+    needs = draw(st.lists(st.booleans(), min_size=6, max_size=6).filter(any))
+    return arrays, needs, batch + (E,)
+
+
+def _feed_forward_composed(x, residual, w1, b1, w2, b2):
+    return residual + F.linear(F.relu(F.linear(x, w1, b1)), w2, b2)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@given(case=_feed_forward_case(), seed=st.integers(0, 2**32 - 1))
+def test_feed_forward_residual_matches_composed(device, case, seed):
+    arrays, needs, shape = case
+    upstream = np.random.default_rng(seed).standard_normal(shape)
+    fused = _run(FeedForwardResidual.apply, arrays, needs, upstream, device)
+    _assert_same(fused, _run(_feed_forward_composed, arrays, needs, upstream, device))
+
+
+def test_feed_forward_residual_with_the_input_as_residual_and_gradcheck():
+    rng = np.random.default_rng(3)
+    x = ta.tensor(rng.standard_normal((2, 3, 4)), requires_grad=True)
+    params = [ta.tensor(rng.standard_normal(shape), requires_grad=True) for shape in [(6, 4), (6,), (4, 6), (4,)]]
+    assert tt.gradcheck(lambda x, *p: FeedForwardResidual.apply(x, x, *p), [x, *params])  # post-norm: r is x
+    upstream = rng.standard_normal((2, 3, 4))
+    grads = []
+    for fn in (FeedForwardResidual.apply, _feed_forward_composed):
+        for t in (x, *params):
+            t.grad = None
+        fn(x, x, *params).backward(upstream)
+        grads.append([t.grad.copy() for t in (x, *params)])
+    for a, b in zip(*grads):
+        np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("layer_type", ["encoder", "decoder"])
+@pytest.mark.parametrize("norm_first", [True, False])
+def test_transformer_layers_use_the_fused_block_only_when_no_dropout_acts(layer_type, norm_first):
+    ta.manual_seed(0)
+    cls = nn.TransformerEncoderLayer if layer_type == "encoder" else nn.TransformerDecoderLayer
+    layer = cls(8, 2, dim_feedforward=12, dropout=0.3, norm_first=norm_first).double().eval()
+    x = ta.tensor(np.random.default_rng(0).standard_normal((2, 5, 8)), requires_grad=True)
+    memory = ta.tensor(np.random.default_rng(1).standard_normal((2, 4, 8)))
+    args = (x,) if layer_type == "encoder" else (x, memory)
+    upstream = np.random.default_rng(2).standard_normal((2, 5, 8))
+
+    def run():
+        layer.zero_grad()
+        x.grad = None
+        y = layer(*args)
+        y.backward(upstream)
+        return y, [y.numpy(), x.grad.copy()] + [p.grad.copy() for p in layer.parameters()]
+
+    y, fused = run()
+    nodes = {type(y._ctx).__name__} | {type(p._ctx).__name__ for p in y._ctx.parents if p._ctx is not None}
+    assert "FeedForwardResidual" in nodes  # eval mode: dropout is off, the block is one node
+    layer.activation = lambda t: t.relu()  # the same function, not F.relu: the composed path
+    y, composed = run()
+    assert "FeedForwardResidual" not in {type(y._ctx).__name__}
+    for a, b in zip(fused, composed):
+        np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12)
+    layer.activation = F.relu
+    layer.train()  # dropout acts: composed, so that the dropout masks stay where PyTorch puts them
+    y = layer(*args)
+    assert "FeedForwardResidual" not in {type(y._ctx).__name__} | {
+        type(p._ctx).__name__ for p in y._ctx.parents if p._ctx is not None}
+
+
+# ----------------------------------------------------------------------------- host memory
+
+
+def test_keep_freed_memory_toggles_glibc_malloc():
+    import sys
+
+    took = ta.backend.keep_freed_memory(False)
+    try:
+        assert took == sys.platform.startswith("linux")  # glibc on Linux: mallopt accepts both settings
+        big = np.ones(8 << 20, dtype=np.uint8)  # 8 MiB: allocated and freed under either setting
+        del big
+    finally:
+        assert ta.backend.keep_freed_memory(True) == took
 
 
 # ----------------------------------------------------------------------------- heads

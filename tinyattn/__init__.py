@@ -7,6 +7,8 @@
 array([ 0.8553, -1.1816], dtype=float32)
 """
 
+import os
+
 import numpy as np
 
 from . import backend, ops
@@ -48,6 +50,9 @@ from .ops import (
 from .tensor import Function, Tensor, is_grad_enabled, no_grad
 
 float32, float64, int64, bool = np.float32, np.float64, np.int64, np.bool_
+
+if os.environ.get("TINYATTN_KEEP_FREED_MEMORY", "1") != "0":
+    backend.keep_freed_memory()  # the next step reuses this step's memory instead of faulting it in again
 
 # the floors above the engine, imported once the engine is complete
 from . import interop, nn, optim, testing, viz  # noqa: E402

@@ -195,6 +195,49 @@ def device_of(array):
     return device
 
 
+# ----------------------------------------------------------------------------- host memory
+
+
+def keep_freed_memory(enabled=True):
+    """Let glibc's ``malloc`` keep freed memory for the next allocation (Linux; returns True if it took).
+
+    A training step allocates the same large arrays at every step. By default glibc hands a freed
+    block bigger than its mmap threshold back to the kernel, and trims the free top of its heap,
+    so the next step's arrays are mapped and page-faulted afresh, one 4 KiB page at a time: at
+    (B, L, d) = (8, 128, 256) that cost about as much as the arithmetic on the machines measured.
+    ``mallopt(M_MMAP_THRESHOLD, 32 MiB)`` (the most it allows) and ``mallopt(M_TRIM_THRESHOLD, 1 GiB)``
+    keep such blocks in the heap instead; the process then holds on to the memory of its largest
+    step. ``tinyattn`` calls this when imported unless ``TINYATTN_KEEP_FREED_MEMORY=0``;
+    ``keep_freed_memory(False)`` restores glibc's defaults.
+    """
+    if not sys.platform.startswith("linux"):
+        return False
+    import ctypes
+
+    try:
+        mallopt = ctypes.CDLL("libc.so.6").mallopt
+    except (OSError, AttributeError):  # not glibc (musl has no mallopt)
+        return False
+    M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3
+    trim, mmap = (1 << 30, 32 << 20) if enabled else (128 << 10, 128 << 10)  # glibc's defaults: 128 KiB
+    return bool(mallopt(M_MMAP_THRESHOLD, mmap)) and bool(mallopt(M_TRIM_THRESHOLD, trim))
+
+
+_FILLED = {}
+
+
+def filled(n, value, dtype, xp):
+    """A cached vector ``(n,)`` of ``value`` in the namespace ``xp`` (never write to it): the ones
+    and ``1/N`` that turn sums and means into matrix-vector products."""
+    key = (n, value, dtype, id(xp))
+    vector = _FILLED.get(key)
+    if vector is None:
+        if len(_FILLED) > 64:  # many row counts (varying batch shapes): start afresh
+            _FILLED.clear()
+        vector = _FILLED[key] = xp.full(n, value, dtype=dtype)
+    return vector
+
+
 def owns_memory(array):
     """True for a NumPy or CuPy array that is not a view of another (``base is None``). A strict
     array answers False: its wrapper does not tell whether another wrapper shares the memory."""

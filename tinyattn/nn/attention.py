@@ -86,7 +86,7 @@ class InProjection(Function):
         grad = grad.transpose(1, 3, 0, 2, 4).reshape(B * L, 3 * H * D)  # (B·L, 3·H·D); a view if laid out as Y
         grad_x = (grad @ self.weight).reshape(B, L, -1) if needs[0] else None  # (B, L, E)
         grad_weight = grad.T @ self.x if any(needs[1:4]) else None  # (3·H·D, E)
-        grad_bias = grad.sum(axis=0) if len(needs) > 4 and any(needs[4:]) else None  # (3·H·D,)
+        grad_bias = F.row_sum(grad) if len(needs) > 4 and any(needs[4:]) else None  # (3·H·D,)
         E = H * D
         grads = [grad_x]
         for stacked in (grad_weight, grad_bias)[: (len(needs) - 1) // 3]:

@@ -84,6 +84,12 @@ def linear(input, weight, bias=None):
     return Linear.apply(input, weight, bias)
 
 
+def row_sum(matrix):
+    """``Σ_rows matrix`` of a ``(M, N)`` matrix as ``ones(M) @ matrix``: one BLAS call, several times
+    faster than ``matrix.sum(axis=0)`` on small matrices."""
+    return backend.filled(matrix.shape[0], 1, matrix.dtype, backend.namespace(matrix)) @ matrix  # (N,)
+
+
 class Linear(Function):
     """``y = x Wᵀ + b`` as one node, the batch dimensions folded into rows (one 2-D GEMM each way).
 
@@ -111,7 +117,7 @@ class Linear(Function):
         grad = grad.reshape(self.x.shape[0], grad.shape[-1])  # (M, out)
         grad_x = (grad @ self.weight).reshape(self.x_shape) if needs[0] else None  # (…, in)
         grad_weight = grad.T @ self.x if needs[1] else None  # (out, in), W's own layout
-        grad_bias = grad.sum(axis=0) if len(needs) > 2 and needs[2] else None  # (out,)
+        grad_bias = row_sum(grad) if len(needs) > 2 and needs[2] else None  # (out,)
         return grad_x, grad_weight, grad_bias
 
 
@@ -200,7 +206,7 @@ class Normalize(Function):
         xp = backend.namespace(x)
         size = math.prod(x.shape[x.ndim - ndim:])
         rows = x.reshape(math.prod(x.shape[:x.ndim - ndim]), size)  # (M, N)
-        average = _filled(size, 1 / max(size, 1), x.dtype, xp)  # (N,), 1/N each
+        average = backend.filled(size, 1 / max(size, 1), x.dtype, xp)  # (N,), 1/N each
         centered = rows - (rows @ average)[:, None]  # (M, N), a fresh array
         variance = (centered * centered) @ average  # (M,); two passes, as the textbook's formula
         self.rstd = (1 / xp.sqrt(variance + eps))[:, None]  # (M, 1)
@@ -217,14 +223,12 @@ class Normalize(Function):
         return out.reshape(x.shape)
 
     def backward(self, grad):
-        xp = backend.namespace(grad)
         x_hat, average = self.normalized, self.average  # (M, N), (N,)
         grad = grad.reshape(x_hat.shape)  # (M, N)
         grads = ()
         if len(self.parents) > 1:
             shape = self.parents[1].shape
-            ones = _filled(x_hat.shape[0], 1, grad.dtype, xp)  # (M,): column sums as ones @ matrix
-            grads = ((ones @ (grad * x_hat)).reshape(shape), (ones @ grad).reshape(shape))  # dweight, dbias
+            grads = (row_sum(grad * x_hat).reshape(shape), row_sum(grad).reshape(shape))  # dweight, dbias
             grad = grad * self.weight  # ĝ
         if grad.dtype != average.dtype:
             average = average.astype(grad.dtype)
@@ -232,20 +236,6 @@ class Normalize(Function):
         grad_x -= x_hat * ((grad * x_hat) @ average)[:, None]
         grad_x *= self.rstd
         return (grad_x.reshape(self.shape),) + grads
-
-
-_FILLED = {}
-
-
-def _filled(n, value, dtype, xp):
-    """A cached read-only-by-convention vector ``(n,)`` of ``value`` for the namespace ``xp``."""
-    key = (n, value, dtype, id(xp))
-    vector = _FILLED.get(key)
-    if vector is None:
-        if len(_FILLED) > 64:  # many row counts (varying batch shapes): start afresh
-            _FILLED.clear()
-        vector = _FILLED[key] = xp.full(n, value, dtype=dtype)
-    return vector
 
 
 def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):

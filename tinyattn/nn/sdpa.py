@@ -67,23 +67,31 @@ class MaskedSoftmax(Function):
 
 def _masked_softmax(scores, allowed):
     """Softmax of ``scores`` over the last axis, in place, among the ``allowed`` entries (``None``:
-    all); forbidden entries and rows with none allowed get 0. Returns ``scores``, overwritten."""
+    all); forbidden entries and rows with none allowed get 0. Returns ``scores``, overwritten.
+
+    A row with no key has max ``-inf``: the shift is raised to the dtype's lowest finite number, so
+    that its entries become ``exp(-inf) = 0``. Any other row sums to at least 1 (its max gives
+    ``exp(0)``), so dividing by ``max(total, 1)`` changes nothing there and leaves an empty row 0.
+    """
     xp = backend.namespace(scores)
     if allowed is not None:
         xp.copyto(scores, -math.inf, where=~allowed)  # (…, Lq, Lk); a forbidden key scores -inf
     row_max = scores.max(axis=-1, keepdims=True)  # (…, Lq, 1); -inf on a row with no key
-    scores -= xp.where(row_max > -math.inf, row_max, 0)
+    scores -= xp.maximum(row_max, np.finfo(scores.dtype).min)
     xp.exp(scores, out=scores)  # exp(-inf) = 0 at forbidden keys
-    total = scores.sum(axis=-1, keepdims=True)  # (…, Lq, 1); 0 on a row with no key
-    scores /= xp.where(total > 0, total, 1)
+    Lk = scores.shape[-1]
+    rows = scores.reshape(math.prod(scores.shape[:-1]), Lk)  # (…·Lq, Lk), a view: scores is contiguous
+    total = rows @ backend.filled(Lk, 1, scores.dtype, xp)  # row sums as one product
+    scores /= xp.maximum(total, 1).reshape(scores.shape[:-1] + (1,))  # (…, Lq, 1)
     return scores
 
 
-def _masked_softmax_backward(grad, y):
-    """``∂L/∂s = y · (g - Σ g·y)`` for the softmax ``y`` of ``s``; a fresh array."""
+def _masked_softmax_backward(grad, y, out=None):
+    """``∂L/∂s = y · (g - Σ g·y)`` for the softmax ``y`` of ``s``, into ``out`` (``out=grad``: in
+    place) or a fresh array."""
     xp = backend.namespace(grad)
     dot = xp.einsum("...k,...k->...", grad, y)[..., None]  # (…, Lq, 1): Σ g·y without a full temporary
-    grad_scores = grad - dot
+    grad_scores = xp.subtract(grad, dot, out=out)
     grad_scores *= y
     return grad_scores
 
@@ -176,7 +184,7 @@ def _attention_backward(grad, query, key, value, weights, keep, scale, mask_shap
     grad_weights = grad @ value.swapaxes(-1, -2)  # G Vᵀ  (…, Lq, Lk), a fresh array
     if keep is not None:
         grad_weights *= keep  # dP
-    grad_scores = _masked_softmax_backward(grad_weights, weights)  # dS  (…, Lq, Lk)
+    grad_scores = _masked_softmax_backward(grad_weights, weights, out=grad_weights)  # dS (…, Lq, Lk), in place
     grad_mask = None
     if mask_shape is not None:
         grad_mask = ops.sum_to(grad_scores, mask_shape)
