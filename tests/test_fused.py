@@ -272,6 +272,43 @@ def test_leaves_take_fresh_gradients_without_sharing_them():
     assert w.weight.grad.base is None and not np.shares_memory(w.weight.grad, w.bias.grad)
 
 
+class _ReturnsAnArrayItKeeps(ta.Function):
+    """Returns, as the gradient, an array it also keeps (as a user-written node might)."""
+
+    def forward(self, x):
+        self.kept = np.full(x.shape, 7.0)
+        return x * 1.0
+
+    def backward(self, grad):
+        return (self.kept,)
+
+
+def test_a_gradient_that_someone_else_holds_is_copied_and_a_fresh_one_is_kept():
+    x = ta.tensor(np.array([1.0, 2.0]), requires_grad=True)
+    y = _ReturnsAnArrayItKeeps.apply(x)
+    node = y._ctx
+    y.backward(np.ones(2), retain_graph=True)
+    y.backward(np.ones(2))  # sums into x.grad in place: must not write into the node's array
+    np.testing.assert_array_equal(node.__dict__.get("kept", np.full(2, 7.0)), [7.0, 7.0])
+    np.testing.assert_array_equal(x.grad, [14.0, 14.0])
+
+    returned = []
+    original = ta.nn.functional.Linear.backward
+
+    def spy(self, grad):
+        grads = original(self, grad)
+        returned.append(id(grads[1]))  # not the array: a reference kept here would make it shared
+        return grads
+
+    linear = nn.Linear(3, 2)
+    ta.nn.functional.Linear.backward = spy
+    try:
+        linear(ta.ones(4, 3)).backward(np.ones((4, 2)))
+    finally:
+        ta.nn.functional.Linear.backward = original
+    assert id(linear.weight.grad) == returned[0]  # fresh from the product: kept without a copy
+
+
 def test_a_taken_gradient_is_never_written_while_a_view_of_it_is_pending():
     x = ta.tensor(np.array([1.0, 2.0]), requires_grad=True)
     h = x * 3.0  # walked last: it waits for the view

@@ -19,6 +19,7 @@ array([2., 4., 6.], dtype=float32)
 
 import itertools
 import operator
+import sys
 
 import numpy as np
 
@@ -121,34 +122,42 @@ def _topological_order(root):
     return sorted(nodes, key=_by_sequence, reverse=True)
 
 
-def _accumulate_leaf(t, grad, shared, taken):
+def _accumulate_leaf(t, grad, may_keep=True):
     """Add ``grad`` to the leaf's ``.grad``, never writing to an array anyone else can see.
 
-    The first gradient is kept as it is when it is a fresh NumPy/CuPy array (not a view) that
-    is not in ``shared`` (the caller's array, gradients handed to nodes, arrays given to another
-    leaf); such a leaf goes into ``taken`` and, should a second gradient arrive during the same
-    walk, is summed out of place once. Anything else is copied, in the leaf's dtype."""
-    if t.grad is None:
-        if (type(grad) is type(t.data) and grad.dtype == t.data.dtype and id(grad) not in shared
-                and backend.owns_memory(grad)):
-            t.grad = grad
-            taken.add(t)
-        else:
-            t.grad = backend.namespace(t.data).array(grad, dtype=t.data.dtype)
-        shared.add(id(grad))
-    elif t in taken:  # still the array a node returned (a view of it may be pending elsewhere)
-        summed = t.grad.copy()
-        summed += grad
-        t.grad = summed
-        taken.discard(t)
-    else:
+    The first gradient becomes ``.grad`` as it is when nothing but the graph walk refers to it:
+    a NumPy/CuPy array of the leaf's dtype, not a view, whose reference count is that of a fresh
+    array passed down here (PyTorch's ``AccumulateGrad`` steals a gradient the same way). The
+    caller's array, an array that a node still waits on or that another leaf holds, or one a
+    node keeps: each is referred to elsewhere, so it is copied, in the leaf's dtype."""
+    if t.grad is not None:
         t.grad += grad
+    elif (may_keep and sys.getrefcount(grad) <= _FRESH_REFERENCES and type(grad) is type(t.data)
+          and grad.dtype == t.data.dtype and backend.owns_memory(grad)):
+        t.grad = grad
+    else:
+        t.grad = backend.namespace(t.data).array(grad, dtype=t.data.dtype)
+
+
+def _fresh_references():
+    """``sys.getrefcount`` inside ``_accumulate_leaf`` of an array referred to only by the tuple a
+    ``backward`` returned and the walk's loop, measured through the same calls as the walk makes."""
+    counts = []
+
+    def accumulate(t, grad):
+        counts.append(sys.getrefcount(grad))
+
+    for p, g in zip((None,), (np.empty(1),)):
+        accumulate(p, g)
+    return counts[0]
+
+
+_FRESH_REFERENCES = _fresh_references()
 
 
 def _run_backward(root, grad, retain_graph):
-    shared, taken = {id(grad)}, set()  # see _accumulate_leaf
-    if root._ctx is None:
-        _accumulate_leaf(root, grad, shared, taken)
+    if root._ctx is None:  # backward() on a leaf: the gradient is the caller's array
+        _accumulate_leaf(root, grad, may_keep=False)
         return
     grads = {root._ctx: grad}  # node -> the gradient of its output, summed so far
     owned = set()  # nodes whose summed gradient is an array made here: safe to add to in place
@@ -162,7 +171,6 @@ def _run_backward(root, grad, retain_graph):
                 f"{type(fn).__name__} were freed after the first backward(). "
                 "Call backward(retain_graph=True) the first time to walk it again."
             )
-        shared.add(id(grad))
         input_grads = fn.backward(grad)
         if not retain_graph:
             fn.release()
@@ -171,9 +179,8 @@ def _run_backward(root, grad, retain_graph):
                 continue
             ctx = p._ctx
             if ctx is None:
-                _accumulate_leaf(p, g, shared, taken)
+                _accumulate_leaf(p, g)
                 continue
-            shared.add(id(g))  # a node's gradient may also reach a leaf through another path
             previous = grads.get(ctx)
             if previous is None:
                 grads[ctx] = g  # may be another node's array: never written to

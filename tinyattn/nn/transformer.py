@@ -179,10 +179,10 @@ class TransformerEncoderLayer(Module):
         x = src  # (B, S, E)
         if self.norm_first:
             x = x + self._sa_block(self.norm1(x), src_mask, is_causal)
-            x = _feed_forward_residual(self, self.norm2(x), x)
+            x = _feed_forward_residual(self, self.norm2(x), x, self.dropout2)
         else:
             x = self.norm1(x + self._sa_block(x, src_mask, is_causal))
-            x = self.norm2(_feed_forward_residual(self, x, x))
+            x = self.norm2(_feed_forward_residual(self, x, x, self.dropout2))
         return x  # (B, S, E)
 
     def _sa_block(self, x, attn_mask, is_causal):
@@ -244,11 +244,11 @@ class TransformerDecoderLayer(Module):
         if self.norm_first:
             x = x + self._sa_block(self.norm1(x), tgt_mask, tgt_is_causal)
             x = x + self._ca_block(self.norm2(x), memory, memory_mask)
-            x = _feed_forward_residual(self, self.norm3(x), x)
+            x = _feed_forward_residual(self, self.norm3(x), x, self.dropout3)
         else:
             x = self.norm1(x + self._sa_block(x, tgt_mask, tgt_is_causal))
             x = self.norm2(x + self._ca_block(x, memory, memory_mask))
-            x = self.norm3(_feed_forward_residual(self, x, x))
+            x = self.norm3(_feed_forward_residual(self, x, x, self.dropout3))
         return x  # (B, T, E)
 
     def _sa_block(self, x, attn_mask, is_causal):
@@ -268,10 +268,11 @@ class TransformerDecoderLayer(Module):
         return self.dropout3(x)
 
 
-def _feed_forward_residual(layer, x, residual):
+def _feed_forward_residual(layer, x, residual, output_dropout):
     """``residual + layer._ff_block(x)``: one ``FeedForwardResidual`` node when the activation is
-    ReLU, no dropout acts (eval mode or ``p = 0``) and one dtype runs throughout; composed otherwise."""
-    dropouts = (layer.dropout, layer.dropout3 if hasattr(layer, "dropout3") else layer.dropout2)
+    ReLU, no dropout acts (eval mode or ``p = 0``; ``output_dropout`` is the block's last one) and
+    one dtype runs throughout; composed otherwise."""
+    dropouts = (layer.dropout, output_dropout)
     linears = (layer.linear1, layer.linear2)
     if (layer.activation is F.relu and all(not d.training or d.p == 0 for d in dropouts)
             and x.shape[-1] == layer.linear1.in_features and all(lin.bias is not None for lin in linears)
