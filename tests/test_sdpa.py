@@ -136,6 +136,50 @@ def test_masked_softmax_matches_composed_primitives(device, shape, seed, dtype):
     np.testing.assert_allclose(host(fused_in.grad), host(composed_in.grad), **tol)
 
 
+@given(
+    shape=st.tuples(st.integers(1, 3), st.integers(1, 5), st.integers(1, 6)),
+    seed=st.integers(0, 2**31 - 1),
+    dtype=st.sampled_from([np.float64, np.float32]),
+    spread=st.sampled_from([1.0, 50.0, 1e3, 1e5]),
+)
+def test_masked_softmax_with_rows_far_apart_matches_a_per_row_reference(device, shape, seed, dtype, spread):
+    """The shift is the largest score of the whole array: rows far below it (offsets up to ``spread``,
+    far past exp's range) must still come out as a per-row softmax, and rows with no key as 0."""
+    rng = np.random.default_rng(seed)
+    scores = rng.standard_normal(shape) + rng.uniform(-spread, spread, shape[:-1] + (1,))  # one offset per row
+    allowed = rng.random(shape) < 0.7
+    allowed[rng.random(shape[:-1]) < 0.2] = False  # some rows with no key at all
+    scores = scores.astype(dtype)
+
+    out = MaskedSoftmax.apply(leaf(scores, device), ta.tensor(allowed, device=device)).numpy()
+
+    masked = np.where(allowed, scores.astype(np.float64), -np.inf)
+    row_max = masked.max(-1, keepdims=True)
+    exps = np.exp(masked - np.where(np.isfinite(row_max), row_max, 0))
+    totals = exps.sum(-1, keepdims=True)
+    expected = np.where(totals > 0, exps / np.where(totals > 0, totals, 1), 0)
+    tol = dict(rtol=1e-12, atol=1e-14) if dtype == np.float64 else dict(rtol=2e-5, atol=1e-6)
+    assert out.dtype == dtype and np.isfinite(out).all()
+    np.testing.assert_allclose(out, expected, **tol)
+
+
+def test_a_whole_row_pushed_down_by_a_float_mask_stays_a_softmax_as_in_pytorch(device):
+    """An additive mask of -1e4 on every key of a row shifts the whole row: its softmax is unchanged,
+    as in PyTorch, not zeros (only -inf forbids a key)."""
+    scores = np.array([[[0.5, 1.0, -0.5], [2.0, 0.0, 1.0]]], dtype=np.float32)
+    mask = np.array([[0.0, 0.0, 0.0], [-1e4, -1e4, -1e4]], dtype=np.float32)
+    q, kv = leaf(scores * np.sqrt(3), device), leaf(np.eye(3, dtype=np.float32)[None], device)  # q kᵀ/√3 = scores
+    for need_weights in (True, False):  # the composed path and the fused node
+        out, _ = F.scaled_dot_product_attention(q, kv, kv, attn_mask=ta.tensor(mask, device=device),
+                                                need_weights=need_weights)
+        t_w = torch.softmax(torch.tensor(scores + mask), -1)  # v = I: the output is the weights
+        np.testing.assert_allclose(out.numpy(), t_w.numpy(), rtol=1e-5, atol=1e-6)
+        unshifted = np.exp(scores[0, 1]) / np.exp(scores[0, 1]).sum()  # shifting a whole row changes nothing
+        np.testing.assert_allclose(out.numpy()[0, 1], unshifted, rtol=1e-5)
+    weights = MaskedSoftmax.apply(ta.tensor(scores + mask, device=device)).numpy()
+    np.testing.assert_allclose(weights, torch.softmax(torch.tensor(scores + mask), -1).numpy(), rtol=1e-5, atol=1e-6)
+
+
 # ----------------------------------------------------------------------------- finite differences
 
 
