@@ -374,3 +374,24 @@ def test_deep_copies_get_their_own_parameters():
     twin = copy.deepcopy(layer)
     assert twin.weight is not layer.weight
     assert [id(p) for p in twin.parameters()] == [id(twin.weight), id(twin.bias)]
+
+
+# ----------------------------------------------------------------------------- empty inputs
+
+
+@pytest.mark.parametrize("shape", [(0, 3, 4), (2, 0, 4)])
+def test_fused_self_attention_and_layers_take_empty_batches(shape):
+    mha = nn.MultiHeadAttention(4, 2)
+    x = ta.randn(*shape, requires_grad=True)
+    out, _ = mha(x, need_weights=False)  # the fused path
+    assert out.shape == shape
+    out.backward(np.ones(shape, dtype=np.float32))
+    assert x.grad.shape == shape and mha.q_proj.weight.grad.shape == (4, 4)
+    assert nn.TransformerEncoderLayer(4, 2, 8).eval()(x).shape == shape
+
+
+def test_attention_with_no_keys_gives_zeros():
+    q, kv = ta.randn(2, 3, 4, requires_grad=True), ta.randn(2, 0, 4)
+    for need_weights in (True, False):
+        out, _ = F.scaled_dot_product_attention(q, kv, kv, need_weights=need_weights)
+        np.testing.assert_array_equal(out.numpy(), np.zeros((2, 3, 4), dtype=np.float32))

@@ -119,15 +119,19 @@ def test_optimizer_matches_torch_step_by_step(name, dtype, device, data):
     opt = ours_class(as_groups(params, grouped, options), **options)
     torch_opt = torch_class(as_groups(reference, grouped, options), **options, foreach=False)
     rng = np.random.default_rng(seed + 1)
+    largest_step = 1.0  # rounding grows with the updates: with beta2 near 0, Adam's can reach 100·lr
     for _ in range(STEPS):
         grads = draw_grads(rng, dtype)
         set_grads(params, grads, device)
         set_torch_grads(reference, grads)
+        before = [q.detach().numpy().copy() for q in reference]
         opt.step()
         torch_opt.step()
+        largest_step = max([largest_step] + [np.abs(q.detach().numpy() - b).max() for q, b in zip(reference, before)])
+        tolerance = dict(TOLERANCE[dtype], atol=TOLERANCE[dtype]["atol"] * largest_step)
         for p, q in zip(params, reference):
             assert p.dtype == dtype and p.device == device
-            np.testing.assert_allclose(p.numpy(), q.detach().numpy(), **TOLERANCE[dtype])
+            np.testing.assert_allclose(p.numpy(), q.detach().numpy(), **tolerance)
     assert_state_matches_torch(opt, torch_opt, dtype, device, TOLERANCE[dtype])
     for state in opt.state.values():  # state lives with its parameter: same device, same dtype
         for name_, value in state.items():

@@ -78,13 +78,13 @@ class InProjection(Function):
         out = self.x @ self.weight.T  # (B·L, 3·H·D), a fresh array
         if b_q is not None:
             out += xp.concatenate((b_q, b_k, b_v))
-        return out.reshape(B, L, 3, num_heads, -1).transpose(2, 0, 3, 1, 4)  # (3, B, H, L, D), a view
+        return out.reshape(B, L, 3, num_heads, w_q.shape[0] // num_heads).transpose(2, 0, 3, 1, 4)  # (3, B, H, L, D)
 
     def backward(self, grad):
         needs = [p.requires_grad for p in self.parents]
         _, B, H, L, D = grad.shape
         grad = grad.transpose(1, 3, 0, 2, 4).reshape(B * L, 3 * H * D)  # (B·L, 3·H·D); a view if laid out as Y
-        grad_x = (grad @ self.weight).reshape(B, L, -1) if needs[0] else None  # (B, L, E)
+        grad_x = (grad @ self.weight).reshape(B, L, self.x.shape[1]) if needs[0] else None  # (B, L, E)
         grad_weight = grad.T @ self.x if any(needs[1:4]) else None  # (3·H·D, E)
         grad_bias = F.row_sum(grad) if len(needs) > 4 and any(needs[4:]) else None  # (3·H·D,)
         E = H * D
