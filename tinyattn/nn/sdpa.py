@@ -117,7 +117,10 @@ def _masked_softmax_backward(grad, y, out=None):
     """``∂L/∂s = y · (g - Σ g·y)`` for the softmax ``y`` of ``s``, into ``out`` (``out=grad``: in
     place) or a fresh array."""
     xp = backend.namespace(grad)
-    dot = xp.einsum("...k,...k->...", grad, y)[..., None]  # (…, Lq, 1): Σ g·y without a full temporary
+    Lk = y.shape[-1]
+    product = grad * y  # (…, Lq, Lk), a fresh array
+    rows = product.reshape(math.prod(product.shape[:-1]), Lk)  # (R, Lk), a view
+    dot = (rows @ backend.filled(Lk, 1, y.dtype, xp)).reshape(product.shape[:-1] + (1,))  # (…, Lq, 1): Σ g·y
     grad_scores = xp.subtract(grad, dot, out=out)
     grad_scores *= y
     return grad_scores
