@@ -340,7 +340,8 @@ def main():
         _check_cuda()
 
     rows = []
-    header = f"{'case':<10}{'size':<8}{'pass':<10}{'tinyattn ms':>12}{'pytorch ms':>12}{'ratio':>8}{'floor ms':>10}"
+    header = (f"{'case':<10}{'size':<8}{'pass':<10}{'tinyattn ms':>12}{'pytorch ms':>12}{'ratio':>8}"
+              f"{'floor ms':>10}{'÷ floor':>9}")
     print(header)
     print("-" * len(header))
     for case in args.cases.split(","):
@@ -366,7 +367,7 @@ def main():
                     row["tinyattn_peak_mib"] = peak_memory(case, size, "tinyattn")
                     row["pytorch_peak_mib"] = peak_memory(case, size, "pytorch")
                 rows.append(row)
-                floor = f"{row['floor_ms']:>10.3f}" if "floor_ms" in row else ""
+                floor = f"{row['floor_ms']:>10.3f}{row['ratio_to_floor']:>9.2f}" if "floor_ms" in row else ""
                 print(f"{case:<10}{size:<8}{row['pass']:<10}{row['tinyattn_ms']:>12.3f}{row['pytorch_ms']:>12.3f}"
                       f"{row['ratio']:>8.2f}{floor}", flush=True)
                 if "tinyattn_peak_mib" in row:

@@ -8,6 +8,11 @@ The ``h`` projections of width ``head_dim = embed_dim / num_heads`` are computed
 and a transpose as one graph node); every head attends at once through
 ``F.scaled_dot_product_attention``, and ``MergeHeads`` puts the heads side by side again.
 
+Self-attention without the weights (what the Transformer layers ask for) takes a shorter road
+to the same numbers: ``InProjection`` computes queries, keys and values with one GEMM against
+the three weights stacked, and ``PackedSelfAttention`` attends and merges the heads in one node:
+three graph nodes in all instead of thirteen.
+
 >>> import tinyattn as ta
 >>> mha = MultiHeadAttention(embed_dim=8, num_heads=2)
 >>> x = ta.randn(3, 5, 8)                              # (B, L, E)

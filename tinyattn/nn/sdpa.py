@@ -10,12 +10,18 @@ require a gradient); ``is_causal=True`` lets query ``i`` attend keys ``j <= i``.
 ``is_causal`` together: a key is attended only where both allow it. A query row with no key
 left gives zeros (output, weights and gradients), never NaN.
 
-Two paths compute it. The whole-matrix path (``_attention``) builds the ``(…, Lq, Lk)`` scores
-and the fused ``MaskedSoftmax``; it is the one that can return the weights. With
-``need_weights=False`` and no dropout, long key sequences take the memory-efficient path
-(``BlockedAttention``): keys are visited a block at a time with a running softmax, and backward
-recomputes each block's probabilities, so only an ``(Lq, block)`` piece of the scores exists at a
-time, never the whole ``(…, Lq, Lk)``.
+Three paths compute it, each checked against the others:
+
+- ``need_weights=True``: the composed path (``_attention``): scale, product, the fused
+  ``MaskedSoftmax``, dropout and product as separate graph nodes, so that the returned weights
+  are part of the graph (a loss may depend on them).
+- ``need_weights=False``: one ``Attention`` node with its backward written out by hand (fewer
+  nodes, fewer passes, only the weights kept). ``PackedSelfAttention`` is the same node for
+  multi-head self-attention, taking queries, keys and values packed by one GEMM.
+- ``need_weights=False``, no dropout, at least ``_BLOCKED_MIN_KEYS`` keys: the memory-efficient
+  ``BlockedAttention``: keys are visited a block at a time with a running softmax, and backward
+  recomputes each block's probabilities, so only an ``(Lq, block)`` piece of the scores exists
+  at a time, never the whole ``(…, Lq, Lk)``.
 
 >>> import tinyattn as ta
 >>> import tinyattn.nn.functional as F
@@ -383,14 +389,18 @@ def _attention(query, key, value, attn_mask, dropout_p, is_causal, scale):
 
 # ----------------------------------------------------------------------------- memory-efficient path
 
-_BLOCK_SIZE = 1024  # keys per block: (Lq, 1024) scores per head, 16 MiB at Lq = 4096; half the BLAS calls
-# of 512 keys, which pays when other work shares the cores, and as fast as 512 when it does not
+_BLOCK_SIZE = 1024  # the most keys per block
+_BLOCK_ELEMENTS = 1 << 22  # and at most this many scores per block over the whole batch: 16 MiB in float32
 _BLOCKED_MIN_KEYS = 512  # from here on the blocked path is as fast (measured at L = 512, 4096) and far leaner
 
 
 def _blocked_attention(query, key, value, attn_mask, is_causal, scale, block_size=None):
-    """The memory-efficient path; ``block_size`` (keys per block) defaults to ``_BLOCK_SIZE``."""
-    block_size = _BLOCK_SIZE if block_size is None else int(block_size)
+    """The memory-efficient path. ``block_size`` (keys per block) defaults to ``_BLOCK_SIZE``, fewer
+    when the whole batch's ``(…, Lq, block)`` scores would pass ``_BLOCK_ELEMENTS``."""
+    if block_size is None:
+        rows = math.prod(_broadcast_batch(query, key, value)) * query.shape[-2]  # batch · Lq
+        block_size = max(1, min(_BLOCK_SIZE, _BLOCK_ELEMENTS // max(rows, 1)))
+    block_size = int(block_size)
     if block_size < 1:
         raise ValueError(f"block_size must be a positive number of keys, got {block_size}")
     float_mask, allowed = _split_mask(attn_mask)  # a float mask is an input: it may need a gradient
@@ -399,19 +409,12 @@ def _blocked_attention(query, key, value, attn_mask, is_causal, scale, block_siz
     )
 
 
-def _batch_index(index, array):
-    """Where batch element ``index`` lives in ``array`` of shape ``(…, rows, columns)``, whose leading
-    axes broadcast to the batch: an axis of size 1 serves every index."""
-    lead = array.shape[:-2]
-    return tuple(0 if n == 1 else i for i, n in zip(index[len(index) - len(lead):], lead))
-
-
 def _block_index(mask, row_start, key_start, key_stop):
-    """The index of the part of a 2-D mask ``(Lq or 1, Lk or 1)`` that covers queries ``row_start:``
+    """The index of the part of a mask ``(…, Lq or 1, Lk or 1)`` that covers queries ``row_start:``
     and keys ``key_start:key_stop``; an axis of size 1 is kept whole, to broadcast."""
-    rows = slice(row_start, None) if mask.shape[0] != 1 else slice(None)
-    keys = slice(key_start, key_stop) if mask.shape[1] != 1 else slice(None)
-    return rows, keys
+    rows = slice(row_start, None) if mask.shape[-2] != 1 else slice(None)
+    keys = slice(key_start, key_stop) if mask.shape[-1] != 1 else slice(None)
+    return Ellipsis, rows, keys
 
 
 def _at_least_2d(mask):
@@ -422,6 +425,12 @@ def _at_least_2d(mask):
 def _view(buffer, shape):
     """The front of a flat scratch ``buffer`` as a contiguous array of ``shape``."""
     return buffer[: math.prod(shape)].reshape(shape)
+
+
+def _row_sums(a):
+    """``a.sum(-1, keepdims=True)`` of a contiguous array, as one matrix-vector product."""
+    xp, n = backend.namespace(a), a.shape[-1]
+    return (a.reshape(math.prod(a.shape[:-1]), n) @ backend.filled(n, 1, a.dtype, xp)).reshape(a.shape[:-1] + (1,))
 
 
 class BlockedAttention(Function):
@@ -444,10 +453,9 @@ class BlockedAttention(Function):
     A row with no key allowed keeps ``l = 0``: its output is 0 and its ``lse`` is ``+inf``, so
     its ``P`` (and every gradient through it) is 0. With ``is_causal`` query ``i`` attends keys
     ``j <= i``: key block ``[j0, j1)`` meets only queries ``j0:``, and blocks past the last query
-    are skipped. The batch (every leading index, e.g. each head) is taken one element at a time,
-    so that a block of scores ``(Lq, block_size)`` stays in the processor's cache between the
-    passes over it; no step holds more than two such float arrays (and, with a boolean mask, one
-    boolean array of that size).
+    are skipped. Every step works on the whole batch at once (every leading index, e.g. each
+    head): a block holds ``(…, Lq, block_size)`` scores, and no step holds more than two such
+    float arrays (and, with a boolean mask, one boolean array of that size).
     """
 
     def forward(self, query, key, value, attn_mask=None, *, allowed, is_causal, scale, block_size):
@@ -455,89 +463,67 @@ class BlockedAttention(Function):
         dtype = query.dtype
         self.batch = tuple(np.broadcast_shapes(query.shape[:-2], key.shape[:-2], value.shape[:-2]))
         Lq, Lk, Ev = query.shape[-2], key.shape[-2], value.shape[-1]
-        self.query = xp.empty(query.shape, dtype=dtype)  # (…, Lq, E), contiguous, scaled once
-        xp.multiply(query, scale, out=self.query)
+        self.query = query * scale  # (…, Lq, E), a fresh array, scaled once
         self.key, self.value = xp.ascontiguousarray(key), xp.ascontiguousarray(value)  # (…, Lk, E), (…, Lk, Ev)
         self.mask, self.allowed = _at_least_2d(attn_mask), _at_least_2d(allowed)  # (…, Lq or 1, Lk or 1)
         self.is_causal, self.scale, self.block_size = is_causal, scale, max(1, min(block_size, Lk))
         self.above_diagonal = xp.triu(xp.ones((self.block_size,) * 2, dtype=bool), 1) if is_causal else None
 
         self.out = xp.zeros(self.batch + (Lq, Ev), dtype=dtype)  # acc, then acc / l
-        self.lse = xp.empty(self.batch + (Lq, 1), dtype=dtype)
-        scores_buffer, values_buffer = xp.empty(Lq * self.block_size, dtype=dtype), xp.empty(Lq * Ev, dtype=dtype)
-        for index in np.ndindex(*self.batch):
-            q, k, v, mask, allowed = self._element(index)  # (Lq, E), (Lk, E), (Lk, Ev), 2-D masks or None
-            acc = self.out[index]  # (Lq, Ev)
-            row_max = xp.full((Lq, 1), -math.inf, dtype=dtype)  # m
-            denominator = xp.zeros((Lq, 1), dtype=dtype)  # l
-            for start, stop, first_row in self._blocks(Lq, Lk):
-                rows = slice(first_row, Lq)
-                probs = self._scores(xp, q, k, mask, allowed, start, stop, first_row, scores_buffer)  # (R, b)
-                new_max = xp.maximum(row_max[rows], probs.max(axis=-1, keepdims=True))  # (R, 1)
-                shift = xp.where(new_max > -math.inf, new_max, 0)  # a row with no key yet: exp(-inf - 0) = 0
-                rescale = xp.exp(row_max[rows] - shift)  # exp(m - m'); 0 while m = -inf
-                probs -= shift
-                xp.exp(probs, out=probs)  # exp(S_b - m')
-                denominator[rows] *= rescale
-                denominator[rows] += probs.sum(axis=-1, keepdims=True)
-                weighted = _view(values_buffer, (Lq - first_row, Ev))
-                xp.matmul(probs, v[start:stop], out=weighted)  # (R, Ev)
-                acc[rows] *= rescale
-                acc[rows] += weighted
-                row_max[rows] = new_max
-            attended = denominator > 0  # (Lq, 1)
-            safe_denominator = xp.where(attended, denominator, 1)
-            acc /= safe_denominator  # a row with no key: 0 / 1 = 0
-            self.lse[index] = xp.where(attended, row_max + xp.log(safe_denominator), math.inf)
+        row_max = xp.full(self.batch + (Lq, 1), -math.inf, dtype=dtype)  # m
+        denominator = xp.zeros(self.batch + (Lq, 1), dtype=dtype)  # l
+        scores_buffer = self._buffer(xp)  # one block's scores, reused by every block
+        for start, stop, first_row in self._blocks(Lq, Lk):
+            rows = (Ellipsis, slice(first_row, Lq), slice(None))
+            probs = self._scores(xp, start, stop, first_row, scores_buffer)  # (…, R, b)
+            new_max = xp.maximum(row_max[rows], probs.max(axis=-1, keepdims=True))  # (…, R, 1)
+            shift = xp.where(new_max > -math.inf, new_max, 0)  # a row with no key yet: exp(-inf - 0) = 0
+            rescale = xp.exp(row_max[rows] - shift)  # exp(m - m'); 0 while m = -inf
+            probs -= shift
+            xp.exp(probs, out=probs)  # exp(S_b - m')
+            denominator[rows] *= rescale
+            denominator[rows] += _row_sums(probs)
+            acc = self.out[rows]  # (…, R, Ev), a view
+            acc *= rescale
+            acc += probs @ self.value[..., start:stop, :]
+            row_max[rows] = new_max
+        attended = denominator > 0  # (…, Lq, 1)
+        safe_denominator = xp.where(attended, denominator, 1)
+        self.out /= safe_denominator  # a row with no key: 0 / 1 = 0
+        self.lse = xp.where(attended, row_max + xp.log(safe_denominator), math.inf)  # (…, Lq, 1)
         return self.out
 
     def backward(self, grad):
         xp = backend.namespace(grad)
         needs = [p.requires_grad for p in self.parents]
-        dtype, (Lq, E), Lk = grad.dtype, self.query.shape[-2:], self.key.shape[-2]
-        grad = xp.ascontiguousarray(grad)  # dO (…, Lq, Ev)
-        D = xp.einsum("...k,...k->...", grad, self.out)[..., None]  # (…, Lq, 1): rowsum(dO ∘ O)
+        dtype, Lq, Lk = grad.dtype, self.query.shape[-2], self.key.shape[-2]
+        D = xp.einsum("...k,...k->...", grad, self.out)[..., None]  # (…, Lq, 1): rowsum(dO ∘ O), no temporary
         grads = [xp.zeros(t.shape, dtype=dtype) if need else None for t, need in zip(self.parents, needs)]
         grad_query, grad_key, grad_value = grads[:3]
         grad_mask = _at_least_2d(grads[3]) if len(grads) > 3 else None  # a view: accumulating fills grads[3]
-        probs_buffer, grad_scores_buffer = (xp.empty(Lq * self.block_size, dtype=dtype) for _ in range(2))
-        product_buffer = xp.empty(max(Lq, self.block_size) * max(E, self.value.shape[-1]), dtype=dtype)
-        for index in np.ndindex(*self.batch):
-            q, k, v, mask, allowed = self._element(index)  # (Lq, E), (Lk, E), (Lk, Ev), 2-D masks or None
-            grad_out, row_D, lse = grad[index], D[index], self.lse[index]  # (Lq, Ev), (Lq, 1), (Lq, 1)
-            for start, stop, first_row in self._blocks(Lq, Lk):
-                rows, keys = slice(first_row, Lq), slice(start, stop)
-                probs = self._scores(xp, q, k, mask, allowed, start, stop, first_row, probs_buffer)  # (R, b)
-                probs -= lse[rows]
-                xp.exp(probs, out=probs)  # P = exp(S_b - lse)
-                if grad_value is not None:  # dV_b += Pᵀ dO
-                    grad_value[_batch_index(index, grad_value)][keys] += xp.matmul(
-                        probs.T, grad_out[rows], out=_view(product_buffer, (stop - start, v.shape[-1]))
-                    )
-                grad_scores = _view(grad_scores_buffer, probs.shape)
-                xp.matmul(grad_out[rows], v[keys].T, out=grad_scores)  # dP = dO V_bᵀ
-                grad_scores -= row_D[rows]
-                grad_scores *= probs  # dS = P ∘ (dP - D)
-                if grad_query is not None:  # dQ += dS K_b (· scale, once at the end)
-                    grad_query[_batch_index(index, grad_query)][rows] += xp.matmul(
-                        grad_scores, k[keys], out=_view(product_buffer, (Lq - first_row, E))
-                    )
-                if grad_key is not None:  # dK_b += dSᵀ (Q · scale)
-                    grad_key[_batch_index(index, grad_key)][keys] += xp.matmul(
-                        grad_scores.T, q[rows], out=_view(product_buffer, (stop - start, E))
-                    )
-                if grad_mask is not None:  # dmask_b += dS, summed over the axes the mask broadcasts
-                    mask_grad = grad_mask[_batch_index(index, grad_mask)]
-                    block = _block_index(mask_grad, first_row, start, stop)
-                    mask_grad[block] += ops.sum_to(grad_scores, mask_grad[block].shape)
+        probs_buffer, grad_scores_buffer = self._buffer(xp), self._buffer(xp)
+        for start, stop, first_row in self._blocks(Lq, Lk):
+            rows, keys = (Ellipsis, slice(first_row, Lq), slice(None)), (Ellipsis, slice(start, stop), slice(None))
+            probs = self._scores(xp, start, stop, first_row, probs_buffer)  # (…, R, b)
+            probs -= self.lse[rows]
+            xp.exp(probs, out=probs)  # P = exp(S_b - lse)
+            grad_out = grad[rows]  # (…, R, Ev)
+            if grad_value is not None:  # dV_b += Pᵀ dO, summed over the axes V broadcasts along
+                grad_value[keys] += ops.sum_to(probs.swapaxes(-1, -2) @ grad_out, grad_value[keys].shape)
+            grad_scores = _view(grad_scores_buffer, probs.shape)
+            xp.matmul(grad_out, self.value[keys].swapaxes(-1, -2), out=grad_scores)  # dP = dO V_bᵀ
+            grad_scores -= D[rows]
+            grad_scores *= probs  # dS = P ∘ (dP - D)
+            if grad_query is not None:  # dQ += dS K_b (· scale, once at the end)
+                grad_query[rows] += ops.sum_to(grad_scores @ self.key[keys], grad_query[rows].shape)
+            if grad_key is not None:  # dK_b += dSᵀ (Q · scale)
+                grad_key[keys] += ops.sum_to(grad_scores.swapaxes(-1, -2) @ self.query[rows], grad_key[keys].shape)
+            if grad_mask is not None:  # dmask_b += dS, summed over the axes the mask broadcasts
+                block = _block_index(grad_mask, first_row, start, stop)
+                grad_mask[block] += ops.sum_to(grad_scores, grad_mask[block].shape)
         if grad_query is not None:
             grad_query *= self.scale
         return tuple(grads)
-
-    def _element(self, index):
-        """Batch element ``index`` of the saved arrays: query, key, value ``(L, E)``, masks 2-D or None."""
-        pick = lambda a: None if a is None else a[_batch_index(index, a)]
-        return pick(self.query), pick(self.key), pick(self.value), pick(self.mask), pick(self.allowed)
 
     def _blocks(self, Lq, Lk):
         """``(start, stop, first_row)`` for each block of keys; causal attention skips the queries
@@ -547,17 +533,27 @@ class BlockedAttention(Function):
                 return
             yield start, min(start + self.block_size, Lk), start if self.is_causal else 0
 
-    def _scores(self, xp, q, k, mask, allowed, start, stop, first_row, buffer):
-        """``S_b = Q[first_row:] K[start:stop]ᵀ·scale + mask``, forbidden keys ``-inf``: ``(R, b)``."""
-        scores = _view(buffer, (q.shape[0] - first_row, stop - start))
-        xp.matmul(q[first_row:], k[start:stop].T, out=scores)
-        if mask is not None:
-            scores += mask[_block_index(mask, first_row, start, stop)]
-        if allowed is not None:
-            xp.copyto(scores, -math.inf, where=~allowed[_block_index(allowed, first_row, start, stop)])
+    def _buffer(self, xp):
+        """Room for one block of scores over the whole batch, ``(…, Lq, block_size)``."""
+        return xp.empty(math.prod(self.batch) * self.query.shape[-2] * self.block_size, dtype=self.query.dtype)
+
+    def _scores(self, xp, start, stop, first_row, buffer):
+        """``S_b = Q[first_row:] K[start:stop]ᵀ·scale + mask`` over the whole batch, forbidden keys
+        ``-inf``: a ``(…, R, b)`` array in ``buffer``."""
+        q, k = self.query[..., first_row:, :], self.key[..., start:stop, :]  # (…, R, E), (…, b, E)
+        shape = self.batch + (q.shape[-2], k.shape[-2])
+        scores = _view(buffer, shape)
+        if tuple(np.broadcast_shapes(q.shape[:-2], k.shape[:-2])) == self.batch:
+            xp.matmul(q, k.swapaxes(-1, -2), out=scores)
+        else:  # V alone brings leading axes: the scores are the same along them
+            scores[...] = q @ k.swapaxes(-1, -2)
+        if self.mask is not None:
+            scores += self.mask[_block_index(self.mask, first_row, start, stop)]
+        if self.allowed is not None:
+            xp.copyto(scores, -math.inf, where=~self.allowed[_block_index(self.allowed, first_row, start, stop)])
         if self.is_causal:  # query first_row + r may not attend key start + c > first_row + r
-            corner = scores[: stop - start]  # (≤b, b): the rows that cross the diagonal
-            xp.copyto(corner, -math.inf, where=self.above_diagonal[: corner.shape[0], : stop - start])
+            corner = scores[..., : stop - start, :]  # (…, ≤b, b): the rows that cross the diagonal
+            xp.copyto(corner, -math.inf, where=self.above_diagonal[: corner.shape[-2], : stop - start])
         return scores
 
 

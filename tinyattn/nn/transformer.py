@@ -6,6 +6,9 @@ after the sum (``norm_first=False``, the paper and PyTorch's default) or before 
 after each block (``dropout1``, ``dropout2``, ``dropout3``) and after the feed-forward activation
 (``dropout``). ``eval()`` turns every dropout off; nothing else differs between train and eval.
 
+Where nothing random acts (eval mode, or dropout 0) and the activation is ReLU, the feed-forward
+block and its residual sum run as one graph node (``FeedForwardResidual``), with the same results.
+
 The layers call attention with ``need_weights=False``, as PyTorch's do. To inspect the weights,
 set ``layer.keep_attn_weights = True``: each forward then stores the last weights, detached,
 ``(B, H, Lq, Lk)``, in ``layer.attn_weights`` (encoder) or ``layer.self_attn_weights`` and

@@ -1,0 +1,67 @@
+"""The benchmark's yardsticks: the hand-written NumPy floor computes what the encoder layer computes,
+and the benchmark and the profiler run and report what they say they report."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import tinyattn as ta
+import tinyattn.nn as nn
+
+BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
+sys.path.insert(0, str(BENCHMARKS))
+import numpy_encoder  # noqa: E402
+
+# the floor's parameter names -> the layer's
+NAMES = {
+    "norm1.weight": "norm1.weight", "norm1.bias": "norm1.bias",
+    "wq": "self_attn.q_proj.weight", "bq": "self_attn.q_proj.bias",
+    "wk": "self_attn.k_proj.weight", "bk": "self_attn.k_proj.bias",
+    "wv": "self_attn.v_proj.weight", "bv": "self_attn.v_proj.bias",
+    "wo": "self_attn.out_proj.weight", "bo": "self_attn.out_proj.bias",
+    "norm2.weight": "norm2.weight", "norm2.bias": "norm2.bias",
+    "w1": "linear1.weight", "b1": "linear1.bias", "w2": "linear2.weight", "b2": "linear2.bias",
+}
+
+
+@pytest.mark.parametrize("B, L, d, H", [(2, 5, 8, 2), (3, 4, 12, 3)])
+def test_numpy_floor_matches_the_encoder_layer(B, L, d, H):
+    rng = np.random.default_rng(B)
+    params = numpy_encoder.init_params(d, H, 4 * d, dtype=np.float64, seed=B)
+    params["norm1.weight"] = rng.uniform(0.5, 1.5, d)  # not the identity, so that a wrong LayerNorm shows
+    params["bq"], params["norm2.bias"] = rng.standard_normal(d), rng.standard_normal(d)
+    x, upstream = rng.standard_normal((B, L, d)), rng.standard_normal((B, L, d))
+    y_floor, grads = numpy_encoder.forward_backward(x, upstream, params, H)
+
+    layer = nn.TransformerEncoderLayer(d, H, 4 * d, dropout=0.0, norm_first=True).double()
+    layer.load_state_dict({NAMES[name]: value for name, value in params.items()})
+    x_ta = ta.tensor(x, requires_grad=True)
+    y = layer(x_ta)
+    y.backward(upstream)
+    np.testing.assert_allclose(y.numpy(), y_floor, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(x_ta.grad, grads["x"], rtol=1e-10, atol=1e-12)
+    ours = dict(layer.named_parameters())
+    for name, grad in grads.items():
+        if name != "x":
+            np.testing.assert_allclose(ours[NAMES[name]].grad, grad, rtol=1e-10, atol=1e-12, err_msg=name)
+
+
+def test_benchmark_writes_its_table_and_the_profiler_its_top_entries(tmp_path):
+    table = tmp_path / "bench.json"
+    subprocess.run([sys.executable, str(BENCHMARKS / "run.py"), "--cases", "encoder", "--sizes", "small",
+                    "--repeat", "5", "--json", str(table)], check=True, capture_output=True, timeout=300)
+    rows = json.loads(table.read_text())
+    assert [(r["case"], r["size"], r["pass"]) for r in rows] == [("encoder", "small", "fwd"),
+                                                                  ("encoder", "small", "fwd+bwd")]
+    backward = rows[1]
+    assert backward["tinyattn_ms"] > 0 and backward["pytorch_ms"] > 0 and backward["floor_ms"] > 0
+    assert backward["ratio"] == pytest.approx(backward["tinyattn_ms"] / backward["pytorch_ms"])
+    assert backward["ratio_to_floor"] == pytest.approx(backward["tinyattn_ms"] / backward["floor_ms"])
+
+    result = subprocess.run([sys.executable, str(BENCHMARKS / "profile_step.py"), "--steps", "5", "--top", "5"],
+                            check=True, capture_output=True, text=True, timeout=300)
+    assert "tottime" in result.stdout and "tinyattn" in result.stdout
