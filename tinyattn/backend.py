@@ -208,7 +208,8 @@ def keep_freed_memory(enabled=True):
     ``mallopt(M_MMAP_THRESHOLD, 32 MiB)`` (the most it allows) and ``mallopt(M_TRIM_THRESHOLD, 1 GiB)``
     keep such blocks in the heap instead; the process then holds on to the memory of its largest
     step. ``tinyattn`` calls this when imported unless ``TINYATTN_KEEP_FREED_MEMORY=0``;
-    ``keep_freed_memory(False)`` restores glibc's defaults.
+    ``keep_freed_memory(False)`` sets both back to glibc's starting values (128 KiB), though not
+    glibc's habit of raising the mmap threshold by itself, which any explicit setting turns off.
     """
     if not sys.platform.startswith("linux"):
         return False

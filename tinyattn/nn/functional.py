@@ -85,8 +85,9 @@ def linear(input, weight, bias=None):
 
 
 def row_sum(matrix):
-    """``Σ_rows matrix`` of a ``(M, N)`` matrix as ``ones(M) @ matrix``: one BLAS call, several times
-    faster than ``matrix.sum(axis=0)`` on small matrices."""
+    """``Σ_rows matrix`` of a ``(M, N)`` matrix as ``ones(M) @ matrix``: one BLAS call, about twice as
+    fast as ``matrix.sum(axis=0)`` on a small model's matrices (1.2 against 2.3 µs at 32 × 128); on a
+    1024 × 1024 matrix it is the slower one (190 against 120 µs), well under 1% of a step there."""
     return backend.filled(matrix.shape[0], 1, matrix.dtype, backend.namespace(matrix)) @ matrix  # (N,)
 
 
@@ -199,7 +200,8 @@ class Normalize(Function):
     ``ĝ = g · weight``: ``dx = r · (ĝ - mean(ĝ) - x̂ · mean(ĝ · x̂))``, ``dweight = Σ g · x̂`` and
     ``dbias = Σ g`` over the rows. A constant row has x̂ = 0 and a finite gradient. The rows are
     handled as a ``(M, N)`` matrix; every mean and sum is a matrix-vector product with a vector of
-    ``1/N`` or of ones (one BLAS call, several times faster than NumPy's reductions on short rows).
+    ``1/N`` or of ones (one BLAS call; a mean along the rows this way is two to three times faster
+    than NumPy's reduction, at 32 × 32 as at 2048 × 512).
     """
 
     def forward(self, x, weight=None, bias=None, *, ndim, eps):
