@@ -247,9 +247,9 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
     >>> layer_norm(ta.tensor([[1.0, 3.0]]), (2,)).numpy().round(3).tolist()
     [[-1.0, 1.0]]
     """
-    if isinstance(normalized_shape, numbers.Integral):
-        normalized_shape = (normalized_shape,)
-    normalized_shape = tuple(normalized_shape)
+    if type(normalized_shape) is not tuple:  # (a tuple, as nn.LayerNorm passes, skips the slow abc check)
+        is_int = isinstance(normalized_shape, numbers.Integral)
+        normalized_shape = (normalized_shape,) if is_int else tuple(normalized_shape)
     ndim = len(normalized_shape)
     if ndim == 0 or input.ndim < ndim or input.shape[input.ndim - ndim:] != normalized_shape:
         raise ValueError(

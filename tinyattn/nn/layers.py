@@ -75,7 +75,9 @@ class Linear(Module):
                 f"dimension has size {input.shape[-1] if input.ndim else None} (input shape {input.shape}), "
                 f"expected {self.in_features}"
             )
-        return F.linear(input, self.weight, self.bias)
+        if self.bias is None:  # F.linear without its checks: the module has made its own
+            return F.Linear.apply(input, self.weight)
+        return F.Linear.apply(input, self.weight, self.bias)
 
     def extra_repr(self):
         return f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}"

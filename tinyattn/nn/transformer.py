@@ -275,13 +275,13 @@ def _feed_forward_residual(layer, x, residual, output_dropout):
     """``residual + layer._ff_block(x)``: one ``FeedForwardResidual`` node when the activation is
     ReLU, no dropout acts (eval mode or ``p = 0``; ``output_dropout`` is the block's last one) and
     one dtype runs throughout; composed otherwise."""
-    dropouts = (layer.dropout, output_dropout)
-    linears = (layer.linear1, layer.linear2)
-    if (layer.activation is F.relu and all(not d.training or d.p == 0 for d in dropouts)
-            and x.shape[-1] == layer.linear1.in_features and all(lin.bias is not None for lin in linears)
-            and all(t.dtype == x.dtype for t in (residual, *(p for lin in linears for p in (lin.weight, lin.bias))))):
-        return FeedForwardResidual.apply(x, residual, layer.linear1.weight, layer.linear1.bias,
-                                         layer.linear2.weight, layer.linear2.bias)  # (…, E)
+    linear1, linear2, dropout = layer.linear1, layer.linear2, layer.dropout
+    inputs = (x, residual, linear1.weight, linear1.bias, linear2.weight, linear2.bias)
+    if (layer.activation is F.relu and not (dropout.training and dropout.p)
+            and not (output_dropout.training and output_dropout.p)
+            and x.shape[-1] == linear1.in_features and linear1.bias is not None and linear2.bias is not None
+            and all(t.dtype == x.dtype for t in inputs)):
+        return FeedForwardResidual.apply(*inputs)  # (…, E)
     return residual + layer._ff_block(x)
 
 
