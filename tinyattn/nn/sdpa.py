@@ -80,8 +80,9 @@ def _masked_softmax(scores, allowed, scratch=False):
     each row: NumPy's maximum along short rows costs more than all the exponentials at the sizes
     attention meets (7 µs against 1.5 µs for 128 rows of 16). Softmax does not change when a row
     is shifted, so this is exact, except that a row whose entries all lie far below that maximum
-    could underflow: any row whose sum falls under ``√tiny`` of the dtype (1e-19 in float32) is
-    redone with its own maximum, which also leaves a row with no key at exactly 0.
+    could underflow: any row whose sum falls under ``tiny / eps`` of the dtype (1e-31 in float32:
+    its largest score more than about 71 below the array's) is redone with its own maximum, which
+    also leaves a row with no key at exactly 0. (Such rows cost a second pass over themselves.)
     """
     xp = backend.namespace(scores)
     Lk = scores.shape[-1]
@@ -97,14 +98,15 @@ def _masked_softmax(scores, allowed, scratch=False):
     xp.exp(weights, out=weights)  # exp(-inf) = 0 at forbidden keys
     ones = backend.filled(Lk, 1, weights.dtype, xp)
     total = weights @ ones  # (R,): row sums as one product
-    low = total < tiny
-    if low.any():  # rows far below the largest score, or with no key: redo with their own maximum
+    if total.min() < tiny:  # rows far below the largest score, or with no key: redo with their own maximum
+        low = total < tiny
         redo = rows[low]  # (r, Lk), a copy
         redo -= xp.maximum(redo.max(axis=1, keepdims=True), lowest)
         xp.exp(redo, out=redo)
         weights[low] = redo
         total[low] = redo @ ones  # at least 1 (the row's maximum gives exp(0)), or 0 with no key
-    weights /= xp.maximum(total, tiny)[:, None]  # a row with no key: 0 / tiny = 0
+        total = xp.maximum(total, tiny)  # a row with no key: 0 / tiny = 0
+    weights /= total[:, None]
     return weights.reshape(scores.shape)
 
 
@@ -112,10 +114,13 @@ _FINFO = {}
 
 
 def _finfo(dtype):
-    """``(lowest finite, √tiny)`` of a floating dtype, cached (``np.finfo`` costs a microsecond)."""
+    """``(lowest finite, tiny / eps)`` of a floating dtype, cached (``np.finfo`` costs a microsecond).
+
+    A row sum of at least ``tiny / eps`` (1e-31 in float32) keeps every entry that matters to the
+    normalised row, one above ``eps`` of the sum, a normal number: its exponential lost nothing."""
     if dtype not in _FINFO:
         info = np.finfo(dtype)
-        _FINFO[dtype] = (dtype.type(info.min), dtype.type(np.sqrt(info.tiny)))
+        _FINFO[dtype] = (dtype.type(info.min), dtype.type(info.tiny / info.eps))
     return _FINFO[dtype]
 
 
