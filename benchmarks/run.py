@@ -284,7 +284,7 @@ def time_interleaved(cases, repeat, warmup=3, device="cpu", block=5):
 def _repeat_for(size, requested):
     if requested:
         return requested
-    return {"small": 200, "medium": 20, "large": 10, "example": 30}[size]
+    return {"small": 200, "medium": 30, "large": 20, "example": 30}[size]
 
 
 def peak_memory(case, size, variant):
