@@ -61,6 +61,8 @@ def _normalize_dims(dim, ndim):
 
 
 class _Binary(Function):
+    fresh_gradients = True  # keeps no reference to what backward returns (see Function)
+
     def forward(self, a, b):
         self.a_shape, self.b_shape = a.shape, b.shape
         try:
@@ -149,6 +151,8 @@ class Where(Function):
 
 class MatMul(Function):
     """``a @ b`` with NumPy's rules: batched, broadcasting, 1-D operands promoted."""
+
+    fresh_gradients = True  # keeps no reference to what backward returns (see Function)
 
     def forward(self, a, b):
         inner_b = b.shape[-2] if b.ndim > 1 else b.shape[0]
@@ -364,6 +368,8 @@ def _is_advanced(index):
 
 class GetItem(Function):
     """``x[index]``: basic slices, or integer-array indexing (repeats accumulate)."""
+
+    fresh_gradients = True  # keeps no reference to what backward returns (see Function)
 
     def forward(self, x, index):
         self.shape, self.dtype, self.index = x.shape, x.dtype, index

@@ -78,6 +78,11 @@ class Function:
 
     __slots__ = ("parents", "sequence", "released", "__dict__")
 
+    #: True in a subclass whose ``backward`` returns arrays that it keeps no reference to, in a
+    #: tuple it keeps none to either (the library's own nodes whose gradients feed parameters):
+    #: a leaf may then keep such an array as its ``.grad`` without a copy (see ``_accumulate_leaf``).
+    fresh_gradients = False
+
     @classmethod
     def apply(cls, *inputs, **options):
         device = type(inputs[0].data)
@@ -125,11 +130,12 @@ def _topological_order(root):
 def _accumulate_leaf(t, grad, may_keep=True):
     """Add ``grad`` to the leaf's ``.grad``, never writing to an array anyone else can see.
 
-    The first gradient becomes ``.grad`` as it is when nothing but the graph walk refers to it:
-    a NumPy/CuPy array of the leaf's dtype, not a view, whose reference count is that of a fresh
+    The first gradient becomes ``.grad`` as it is when it comes from a node that declares its
+    gradients fresh (``Function.fresh_gradients``) and nothing but the graph walk refers to it: a
+    NumPy/CuPy array of the leaf's dtype, not a view, whose reference count is that of a fresh
     array passed down here (PyTorch's ``AccumulateGrad`` steals a gradient the same way). The
-    caller's array, an array that a node still waits on or that another leaf holds, or one a
-    node keeps: each is referred to elsewhere, so it is copied, in the leaf's dtype."""
+    caller's array, an array that a node still waits on or that another leaf holds: each is
+    referred to elsewhere, so it is copied, in the leaf's dtype, as is anything from other nodes."""
     if t.grad is not None:
         t.grad += grad
     elif (may_keep and sys.getrefcount(grad) <= _FRESH_REFERENCES and type(grad) is type(t.data)
@@ -147,8 +153,15 @@ def _fresh_references():
     def accumulate(t, grad):
         counts.append(sys.getrefcount(grad))
 
-    for p, g in zip((None,), (np.empty(1),)):
-        accumulate(p, g)
+    tracer, profiler = sys.gettrace(), sys.getprofile()
+    sys.settrace(None)  # a debugger's tracer may hold frames' locals: it would raise the count
+    sys.setprofile(None)
+    try:
+        for p, g in zip((None,), (np.empty(1),)):
+            accumulate(p, g)
+    finally:
+        sys.settrace(tracer)
+        sys.setprofile(profiler)
     return counts[0]
 
 
@@ -174,12 +187,13 @@ def _run_backward(root, grad, retain_graph):
         input_grads = fn.backward(grad)
         if not retain_graph:
             fn.release()
+        fresh = fn.fresh_gradients
         for p, g in zip(fn.parents, input_grads):
             if g is None or not p.requires_grad:
                 continue
             ctx = p._ctx
             if ctx is None:
-                _accumulate_leaf(p, g)
+                _accumulate_leaf(p, g, fresh)
                 continue
             previous = grads.get(ctx)
             if previous is None:

@@ -75,6 +75,8 @@ class InProjection(Function):
     three ``Linear`` nodes and ``SplitHeads``.
     """
 
+    fresh_gradients = True  # keeps no reference to what backward returns (see Function)
+
     def forward(self, x, w_q, w_k, w_v, b_q=None, b_k=None, b_v=None, *, num_heads):
         xp = backend.namespace(x)
         B, L, E = x.shape
@@ -189,10 +191,13 @@ class MultiHeadAttention(Module):
 
     def _fused_self_attention(self, query, key, value, need_weights):
         """Self-attention (one tensor as query, key and value) without the weights, shorter than the
-        blocked path's threshold and in one dtype throughout: ``InProjection`` and ``PackedSelfAttention``."""
+        blocked path's threshold, plain ``nn.Linear`` projections and one dtype throughout:
+        ``InProjection`` and ``PackedSelfAttention``."""
         if need_weights or not (query is key is value) or query.shape[1] >= _BLOCKED_MIN_KEYS:
             return False
         projections = (self.q_proj, self.k_proj, self.v_proj)
+        if any(type(p) is not Linear for p in projections):  # a replaced projection runs its own forward
+            return False
         tensors = [query] + [p.weight for p in projections] + [p.bias for p in projections if p.bias is not None]
         return all(t.dtype == query.dtype for t in tensors) and query.dtype.kind == "f"
 

@@ -79,7 +79,9 @@ def _masked_softmax(scores, allowed, scratch=False):
     The shift that keeps ``exp`` from overflowing is the largest score of the whole array, not of
     each row: NumPy's maximum along short rows costs more than all the exponentials at the sizes
     attention meets (7 µs against 1.5 µs for 128 rows of 16). Softmax does not change when a row
-    is shifted, so this is exact, except that a row whose entries all lie far below that maximum
+    is shifted, so every weight above ``eps`` of its row's largest comes out as exactly as with
+    the row's own maximum (smaller ones, in a row far below the array's maximum, may come out 0
+    where PyTorch gives a tiny number). A row whose entries all lie far below that maximum
     could underflow: any row whose sum falls under ``tiny / eps`` of the dtype (1e-31 in float32:
     its largest score more than about 71 below the array's) is redone with its own maximum, which
     also leaves a row with no key at exactly 0. (Such rows cost a second pass over themselves.)
@@ -98,8 +100,9 @@ def _masked_softmax(scores, allowed, scratch=False):
     xp.exp(weights, out=weights)  # exp(-inf) = 0 at forbidden keys
     ones = backend.filled(Lk, 1, weights.dtype, xp)
     total = weights @ ones  # (R,): row sums as one product
-    if total.min() < tiny:  # rows far below the largest score, or with no key: redo with their own maximum
-        low = total < tiny
+    if not total.min() >= tiny:  # rows far below the largest score, with no key, or NaN: redo them alone
+        low = ~(total >= tiny)  # (a NaN anywhere makes the whole array's maximum NaN: each row then
+        # gets its own, and the NaN stays in its row, as PyTorch keeps it)
         redo = rows[low]  # (r, Lk), a copy
         redo -= xp.maximum(redo.max(axis=1, keepdims=True), lowest)
         xp.exp(redo, out=redo)
@@ -153,8 +156,8 @@ class Attention(Function):
         dQ = dS K · scale    dK = dSᵀ Q · scale    dmask = dS
 
     each summed back over the leading axes its input broadcast along. It replaces five nodes
-    (scale, transpose, product, masked softmax, product) and keeps only ``P`` (and ``M``); the
-    test suite checks it against that composed form.
+    (scale, transpose, product, masked softmax, product) and keeps ``P`` (and ``M``) besides its
+    inputs; the test suite checks it against that composed form.
     """
 
     def forward(self, query, key, value, attn_mask=None, *, allowed, is_causal, scale, dropout_p):
@@ -300,6 +303,7 @@ def scaled_dot_product_attention(
         )
     if not (isinstance(dropout_p, numbers.Real) and 0.0 <= dropout_p <= 1.0):
         raise ValueError(f"scaled_dot_product_attention: dropout_p must be in [0, 1], got {dropout_p}")
+    dropout_p = float(dropout_p)  # a NumPy float64 would promote float32 work
     scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else float(scale)
     scores_shape = _broadcast_batch(query, key) + (query.shape[-2], key.shape[-2])  # (…, Lq, Lk)
     attn_mask = _checked_mask(attn_mask, query, scores_shape)
@@ -321,7 +325,7 @@ def packed_self_attention(qkv, attn_mask=None, dropout_p=0.0, is_causal=False):
     attn_mask = _checked_mask(attn_mask, qkv, (B, H, L, L))
     float_mask, allowed = _split_mask(attn_mask)
     return PackedSelfAttention.apply(
-        qkv, *float_mask, allowed=allowed, is_causal=is_causal, scale=1.0 / math.sqrt(D), dropout_p=dropout_p
+        qkv, *float_mask, allowed=allowed, is_causal=is_causal, scale=1.0 / math.sqrt(D), dropout_p=float(dropout_p)
     )  # (B, L, H·D)
 
 
@@ -401,10 +405,10 @@ _BLOCKED_MIN_KEYS = 512  # from here on the blocked path is as fast (measured at
 
 def _blocked_attention(query, key, value, attn_mask, is_causal, scale, block_size=None):
     """The memory-efficient path. ``block_size`` (keys per block) defaults to ``_BLOCK_SIZE``, fewer
-    when the whole batch's ``(…, Lq, block)`` scores would pass ``_BLOCK_ELEMENTS``."""
+    (down to 64) when the whole batch's ``(…, Lq, block)`` scores would pass ``_BLOCK_ELEMENTS``."""
     if block_size is None:
         rows = math.prod(_broadcast_batch(query, key, value)) * query.shape[-2]  # batch · Lq
-        block_size = max(1, min(_BLOCK_SIZE, _BLOCK_ELEMENTS // max(rows, 1)))
+        block_size = min(_BLOCK_SIZE, max(64, _BLOCK_ELEMENTS // max(rows, 1)))  # 64: BLAS needs some width
     block_size = int(block_size)
     if block_size < 1:
         raise ValueError(f"block_size must be a positive number of keys, got {block_size}")

@@ -99,6 +99,8 @@ class FeedForwardResidual(Function):
     (ReLU acts in place). The test suite checks it against that composed form.
     """
 
+    fresh_gradients = True  # keeps no reference to what backward returns (see Function)
+
     def forward(self, x, residual, w1, b1, w2, b2):
         M, E = math.prod(x.shape[:-1]), x.shape[-1]
         self.x, self.w1, self.w2, self.shape = x.reshape(M, E), w1, w2, x.shape  # x as rows (M, E)
@@ -273,9 +275,13 @@ class TransformerDecoderLayer(Module):
 
 def _feed_forward_residual(layer, x, residual, output_dropout):
     """``residual + layer._ff_block(x)``: one ``FeedForwardResidual`` node when the activation is
-    ReLU, no dropout acts (eval mode or ``p = 0``; ``output_dropout`` is the block's last one) and
-    one dtype runs throughout; composed otherwise."""
+    ReLU, no dropout acts (eval mode or ``p = 0``; ``output_dropout`` is the block's last one), the
+    block's parts are the layer's own (plain ``Linear`` and ``Dropout``, ``_ff_block`` not
+    overridden) and one dtype runs throughout; composed otherwise."""
     linear1, linear2, dropout = layer.linear1, layer.linear2, layer.dropout
+    if type(linear1) is not Linear or type(linear2) is not Linear or type(dropout) is not Dropout \
+            or type(output_dropout) is not Dropout or type(layer)._ff_block not in _OWN_FF_BLOCKS:
+        return residual + layer._ff_block(x)  # replaced parts run their own forward
     inputs = (x, residual, linear1.weight, linear1.bias, linear2.weight, linear2.bias)
     if (layer.activation is F.relu and not (dropout.training and dropout.p)
             and not (output_dropout.training and output_dropout.p)
@@ -283,6 +289,9 @@ def _feed_forward_residual(layer, x, residual, output_dropout):
             and all(t.dtype == x.dtype for t in inputs)):
         return FeedForwardResidual.apply(*inputs)  # (…, E)
     return residual + layer._ff_block(x)
+
+
+_OWN_FF_BLOCKS = (TransformerEncoderLayer._ff_block, TransformerDecoderLayer._ff_block)
 
 
 def _fresh_copies(layer, num_layers):
