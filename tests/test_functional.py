@@ -161,6 +161,10 @@ def test_matches_torch(spec, dtype, device, data, seed):
     upstream = np.random.default_rng(seed).standard_normal(ours.shape).astype(dtype)
     ours.backward(ta.tensor(upstream, device=device))
     theirs.backward(torch.tensor(upstream))
+    if dtype == np.float32 and spec.name.startswith("layer_norm"):
+        # LayerNorm's input gradient is a difference of terms of size |g·w|/σ that nearly cancel (for two
+        # elements it is all cancellation): float32 rounding of those terms, not of the result, sets the error
+        tolerance = dict(tolerance, atol=1e-4)
     for i, (mine, reference) in enumerate(zip(ours_in, theirs_in)):
         assert mine.grad.dtype == dtype, f"input {i}: gradient dtype {mine.grad.dtype}"
         np.testing.assert_allclose(ta.backend.to_numpy(mine.grad), reference.grad.numpy(), **tolerance,
