@@ -93,12 +93,14 @@ class InProjection(Function):
         grad = grad.transpose(1, 3, 0, 2, 4).reshape(B * L, 3 * H * D)  # (B·L, 3·H·D); a view if laid out as Y
         grad_x = (grad @ self.weight).reshape(B, L, self.x.shape[1]) if needs[0] else None  # (B, L, E)
         grad_weight = grad.T @ self.x if any(needs[1:4]) else None  # (3·H·D, E)
-        grad_bias = F.row_sum(grad) if len(needs) > 4 and any(needs[4:]) else None  # (3·H·D,)
-        E = H * D
-        grads = [grad_x]
-        for stacked in (grad_weight, grad_bias)[: (len(needs) - 1) // 3]:
-            grads += [None] * 3 if stacked is None else [stacked[:E], stacked[E:2 * E], stacked[2 * E:]]
-        return tuple(grads)
+        grad_bias = F.column_sums(grad) if len(needs) > 4 and any(needs[4:]) else None  # (3·H·D,)
+
+        def split(stacked):  # the gradients of the q, k and v parts, views into the stacked one
+            E = H * D
+            return (None,) * 3 if stacked is None else (stacked[:E], stacked[E:2 * E], stacked[2 * E:])
+
+        grads = (grad_x,) + split(grad_weight)
+        return grads + split(grad_bias) if len(needs) > 4 else grads
 
 
 class MultiHeadAttention(Module):

@@ -84,11 +84,19 @@ def linear(input, weight, bias=None):
     return Linear.apply(input, weight, bias)
 
 
-def row_sum(matrix):
-    """``Σ_rows matrix`` of a ``(M, N)`` matrix as ``ones(M) @ matrix``: one BLAS call, about twice as
+def column_sums(matrix):
+    """``(M, N) -> (N,)``: the sum of the rows, as ``ones(M) @ matrix``: one BLAS call, about twice as
     fast as ``matrix.sum(axis=0)`` on a small model's matrices (1.2 against 2.3 µs at 32 × 128); on a
     1024 × 1024 matrix it is the slower one (190 against 120 µs), well under 1% of a step there."""
     return backend.filled(matrix.shape[0], 1, matrix.dtype, backend.namespace(matrix)) @ matrix  # (N,)
+
+
+def row_sums(a):
+    """``(…, N) -> (…, 1)``: ``a.sum(-1, keepdims=True)`` of a contiguous array, as one matrix-vector
+    product (two to three times faster than NumPy's reduction along short rows)."""
+    n = a.shape[-1]
+    rows = a.reshape(math.prod(a.shape[:-1]), n)  # (R, N), a view
+    return (rows @ backend.filled(n, 1, a.dtype, backend.namespace(a))).reshape(a.shape[:-1] + (1,))
 
 
 class Linear(Function):
@@ -120,7 +128,7 @@ class Linear(Function):
         grad = grad.reshape(self.x.shape[0], grad.shape[-1])  # (M, out)
         grad_x = (grad @ self.weight).reshape(self.x_shape) if needs[0] else None  # (…, in)
         grad_weight = grad.T @ self.x if needs[1] else None  # (out, in), W's own layout
-        grad_bias = row_sum(grad) if len(needs) > 2 and needs[2] else None  # (out,)
+        grad_bias = column_sums(grad) if len(needs) > 2 and needs[2] else None  # (out,)
         return grad_x, grad_weight, grad_bias
 
 
@@ -234,7 +242,7 @@ class Normalize(Function):
         grads = ()
         if len(self.parents) > 1:
             shape = self.parents[1].shape
-            grads = (row_sum(grad * x_hat).reshape(shape), row_sum(grad).reshape(shape))  # dweight, dbias
+            grads = (column_sums(grad * x_hat).reshape(shape), column_sums(grad).reshape(shape))  # dweight, dbias
             grad = grad * self.weight  # ĝ
         if grad.dtype != average.dtype:
             average = average.astype(grad.dtype)

@@ -98,18 +98,17 @@ def _masked_softmax(scores, allowed, scratch=False):
     lowest, tiny = _finfo(scores.dtype)
     weights = rows - xp.maximum(rows.max(), lowest)  # (R, Lk), a fresh array; all -inf: shift by lowest
     xp.exp(weights, out=weights)  # exp(-inf) = 0 at forbidden keys
-    ones = backend.filled(Lk, 1, weights.dtype, xp)
-    total = weights @ ones  # (R,): row sums as one product
+    total = F.row_sums(weights)  # (R, 1)
     if not total.min() >= tiny:  # rows far below the largest score, with no key, or NaN: redo them alone
-        low = ~(total >= tiny)  # (a NaN anywhere makes the whole array's maximum NaN: each row then
+        low = ~(total[:, 0] >= tiny)  # (a NaN anywhere makes the whole array's maximum NaN: each row then
         # gets its own, and the NaN stays in its row, as PyTorch keeps it)
         redo = rows[low]  # (r, Lk), a copy
         redo -= xp.maximum(redo.max(axis=1, keepdims=True), lowest)
         xp.exp(redo, out=redo)
         weights[low] = redo
-        total[low] = redo @ ones  # at least 1 (the row's maximum gives exp(0)), or 0 with no key
+        total[low] = F.row_sums(redo)  # at least 1 (the row's maximum gives exp(0)), or 0 with no key
         total = xp.maximum(total, tiny)  # a row with no key: 0 / tiny = 0
-    weights /= total[:, None]
+    weights /= total
     return weights.reshape(scores.shape)
 
 
@@ -131,10 +130,7 @@ def _masked_softmax_backward(grad, y, out=None):
     """``∂L/∂s = y · (g - Σ g·y)`` for the softmax ``y`` of ``s``, into ``out`` (``out=grad``: in
     place) or a fresh array."""
     xp = backend.namespace(grad)
-    Lk = y.shape[-1]
-    product = grad * y  # (…, Lq, Lk), a fresh array
-    rows = product.reshape(math.prod(product.shape[:-1]), Lk)  # (R, Lk), a view
-    dot = (rows @ backend.filled(Lk, 1, y.dtype, xp)).reshape(product.shape[:-1] + (1,))  # (…, Lq, 1): Σ g·y
+    dot = F.row_sums(grad * y)  # (…, Lq, 1): Σ g·y
     grad_scores = xp.subtract(grad, dot, out=out)
     grad_scores *= y
     return grad_scores
@@ -436,12 +432,6 @@ def _view(buffer, shape):
     return buffer[: math.prod(shape)].reshape(shape)
 
 
-def _row_sums(a):
-    """``a.sum(-1, keepdims=True)`` of a contiguous array, as one matrix-vector product."""
-    xp, n = backend.namespace(a), a.shape[-1]
-    return (a.reshape(math.prod(a.shape[:-1]), n) @ backend.filled(n, 1, a.dtype, xp)).reshape(a.shape[:-1] + (1,))
-
-
 class BlockedAttention(Function):
     """Attention over blocks of keys with a running softmax (FlashAttention-2, on arrays).
 
@@ -476,6 +466,7 @@ class BlockedAttention(Function):
         self.key, self.value = xp.ascontiguousarray(key), xp.ascontiguousarray(value)  # (…, Lk, E), (…, Lk, Ev)
         self.mask, self.allowed = _at_least_2d(attn_mask), _at_least_2d(allowed)  # (…, Lq or 1, Lk or 1)
         self.is_causal, self.scale, self.block_size = is_causal, scale, max(1, min(block_size, Lk))
+        self.scores_cover_batch = tuple(np.broadcast_shapes(query.shape[:-2], key.shape[:-2])) == self.batch
         self.above_diagonal = xp.triu(xp.ones((self.block_size,) * 2, dtype=bool), 1) if is_causal else None
 
         self.out = xp.zeros(self.batch + (Lq, Ev), dtype=dtype)  # acc, then acc / l
@@ -491,7 +482,7 @@ class BlockedAttention(Function):
             probs -= shift
             xp.exp(probs, out=probs)  # exp(S_b - m')
             denominator[rows] *= rescale
-            denominator[rows] += _row_sums(probs)
+            denominator[rows] += F.row_sums(probs)
             acc = self.out[rows]  # (…, R, Ev), a view
             acc *= rescale
             acc += probs @ self.value[..., start:stop, :]
@@ -552,7 +543,7 @@ class BlockedAttention(Function):
         q, k = self.query[..., first_row:, :], self.key[..., start:stop, :]  # (…, R, E), (…, b, E)
         shape = self.batch + (q.shape[-2], k.shape[-2])
         scores = _view(buffer, shape)
-        if tuple(np.broadcast_shapes(q.shape[:-2], k.shape[:-2])) == self.batch:
+        if self.scores_cover_batch:
             xp.matmul(q, k.swapaxes(-1, -2), out=scores)
         else:  # V alone brings leading axes: the scores are the same along them
             scores[...] = q @ k.swapaxes(-1, -2)
