@@ -397,11 +397,12 @@ def test_summed_gradients_of_a_0d_tensor_used_many_times():
 
 def test_graph_walk_follows_creation_order_across_branches():
     x = ta.tensor(np.array([0.5, 1.5]), requires_grad=True)
+    w1, w2 = np.array([2.0, -1.0]), np.array([0.5, 3.0])  # weighted sums: an element mixed up would show
     a = x.exp()
-    b = (a * x).sum()  # created after a: walks before it
-    c = a.sum()
+    b = (a * x * w1).sum()  # created after a: walks before it
+    c = (a * w2).sum()
     (b + c).backward()
-    expected = np.exp(x.numpy()) * (x.numpy() + 1) + np.exp(x.numpy())
+    expected = np.exp(x.numpy()) * (x.numpy() + 1) * w1 + np.exp(x.numpy()) * w2
     np.testing.assert_allclose(x.grad, expected)
 
 
