@@ -197,13 +197,12 @@ class PackedSelfAttention(Attention):
 
 def _attention_weights(query, key, attn_mask, allowed, is_causal, scale, dropout_p):
     """``(P, M)``: the attention weights ``(…, Lq, Lk)`` and the dropout's scaled keep-mask, or ``None``."""
-    xp = backend.namespace(query)
     Lq, Lk = query.shape[-2], key.shape[-2]
     scores = (query * scale) @ key.swapaxes(-1, -2)  # (…, Lq, Lk), a fresh array; scaling Q is the cheaper side
     if attn_mask is not None:
         scores += attn_mask  # the mask broadcasts to the scores (checked by the caller)
     if is_causal:
-        causal = xp.tril(xp.ones((Lq, Lk), dtype=bool))  # (Lq, Lk): key j <= query i
+        causal = causal_mask(Lq, Lk, backend.device_of(query)).data  # (Lq, Lk): key j <= query i
         allowed = causal if allowed is None else allowed & causal
     weights = _masked_softmax(scores, allowed, scratch=True)  # (…, Lq, Lk), a fresh array
     keep = None
@@ -368,7 +367,6 @@ def _one_float_dtype(query, key, value, attn_mask):
 
 def _attention(query, key, value, attn_mask, dropout_p, is_causal, scale):
     """The whole-matrix path: scores, masked softmax, dropout, weighted sum of values."""
-    xp = backend.namespace(query.data)
     Lq, Lk = query.shape[-2], key.shape[-2]
     scores = (query * scale) @ key.transpose(-2, -1)  # (…, Lq, Lk); scaling the queries is the cheaper side
 
@@ -379,7 +377,7 @@ def _attention(query, key, value, attn_mask, dropout_p, is_causal, scale):
         else:
             scores = scores + attn_mask  # (…, Lq, Lk); -inf forbids a key
     if is_causal:
-        causal = xp.tril(xp.ones((Lq, Lk), dtype=bool))  # (Lq, Lk): key j <= query i
+        causal = causal_mask(Lq, Lk, query.device).data  # (Lq, Lk): key j <= query i
         allowed = causal if allowed is None else allowed & causal
 
     if allowed is None:
