@@ -20,7 +20,7 @@ import tinyattn.nn as nn
 import tinyattn.nn.functional as F
 from tinyattn import testing as tt
 from tinyattn.nn.attention import MergeHeads, SplitHeads
-from tinyattn.nn.transformer import FeedForwardResidual
+from tinyattn.nn.blocks import FeedForwardResidual
 
 DEVICES = ["cpu", "strict"]
 
@@ -151,9 +151,20 @@ def test_feed_forward_residual_with_the_input_as_residual_and_gradcheck():
         np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12)
 
 
+def _node_types(out):
+    names, seen, stack = set(), set(), [out._ctx]
+    while stack:
+        ctx = stack.pop()
+        if ctx is not None and id(ctx) not in seen:
+            seen.add(id(ctx))
+            names.add(type(ctx).__name__)
+            stack.extend(p._ctx for p in ctx.parents)
+    return names
+
+
 @pytest.mark.parametrize("layer_type", ["encoder", "decoder"])
 @pytest.mark.parametrize("norm_first", [True, False])
-def test_transformer_layers_use_the_fused_block_only_when_no_dropout_acts(layer_type, norm_first):
+def test_transformer_layers_use_the_fused_blocks_only_when_no_dropout_acts(layer_type, norm_first):
     ta.manual_seed(0)
     cls = nn.TransformerEncoderLayer if layer_type == "encoder" else nn.TransformerDecoderLayer
     layer = cls(8, 2, dim_feedforward=12, dropout=0.3, norm_first=norm_first).double().eval()
@@ -170,19 +181,16 @@ def test_transformer_layers_use_the_fused_block_only_when_no_dropout_acts(layer_
         return y, [y.numpy(), x.grad.copy()] + [p.grad.copy() for p in layer.parameters()]
 
     y, fused = run()
-    nodes = {type(y._ctx).__name__} | {type(p._ctx).__name__ for p in y._ctx.parents if p._ctx is not None}
-    assert "FeedForwardResidual" in nodes  # eval mode: dropout is off, the block is one node
-    layer.activation = lambda t: t.relu()  # the same function, not F.relu: the composed path
+    assert {"SelfAttentionBlock", "FeedForwardBlock"} <= _node_types(y)  # eval mode: dropout is off
+    layer.activation = lambda t: t.relu()  # the same function, not F.relu: the feed-forward block is composed
     y, composed = run()
-    assert "FeedForwardResidual" not in {type(y._ctx).__name__} | {
-        type(p._ctx).__name__ for p in y._ctx.parents if p._ctx is not None}
+    assert "SelfAttentionBlock" in _node_types(y) and "FeedForwardBlock" not in _node_types(y)
     for a, b in zip(fused, composed):
         np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12)
     layer.activation = F.relu
     layer.train()  # dropout acts: composed, so that the dropout masks stay where PyTorch puts them
     y = layer(*args)
-    assert "FeedForwardResidual" not in {type(y._ctx).__name__} | {
-        type(p._ctx).__name__ for p in y._ctx.parents if p._ctx is not None}
+    assert not {"SelfAttentionBlock", "FeedForwardBlock", "FeedForwardResidual"} & _node_types(y)
 
 
 # ----------------------------------------------------------------------------- host memory

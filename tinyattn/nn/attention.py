@@ -69,7 +69,7 @@ class InProjection(Function):
     With ``W = [W_q; W_k; W_v]`` (``(3·H·D, E)``, stacked) and ``b = [b_q; b_k; b_v]``, ``Y = X Wᵀ + b``
     is one ``(B·L, 3·H·D)`` product, and ``qkv`` is a view of it, split into heads:
 
-        ∂L/∂X = G W    ∂L/∂W = Gᵀ X  (split back into W_q, W_k, W_v)    ∂L/∂b = Σ_rows G
+        ∂L/∂X = G W    ∂L/∂W_q = G_qᵀ X  (and so for k, v)    ∂L/∂b_q = Σ_rows G_q
 
     ``G`` is the gradient of ``qkv`` seen as ``(B·L, 3·H·D)``. The test suite checks it against
     three ``Linear`` nodes and ``SplitHeads``.
@@ -92,15 +92,28 @@ class InProjection(Function):
         _, B, H, L, D = grad.shape
         grad = grad.transpose(1, 3, 0, 2, 4).reshape(B * L, 3 * H * D)  # (B·L, 3·H·D); a view if laid out as Y
         grad_x = (grad @ self.weight).reshape(B, L, self.x.shape[1]) if needs[0] else None  # (B, L, E)
-        grad_weight = grad.T @ self.x if any(needs[1:4]) else None  # (3·H·D, E)
-        grad_bias = F.column_sums(grad) if len(needs) > 4 and any(needs[4:]) else None  # (3·H·D,)
+        E = H * D
+        parts = (grad[:, :E], grad[:, E:2 * E], grad[:, 2 * E:])  # G_q, G_k, G_v (B·L, H·D), views
+        # each weight's and bias's gradient as its own product: a fresh array a leaf can keep as it is
+        grads = [grad_x] + [part.T @ self.x if need else None for part, need in zip(parts, needs[1:4])]  # (H·D, E)
+        grads += [F.column_sums(part) if need else None for part, need in zip(parts, needs[4:])]  # (H·D,)
+        return tuple(grads)
 
-        def split(stacked):  # the gradients of the q, k and v parts, views into the stacked one
-            E = H * D
-            return (None,) * 3 if stacked is None else (stacked[:E], stacked[E:2 * E], stacked[2 * E:])
 
-        grads = (grad_x,) + split(grad_weight)
-        return grads + split(grad_bias) if len(needs) > 4 else grads
+def _all_of_dtype(dtype, tensors):
+    """True when every one of ``tensors`` is a tensor (not ``None``) of ``dtype``. A plain loop: the
+    fused paths ask this on every call."""
+    for t in tensors:
+        if t is None or t.dtype != dtype:
+            return False
+    return True
+
+
+def _per_batch_mask(attn_mask):
+    """A 3-D ``(B, Lq, Lk)`` mask as ``(B, 1, Lq, Lk)``, the same for every head; others as they are."""
+    if attn_mask is not None and attn_mask.ndim == 3:
+        return attn_mask[:, None]
+    return attn_mask
 
 
 class MultiHeadAttention(Module):
@@ -172,13 +185,12 @@ class MultiHeadAttention(Module):
         value = key if value is None else value
         self._check_inputs(query, key, value)
         H = self.num_heads
-        if attn_mask is not None and attn_mask.ndim == 3:
-            attn_mask = attn_mask[:, None]  # (B, Lq, Lk) -> (B, 1, Lq, Lk)
+        attn_mask = _per_batch_mask(attn_mask)
         dropout_p = self.dropout if self.training else 0.0
         if self._fused_self_attention(query, key, value, need_weights):  # the same result, three nodes
-            weights = (self.q_proj.weight, self.k_proj.weight, self.v_proj.weight)
-            biases = () if self.q_proj.bias is None else (self.q_proj.bias, self.k_proj.bias, self.v_proj.bias)
-            qkv = InProjection.apply(query, *weights, *biases, num_heads=H)  # (B, L, E) -> (3, B, H, L, D)
+            q, k, v = self.q_proj, self.k_proj, self.v_proj
+            params = (q.weight, k.weight, v.weight) + ((q.bias, k.bias, v.bias) if q.bias is not None else ())
+            qkv = InProjection.apply(query, *params, num_heads=H)  # (B, L, E) -> (3, B, H, L, D)
             concat = packed_self_attention(qkv, attn_mask, dropout_p, is_causal)  # (B, L, E)
             return self.out_proj(concat), None
 
@@ -197,11 +209,11 @@ class MultiHeadAttention(Module):
         ``InProjection`` and ``PackedSelfAttention``."""
         if need_weights or not (query is key is value) or query.shape[1] >= _BLOCKED_MIN_KEYS:
             return False
-        projections = (self.q_proj, self.k_proj, self.v_proj)
-        if any(type(p) is not Linear for p in projections):  # a replaced projection runs its own forward
-            return False
-        tensors = [query] + [p.weight for p in projections] + [p.bias for p in projections if p.bias is not None]
-        return all(t.dtype == query.dtype for t in tensors) and query.dtype.kind == "f"
+        q, k, v = self.q_proj, self.k_proj, self.v_proj
+        if type(q) is not Linear or type(k) is not Linear or type(v) is not Linear:
+            return False  # a replaced projection runs its own forward
+        params = (q.weight, k.weight, v.weight) + ((q.bias, k.bias, v.bias) if q.bias is not None else ())
+        return query.dtype.kind == "f" and _all_of_dtype(query.dtype, params)  # biases: all three or none
 
     def _check_inputs(self, query, key, value):
         expected = [("query", query, self.embed_dim), ("key", key, self.kdim), ("value", value, self.vdim)]

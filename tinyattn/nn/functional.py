@@ -85,9 +85,9 @@ def linear(input, weight, bias=None):
 
 
 def column_sums(matrix):
-    """``(M, N) -> (N,)``: the sum of the rows, as ``ones(M) @ matrix``: one BLAS call, about twice as
-    fast as ``matrix.sum(axis=0)`` on a small model's matrices (1.2 against 2.3 µs at 32 × 128); on a
-    1024 × 1024 matrix it is the slower one (190 against 120 µs), well under 1% of a step there."""
+    """``(M, N) -> (N,)``: the sum of the rows, as ``ones(M) @ matrix``: one BLAS call, faster than
+    ``matrix.sum(axis=0)`` at every size a Transformer layer meets here (1.2 against 2.2 µs at
+    32 × 128, 63 against 115 µs at 1024 × 1024, 0.20 against 0.86 ms at 2048 × 2048)."""
     return backend.filled(matrix.shape[0], 1, matrix.dtype, backend.namespace(matrix)) @ matrix  # (N,)
 
 
@@ -237,19 +237,23 @@ class Normalize(Function):
         return out.reshape(x.shape)
 
     def backward(self, grad):
+        xp = backend.namespace(grad)
         x_hat, average = self.normalized, self.average  # (M, N), (N,)
         grad = grad.reshape(x_hat.shape)  # (M, N)
         grads = ()
         if len(self.parents) > 1:
             shape = self.parents[1].shape
-            grads = (column_sums(grad * x_hat).reshape(shape), column_sums(grad).reshape(shape))  # dweight, dbias
+            grads = (column_sums(grad * x_hat), column_sums(grad))  # dweight, dbias (N,)
+            if shape != grads[0].shape:
+                grads = (grads[0].reshape(shape), grads[1].reshape(shape))
             grad = grad * self.weight  # ĝ
         if grad.dtype != average.dtype:
             average = average.astype(grad.dtype)
         grad_x = grad - (grad @ average)[:, None]  # (M, N), a fresh array: updated in place
         grad_x -= x_hat * ((grad * x_hat) @ average)[:, None]
-        grad_x *= self.rstd
-        return (grad_x.reshape(self.shape),) + grads
+        out = xp.empty(self.shape, dtype=grad_x.dtype)  # dx in the input's shape, written through a (M, N) view:
+        xp.multiply(grad_x, self.rstd, out=out.reshape(x_hat.shape))  # an array of its own, not a view
+        return (out,) + grads
 
 
 def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):

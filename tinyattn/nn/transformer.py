@@ -6,8 +6,9 @@ after the sum (``norm_first=False``, the paper and PyTorch's default) or before 
 after each block (``dropout1``, ``dropout2``, ``dropout3``) and after the feed-forward activation
 (``dropout``). ``eval()`` turns every dropout off; nothing else differs between train and eval.
 
-Where nothing random acts (eval mode, or dropout 0) and the activation is ReLU, the feed-forward
-block and its residual sum run as one graph node (``FeedForwardResidual``), with the same results.
+Where nothing random acts (eval mode, or dropout 0), each residual block (self-attention, and a
+ReLU feed-forward block, each with its LayerNorm and sum) runs as one graph node with the same
+arithmetic (``nn.blocks``); ``FUSED_BLOCKS = False`` here turns that off.
 
 The layers call attention with ``need_weights=False``, as PyTorch's do. To inspect the weights,
 set ``layer.keep_attn_weights = True``: each forward then stores the last weights, detached,
@@ -31,11 +32,13 @@ import math
 import numpy as np
 
 from .. import backend
-from ..tensor import Function, Tensor
+from ..tensor import Tensor
 from . import functional as F
-from .attention import MultiHeadAttention
+from .attention import MultiHeadAttention, _all_of_dtype, _per_batch_mask
+from .blocks import FeedForwardBlock, SelfAttentionBlock
 from .layers import Dropout, LayerNorm, Linear, ModuleList
 from .module import Module
+from .sdpa import _checked_mask, _split_mask
 
 
 class PositionalEncoding(Module):
@@ -83,48 +86,6 @@ class PositionalEncoding(Module):
 
     def extra_repr(self):
         return f"d_model={self.d_model}, max_len={self.max_len}"
-
-
-class FeedForwardResidual(Function):
-    """The feed-forward block and its residual sum as one node (ReLU, no active dropout):
-
-        y = r + relu(x W1ᵀ + b1) W2ᵀ + b2       x, r: (…, E) seen as rows (M, E); W1 (F, E), W2 (E, F)
-
-    Backward, with ``G = ∂L/∂y`` as ``(M, E)`` and ``A = relu(x W1ᵀ + b1)`` kept from forward:
-
-        ∂r = G    ∂W2 = Gᵀ A    ∂b2 = Σ_rows G    ∂Z = (G W2) ∘ [A > 0]
-        ∂W1 = ∂Zᵀ x    ∂b1 = Σ_rows ∂Z    ∂x = ∂Z W1
-
-    It replaces four nodes (``linear1``, ``relu``, ``linear2``, ``+``) and one ``(M, F)`` array
-    (ReLU acts in place). The test suite checks it against that composed form.
-    """
-
-    fresh_gradients = True  # keeps no reference to what backward returns (see Function)
-
-    def forward(self, x, residual, w1, b1, w2, b2):
-        M, E = math.prod(x.shape[:-1]), x.shape[-1]
-        self.x, self.w1, self.w2, self.shape = x.reshape(M, E), w1, w2, x.shape  # x as rows (M, E)
-        hidden = self.x @ w1.T  # (M, F), a fresh array
-        hidden += b1
-        self.hidden = backend.namespace(x).maximum(hidden, 0, out=hidden)  # A, in place
-        out = self.hidden @ w2.T  # (M, E)
-        out += b2
-        out += residual.reshape(M, E)
-        return out.reshape(x.shape)
-
-    def backward(self, grad):
-        needs = [p.requires_grad for p in self.parents]
-        rows = grad.reshape(self.x.shape[0], grad.shape[-1])  # G (M, E)
-        grad_w2 = rows.T @ self.hidden if needs[4] else None  # (E, F)
-        grad_b2 = rows.sum(axis=0) if needs[5] else None  # (E,)
-        grad_x = grad_w1 = grad_b1 = None
-        if needs[0] or needs[2] or needs[3]:
-            grad_hidden = rows @ self.w2  # (M, F), a fresh array
-            grad_hidden *= self.hidden > 0  # ∂Z
-            grad_x = (grad_hidden @ self.w1).reshape(self.shape) if needs[0] else None  # (…, E)
-            grad_w1 = grad_hidden.T @ self.x if needs[2] else None  # (F, E)
-            grad_b1 = grad_hidden.sum(axis=0) if needs[3] else None  # (F,)
-        return grad_x, grad if needs[1] else None, grad_w1, grad_b1, grad_w2, grad_b2
 
 
 def _activation(activation):
@@ -182,12 +143,8 @@ class TransformerEncoderLayer(Module):
     def forward(self, src, src_mask=None, is_causal=False):
         _check_batch_first("TransformerEncoderLayer: src", src, self.self_attn.embed_dim)
         x = src  # (B, S, E)
-        if self.norm_first:
-            x = x + self._sa_block(self.norm1(x), src_mask, is_causal)
-            x = _feed_forward_residual(self, self.norm2(x), x, self.dropout2)
-        else:
-            x = self.norm1(x + self._sa_block(x, src_mask, is_causal))
-            x = self.norm2(_feed_forward_residual(self, x, x, self.dropout2))
+        x = _self_attention_residual(self, x, src_mask, is_causal)  # x + SA(norm1(x)), or norm1(x + SA(x))
+        x = _feed_forward_residual(self, self.norm2, x, self.dropout2)  # x + FF(norm2(x)), or norm2(x + FF(x))
         return x  # (B, S, E)
 
     def _sa_block(self, x, attn_mask, is_causal):
@@ -246,14 +203,12 @@ class TransformerDecoderLayer(Module):
         _check_batch_first("TransformerDecoderLayer: tgt", tgt, d_model)
         _check_batch_first("TransformerDecoderLayer: memory", memory, d_model)
         x = tgt  # (B, T, E)
+        x = _self_attention_residual(self, x, tgt_mask, tgt_is_causal)  # x + SA(norm1(x)), or norm1(x + SA(x))
         if self.norm_first:
-            x = x + self._sa_block(self.norm1(x), tgt_mask, tgt_is_causal)
             x = x + self._ca_block(self.norm2(x), memory, memory_mask)
-            x = _feed_forward_residual(self, self.norm3(x), x, self.dropout3)
         else:
-            x = self.norm1(x + self._sa_block(x, tgt_mask, tgt_is_causal))
             x = self.norm2(x + self._ca_block(x, memory, memory_mask))
-            x = self.norm3(_feed_forward_residual(self, x, x, self.dropout3))
+        x = _feed_forward_residual(self, self.norm3, x, self.dropout3)  # x + FF(norm3(x)), or norm3(x + FF(x))
         return x  # (B, T, E)
 
     def _sa_block(self, x, attn_mask, is_causal):
@@ -273,24 +228,69 @@ class TransformerDecoderLayer(Module):
         return self.dropout3(x)
 
 
-def _feed_forward_residual(layer, x, residual, output_dropout):
-    """``residual + layer._ff_block(x)``: one ``FeedForwardResidual`` node when the activation is
-    ReLU, no dropout acts (eval mode or ``p = 0``; ``output_dropout`` is the block's last one), the
-    block's parts are the layer's own (plain ``Linear`` and ``Dropout``, ``_ff_block`` not
-    overridden) and one dtype runs throughout; composed otherwise."""
+#: Run each residual block as one graph node where it computes the same (``nn.blocks``);
+#: ``False``: always the composed nodes, e.g. to step through them in a debugger.
+FUSED_BLOCKS = True
+
+
+def _self_attention_residual(layer, x, attn_mask, is_causal):
+    """Pre-norm ``x + _sa_block(norm1(x))``, post-norm ``norm1(x + _sa_block(x))``: one
+    ``SelfAttentionBlock`` node where it applies, the composed nodes otherwise."""
+    fused = _self_attention_block(layer, x, attn_mask, is_causal) if FUSED_BLOCKS else None
+    if fused is not None:
+        return fused
+    if layer.norm_first:
+        return x + layer._sa_block(layer.norm1(x), attn_mask, is_causal)
+    return layer.norm1(x + layer._sa_block(x, attn_mask, is_causal))
+
+
+def _self_attention_block(layer, x, attn_mask, is_causal):
+    """``SelfAttentionBlock.apply(…)``, or ``None`` where the block would not compute what the
+    layer's parts do: the weights are kept, dropout acts, a part is replaced (``_sa_block``
+    overridden; ``norm1``, ``dropout1``, attention or its projections not the library's own
+    classes), attention is not on its own fused self-attention path, a bias is missing, the
+    norm is not over the last axis, a dtype differs, or a float mask needs a gradient."""
+    attention, norm, dropout = layer.self_attn, layer.norm1, layer.dropout1
+    if (layer.keep_attn_weights or type(layer)._sa_block not in _OWN_SA_BLOCKS
+            or type(attention) is not MultiHeadAttention or type(norm) is not LayerNorm or type(dropout) is not Dropout
+            or (attention.training and attention.dropout) or (dropout.training and dropout.p)
+            or not attention._fused_self_attention(x, x, x, need_weights=False)):
+        return None
+    q, k, v, out = attention.q_proj, attention.k_proj, attention.v_proj, attention.out_proj
+    inputs = (x, norm.weight, norm.bias, q.weight, k.weight, v.weight, q.bias, k.bias, v.bias, out.weight, out.bias)
+    if type(out) is not Linear or norm.normalized_shape != x.shape[-1:] or not _all_of_dtype(x.dtype, inputs):
+        return None
+    B, L, _ = x.shape
+    H = attention.num_heads
+    float_mask, allowed = _split_mask(_checked_mask(_per_batch_mask(attn_mask), x, (B, H, L, L)))  # () or (mask,)
+    if float_mask and float_mask[0].requires_grad:
+        return None  # the composed nodes hand the mask its gradient
+    return SelfAttentionBlock.apply(*inputs, num_heads=H, norm_first=layer.norm_first, eps=norm.eps,
+                                    attn_mask=float_mask[0].data if float_mask else None, allowed=allowed,
+                                    is_causal=is_causal)  # (B, L, E)
+
+
+def _feed_forward_residual(layer, norm, x, output_dropout):
+    """Pre-norm ``x + _ff_block(norm(x))``, post-norm ``norm(x + _ff_block(x))`` (``output_dropout``
+    is the block's last dropout): one ``FeedForwardBlock`` node where the activation is ReLU, no
+    dropout acts, the parts are the layer's own (``_ff_block`` not overridden; plain ``Linear``
+    with biases, ``Dropout`` and ``LayerNorm`` over the last axis) and one dtype runs throughout;
+    the composed nodes otherwise."""
     linear1, linear2, dropout = layer.linear1, layer.linear2, layer.dropout
-    if type(linear1) is not Linear or type(linear2) is not Linear or type(dropout) is not Dropout \
-            or type(output_dropout) is not Dropout or type(layer)._ff_block not in _OWN_FF_BLOCKS:
-        return residual + layer._ff_block(x)  # replaced parts run their own forward
-    inputs = (x, residual, linear1.weight, linear1.bias, linear2.weight, linear2.bias)
-    if (layer.activation is F.relu and not (dropout.training and dropout.p)
-            and not (output_dropout.training and output_dropout.p)
-            and x.shape[-1] == linear1.in_features and linear1.bias is not None and linear2.bias is not None
-            and all(t.dtype == x.dtype for t in inputs)):
-        return FeedForwardResidual.apply(*inputs)  # (…, E)
-    return residual + layer._ff_block(x)
+    if (FUSED_BLOCKS and layer.activation is F.relu and type(layer)._ff_block in _OWN_FF_BLOCKS
+            and type(linear1) is Linear and type(linear2) is Linear and type(norm) is LayerNorm
+            and type(dropout) is Dropout and not (dropout.training and dropout.p)
+            and type(output_dropout) is Dropout and not (output_dropout.training and output_dropout.p)
+            and norm.normalized_shape == x.shape[-1:] and linear1.in_features == linear2.out_features == x.shape[-1]):
+        inputs = (x, norm.weight, norm.bias, linear1.weight, linear1.bias, linear2.weight, linear2.bias)
+        if _all_of_dtype(x.dtype, inputs):
+            return FeedForwardBlock.apply(*inputs, norm_first=layer.norm_first, eps=norm.eps)  # (…, E)
+    if layer.norm_first:
+        return x + layer._ff_block(norm(x))
+    return norm(x + layer._ff_block(x))
 
 
+_OWN_SA_BLOCKS = (TransformerEncoderLayer._sa_block, TransformerDecoderLayer._sa_block)
 _OWN_FF_BLOCKS = (TransformerEncoderLayer._ff_block, TransformerDecoderLayer._ff_block)
 
 
