@@ -20,7 +20,7 @@ import tinyattn.nn as nn
 import tinyattn.nn.functional as F
 from tinyattn import testing as tt
 from tinyattn.nn.attention import MergeHeads, SplitHeads
-from tinyattn.nn.blocks import FeedForwardResidual
+from tinyattn.nn.blocks import FeedForwardBlock
 
 DEVICES = ["cpu", "strict"]
 
@@ -115,40 +115,34 @@ def test_layer_norm_matches_composed(device, affine, data, seed):
 def _feed_forward_case(draw):
     batch = draw(tt.shapes(min_dims=1, max_dims=2, min_side=1, max_side=3))
     E, hidden = draw(st.integers(1, 4)), draw(st.integers(1, 5))
-    # inputs: x, residual, w1, b1, w2, b2
-    arrays = [draw(tt.arrays(batch + (E,))), draw(tt.arrays(batch + (E,))), draw(tt.arrays((hidden, E))),
-              draw(tt.arrays((hidden,))), draw(tt.arrays((E, hidden))), draw(tt.arrays((E,)))]
-    needs = draw(st.lists(st.booleans(), min_size=6, max_size=6).filter(any))
-    return arrays, needs, batch + (E,)
+    # inputs: x, norm weight, norm bias, w1, b1, w2, b2
+    arrays = [draw(tt.arrays(batch + (E,))), draw(tt.arrays((E,))), draw(tt.arrays((E,))),
+              draw(tt.arrays((hidden, E))), draw(tt.arrays((hidden,))), draw(tt.arrays((E, hidden))),
+              draw(tt.arrays((E,)))]
+    needs = draw(st.lists(st.booleans(), min_size=7, max_size=7).filter(any))
+    return arrays, needs, batch + (E,), draw(st.booleans())
 
 
-def _feed_forward_composed(x, residual, w1, b1, w2, b2):
-    return residual + F.linear(F.relu(F.linear(x, w1, b1)), w2, b2)
+def _feed_forward_composed(norm_first):
+    def composed(x, norm_weight, norm_bias, w1, b1, w2, b2):
+        def feed_forward(h):
+            return F.linear(F.relu(F.linear(h, w1, b1)), w2, b2)
+
+        norm = (lambda h: F.layer_norm(h, (h.shape[-1],), norm_weight, norm_bias))  # noqa: E731
+        return x + feed_forward(norm(x)) if norm_first else norm(x + feed_forward(x))
+
+    return composed
 
 
 @pytest.mark.parametrize("device", DEVICES)
 @given(case=_feed_forward_case(), seed=st.integers(0, 2**32 - 1))
-def test_feed_forward_residual_matches_composed(device, case, seed):
-    arrays, needs, shape = case
+def test_feed_forward_block_matches_composed(device, case, seed):
+    """Any batch shape, pre- and post-norm, any subset of the inputs needing a gradient."""
+    arrays, needs, shape, norm_first = case
     upstream = np.random.default_rng(seed).standard_normal(shape)
-    fused = _run(FeedForwardResidual.apply, arrays, needs, upstream, device)
-    _assert_same(fused, _run(_feed_forward_composed, arrays, needs, upstream, device))
-
-
-def test_feed_forward_residual_with_the_input_as_residual_and_gradcheck():
-    rng = np.random.default_rng(3)
-    x = ta.tensor(rng.standard_normal((2, 3, 4)), requires_grad=True)
-    params = [ta.tensor(rng.standard_normal(shape), requires_grad=True) for shape in [(6, 4), (6,), (4, 6), (4,)]]
-    assert tt.gradcheck(lambda x, *p: FeedForwardResidual.apply(x, x, *p), [x, *params])  # post-norm: r is x
-    upstream = rng.standard_normal((2, 3, 4))
-    grads = []
-    for fn in (FeedForwardResidual.apply, _feed_forward_composed):
-        for t in (x, *params):
-            t.grad = None
-        fn(x, x, *params).backward(upstream)
-        grads.append([t.grad.copy() for t in (x, *params)])
-    for a, b in zip(*grads):
-        np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12)
+    fused = _run(lambda *t: FeedForwardBlock.apply(*t, norm_first=norm_first, eps=1e-5), arrays, needs, upstream,
+                 device)
+    _assert_same(fused, _run(_feed_forward_composed(norm_first), arrays, needs, upstream, device))
 
 
 def _node_types(out):

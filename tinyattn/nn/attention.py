@@ -64,40 +64,52 @@ class MergeHeads(Function):
 
 
 class InProjection(Function):
-    """Self-attention's three input projections as one GEMM: ``x (B, L, E) -> qkv (3, B, H, L, D)``.
-
-    With ``W = [W_q; W_k; W_v]`` (``(3·H·D, E)``, stacked) and ``b = [b_q; b_k; b_v]``, ``Y = X Wᵀ + b``
-    is one ``(B·L, 3·H·D)`` product, and ``qkv`` is a view of it, split into heads:
-
-        ∂L/∂X = G W    ∂L/∂W_q = G_qᵀ X  (and so for k, v)    ∂L/∂b_q = Σ_rows G_q
-
-    ``G`` is the gradient of ``qkv`` seen as ``(B·L, 3·H·D)``. The test suite checks it against
-    three ``Linear`` nodes and ``SplitHeads``.
-    """
+    """Self-attention's three input projections as one GEMM: ``x (B, L, E) -> qkv (3, B, H, L, D)``
+    (``_in_projection``; ``forward(x, w_q, w_k, w_v, b_q=None, b_k=None, b_v=None, *, num_heads)``).
+    The test suite checks it against three ``Linear`` nodes and ``SplitHeads``."""
 
     fresh_gradients = True  # keeps no reference to what backward returns (see Function)
 
     def forward(self, x, w_q, w_k, w_v, b_q=None, b_k=None, b_v=None, *, num_heads):
-        xp = backend.namespace(x)
-        B, L, E = x.shape
-        self.x = x.reshape(B * L, E)  # (B·L, E)
-        self.weight = xp.concatenate((w_q, w_k, w_v))  # (3·H·D, E)
-        out = self.x @ self.weight.T  # (B·L, 3·H·D), a fresh array
-        if b_q is not None:
-            out += xp.concatenate((b_q, b_k, b_v))
-        return out.reshape(B, L, 3, num_heads, w_q.shape[0] // num_heads).transpose(2, 0, 3, 1, 4)  # (3, B, H, L, D)
+        biases = None if b_q is None else (b_q, b_k, b_v)
+        self.x, self.shape = x.reshape(x.shape[0] * x.shape[1], x.shape[2]), x.shape  # (B·L, E)
+        qkv, self.weight = _in_projection(self.x, (w_q, w_k, w_v), biases, x.shape[:2], num_heads)
+        return qkv  # (3, B, H, L, D)
 
     def backward(self, grad):
-        needs = [p.requires_grad for p in self.parents]
-        _, B, H, L, D = grad.shape
-        grad = grad.transpose(1, 3, 0, 2, 4).reshape(B * L, 3 * H * D)  # (B·L, 3·H·D); a view if laid out as Y
-        grad_x = (grad @ self.weight).reshape(B, L, self.x.shape[1]) if needs[0] else None  # (B, L, E)
-        E = H * D
-        parts = (grad[:, :E], grad[:, E:2 * E], grad[:, 2 * E:])  # G_q, G_k, G_v (B·L, H·D), views
-        # each weight's and bias's gradient as its own product: a fresh array a leaf can keep as it is
-        grads = [grad_x] + [part.T @ self.x if need else None for part, need in zip(parts, needs[1:4])]  # (H·D, E)
-        grads += [F.column_sums(part) if need else None for part, need in zip(parts, needs[4:])]  # (H·D,)
-        return tuple(grads)
+        grads = _in_projection_backward(grad, self.x, self.weight, [p.requires_grad for p in self.parents])
+        return (None if grads[0] is None else grads[0].reshape(self.shape),) + grads[1:]  # ∂x (B, L, E)
+
+
+def _in_projection(rows, weights, biases, batch_shape, num_heads):
+    """``(qkv, W)``: ``rows (B·L, E)`` (``batch_shape = (B, L)``) projected by ``W = [W_q; W_k; W_v]``
+    (``(3·H·D, E)``, stacked) and ``b = [b_q; b_k; b_v]`` (``biases`` may be ``None``) in one
+    ``(B·L, 3·H·D)`` product, ``Y = X Wᵀ + b``; ``qkv (3, B, H, L, D)`` is a view of ``Y``, split into heads."""
+    xp = backend.namespace(rows)
+    weight = xp.concatenate(weights)  # (3·H·D, E)
+    out = rows @ weight.T  # (B·L, 3·H·D), a fresh array
+    if biases is not None:
+        out += xp.concatenate(biases)
+    H, D = num_heads, weights[0].shape[0] // num_heads
+    return out.reshape(*batch_shape, 3, H, D).transpose(2, 0, 3, 1, 4), weight  # (3, B, H, L, D)
+
+
+def _in_projection_backward(grad, rows, weight, needs):
+    """``(∂X, ∂W_q, ∂W_k, ∂W_v[, ∂b_q, ∂b_k, ∂b_v])`` of ``_in_projection`` for ``grad = ∂L/∂qkv
+    (3, B, H, L, D)``, seen as ``G (B·L, 3·H·D)`` (a view when laid out as ``Y``), ``G = [G_q G_k G_v]``:
+
+        ∂X = G W  (B·L, E)    ∂W_q = G_qᵀ X    ∂b_q = Σ_rows G_q    (and so for k, v)
+
+    ``needs``: one boolean per input (x, three weights, and three biases or none); ``None`` where
+    False. Each weight's and bias's gradient is its own product: a fresh array a leaf can keep."""
+    _, B, H, L, D = grad.shape
+    E = H * D
+    grad = grad.transpose(1, 3, 0, 2, 4).reshape(B * L, 3 * E)  # G (B·L, 3·H·D)
+    parts = (grad[:, :E], grad[:, E:2 * E], grad[:, 2 * E:])  # G_q, G_k, G_v (B·L, H·D), views
+    grads = [grad @ weight if needs[0] else None]  # (B·L, E)
+    grads += [part.T @ rows if need else None for part, need in zip(parts, needs[1:4])]  # (H·D, E)
+    grads += [F.column_sums(part) if need else None for part, need in zip(parts, needs[4:])]  # (H·D,)
+    return tuple(grads)
 
 
 def _all_of_dtype(dtype, tensors):
@@ -187,9 +199,8 @@ class MultiHeadAttention(Module):
         H = self.num_heads
         attn_mask = _per_batch_mask(attn_mask)
         dropout_p = self.dropout if self.training else 0.0
-        if self._fused_self_attention(query, key, value, need_weights):  # the same result, three nodes
-            q, k, v = self.q_proj, self.k_proj, self.v_proj
-            params = (q.weight, k.weight, v.weight) + ((q.bias, k.bias, v.bias) if q.bias is not None else ())
+        params = self._packed_projection(query, key, value, need_weights)
+        if params is not None:  # the same result, three nodes
             qkv = InProjection.apply(query, *params, num_heads=H)  # (B, L, E) -> (3, B, H, L, D)
             concat = packed_self_attention(qkv, attn_mask, dropout_p, is_causal)  # (B, L, E)
             return self.out_proj(concat), None
@@ -203,17 +214,22 @@ class MultiHeadAttention(Module):
         concat = MergeHeads.apply(heads)  # (B, H, Lq, D) -> (B, Lq, E)
         return self.out_proj(concat), weights  # (B, Lq, E)
 
-    def _fused_self_attention(self, query, key, value, need_weights):
-        """Self-attention (one tensor as query, key and value) without the weights, shorter than the
-        blocked path's threshold, plain ``nn.Linear`` projections and one dtype throughout:
-        ``InProjection`` and ``PackedSelfAttention``."""
-        if need_weights or not (query is key is value) or query.shape[1] >= _BLOCKED_MIN_KEYS:
-            return False
+    def _packed_projection(self, query, key, value, need_weights):
+        """The q, k and v projections' parameters ``(W_q, W_k, W_v[, b_q, b_k, b_v])`` when one
+        ``InProjection`` computes what they do, else ``None``: self-attention (one tensor as query,
+        key and value) without the weights, shorter than the blocked path's threshold, plain
+        ``nn.Linear`` projections, with biases on all three or none, and one floating dtype."""
+        if need_weights or not (query is key is value) or not self._packable(query):
+            return None
         q, k, v = self.q_proj, self.k_proj, self.v_proj
-        if type(q) is not Linear or type(k) is not Linear or type(v) is not Linear:
-            return False  # a replaced projection runs its own forward
         params = (q.weight, k.weight, v.weight) + ((q.bias, k.bias, v.bias) if q.bias is not None else ())
-        return query.dtype.kind == "f" and _all_of_dtype(query.dtype, params)  # biases: all three or none
+        return params if query.dtype.kind == "f" and _all_of_dtype(query.dtype, params) else None
+
+    def _packable(self, x):
+        """``x`` is short enough for the whole-matrix path and the projections are plain ``nn.Linear``
+        (a replaced projection runs its own forward)."""
+        return (x.shape[1] < _BLOCKED_MIN_KEYS and type(self.q_proj) is Linear and type(self.k_proj) is Linear
+                and type(self.v_proj) is Linear)
 
     def _check_inputs(self, query, key, value):
         expected = [("query", query, self.embed_dim), ("key", key, self.kdim), ("value", value, self.vdim)]

@@ -168,31 +168,49 @@ class Attention(Function):
         return tuple(ops.sum_to(g, p.shape) if need else None for g, p, need in zip(grads, self.parents, needs))
 
 
-class PackedSelfAttention(Attention):
+class PackedSelfAttention(Function):
     """``Attention`` for multi-head self-attention: queries, keys and values arrive packed as one
-    ``qkv (3, B, H, L, D)`` (``InProjection``'s output) and the heads leave merged, ``(B, L, H·D)``.
+    ``qkv (3, B, H, L, D)`` (``InProjection``'s output) and the heads leave merged, ``(B, L, H·D)``
+    (``_packed_attention``). ``forward(qkv, attn_mask=None, *, allowed, is_causal, scale, dropout_p)``
+    as ``Attention``'s.
 
     The gradient goes back packed the same way, laid out as ``qkv`` is, so that the projection's
     backward sees it as one ``(B·L, 3·H·D)`` matrix without a copy.
     """
 
-    def forward(self, qkv, attn_mask=None, **options):
-        query, key, value = qkv[0], qkv[1], qkv[2]  # (B, H, L, D) views
-        self.qkv = qkv
-        heads = super().forward(query, key, value, attn_mask, **options)  # (B, H, L, D)
-        B, H, L, D = heads.shape
-        return heads.transpose(0, 2, 1, 3).reshape(B, L, H * D)  # (B, L, H·D), a copy
+    def forward(self, qkv, attn_mask=None, *, allowed, is_causal, scale, dropout_p):
+        self.qkv, self.scale = qkv, scale
+        merged, self.weights, self.keep = _packed_attention(qkv, attn_mask, allowed, is_causal, scale, dropout_p)
+        return merged  # (B, L, H·D)
 
     def backward(self, grad):
-        xp = backend.namespace(grad)
-        B, H, L, D = self.query.shape
-        grad = grad.reshape(B, L, H, D).transpose(0, 2, 1, 3)  # (B, H, L, D), a view
         needs_mask = len(self.parents) > 1 and self.parents[1].requires_grad
-        grads = _attention_backward(grad, self.query, self.key, self.value, self.weights, self.keep, self.scale,
-                                    mask_shape=self.parents[1].shape if needs_mask else None)
-        grad_qkv = xp.empty_like(self.qkv)  # (3, B, H, L, D), the same memory layout as qkv
-        grad_qkv[0], grad_qkv[1], grad_qkv[2] = grads[:3]
-        return (grad_qkv, grads[3])
+        return _packed_attention_backward(grad, self.qkv, self.weights, self.keep, self.scale,
+                                          mask_shape=self.parents[1].shape if needs_mask else None)
+
+
+def _packed_attention(qkv, attn_mask, allowed, is_causal, scale, dropout_p):
+    """``(O, P, M)``: attention over packed ``qkv (3, B, H, L, D)``, its output with the heads merged
+    ``(B, L, H·D)`` (a fresh array), the weights ``P (B, H, L, L)`` and dropout's keep-mask ``M`` (or
+    ``None``). Masks as ``Attention``'s."""
+    query, key, value = qkv[0], qkv[1], qkv[2]  # (B, H, L, D) views
+    weights, keep = _attention_weights(query, key, attn_mask, allowed, is_causal, scale, dropout_p)
+    heads = _dropped(weights, keep) @ value  # (B, H, L, D)
+    B, H, L, D = heads.shape
+    return heads.transpose(0, 2, 1, 3).reshape(B, L, H * D), weights, keep  # (B, L, H·D), a copy
+
+
+def _packed_attention_backward(grad, qkv, weights, keep, scale, mask_shape=None):
+    """``(dqkv, dmask)`` of ``_packed_attention`` for ``grad = ∂L/∂O (B, L, H·D)``: ``dqkv (3, B, H, L, D)``
+    a view of a fresh ``(B, L, 3, H, D)`` array, the layout ``InProjection``'s output has, so that
+    its backward reads it as ``(B·L, 3·H·D)`` rows without a copy; ``dmask`` ``None`` unless
+    ``mask_shape`` is given."""
+    _, B, H, L, D = qkv.shape
+    grad = grad.reshape(B, L, H, D).transpose(0, 2, 1, 3)  # (B, H, L, D), a view
+    grads = _attention_backward(grad, qkv[0], qkv[1], qkv[2], weights, keep, scale, mask_shape)
+    grad_qkv = backend.namespace(grad).empty((B, L, 3, H, D), dtype=grads[0].dtype).transpose(2, 0, 3, 1, 4)
+    grad_qkv[0], grad_qkv[1], grad_qkv[2] = grads[:3]  # (3, B, H, L, D)
+    return grad_qkv, grads[3]
 
 
 def _attention_weights(query, key, attn_mask, allowed, is_causal, scale, dropout_p):

@@ -38,7 +38,7 @@ from .attention import MultiHeadAttention, _all_of_dtype, _per_batch_mask
 from .blocks import FeedForwardBlock, SelfAttentionBlock
 from .layers import Dropout, LayerNorm, Linear, ModuleList
 from .module import Module
-from .sdpa import _checked_mask, _split_mask
+from .sdpa import _checked_mask
 
 
 class PositionalEncoding(Module):
@@ -251,23 +251,24 @@ def _self_attention_block(layer, x, attn_mask, is_causal):
     classes), attention is not on its own fused self-attention path, a bias is missing, the
     norm is not over the last axis, a dtype differs, or a float mask needs a gradient."""
     attention, norm, dropout = layer.self_attn, layer.norm1, layer.dropout1
-    if (layer.keep_attn_weights or type(layer)._sa_block not in _OWN_SA_BLOCKS
-            or type(attention) is not MultiHeadAttention or type(norm) is not LayerNorm or type(dropout) is not Dropout
+    if (type(attention) is not MultiHeadAttention or type(norm) is not LayerNorm or type(dropout) is not Dropout
+            or layer.keep_attn_weights or type(layer)._sa_block not in _OWN_SA_BLOCKS
             or (attention.training and attention.dropout) or (dropout.training and dropout.p)
-            or not attention._fused_self_attention(x, x, x, need_weights=False)):
+            or not attention._packable(x) or type(attention.out_proj) is not Linear):
         return None
     q, k, v, out = attention.q_proj, attention.k_proj, attention.v_proj, attention.out_proj
     inputs = (x, norm.weight, norm.bias, q.weight, k.weight, v.weight, q.bias, k.bias, v.bias, out.weight, out.bias)
-    if type(out) is not Linear or norm.normalized_shape != x.shape[-1:] or not _all_of_dtype(x.dtype, inputs):
+    if norm.normalized_shape != x.shape[-1:] or x.dtype.kind != "f" or not _all_of_dtype(x.dtype, inputs):
         return None
-    B, L, _ = x.shape
-    H = attention.num_heads
-    float_mask, allowed = _split_mask(_checked_mask(_per_batch_mask(attn_mask), x, (B, H, L, L)))  # () or (mask,)
-    if float_mask and float_mask[0].requires_grad:
-        return None  # the composed nodes hand the mask its gradient
-    return SelfAttentionBlock.apply(*inputs, num_heads=H, norm_first=layer.norm_first, eps=norm.eps,
-                                    attn_mask=float_mask[0].data if float_mask else None, allowed=allowed,
-                                    is_causal=is_causal)  # (B, L, E)
+    float_mask = allowed = None
+    if attn_mask is not None:
+        B, L, _ = x.shape
+        mask = _checked_mask(_per_batch_mask(attn_mask), x, (B, attention.num_heads, L, L))
+        if mask.dtype != np.bool_ and mask.requires_grad:
+            return None  # the composed nodes hand the mask its gradient
+        float_mask, allowed = (None, mask.data) if mask.dtype == np.bool_ else (mask.data, None)
+    return SelfAttentionBlock.apply(*inputs, num_heads=attention.num_heads, norm_first=layer.norm_first, eps=norm.eps,
+                                    attn_mask=float_mask, allowed=allowed, is_causal=is_causal)  # (B, L, E)
 
 
 def _feed_forward_residual(layer, norm, x, output_dropout):
