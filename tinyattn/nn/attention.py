@@ -78,7 +78,9 @@ class InProjection(Function):
 
     def backward(self, grad):
         grads = _in_projection_backward(grad, self.x, self.weight, [p.requires_grad for p in self.parents])
-        return (None if grads[0] is None else grads[0].reshape(self.shape),) + grads[1:]  # ∂x (B, L, E)
+        if grads[0] is not None:
+            grads[0] = grads[0].reshape(self.shape)  # ∂x (B, L, E)
+        return tuple(grads)
 
 
 def _in_projection(rows, weights, biases, batch_shape, num_heads):
@@ -95,7 +97,7 @@ def _in_projection(rows, weights, biases, batch_shape, num_heads):
 
 
 def _in_projection_backward(grad, rows, weight, needs):
-    """``(∂X, ∂W_q, ∂W_k, ∂W_v[, ∂b_q, ∂b_k, ∂b_v])`` of ``_in_projection`` for ``grad = ∂L/∂qkv
+    """``[∂X, ∂W_q, ∂W_k, ∂W_v(, ∂b_q, ∂b_k, ∂b_v)]`` of ``_in_projection`` for ``grad = ∂L/∂qkv
     (3, B, H, L, D)``, seen as ``G (B·L, 3·H·D)`` (a view when laid out as ``Y``), ``G = [G_q G_k G_v]``:
 
         ∂X = G W  (B·L, E)    ∂W_q = G_qᵀ X    ∂b_q = Σ_rows G_q    (and so for k, v)
@@ -106,10 +108,12 @@ def _in_projection_backward(grad, rows, weight, needs):
     E = H * D
     grad = grad.transpose(1, 3, 0, 2, 4).reshape(B * L, 3 * E)  # G (B·L, 3·H·D)
     parts = (grad[:, :E], grad[:, E:2 * E], grad[:, 2 * E:])  # G_q, G_k, G_v (B·L, H·D), views
-    grads = [grad @ weight if needs[0] else None]  # (B·L, E)
-    grads += [part.T @ rows if need else None for part, need in zip(parts, needs[1:4])]  # (H·D, E)
-    grads += [F.column_sums(part) if need else None for part, need in zip(parts, needs[4:])]  # (H·D,)
-    return tuple(grads)
+    grads = [grad @ weight if needs[0] else None]  # ∂X (B·L, E)
+    for part, need in zip(parts, needs[1:4]):
+        grads.append(part.T @ rows if need else None)  # ∂W (H·D, E)
+    for part, need in zip(parts, needs[4:]):
+        grads.append(F.column_sums(part) if need else None)  # ∂b (H·D,)
+    return grads
 
 
 def _all_of_dtype(dtype, tensors):

@@ -33,8 +33,9 @@ _ALL = (True,) * 7  # every input of the q/k/v projection needs its gradient
 def _with_residual(grad_h, grad, shape):
     """``∂x = ∂h + ∂s``: the residual path joins, into a fresh array of ``x``'s shape (a leaf may
     keep it as it is), written through its ``(M, E)`` view."""
-    grad_x = backend.namespace(grad).empty(shape, dtype=grad_h.dtype)
-    backend.namespace(grad).add(grad_h, grad, out=grad_x.reshape(grad.shape))
+    xp = backend.namespace(grad)
+    grad_x = xp.empty(shape, dtype=grad_h.dtype)
+    xp.add(grad_h, grad, out=grad_x.reshape(grad.shape))
     return grad_x
 
 

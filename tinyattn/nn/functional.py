@@ -239,6 +239,9 @@ def _layer_norm_rows_backward(grad, saved, out=None):
         average = average.astype(grad.dtype)
     grad_x = grad - (grad @ average)[:, None]  # (M, N), a fresh array: updated in place
     grad_x -= x_hat * ((grad * x_hat) @ average)[:, None]
+    if out is None:
+        grad_x *= rstd
+        return grad_x, grad_weight, grad_bias
     return backend.namespace(grad_x).multiply(grad_x, rstd, out=out), grad_weight, grad_bias
 
 
