@@ -226,8 +226,8 @@ def _layer_norm_rows(rows, weight, bias, eps):
 
 
 def _layer_norm_rows_backward(grad, saved, out=None):
-    """``(dx, dweight, dbias)`` of ``_layer_norm_rows`` for ``grad = ∂L/∂y (M, N)``, ``dx`` written
-    into ``out`` when given (``None`` for the affine parts without a weight). With ``r = 1/√(σ²+eps)``
+    """``(dx, dweight, dbias)`` of ``_layer_norm_rows`` for ``grad = ∂L/∂y (M, N)``; ``dx`` is written
+    into ``out`` when given, ``dweight`` and ``dbias`` are ``None`` without a weight. With ``r = 1/√(σ²+eps)``
     and ``ĝ = g · weight``: ``dx = r · (ĝ - mean(ĝ) - x̂ · mean(ĝ · x̂))``, ``dweight = Σ_rows g · x̂``,
     ``dbias = Σ_rows g``. A constant row has x̂ = 0 and a finite gradient."""
     x_hat, rstd, average, weight = saved
