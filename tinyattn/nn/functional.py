@@ -225,9 +225,9 @@ def _layer_norm_rows(rows, weight, bias, eps):
     return out, saved
 
 
-def _layer_norm_rows_backward(grad, saved, out=None):
-    """``(dx, dweight, dbias)`` of ``_layer_norm_rows`` for ``grad = ∂L/∂y (M, N)``; ``dx`` is written
-    into ``out`` when given, ``dweight`` and ``dbias`` are ``None`` without a weight. With ``r = 1/√(σ²+eps)``
+def _layer_norm_rows_backward(grad, saved):
+    """``(dx, dweight, dbias)`` of ``_layer_norm_rows`` for ``grad = ∂L/∂y (M, N)``, each a fresh array
+    (``dweight`` and ``dbias`` ``None`` without a weight). With ``r = 1/√(σ²+eps)``
     and ``ĝ = g · weight``: ``dx = r · (ĝ - mean(ĝ) - x̂ · mean(ĝ · x̂))``, ``dweight = Σ_rows g · x̂``,
     ``dbias = Σ_rows g``. A constant row has x̂ = 0 and a finite gradient."""
     x_hat, rstd, average, weight = saved
@@ -239,10 +239,8 @@ def _layer_norm_rows_backward(grad, saved, out=None):
         average = average.astype(grad.dtype)
     grad_x = grad - (grad @ average)[:, None]  # (M, N), a fresh array: updated in place
     grad_x -= x_hat * ((grad * x_hat) @ average)[:, None]
-    if out is None:
-        grad_x *= rstd
-        return grad_x, grad_weight, grad_bias
-    return backend.namespace(grad_x).multiply(grad_x, rstd, out=out), grad_weight, grad_bias
+    grad_x *= rstd
+    return grad_x, grad_weight, grad_bias
 
 
 class Normalize(Function):
@@ -262,9 +260,9 @@ class Normalize(Function):
         return out.reshape(x.shape)
 
     def backward(self, grad):
-        grad_x = backend.namespace(grad).empty(self.shape, dtype=grad.dtype)  # an array of its own, not a view:
-        rows = grad_x.reshape(self.saved[0].shape)  # written through a (M, N) view of it
-        _, grad_weight, grad_bias = _layer_norm_rows_backward(grad.reshape(rows.shape), self.saved, out=rows)
+        grad_x, grad_weight, grad_bias = _layer_norm_rows_backward(grad.reshape(self.saved[0].shape), self.saved)
+        grad_x = grad_x.reshape(self.shape)  # a view: a leaf input copies it (writing dx into an array of the
+        # input's shape instead costs a second pass over it, and LayerNorm's input is rarely a leaf)
         if grad_weight is None:
             return (grad_x,)
         shape = self.parents[1].shape
