@@ -12,6 +12,7 @@
 
 import numpy as np
 import pytest
+from graph_checks import node_types
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -145,15 +146,6 @@ def test_feed_forward_block_matches_composed(device, case, seed):
     _assert_same(fused, _run(_feed_forward_composed(norm_first), arrays, needs, upstream, device))
 
 
-def _node_types(out):
-    names, seen, stack = set(), set(), [out._ctx]
-    while stack:
-        ctx = stack.pop()
-        if ctx is not None and id(ctx) not in seen:
-            seen.add(id(ctx))
-            names.add(type(ctx).__name__)
-            stack.extend(p._ctx for p in ctx.parents)
-    return names
 
 
 @pytest.mark.parametrize("layer_type", ["encoder", "decoder"])
@@ -175,16 +167,16 @@ def test_transformer_layers_use_the_fused_blocks_only_when_no_dropout_acts(layer
         return y, [y.numpy(), x.grad.copy()] + [p.grad.copy() for p in layer.parameters()]
 
     y, fused = run()
-    assert {"SelfAttentionBlock", "FeedForwardBlock"} <= _node_types(y)  # eval mode: dropout is off
+    assert {"SelfAttentionBlock", "FeedForwardBlock"} <= node_types(y)  # eval mode: dropout is off
     layer.activation = lambda t: t.relu()  # the same function, not F.relu: the feed-forward block is composed
     y, composed = run()
-    assert "SelfAttentionBlock" in _node_types(y) and "FeedForwardBlock" not in _node_types(y)
+    assert "SelfAttentionBlock" in node_types(y) and "FeedForwardBlock" not in node_types(y)
     for a, b in zip(fused, composed):
         np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12)
     layer.activation = F.relu
     layer.train()  # dropout acts: composed, so that the dropout masks stay where PyTorch puts them
     y = layer(*args)
-    assert not {"SelfAttentionBlock", "FeedForwardBlock", "FeedForwardResidual"} & _node_types(y)
+    assert not {"SelfAttentionBlock", "FeedForwardBlock", "FeedForwardResidual"} & node_types(y)
 
 
 # ----------------------------------------------------------------------------- host memory

@@ -17,6 +17,7 @@ import math
 import numpy as np
 import pytest
 import torch
+from graph_checks import assert_same, grad_of, leaf, node_types
 from hypothesis import example, given
 from hypothesis import strategies as st
 from torch_parity import assert_parameter_grads_match, host, load_from_torch
@@ -30,39 +31,14 @@ from tinyattn.nn.sdpa import Attention, PackedSelfAttention, packed_self_attenti
 from tinyattn.testing import gradcheck
 
 DEVICES = ["cpu", "strict"]
-EXACT = dict(rtol=1e-10, atol=1e-12)  # float64: the fused and the composed form differ only in rounding
 
 
-def leaf(array, device, requires_grad=True):
-    return ta.tensor(array, requires_grad=requires_grad, device=device)
 
 
-def grad_of(t):
-    return None if t is None or t.grad is None else host(t.grad)
 
 
-def assert_same(fused, composed):
-    """Two lists of host arrays (or ``None``) agree element by element; ``None`` only where both are."""
-    assert len(fused) == len(composed)
-    for i, (a, b) in enumerate(zip(fused, composed)):
-        assert (a is None) == (b is None), f"item {i}: one side has no gradient"
-        if a is not None:
-            assert a.shape == b.shape and a.dtype == b.dtype, f"item {i}: {a.shape} {a.dtype} vs {b.shape} {b.dtype}"
-            assert np.isfinite(a).all(), f"item {i} is not finite"
-            np.testing.assert_allclose(a, b, err_msg=f"item {i}", **EXACT)
 
 
-def node_types(out):
-    """The names of the graph's node types, walked from ``out`` without recursion."""
-    names, seen, stack = set(), set(), [out._ctx]
-    while stack:
-        ctx = stack.pop()
-        if ctx is None or id(ctx) in seen:
-            continue
-        seen.add(id(ctx))
-        names.add(type(ctx).__name__)
-        stack.extend(p._ctx for p in ctx.parents)
-    return names
 
 
 # ----------------------------------------------------------------------------- Attention vs composed

@@ -30,16 +30,49 @@ from .sdpa import _packed_attention, _packed_attention_backward
 _ALL = (True,) * 7  # every input of the q/k/v projection needs its gradient
 
 
-def _with_residual(grad_h, grad, shape):
-    """``∂x = ∂h + ∂s``: the residual path joins, into a fresh array of ``x``'s shape (a leaf may
-    keep it as it is), written through its ``(M, E)`` view."""
-    xp = backend.namespace(grad)
-    grad_x = xp.empty(shape, dtype=grad_h.dtype)
-    xp.add(grad_h, grad, out=grad_x.reshape(grad.shape))
-    return grad_x
+class _ResidualBlock(Function):
+    """What both blocks share: where LayerNorm sits around the residual sum ``s = x + f(h)``.
+
+        pre-norm:   h = norm(x),  y = s          post-norm:  h = x,  y = norm(s)
+
+    A block's ``forward`` calls ``_norm_input`` and ``_norm_output`` around its ``f``; its
+    ``backward`` calls ``_grad_of_sum`` (``∂s``) and ``_grad_of_input`` (``∂x``, ``∂weight``, ``∂bias``
+    of the norm) around ``f``'s backward."""
+
+    fresh_gradients = True  # keeps no reference to what backward returns (see Function)
+
+    def _norm_input(self, rows, norm_weight, norm_bias, eps, norm_first):
+        self.norm_first = norm_first
+        if not norm_first:
+            return rows
+        h, self.norm = _layer_norm_rows(rows, norm_weight, norm_bias, eps)  # (M, E)
+        return h
+
+    def _norm_output(self, s, norm_weight, norm_bias, eps):
+        if self.norm_first:
+            return s
+        y, self.norm = _layer_norm_rows(s, norm_weight, norm_bias, eps)  # (M, E)
+        return y
+
+    def _grad_of_sum(self, grad):
+        """``(∂s, norm's gradients)``: ``∂s = G`` pre-norm (the norm's come later), ``∂norm(G)`` post-norm."""
+        if self.norm_first:
+            return grad, ()
+        grad_s, *grad_norm = _layer_norm_rows_backward(grad, self.norm)
+        return grad_s, grad_norm
+
+    def _grad_of_input(self, grad_h, grad_s, grad_norm, shape):
+        """``(∂x, ∂norm_weight, ∂norm_bias)``: ``∂x = ∂s + ∂norm(∂h)`` pre-norm, ``∂s + ∂h`` post-norm,
+        a fresh array of ``x``'s shape (a leaf may keep it as it is), written through its ``(M, E)`` view."""
+        if self.norm_first:
+            grad_h, *grad_norm = _layer_norm_rows_backward(grad_h, self.norm)
+        xp = backend.namespace(grad_s)
+        grad_x = xp.empty(shape, dtype=grad_h.dtype)
+        xp.add(grad_h, grad_s, out=grad_x.reshape(grad_s.shape))  # the residual path joins
+        return (grad_x, *grad_norm)
 
 
-class SelfAttentionBlock(Function):
+class SelfAttentionBlock(_ResidualBlock):
     """Multi-head self-attention with its LayerNorm and residual sum, as one node.
 
     ``forward(x, norm_weight, norm_bias, w_q, w_k, w_v, b_q, b_k, b_v, w_o, b_o, *, num_heads,
@@ -57,42 +90,29 @@ class SelfAttentionBlock(Function):
         ∂h, ∂W, ∂b = ∂in_proj(∂qkv)        ∂x = ∂s + (∂norm(∂h) pre-norm, ∂h post-norm)
     """
 
-    fresh_gradients = True  # keeps no reference to what backward returns (see Function)
-
     def forward(self, x, norm_weight, norm_bias, w_q, w_k, w_v, b_q, b_k, b_v, w_o, b_o, *, num_heads,
                 norm_first, eps, attn_mask, allowed, is_causal):
         B, L, E = x.shape
         rows = x.reshape(B * L, E)  # (M, E)
-        self.norm_first, self.w_o = norm_first, w_o
-        h = rows
-        if norm_first:
-            h, self.norm = _layer_norm_rows(rows, norm_weight, norm_bias, eps)  # (M, E)
+        h = self._norm_input(rows, norm_weight, norm_bias, eps, norm_first)  # (M, E)
         qkv, self.w_qkv = _in_projection(h, (w_q, w_k, w_v), (b_q, b_k, b_v), (B, L), num_heads)  # (3, B, H, L, D)
         self.scale = 1.0 / math.sqrt(qkv.shape[-1])
         merged, self.weights, _ = _packed_attention(qkv, attn_mask, allowed, is_causal, self.scale, 0.0)
-        self.h, self.qkv, self.merged = h, qkv, merged.reshape(B * L, E)  # merged heads a (M, E)
+        self.h, self.qkv, self.merged, self.w_o = h, qkv, merged.reshape(B * L, E), w_o  # merged heads a (M, E)
         s = self.merged @ w_o.T  # (M, E), a fresh array
         s += b_o
         s += rows  # the residual sum
-        if not norm_first:
-            s, self.norm = _layer_norm_rows(s, norm_weight, norm_bias, eps)
-        return s.reshape(x.shape)
+        return self._norm_output(s, norm_weight, norm_bias, eps).reshape(x.shape)
 
     def backward(self, grad):
-        shape = grad.shape
-        grad = grad.reshape(self.merged.shape)  # G (M, E)
-        grad_norm = ()
-        if not self.norm_first:
-            grad, *grad_norm = _layer_norm_rows_backward(grad, self.norm)  # ∂s
-        grad_w_o, grad_b_o = grad.T @ self.merged, column_sums(grad)  # (E, E), (E,)
-        grad_qkv, _ = _packed_attention_backward(grad @ self.w_o, self.qkv, self.weights, None, self.scale)
+        grad_s, grad_norm = self._grad_of_sum(grad.reshape(self.merged.shape))  # ∂s (M, E)
+        grad_w_o, grad_b_o = grad_s.T @ self.merged, column_sums(grad_s)  # (E, E), (E,)
+        grad_qkv, _ = _packed_attention_backward(grad_s @ self.w_o, self.qkv, self.weights, None, self.scale)
         grad_h, *grad_in_proj = _in_projection_backward(grad_qkv, self.h, self.w_qkv, _ALL)  # ∂h (M, E), ...
-        if self.norm_first:
-            grad_h, *grad_norm = _layer_norm_rows_backward(grad_h, self.norm)
-        return (_with_residual(grad_h, grad, shape), *grad_norm, *grad_in_proj, grad_w_o, grad_b_o)
+        return self._grad_of_input(grad_h, grad_s, grad_norm, grad.shape) + (*grad_in_proj, grad_w_o, grad_b_o)
 
 
-class FeedForwardBlock(Function):
+class FeedForwardBlock(_ResidualBlock):
     """The feed-forward block (ReLU) with its LayerNorm and residual sum, as one node.
 
     ``forward(x, norm_weight, norm_bias, w1, b1, w2, b2, *, norm_first, eps)``: ``x (…, E)``,
@@ -109,35 +129,23 @@ class FeedForwardBlock(Function):
     ReLU acts in place: the block keeps one ``(M, F)`` array, ``A``.
     """
 
-    fresh_gradients = True  # keeps no reference to what backward returns (see Function)
-
     def forward(self, x, norm_weight, norm_bias, w1, b1, w2, b2, *, norm_first, eps):
         rows = x.reshape(-1, x.shape[-1])  # (M, E)
-        self.norm_first, self.w1, self.w2 = norm_first, w1, w2
-        h = rows
-        if norm_first:
-            h, self.norm = _layer_norm_rows(rows, norm_weight, norm_bias, eps)  # (M, E)
+        h = self._norm_input(rows, norm_weight, norm_bias, eps, norm_first)  # (M, E)
         hidden = h @ w1.T  # (M, F), a fresh array
         hidden += b1
         self.h, self.hidden = h, backend.namespace(x).maximum(hidden, 0, out=hidden)  # A, in place
+        self.w1, self.w2 = w1, w2
         s = self.hidden @ w2.T  # (M, E)
         s += b2
         s += rows  # the residual sum
-        if not norm_first:
-            s, self.norm = _layer_norm_rows(s, norm_weight, norm_bias, eps)
-        return s.reshape(x.shape)
+        return self._norm_output(s, norm_weight, norm_bias, eps).reshape(x.shape)
 
     def backward(self, grad):
-        shape = grad.shape
-        grad = grad.reshape(self.h.shape)  # G (M, E)
-        grad_norm = ()
-        if not self.norm_first:
-            grad, *grad_norm = _layer_norm_rows_backward(grad, self.norm)  # ∂s
-        grad_w2, grad_b2 = grad.T @ self.hidden, column_sums(grad)  # (E, F), (E,)
-        grad_hidden = grad @ self.w2  # (M, F), a fresh array
+        grad_s, grad_norm = self._grad_of_sum(grad.reshape(self.h.shape))  # ∂s (M, E)
+        grad_w2, grad_b2 = grad_s.T @ self.hidden, column_sums(grad_s)  # (E, F), (E,)
+        grad_hidden = grad_s @ self.w2  # (M, F), a fresh array
         grad_hidden *= self.hidden > 0  # ∂Z
         grad_w1, grad_b1 = grad_hidden.T @ self.h, column_sums(grad_hidden)  # (F, E), (F,)
         grad_h = grad_hidden @ self.w1  # (M, E)
-        if self.norm_first:
-            grad_h, *grad_norm = _layer_norm_rows_backward(grad_h, self.norm)
-        return (_with_residual(grad_h, grad, shape), *grad_norm, grad_w1, grad_b1, grad_w2, grad_b2)
+        return self._grad_of_input(grad_h, grad_s, grad_norm, grad.shape) + (grad_w1, grad_b1, grad_w2, grad_b2)
