@@ -33,14 +33,6 @@ from tinyattn.testing import gradcheck
 DEVICES = ["cpu", "strict"]
 
 
-
-
-
-
-
-
-
-
 # ----------------------------------------------------------------------------- Attention vs composed
 
 

@@ -1,6 +1,6 @@
 """The Transformer layers' fused residual blocks (``nn.blocks``), each against the composed nodes it replaces.
 
-- ``TransformerEncoderLayer`` and ``TransformerDecoderLayer`` with ``FUSED_BLOCKS`` on against the
+- ``TransformerEncoderLayer`` and ``TransformerDecoderLayer`` with the blocks on against the
   same layer with it off (``SelfAttentionBlock`` and ``FeedForwardBlock`` in the one graph, neither
   in the other): the output and the gradients of the input, of ``memory`` and of every parameter,
   in float64, pre- and post-norm, with every kind of mask (padding, boolean 2-D and 3-D, a float
@@ -11,7 +11,7 @@
 - Central finite differences in float64 on ``SelfAttentionBlock.apply`` and
   ``FeedForwardBlock.apply`` themselves, every input needing a gradient.
 - Where a block would not compute what the layer's parts do, the layer runs the composed nodes and
-  still agrees with ``FUSED_BLOCKS = False``: kept attention weights, dropout in training, a float
+  still agrees with ``fused_blocks(False)``: kept attention weights, dropout in training, a float
   mask that needs a gradient (which it gets), GELU, a replaced norm or projection (whose own
   forward runs), attention or a norm without biases, ``_sa_block`` or ``_ff_block`` overridden.
 - Parameters (or an input) that need no gradient get none; the others agree with the composed run.
@@ -46,14 +46,6 @@ TORCH_LAYERS = {"encoder": torch.nn.TransformerEncoderLayer, "decoder": torch.nn
 BLOCKS = {"SelfAttentionBlock", "FeedForwardBlock"}
 
 
-
-
-
-
-
-
-
-
 def randomized(module, rng):
     """``module`` in float64 with every parameter drawn afresh (non-zero biases, LayerNorm affine)."""
     module.double()
@@ -81,26 +73,26 @@ def call(layer, inputs, self_mask=None, is_causal=False, memory_mask=None):
     return layer(*inputs, tgt_mask=self_mask, memory_mask=memory_mask, tgt_is_causal=is_causal)
 
 
-def run(layer, inputs, upstream, monkeypatch, fused, extra=(), **masks):
-    """``(node types, [output, gradients of inputs, of the layer's parameters, of extra]))``, with
-    ``FUSED_BLOCKS = fused`` and dropout drawn from one seed."""
-    monkeypatch.setattr(transformer_module, "FUSED_BLOCKS", fused)
+def run(layer, inputs, upstream, fused, extra=(), **masks):
+    """``(node types, [output, gradients of inputs, of the layer's parameters, of extra]))``, under
+    ``fused_blocks(fused)`` and with dropout drawn from one seed."""
     layer.zero_grad()
     for t in (*inputs, *extra):
         t.grad = None
     ta.manual_seed(0)
-    out = call(layer, inputs, **masks)
-    types = node_types(out)
-    out.backward(upstream)
+    with transformer_module.fused_blocks(fused):
+        out = call(layer, inputs, **masks)
+        types = node_types(out)
+        out.backward(upstream)
     return types, [out.numpy()] + [grad_of(t) for t in (*inputs, *layer.parameters(), *extra)]
 
 
-def fused_matches_composed(layer, inputs, upstream, monkeypatch, extra=(), **masks):
+def fused_matches_composed(layer, inputs, upstream, extra=(), **masks):
     """Runs ``layer`` with the blocks allowed and with them off; asserts the two agree and the
     second has no block node. Returns the first run's node types and its results."""
-    types, fused = run(layer, inputs, upstream, monkeypatch, True, extra, **masks)
-    composed_types, composed = run(layer, inputs, upstream, monkeypatch, False, extra, **masks)
-    assert not (BLOCKS | {"FeedForwardResidual"}) & composed_types
+    types, fused = run(layer, inputs, upstream, True, extra, **masks)
+    composed_types, composed = run(layer, inputs, upstream, False, extra, **masks)
+    assert not BLOCKS & composed_types
     assert_same(fused, composed)
     return types, fused
 
@@ -151,7 +143,7 @@ def layer_case(B=1, L=1, S=1, H=1, D=1, ff=1, eps=1e-5, mask="none", is_causal=F
 @example(case=layer_case())  # one position, one feature: LayerNorm of a constant row
 @example(case=layer_case(B=2, L=4, H=2, D=3, ff=5, mask="padding", is_causal=True, eval=True, seed=3))
 @example(case=layer_case(B=2, L=5, S=3, H=3, D=2, ff=4, mask="float2d", is_causal=True, memory_padding=True, seed=5))
-def test_fused_layer_matches_composed(monkeypatch, device, kind, norm_first, case):
+def test_fused_layer_matches_composed(device, kind, norm_first, case):
     B, L, S, H, D = (case[n] for n in "BLSHD")
     E = H * D
     rng = np.random.default_rng(case["seed"])
@@ -164,7 +156,7 @@ def test_fused_layer_matches_composed(monkeypatch, device, kind, norm_first, cas
     if kind == "decoder" and case["memory_padding"]:
         masks["memory_mask"] = F.padding_mask(rng.integers(1, S + 1, size=B), S).to(device)
     upstream = ta.tensor(rng.standard_normal((B, L, E)), device=device)
-    types, _ = fused_matches_composed(layer, inputs, upstream, monkeypatch, **masks)
+    types, _ = fused_matches_composed(layer, inputs, upstream, **masks)
     assert BLOCKS <= types
 
 
@@ -184,7 +176,7 @@ def torch_cases(draw):
 @pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("norm_first", [False, True])
 @given(case=torch_cases())
-def test_fused_layer_matches_torch(monkeypatch, device, kind, norm_first, case):
+def test_fused_layer_matches_torch(device, kind, norm_first, case):
     B, L, S, H, D = (case[n] for n in "BLSHD")
     E = H * D
     rng = np.random.default_rng(case["seed"])
@@ -213,7 +205,6 @@ def test_fused_layer_matches_torch(monkeypatch, device, kind, norm_first, case):
                        memory_key_padding_mask=torch.tensor(~memory_padding) if with_padding else None)
     (t_out * torch.tensor(upstream)).sum().backward()
 
-    monkeypatch.setattr(transformer_module, "FUSED_BLOCKS", True)
     inputs = [leaf(x, device)] + ([leaf(memory, device)] if kind == "decoder" else [])
     our_memory_padding = ta.tensor(memory_padding[:, None, None, :], device=device) if with_padding else None
     out = call(ours, inputs, self_mask=our_padding, is_causal=causal, memory_mask=our_memory_padding)
@@ -306,6 +297,19 @@ class RecordingLinear(nn.Linear):
         return super().forward(input) * 1.5
 
 
+class Recorder:
+    """Replaces ``owner.name`` (a ``forward`` or a layer's ``_sa_block``) on the instance, the way to
+    record activations without hooks, and counts its calls."""
+
+    def __init__(self, owner, name):
+        self.calls, self.inner = 0, getattr(owner, name)
+        setattr(owner, name, self)
+
+    def __call__(self, *args, **kwargs):
+        self.calls += 1
+        return self.inner(*args, **kwargs)
+
+
 class HalvedSelfAttention:
     """A layer mixin whose ``_sa_block`` halves the library's: an override the layer must honour."""
 
@@ -328,16 +332,21 @@ OVERRIDDEN = {
 # how: (the nodes the run with the blocks allowed must have, the block nodes it must not have)
 FALLBACKS = {
     "keep_attn_weights": ({"FeedForwardBlock"}, {"SelfAttentionBlock"}),
-    "dropout_in_training": (set(), BLOCKS | {"FeedForwardResidual"}),
+    "dropout_in_training": (set(), BLOCKS),
     "float_mask_needing_grad": ({"FeedForwardBlock", "PackedSelfAttention"}, {"SelfAttentionBlock"}),
-    "gelu": ({"SelfAttentionBlock"}, {"FeedForwardBlock", "FeedForwardResidual"}),
+    "gelu": ({"SelfAttentionBlock"}, {"FeedForwardBlock"}),
     "norm1_subclass": ({"FeedForwardBlock"}, {"SelfAttentionBlock"}),
-    "linear1_subclass": ({"SelfAttentionBlock"}, {"FeedForwardBlock", "FeedForwardResidual"}),
+    "linear1_subclass": ({"SelfAttentionBlock"}, {"FeedForwardBlock"}),
     "out_proj_subclass": ({"FeedForwardBlock", "PackedSelfAttention"}, {"SelfAttentionBlock"}),
     "attention_without_bias": ({"FeedForwardBlock", "PackedSelfAttention"}, {"SelfAttentionBlock"}),
-    "ff_norm_without_bias": ({"SelfAttentionBlock"}, {"FeedForwardBlock", "FeedForwardResidual"}),
+    "ff_norm_without_bias": ({"SelfAttentionBlock"}, {"FeedForwardBlock"}),
     "sa_block_overridden": ({"FeedForwardBlock"}, {"SelfAttentionBlock"}),
-    "ff_block_overridden": ({"SelfAttentionBlock"}, {"FeedForwardBlock", "FeedForwardResidual"}),
+    "ff_block_overridden": ({"SelfAttentionBlock"}, {"FeedForwardBlock"}),
+    "norm1_forward_on_instance": ({"FeedForwardBlock"}, {"SelfAttentionBlock"}),
+    "out_proj_forward_on_instance": ({"FeedForwardBlock", "PackedSelfAttention"}, {"SelfAttentionBlock"}),
+    "linear2_forward_on_instance": ({"SelfAttentionBlock"}, {"FeedForwardBlock"}),
+    "sa_block_on_instance": ({"FeedForwardBlock"}, {"SelfAttentionBlock"}),
+    "norm1_without_affine": ({"FeedForwardBlock"}, {"SelfAttentionBlock"}),
 }
 
 
@@ -364,6 +373,16 @@ def fallback_layer(how, kind, norm_first, seed, device):
     elif how == "ff_norm_without_bias":
         norm = randomized(nn.LayerNorm(E, bias=False), rng).to(device)
         setattr(layer, "norm2" if kind == "encoder" else "norm3", norm)  # the feed-forward block's norm
+    elif how == "norm1_forward_on_instance":
+        recorder = Recorder(layer.norm1, "forward")
+    elif how == "out_proj_forward_on_instance":
+        recorder = Recorder(layer.self_attn.out_proj, "forward")
+    elif how == "linear2_forward_on_instance":
+        recorder = Recorder(layer.linear2, "forward")
+    elif how == "sa_block_on_instance":
+        recorder = Recorder(layer, "_sa_block")
+    elif how == "norm1_without_affine":
+        layer.norm1 = nn.LayerNorm(E, elementwise_affine=False).double().to(device)
     return layer, recorder
 
 
@@ -371,7 +390,7 @@ def fallback_layer(how, kind, norm_first, seed, device):
 @pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("norm_first", [False, True])
 @pytest.mark.parametrize("how", sorted(FALLBACKS))
-def test_fallback_to_composed_nodes(monkeypatch, device, kind, norm_first, how):
+def test_fallback_to_composed_nodes(device, kind, norm_first, how):
     B, L, S, E = 2, 4, 3, 6
     layer, recorder = fallback_layer(how, kind, norm_first, 20, device)
     rng = np.random.default_rng(21)
@@ -386,7 +405,7 @@ def test_fallback_to_composed_nodes(monkeypatch, device, kind, norm_first, how):
     extra = (mask,) if mask.requires_grad else ()
     calls = recorder.calls if recorder is not None else 0
 
-    types, fused = fused_matches_composed(layer, inputs, upstream, monkeypatch, extra, self_mask=mask, is_causal=True)
+    types, fused = fused_matches_composed(layer, inputs, upstream, extra, self_mask=mask, is_causal=True)
     present, absent = FALLBACKS[how]
     assert present <= types and not absent & types, f"{how}: node types {sorted(types)}"
     if recorder is not None:
@@ -398,7 +417,6 @@ def test_fallback_to_composed_nodes(monkeypatch, device, kind, norm_first, how):
         assert fused[-1] is not None and (fused[-1] != 0).any()  # compared with the composed run's above
     if how.endswith("block_overridden"):  # the override changed the result: it was not bypassed
         plain, _ = fallback_layer("none", kind, norm_first, 20, device)
-        monkeypatch.setattr(transformer_module, "FUSED_BLOCKS", True)
         assert not np.allclose(call(plain, inputs, self_mask=mask, is_causal=True).numpy(), fused[0])
 
 
@@ -417,7 +435,7 @@ FROZEN = {
 @pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("norm_first", [False, True])
 @pytest.mark.parametrize("frozen", sorted(FROZEN))
-def test_parameters_that_need_no_gradient_get_none(monkeypatch, device, kind, norm_first, frozen):
+def test_parameters_that_need_no_gradient_get_none(device, kind, norm_first, frozen):
     B, L, S, H, E = 2, 3, 4, 2, 4
     rng = np.random.default_rng(30)
     layer = make_layer(kind, E, H, rng, device, dim_feedforward=6, dropout=0.0, norm_first=norm_first)
@@ -429,7 +447,7 @@ def test_parameters_that_need_no_gradient_get_none(monkeypatch, device, kind, no
     if frozen == "the_input":
         inputs[0].requires_grad_(False)
     upstream = ta.tensor(rng.standard_normal((B, L, E)), device=device)
-    types, fused = fused_matches_composed(layer, inputs, upstream, monkeypatch,
+    types, fused = fused_matches_composed(layer, inputs, upstream,
                                           self_mask=F.padding_mask([3, 1], L).to(device), is_causal=True)
     assert BLOCKS <= types
     expected = [t.requires_grad for t in inputs] + [p.requires_grad for p in layer.parameters()]
@@ -546,7 +564,7 @@ def test_backward_twice(device, kind, norm_first):
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("norm_first", [False, True])
-def test_float32_in_float32_out(monkeypatch, device, kind, norm_first):
+def test_float32_in_float32_out(device, kind, norm_first):
     B, L, S, H, E = 2, 4, 3, 2, 8
     ta.manual_seed(60)
     layer = LAYERS[kind](E, H, dim_feedforward=12, dropout=0.0, norm_first=norm_first).to(device)
@@ -557,8 +575,31 @@ def test_float32_in_float32_out(monkeypatch, device, kind, norm_first):
     upstream = ta.tensor(rng.standard_normal((B, L, E)).astype(np.float32), device=device)
     results = []
     for fused in (True, False):
-        types, result = run(layer, inputs, upstream, monkeypatch, fused, self_mask=additive, is_causal=True)
+        types, result = run(layer, inputs, upstream, fused, self_mask=additive, is_causal=True)
         assert (BLOCKS <= types) == fused
         results.append(result)
         assert all(a.dtype == np.float32 for a in result), [a.dtype for a in result]
     assert_same(*results, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("how", ["norm1_weight", "feed_forward_norm_bias", "attention_kdim"])
+def test_parts_that_do_not_fit_raise_the_composed_nodes_error(kind, how):
+    """A part the composed nodes refuse (a norm parameter of another shape, attention whose keys have
+    another width) is refused with the same message whether the blocks are on or off."""
+    rng = np.random.default_rng(30)
+    E, H = 6, 2
+    layer = make_layer(kind, E, H, rng, "cpu", dim_feedforward=5, dropout=0.0)
+    if how == "norm1_weight":
+        layer.norm1.weight = nn.Parameter(np.ones(1))  # broadcasts, but is not normalized_shape
+    elif how == "feed_forward_norm_bias":
+        getattr(layer, "norm2" if kind == "encoder" else "norm3").bias = nn.Parameter(np.zeros((1, E)))
+    else:
+        layer.self_attn = nn.MultiHeadAttention(E, H, kdim=4, vdim=4).double()
+    inputs = layer_inputs(kind, 2, 3, 4, E, rng, "cpu")
+    messages = []
+    for fused in (True, False):
+        with transformer_module.fused_blocks(fused), pytest.raises(ValueError) as error:
+            call(layer, inputs)
+        messages.append(str(error.value))
+    assert messages[0] == messages[1]

@@ -27,7 +27,7 @@ from .. import backend
 from ..tensor import Function
 from . import functional as F
 from .layers import Linear
-from .module import Module
+from .module import Module, _runs_own_forward
 from .sdpa import _BLOCKED_MIN_KEYS, packed_self_attention
 
 
@@ -230,10 +230,11 @@ class MultiHeadAttention(Module):
         return params if query.dtype.kind == "f" and _all_of_dtype(query.dtype, params) else None
 
     def _packable(self, x):
-        """``x`` is short enough for the whole-matrix path and the projections are plain ``nn.Linear``
-        (a replaced projection runs its own forward)."""
-        return (x.shape[1] < _BLOCKED_MIN_KEYS and type(self.q_proj) is Linear and type(self.k_proj) is Linear
-                and type(self.v_proj) is Linear)
+        """``x`` is short enough for the whole-matrix path, keys and values have ``embed_dim`` features,
+        and the projections are plain ``nn.Linear`` (a replaced one runs its own forward)."""
+        return (x.shape[1] < _BLOCKED_MIN_KEYS and self.kdim == self.vdim == self.embed_dim
+                and _runs_own_forward(self.q_proj, Linear) and _runs_own_forward(self.k_proj, Linear)
+                and _runs_own_forward(self.v_proj, Linear))
 
     def _check_inputs(self, query, key, value):
         expected = [("query", query, self.embed_dim), ("key", key, self.kdim), ("value", value, self.vdim)]

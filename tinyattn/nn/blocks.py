@@ -1,8 +1,8 @@
 """A Transformer layer's residual blocks, each as one graph node.
 
-Composed, a pre-norm encoder layer is seven graph nodes: LayerNorm, the q/k/v projection,
-attention, the output projection, the residual sum, LayerNorm, and the feed-forward block with its
-sum. On a small model the Python that builds, walks and runs a node costs about as much as the
+Composed, a pre-norm encoder layer is ten graph nodes: LayerNorm, the q/k/v projection,
+attention, the output projection, the residual sum, LayerNorm, two linear layers around a ReLU,
+and the second sum. On a small model the Python that builds, walks and runs a node costs about as much as the
 arithmetic inside it. So where no dropout acts, the layers run each residual block as one node:
 
     SelfAttentionBlock   pre-norm:   y = x + out_proj(attention(in_proj(norm(x))))
@@ -15,8 +15,9 @@ steps as the nodes it replaces (``_layer_norm_rows``, ``_in_projection``, ``_pac
 and their backwards), so the arithmetic is the composed form's, operation for operation. The
 activations are handled as rows ``(M, E)``, ``M = B·L``. The test suite checks each block against
 the composed form, against PyTorch and by finite differences.
-``tinyattn.nn.transformer.FUSED_BLOCKS = False`` turns the blocks off (to step through the
-composed nodes in a debugger, say).
+``with tinyattn.nn.transformer.fused_blocks(False):`` turns the blocks off (to step through the
+composed nodes in a debugger, say). A block computes the gradient of every input, even of one that
+needs none (a frozen parameter); the graph walk drops those.
 """
 
 import math
@@ -27,7 +28,7 @@ from .attention import _in_projection, _in_projection_backward
 from .functional import _layer_norm_rows, _layer_norm_rows_backward, column_sums
 from .sdpa import _packed_attention, _packed_attention_backward
 
-_ALL = (True,) * 7  # every input of the q/k/v projection needs its gradient
+_ALL = (True,) * 7  # the q/k/v projection's backward: every gradient
 
 
 class _ResidualBlock(Function):

@@ -8,7 +8,7 @@ after each block (``dropout1``, ``dropout2``, ``dropout3``) and after the feed-f
 
 Where nothing random acts (eval mode, or dropout 0), each residual block (self-attention, and a
 ReLU feed-forward block, each with its LayerNorm and sum) runs as one graph node with the same
-arithmetic (``nn.blocks``); ``FUSED_BLOCKS = False`` here turns that off.
+arithmetic (``nn.blocks``); ``with fused_blocks(False):`` runs the composed nodes instead.
 
 The layers call attention with ``need_weights=False``, as PyTorch's do. To inspect the weights,
 set ``layer.keep_attn_weights = True``: each forward then stores the last weights, detached,
@@ -34,10 +34,10 @@ import numpy as np
 from .. import backend
 from ..tensor import Tensor
 from . import functional as F
-from .attention import MultiHeadAttention, _all_of_dtype, _per_batch_mask
+from .attention import MultiHeadAttention, _per_batch_mask
 from .blocks import FeedForwardBlock, SelfAttentionBlock
 from .layers import Dropout, LayerNorm, Linear, ModuleList
-from .module import Module
+from .module import Module, _runs_own_forward
 from .sdpa import _checked_mask
 
 
@@ -228,15 +228,39 @@ class TransformerDecoderLayer(Module):
         return self.dropout3(x)
 
 
-#: Run each residual block as one graph node where it computes the same (``nn.blocks``);
-#: ``False``: always the composed nodes, e.g. to step through them in a debugger.
-FUSED_BLOCKS = True
+_FUSED_BLOCKS = [True]
+
+
+class fused_blocks:
+    """Context manager: ``with fused_blocks(False):`` the Transformer layers run the composed nodes
+    (to step through them in a debugger, say); by default each residual block is one node where it
+    computes the same (``nn.blocks``). The previous setting comes back on exit.
+
+    >>> import tinyattn as ta
+    >>> layer = TransformerEncoderLayer(8, 2, dim_feedforward=16, dropout=0.0)
+    >>> x = ta.randn(2, 3, 8, requires_grad=True)
+    >>> type(layer(x)._ctx).__name__
+    'FeedForwardBlock'
+    >>> with fused_blocks(False):
+    ...     type(layer(x)._ctx).__name__
+    'Normalize'
+    """
+
+    def __init__(self, enabled):
+        self.enabled = bool(enabled)
+
+    def __enter__(self):
+        self._previous = _FUSED_BLOCKS[0]
+        _FUSED_BLOCKS[0] = self.enabled
+
+    def __exit__(self, *exc):
+        _FUSED_BLOCKS[0] = self._previous
 
 
 def _self_attention_residual(layer, x, attn_mask, is_causal):
     """Pre-norm ``x + _sa_block(norm1(x))``, post-norm ``norm1(x + _sa_block(x))``: one
     ``SelfAttentionBlock`` node where it applies, the composed nodes otherwise."""
-    fused = _self_attention_block(layer, x, attn_mask, is_causal) if FUSED_BLOCKS else None
+    fused = _self_attention_block(layer, x, attn_mask, is_causal) if _FUSED_BLOCKS[0] else None
     if fused is not None:
         return fused
     if layer.norm_first:
@@ -248,17 +272,20 @@ def _self_attention_block(layer, x, attn_mask, is_causal):
     """``SelfAttentionBlock.apply(…)``, or ``None`` where the block would not compute what the
     layer's parts do: the weights are kept, dropout acts, a part is replaced (``_sa_block``
     overridden; ``norm1``, ``dropout1``, attention or its projections not the library's own
-    classes), attention is not on its own fused self-attention path, a bias is missing, the
-    norm is not over the last axis, a dtype differs, or a float mask needs a gradient."""
+    classes with their own ``forward``), attention is not on its own fused self-attention path, a
+    parameter is missing or of another shape or dtype, or a float mask needs a gradient."""
     attention, norm, dropout = layer.self_attn, layer.norm1, layer.dropout1
-    if (type(attention) is not MultiHeadAttention or type(norm) is not LayerNorm or type(dropout) is not Dropout
-            or layer.keep_attn_weights or type(layer)._sa_block not in _OWN_SA_BLOCKS
+    if (not _runs_own_forward(attention, MultiHeadAttention) or not _runs_own_forward(norm, LayerNorm)
+            or not _runs_own_forward(dropout, Dropout) or not _runs_own_forward(attention.out_proj, Linear)
+            or layer.keep_attn_weights or type(layer)._sa_block not in _OWN_SA_BLOCKS or "_sa_block" in layer.__dict__
             or (attention.training and attention.dropout) or (dropout.training and dropout.p)
-            or not attention._packable(x) or type(attention.out_proj) is not Linear):
+            or not attention._packable(x)):
         return None
     q, k, v, out = attention.q_proj, attention.k_proj, attention.v_proj, attention.out_proj
-    inputs = (x, norm.weight, norm.bias, q.weight, k.weight, v.weight, q.bias, k.bias, v.bias, out.weight, out.bias)
-    if norm.normalized_shape != x.shape[-1:] or x.dtype.kind != "f" or not _all_of_dtype(x.dtype, inputs):
+    E, dtype = x.shape[-1], x.dtype
+    if (norm.normalized_shape != (E,) or dtype.kind != "f"
+            or not _fit(dtype, (E,), (norm.weight, norm.bias, q.bias, k.bias, v.bias, out.bias))
+            or not _fit(dtype, (E, E), (q.weight, k.weight, v.weight, out.weight))):
         return None
     float_mask = allowed = None
     if attn_mask is not None:
@@ -267,28 +294,43 @@ def _self_attention_block(layer, x, attn_mask, is_causal):
         if mask.dtype != np.bool_ and mask.requires_grad:
             return None  # the composed nodes hand the mask its gradient
         float_mask, allowed = (None, mask.data) if mask.dtype == np.bool_ else (mask.data, None)
-    return SelfAttentionBlock.apply(*inputs, num_heads=attention.num_heads, norm_first=layer.norm_first, eps=norm.eps,
-                                    attn_mask=float_mask, allowed=allowed, is_causal=is_causal)  # (B, L, E)
+    return SelfAttentionBlock.apply(
+        x, norm.weight, norm.bias, q.weight, k.weight, v.weight, q.bias, k.bias, v.bias, out.weight, out.bias,
+        num_heads=attention.num_heads, norm_first=layer.norm_first, eps=norm.eps, attn_mask=float_mask,
+        allowed=allowed, is_causal=is_causal,
+    )  # (B, L, E)
 
 
 def _feed_forward_residual(layer, norm, x, output_dropout):
     """Pre-norm ``x + _ff_block(norm(x))``, post-norm ``norm(x + _ff_block(x))`` (``output_dropout``
     is the block's last dropout): one ``FeedForwardBlock`` node where the activation is ReLU, no
-    dropout acts, the parts are the layer's own (``_ff_block`` not overridden; plain ``Linear``
-    with biases, ``Dropout`` and ``LayerNorm`` over the last axis) and one dtype runs throughout;
-    the composed nodes otherwise."""
+    dropout acts, the parts are the layer's own (``_ff_block`` not overridden; plain ``Linear``,
+    ``Dropout`` and ``LayerNorm`` with their own ``forward``) and every parameter is there, of the
+    shape and dtype the composed nodes take; the composed nodes otherwise."""
     linear1, linear2, dropout = layer.linear1, layer.linear2, layer.dropout
-    if (FUSED_BLOCKS and layer.activation is F.relu and type(layer)._ff_block in _OWN_FF_BLOCKS
-            and type(linear1) is Linear and type(linear2) is Linear and type(norm) is LayerNorm
-            and type(dropout) is Dropout and not (dropout.training and dropout.p)
-            and type(output_dropout) is Dropout and not (output_dropout.training and output_dropout.p)
-            and norm.normalized_shape == x.shape[-1:] and linear1.in_features == linear2.out_features == x.shape[-1]):
-        inputs = (x, norm.weight, norm.bias, linear1.weight, linear1.bias, linear2.weight, linear2.bias)
-        if _all_of_dtype(x.dtype, inputs):
-            return FeedForwardBlock.apply(*inputs, norm_first=layer.norm_first, eps=norm.eps)  # (…, E)
+    if (_FUSED_BLOCKS[0] and layer.activation is F.relu and type(layer)._ff_block in _OWN_FF_BLOCKS
+            and "_ff_block" not in layer.__dict__ and _runs_own_forward(linear1, Linear)
+            and _runs_own_forward(linear2, Linear) and _runs_own_forward(norm, LayerNorm)
+            and _runs_own_forward(dropout, Dropout) and not (dropout.training and dropout.p)
+            and _runs_own_forward(output_dropout, Dropout) and not (output_dropout.training and output_dropout.p)):
+        E, F_, dtype = x.shape[-1], linear1.out_features, x.dtype
+        if (norm.normalized_shape == (E,) and _fit(dtype, (E,), (norm.weight, norm.bias, linear2.bias))
+                and _fit(dtype, (F_,), (linear1.bias,)) and _fit(dtype, (F_, E), (linear1.weight,))
+                and _fit(dtype, (E, F_), (linear2.weight,))):
+            return FeedForwardBlock.apply(x, norm.weight, norm.bias, linear1.weight, linear1.bias, linear2.weight,
+                                          linear2.bias, norm_first=layer.norm_first, eps=norm.eps)  # (…, E)
     if layer.norm_first:
         return x + layer._ff_block(norm(x))
     return norm(x + layer._ff_block(x))
+
+
+def _fit(dtype, shape, tensors):
+    """Every one of ``tensors`` is a tensor (not ``None``) of ``dtype`` and ``shape``, as the composed
+    nodes would take it. A plain loop: the layers ask this on every call."""
+    for t in tensors:
+        if t is None or t.dtype != dtype or t.shape != shape:
+            return False
+    return True
 
 
 _OWN_SA_BLOCKS = (TransformerEncoderLayer._sa_block, TransformerDecoderLayer._sa_block)
