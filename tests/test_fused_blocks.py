@@ -603,3 +603,35 @@ def test_parts_that_do_not_fit_raise_the_composed_nodes_error(kind, how):
             call(layer, inputs)
         messages.append(str(error.value))
     assert messages[0] == messages[1]
+
+
+@pytest.mark.parametrize("norm_first", [False, True])
+def test_blocks_skip_the_products_of_frozen_parameters(norm_first):
+    """A block's backward hands ``None`` for every weight and bias that needs no gradient (their
+    products are not run), and the same gradients as before for the rest."""
+    rng = np.random.default_rng(40)
+    inputs = self_attention_block_inputs(2, 3, 2, 2, rng, "cpu")
+    options = dict(num_heads=2, norm_first=norm_first, eps=1e-5, attn_mask=None, allowed=None, is_causal=True)
+    upstream = rng.standard_normal((2, 3, 4))
+    all_grads = SelfAttentionBlock.apply(*inputs, **options)._ctx.backward(upstream)
+    frozen = {3, 7, 9, 10}  # W_q, b_k, W_o, b_o
+    for i in frozen:
+        inputs[i].requires_grad_(False)
+    grads = SelfAttentionBlock.apply(*inputs, **options)._ctx.backward(upstream)
+    for i, (g, reference) in enumerate(zip(grads, all_grads)):
+        assert (g is None) == (i in frozen), i
+        if g is not None:
+            np.testing.assert_array_equal(g, reference)
+
+    E, hidden = 4, 5
+    x = leaf(rng.standard_normal((2, 3, E)), "cpu")
+    shapes = [(E,), (E,), (hidden, E), (hidden,), (E, hidden), (E,)]  # norm weight and bias, W1, b1, W2, b2
+    params = [leaf(rng.standard_normal(shape), "cpu") for shape in shapes]
+    all_grads = FeedForwardBlock.apply(x, *params, norm_first=norm_first, eps=1e-5)._ctx.backward(upstream)
+    for p in params[2:5:2]:  # W1, W2
+        p.requires_grad_(False)
+    grads = FeedForwardBlock.apply(x, *params, norm_first=norm_first, eps=1e-5)._ctx.backward(upstream)
+    for i, (g, reference) in enumerate(zip(grads, all_grads)):
+        assert (g is None) == (i in {3, 5}), i
+        if g is not None:
+            np.testing.assert_array_equal(g, reference)

@@ -16,8 +16,8 @@ and their backwards), so the arithmetic is the composed form's, operation for op
 activations are handled as rows ``(M, E)``, ``M = B·L``. The test suite checks each block against
 the composed form, against PyTorch and by finite differences.
 ``with tinyattn.nn.transformer.fused_blocks(False):`` turns the blocks off (to step through the
-composed nodes in a debugger, say). A block computes the gradient of every input, even of one that
-needs none (a frozen parameter); the graph walk drops those.
+composed nodes in a debugger, say). A block skips the products for a weight or bias that needs no
+gradient (a frozen parameter); the input's and the norm's gradients, cheap beside them, it always computes.
 """
 
 import math
@@ -27,8 +27,6 @@ from ..tensor import Function
 from .attention import _in_projection, _in_projection_backward
 from .functional import _layer_norm_rows, _layer_norm_rows_backward, column_sums
 from .sdpa import _packed_attention, _packed_attention_backward
-
-_ALL = (True,) * 7  # the q/k/v projection's backward: every gradient
 
 
 class _ResidualBlock(Function):
@@ -106,10 +104,13 @@ class SelfAttentionBlock(_ResidualBlock):
         return self._norm_output(s, norm_weight, norm_bias, eps).reshape(x.shape)
 
     def backward(self, grad):
+        parents = self.parents  # a weight's or bias's product runs only when it needs its gradient
         grad_s, grad_norm = self._grad_of_sum(grad.reshape(self.merged.shape))  # ∂s (M, E)
-        grad_w_o, grad_b_o = grad_s.T @ self.merged, column_sums(grad_s)  # (E, E), (E,)
+        grad_w_o = grad_s.T @ self.merged if parents[9].requires_grad else None  # (E, E)
+        grad_b_o = column_sums(grad_s) if parents[10].requires_grad else None  # (E,)
         grad_qkv, _ = _packed_attention_backward(grad_s @ self.w_o, self.qkv, self.weights, None, self.scale)
-        grad_h, *grad_in_proj = _in_projection_backward(grad_qkv, self.h, self.w_qkv, _ALL)  # ∂h (M, E), ...
+        in_proj_needs = [True] + [p.requires_grad for p in parents[3:9]]  # ∂h, then W_q … b_v
+        grad_h, *grad_in_proj = _in_projection_backward(grad_qkv, self.h, self.w_qkv, in_proj_needs)  # ∂h (M, E)
         return self._grad_of_input(grad_h, grad_s, grad_norm, grad.shape) + (*grad_in_proj, grad_w_o, grad_b_o)
 
 
@@ -143,10 +144,13 @@ class FeedForwardBlock(_ResidualBlock):
         return self._norm_output(s, norm_weight, norm_bias, eps).reshape(x.shape)
 
     def backward(self, grad):
+        parents = self.parents  # a weight's or bias's product runs only when it needs its gradient
         grad_s, grad_norm = self._grad_of_sum(grad.reshape(self.h.shape))  # ∂s (M, E)
-        grad_w2, grad_b2 = grad_s.T @ self.hidden, column_sums(grad_s)  # (E, F), (E,)
+        grad_w2 = grad_s.T @ self.hidden if parents[5].requires_grad else None  # (E, F)
+        grad_b2 = column_sums(grad_s) if parents[6].requires_grad else None  # (E,)
         grad_hidden = grad_s @ self.w2  # (M, F), a fresh array
         grad_hidden *= self.hidden > 0  # ∂Z
-        grad_w1, grad_b1 = grad_hidden.T @ self.h, column_sums(grad_hidden)  # (F, E), (F,)
+        grad_w1 = grad_hidden.T @ self.h if parents[3].requires_grad else None  # (F, E)
+        grad_b1 = column_sums(grad_hidden) if parents[4].requires_grad else None  # (F,)
         grad_h = grad_hidden @ self.w1  # (M, E)
         return self._grad_of_input(grad_h, grad_s, grad_norm, grad.shape) + (grad_w1, grad_b1, grad_w2, grad_b2)
