@@ -313,10 +313,10 @@ def _feed_forward_residual(layer, norm, x, output_dropout):
             and _runs_own_forward(linear2, Linear) and _runs_own_forward(norm, LayerNorm)
             and _runs_own_forward(dropout, Dropout) and not (dropout.training and dropout.p)
             and _runs_own_forward(output_dropout, Dropout) and not (output_dropout.training and output_dropout.p)):
-        E, F_, dtype = x.shape[-1], linear1.out_features, x.dtype
+        E, hidden, dtype = x.shape[-1], linear1.out_features, x.dtype  # hidden: dim_feedforward
         if (norm.normalized_shape == (E,) and _fit(dtype, (E,), (norm.weight, norm.bias, linear2.bias))
-                and _fit(dtype, (F_,), (linear1.bias,)) and _fit(dtype, (F_, E), (linear1.weight,))
-                and _fit(dtype, (E, F_), (linear2.weight,))):
+                and _fit(dtype, (hidden,), (linear1.bias,)) and _fit(dtype, (hidden, E), (linear1.weight,))
+                and _fit(dtype, (E, hidden), (linear2.weight,))):
             return FeedForwardBlock.apply(x, norm.weight, norm.bias, linear1.weight, linear1.bias, linear2.weight,
                                           linear2.bias, norm_first=layer.norm_first, eps=norm.eps)  # (…, E)
     if layer.norm_first:
