@@ -23,7 +23,7 @@ from tinyattn import testing as tt
 from tinyattn.nn.attention import MergeHeads, SplitHeads
 from tinyattn.nn.blocks import FeedForwardBlock
 
-DEVICES = ["cpu", "strict"]
+DEVICES = ["cpu", "strict", pytest.param("cuda", marks=pytest.mark.cuda)]  # cuda: skipped without a GPU
 
 
 def _run(fn, arrays, needs, upstream, device):

@@ -30,7 +30,7 @@ from tinyattn.nn.attention import InProjection
 from tinyattn.nn.sdpa import Attention, PackedSelfAttention, packed_self_attention
 from tinyattn.testing import gradcheck
 
-DEVICES = ["cpu", "strict"]
+DEVICES = ["cpu", "strict", pytest.param("cuda", marks=pytest.mark.cuda)]  # cuda: skipped without a GPU
 
 
 # ----------------------------------------------------------------------------- Attention vs composed

@@ -39,7 +39,7 @@ import tinyattn.nn.transformer as transformer_module
 from tinyattn.nn.blocks import FeedForwardBlock, SelfAttentionBlock
 from tinyattn.testing import gradcheck
 
-DEVICES = ["cpu", "strict"]
+DEVICES = ["cpu", "strict", pytest.param("cuda", marks=pytest.mark.cuda)]  # cuda: skipped without a GPU
 KINDS = ["encoder", "decoder"]
 LAYERS = {"encoder": nn.TransformerEncoderLayer, "decoder": nn.TransformerDecoderLayer}
 TORCH_LAYERS = {"encoder": torch.nn.TransformerEncoderLayer, "decoder": torch.nn.TransformerDecoderLayer}
