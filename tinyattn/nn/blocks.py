@@ -30,13 +30,14 @@ from .sdpa import _packed_attention, _packed_attention_backward
 
 
 class _ResidualBlock(Function):
-    """What both blocks share: where LayerNorm sits around the residual sum ``s = x + f(h)``.
+    """What both blocks share: a block is ``s = x + a Wᵀ + b`` with ``a = g(h)`` (its last linear layer
+    and the residual sum), and LayerNorm sits around it:
 
         pre-norm:   h = norm(x),  y = s          post-norm:  h = x,  y = norm(s)
 
-    A block's ``forward`` calls ``_norm_input`` and ``_norm_output`` around its ``f``; its
-    ``backward`` calls ``_grad_of_sum`` (``∂s``) and ``_grad_of_input`` (``∂x``, ``∂weight``, ``∂bias``
-    of the norm) around ``f``'s backward."""
+    A block's ``forward`` calls ``_norm_input`` (``h``), computes ``a``, and ends in ``_output``
+    (``y``); its ``backward`` starts with ``_grad_of_output`` (``∂s``, ``∂a``, ``∂W``, ``∂b``) and ends
+    in ``_grad_of_input`` (``∂x`` and the norm's gradients)."""
 
     fresh_gradients = True  # keeps no reference to what backward returns (see Function)
 
@@ -47,18 +48,26 @@ class _ResidualBlock(Function):
         h, self.norm = _layer_norm_rows(rows, norm_weight, norm_bias, eps)  # (M, E)
         return h
 
-    def _norm_output(self, s, norm_weight, norm_bias, eps):
+    def _output(self, a, weight, bias, rows, norm_weight, norm_bias, eps):
+        """``y`` (M, E) from ``a`` (M, K): ``s = x + a Wᵀ + b``, then the norm post-norm."""
+        s = a @ weight.T  # (M, E), a fresh array
+        s += bias
+        s += rows  # the residual sum
         if self.norm_first:
             return s
         y, self.norm = _layer_norm_rows(s, norm_weight, norm_bias, eps)  # (M, E)
         return y
 
-    def _grad_of_sum(self, grad):
-        """``(∂s, norm's gradients)``: ``∂s = G`` pre-norm (the norm's come later), ``∂norm(G)`` post-norm."""
-        if self.norm_first:
-            return grad, ()
-        grad_s, *grad_norm = _layer_norm_rows_backward(grad, self.norm)
-        return grad_s, grad_norm
+    def _grad_of_output(self, grad, a, weight, weight_tensor, bias_tensor):
+        """``(∂s, ∂a, ∂W, ∂b, norm's gradients)`` for ``grad = ∂L/∂y``: ``∂s = G`` pre-norm (the norm's
+        gradients come later), ``∂norm(G)`` post-norm; ``∂W = ∂sᵀ a`` and ``∂b = Σ_rows ∂s`` only when
+        the parameter (``weight_tensor``, ``bias_tensor``) needs them; ``∂a = ∂s W``, a fresh array."""
+        grad_s, grad_norm = grad.reshape(a.shape[0], grad.shape[-1]), ()  # (M, E)
+        if not self.norm_first:
+            grad_s, *grad_norm = _layer_norm_rows_backward(grad_s, self.norm)
+        grad_weight = grad_s.T @ a if weight_tensor.requires_grad else None  # (E, K)
+        grad_bias = column_sums(grad_s) if bias_tensor.requires_grad else None  # (E,)
+        return grad_s, grad_s @ weight, grad_weight, grad_bias, grad_norm
 
     def _grad_of_input(self, grad_h, grad_s, grad_norm, shape):
         """``(∂x, ∂norm_weight, ∂norm_bias)``: ``∂x = ∂s + ∂norm(∂h)`` pre-norm, ``∂s + ∂h`` post-norm,
@@ -98,17 +107,13 @@ class SelfAttentionBlock(_ResidualBlock):
         self.scale = 1.0 / math.sqrt(qkv.shape[-1])
         merged, self.weights, _ = _packed_attention(qkv, attn_mask, allowed, is_causal, self.scale, 0.0)
         self.h, self.qkv, self.merged, self.w_o = h, qkv, merged.reshape(B * L, E), w_o  # merged heads a (M, E)
-        s = self.merged @ w_o.T  # (M, E), a fresh array
-        s += b_o
-        s += rows  # the residual sum
-        return self._norm_output(s, norm_weight, norm_bias, eps).reshape(x.shape)
+        return self._output(self.merged, w_o, b_o, rows, norm_weight, norm_bias, eps).reshape(x.shape)
 
     def backward(self, grad):
         parents = self.parents  # a weight's or bias's product runs only when it needs its gradient
-        grad_s, grad_norm = self._grad_of_sum(grad.reshape(self.merged.shape))  # ∂s (M, E)
-        grad_w_o = grad_s.T @ self.merged if parents[9].requires_grad else None  # (E, E)
-        grad_b_o = column_sums(grad_s) if parents[10].requires_grad else None  # (E,)
-        grad_qkv, _ = _packed_attention_backward(grad_s @ self.w_o, self.qkv, self.weights, None, self.scale)
+        grad_s, grad_merged, grad_w_o, grad_b_o, grad_norm = self._grad_of_output(
+            grad, self.merged, self.w_o, parents[9], parents[10])  # ∂s, ∂a (M, E), ∂W_o, ∂b_o
+        grad_qkv, _ = _packed_attention_backward(grad_merged, self.qkv, self.weights, None, self.scale)
         in_proj_needs = [True] + [p.requires_grad for p in parents[3:9]]  # ∂h, then W_q … b_v
         grad_h, *grad_in_proj = _in_projection_backward(grad_qkv, self.h, self.w_qkv, in_proj_needs)  # ∂h (M, E)
         return self._grad_of_input(grad_h, grad_s, grad_norm, grad.shape) + (*grad_in_proj, grad_w_o, grad_b_o)
@@ -138,17 +143,12 @@ class FeedForwardBlock(_ResidualBlock):
         hidden += b1
         self.h, self.hidden = h, backend.namespace(x).maximum(hidden, 0, out=hidden)  # A, in place
         self.w1, self.w2 = w1, w2
-        s = self.hidden @ w2.T  # (M, E)
-        s += b2
-        s += rows  # the residual sum
-        return self._norm_output(s, norm_weight, norm_bias, eps).reshape(x.shape)
+        return self._output(self.hidden, w2, b2, rows, norm_weight, norm_bias, eps).reshape(x.shape)
 
     def backward(self, grad):
         parents = self.parents  # a weight's or bias's product runs only when it needs its gradient
-        grad_s, grad_norm = self._grad_of_sum(grad.reshape(self.h.shape))  # ∂s (M, E)
-        grad_w2 = grad_s.T @ self.hidden if parents[5].requires_grad else None  # (E, F)
-        grad_b2 = column_sums(grad_s) if parents[6].requires_grad else None  # (E,)
-        grad_hidden = grad_s @ self.w2  # (M, F), a fresh array
+        grad_s, grad_hidden, grad_w2, grad_b2, grad_norm = self._grad_of_output(
+            grad, self.hidden, self.w2, parents[5], parents[6])  # ∂s, ∂A (M, F), ∂W2, ∂b2
         grad_hidden *= self.hidden > 0  # ∂Z
         grad_w1 = grad_hidden.T @ self.h if parents[3].requires_grad else None  # (F, E)
         grad_b1 = column_sums(grad_hidden) if parents[4].requires_grad else None  # (F,)
