@@ -292,10 +292,13 @@ def _read(file, path):
             raise damaged(f"its manifest is not in the format {FORMAT!r}")
         leaves = list(_array_nodes(manifest["root"], ()))
         listed = {node["array"]: where for where, node in leaves}
-        for member in listed.keys() - set(names):
-            raise damaged(f"the array at {_describe(listed[member])} (member {member!r}) is missing")
-        for member in set(names) - listed.keys() - {MANIFEST}:
-            raise damaged(f"the member {member!r} is not in its manifest")
+        missing = [f"the array at {_describe(where)} (member {member!r})" for member, where in listed.items()
+                   if member not in names]
+        if missing:
+            raise damaged(f"its manifest lists what the archive lacks: {', '.join(missing)}")
+        unlisted = [member for member in names if member not in listed and member != MANIFEST]
+        if unlisted:
+            raise damaged(f"the archive holds members its manifest does not list: {unlisted}")
         arrays = {}
         for where, node in leaves:
             arrays[node["array"]] = _verified_array(archive, node, where, damaged)
