@@ -121,6 +121,9 @@ def test_paths_may_be_str_bytes_or_pathlike(tmp_path):
         ta.save({"w": np.arange(3)}, path)
         assert_bitwise_equal(ta.load(path), {"w": np.arange(3)})
     assert sorted(os.listdir(tmp_path)) == ["a", "b", "c"]
+    for function, args in ((ta.save, ({},)), (ta.load, ())):
+        with pytest.raises(TypeError, match=f"{function.__name__}: path must be a str, bytes or os.PathLike, got int"):
+            function(*args, 3)
 
 
 def test_save_writes_exactly_the_path_given_and_numpy_reads_it(tmp_path):

@@ -77,7 +77,7 @@ def save(obj, path):
     type, an object array, a set, an arbitrary object) raises ``TypeError`` or ``ValueError``
     naming where it sits, and nothing is written.
     """
-    path = _path(path)
+    path = _path(path, "save")
     arrays = []  # (where, host array, manifest node), in the order the tree walk meets them
     root = _encode(obj, (), arrays, set())
     for (_, _, node), member in zip(arrays, _member_names([where for where, _, _ in arrays])):
@@ -114,7 +114,7 @@ def load(path):
     NumPy arrays; only their members' zip CRCs can be checked, so such a file whose zip
     directory lost members cannot be told from a smaller one.
     """
-    path = _path(path)
+    path = _path(path, "load")
     if not os.path.exists(path):
         raise FileNotFoundError(f"load: no checkpoint at {path!r}: the file does not exist")
     if os.path.isdir(path):
@@ -134,8 +134,10 @@ def load(path):
 # ----------------------------------------------------------------------------- saving
 
 
-def _path(path):
+def _path(path, function):
     """``path`` as a ``str`` (bytes decoded as the OS does, so the same file is meant)."""
+    if not isinstance(path, (str, bytes, os.PathLike)):
+        raise TypeError(f"{function}: path must be a str, bytes or os.PathLike, got {type(path).__name__}")
     return os.fsdecode(os.fspath(path))
 
 
