@@ -63,8 +63,9 @@ def same(loaded, saved):
         )
     if isinstance(saved, (list, tuple)):
         return type(loaded) is type(saved) and len(loaded) == len(saved) and all(map(same, loaded, saved))
-    if isinstance(saved, float):  # bit for bit: NaN equals NaN, -0.0 differs from 0.0
-        return type(loaded) is float and np.float64(loaded).tobytes() == np.float64(saved).tobytes()
+    if isinstance(saved, (float, complex)):  # bit for bit: NaN equals NaN, -0.0 differs from 0.0
+        kind = np.float64 if isinstance(saved, float) else np.complex128
+        return type(loaded) is type(saved) and kind(loaded).tobytes() == kind(saved).tobytes()
     return type(loaded) is type(saved) and loaded == saved
 
 

@@ -11,6 +11,7 @@ resumed from a checkpoint is bit for bit the training that never stopped.
 import collections
 import io
 import os
+import struct
 import sys
 import tempfile
 import zipfile
@@ -43,14 +44,14 @@ leaves = st.one_of(
     st.none(), st.booleans(), st.integers(-(2**70), 2**70), st.floats(), st.complex_numbers(), st.text(max_size=6),
     arrays, arrays.filter(lambda a: a.ndim == 0).map(lambda a: a[()]),  # NumPy scalars
 )
-nested = st.recursive(
-    leaves,
-    lambda children: st.one_of(
-        st.lists(children, max_size=3), st.lists(children, max_size=3).map(tuple),
-        st.dictionaries(keys, children, max_size=3),
-    ),
-    max_leaves=12,
-)
+
+
+def containers(children):
+    lists = st.lists(children, max_size=3)
+    return st.one_of(lists, lists.map(tuple), st.dictionaries(keys, children, max_size=3))
+
+
+nested = st.recursive(leaves, containers, max_leaves=12)
 
 
 def assert_bitwise_equal(loaded, expected):
@@ -106,7 +107,9 @@ def test_a_training_checkpoint_keeps_its_python_values_and_key_types(tmp_path):
     opt.step()
     checkpoint = {
         "model": model.state_dict(), "optimizer": opt.state_dict(), "epoch": 3, "loss": float("nan"),
-        "zero": -0.0, "big": 2**100, "name": "run\x00one", "done": False, "best": None, "rng": ta.get_rng_state(),
+        "zero": -0.0, "big": 2**100, "payload": struct.unpack("<d", bytes.fromhex("0100000000f8ffff"))[0],
+        "complex": complex(float("-inf"), -0.0), "name": "run\x00one", "done": False, "best": None,
+        "rng": ta.get_rng_state(),
     }
     ta.save(checkpoint, tmp_path / "c")
     loaded = ta.load(tmp_path / "c")

@@ -46,8 +46,10 @@ import collections.abc
 import contextlib
 import io
 import json
+import math
 import os
 import secrets
+import struct
 import time
 import unicodedata
 import zipfile
@@ -148,8 +150,9 @@ def _describe(where):
 
 def _encode(value, where, arrays, active):
     """The manifest node of ``value``: plain JSON for ``None``, ``bool``, ``int``, ``float`` and
-    ``str``; ``{"dict": [[key, node], ...]}``, ``{"list": [...]}``, ``{"tuple": [...]}``,
-    ``{"complex": [real, imag]}`` or an array node (its member is named later)."""
+    ``str``; ``{"dict": [[key, node], ...]}``, ``{"list": [...]}``, ``{"tuple": [...]}``, the
+    bytes in hex of a NaN (``{"float": ...}``) or of a complex number (``{"complex": ...}``), or an
+    array node (its member is named later)."""
     if isinstance(value, (Tensor, np.ndarray, np.generic)) or backend.is_array(value):
         array = _host_array(value, where)
         node = {"array": None, "dtype": _descr(array.dtype), "shape": list(array.shape), "crc32": _crc32(array)}
@@ -157,10 +160,12 @@ def _encode(value, where, arrays, active):
             node["scalar"] = True
         arrays.append((where, array, node))
         return node
+    if isinstance(value, float) and math.isnan(value):  # JSON's NaN would lose the sign and payload
+        return {"float": struct.pack("<d", value).hex()}
     if value is None or isinstance(value, (bool, int, float, str)):
         return value
     if isinstance(value, complex):
-        return {"complex": [value.real, value.imag]}
+        return {"complex": struct.pack("<dd", value.real, value.imag).hex()}
     if not (isinstance(value, collections.abc.Mapping) or type(value) in (list, tuple)):
         raise TypeError(
             f"save: the value at {_describe(where)} is a {type(value).__name__}; expected a dict, list, tuple, "
@@ -364,7 +369,8 @@ def _decode(node, arrays):
         return [_decode(child, arrays) for child in node["list"]]
     if "tuple" in node:
         return tuple(_decode(child, arrays) for child in node["tuple"])
+    if "float" in node:
+        return struct.unpack("<d", bytes.fromhex(node["float"]))[0]
     if "complex" in node:
-        real, imag = node["complex"]
-        return complex(real, imag)
+        return complex(*struct.unpack("<dd", bytes.fromhex(node["complex"])))
     raise ValueError(f"unknown manifest node {sorted(node)}")
