@@ -70,11 +70,14 @@ def same(loaded, saved):
 
 
 def outcome(path, saved):
-    """``"detected"``, ``"identical"``, or what went wrong, for one ``ta.load(path)``."""
+    """``"detected"`` (``"detected, key named"`` when the error names the damaged array's keys),
+    ``"identical"``, or what went wrong, for one ``ta.load(path)``."""
     try:
         loaded = ta.load(path)
     except ta.CheckpointError as error:
-        return "detected" if str(path) in str(error) else f"error not naming the file: {error}"
+        if str(path) not in str(error):
+            return f"error not naming the file: {error}"
+        return "detected, key named" if "the array at [" in str(error) else "detected"
     except Exception as error:
         return f"{type(error).__name__} instead of CheckpointError: {error}"
     return "identical" if same(loaded, saved) else "altered result"
@@ -119,8 +122,11 @@ def campaign(cases, path, saved):
             file.write(data)
         result = outcome(path, saved)
         counts["tried"] += 1
-        if result in ("detected", "identical"):
-            counts[result] += 1
+        if result.startswith("detected"):
+            counts["detected"] += 1
+            counts["key named"] += result.endswith("key named")
+        elif result == "identical":
+            counts["identical"] += 1
         else:
             failures.append(f"{label}: {result}")
     return counts, failures
@@ -144,8 +150,9 @@ def main(argv=None):
             counts, failures = campaign(cases, path, saved)
             seconds = time.perf_counter() - start
             print(
-                f"{name:12} tried {counts['tried']:6}  detected (named the file) {counts['detected']:6}  "
-                f"loaded identical {counts['identical']:5}  failed {len(failures):3}  {seconds:6.1f} s"
+                f"{name:12} tried {counts['tried']:6}  detected (named the file) {counts['detected']:6} "
+                f"(of which named a key {counts['key named']:5})  loaded identical {counts['identical']:5}  "
+                f"failed {len(failures):3}  {seconds:5.1f} s"
             )
             all_failures += failures
     for failure in all_failures[:50]:
