@@ -291,7 +291,10 @@ def _read(file, path):
         if MANIFEST not in names and not archive.comment:
             return _read_plain(archive, names, damaged)
         if archive.comment != COMMENT:
-            raise damaged(f"its zip comment {archive.comment[:80]!r} is not the one tinyattn.save writes")
+            raise damaged(
+                f"its zip comment {archive.comment[:80]!r} is not the one tinyattn.save writes "
+                "(a damaged checkpoint, or a zip archive from elsewhere)"
+            )
         if MANIFEST not in names:
             raise damaged(f"its manifest {MANIFEST!r} is missing (the zip directory lists {len(names)} members)")
         manifest = json.loads(archive.read(MANIFEST).decode("ascii"))
