@@ -23,8 +23,11 @@ manifest.
 ``load`` verifies everything before returning anything: the members are exactly those the
 manifest lists (a damaged zip directory can hide members from ``np.load``), each member's zip
 CRC, and each array's dtype, shape and CRC32 against the manifest. Anything else raises
-``CheckpointError`` (a ``ValueError``) naming the file and, where it can, the key: a damaged,
-truncated, empty or foreign file is refused, never loaded in part.
+``CheckpointError`` (``ta.CheckpointError``, a ``ValueError``) naming the file and, where it
+can, the key: a damaged, truncated, empty or foreign file is refused, never loaded in part.
+Checkpoints written before the manifest existed (plain ``np.savez`` archives) still load; see
+``load``. ``benchmarks/checkpoint_corruption.py`` loads a small checkpoint truncated at every
+length and with each single bit flipped.
 
 ``save`` is atomic. The archive is written to a temporary file in the target's folder,
 flushed and fsynced, and only then renamed onto the target with ``os.replace`` (atomic on
