@@ -12,7 +12,7 @@ import os
 import numpy as np
 
 from . import backend, ops
-from .backend import manual_seed
+from .backend import get_rng_state, manual_seed, set_rng_state
 from .creation import arange, full, ones, ones_like, rand, randn, tensor, zeros, zeros_like
 from .ops import (
     abs,
@@ -56,14 +56,14 @@ if os.environ.get("TINYATTN_KEEP_FREED_MEMORY", "1") != "0":
 
 # the floors above the engine, imported once the engine is complete
 from . import interop, nn, optim, testing, viz  # noqa: E402
-from .serialization import load, save  # noqa: E402
+from .serialization import CheckpointError, load, save  # noqa: E402
 
 __all__ = [
-    "Tensor", "Function", "tensor", "no_grad", "is_grad_enabled", "manual_seed",
+    "Tensor", "Function", "tensor", "no_grad", "is_grad_enabled", "manual_seed", "get_rng_state", "set_rng_state",
     "float32", "float64", "int64", "bool",
     "zeros", "ones", "full", "arange", "randn", "rand", "zeros_like", "ones_like",
     "add", "sub", "mul", "div", "pow", "neg", "matmul", "exp", "log", "sqrt", "tanh", "sigmoid", "relu", "abs",
     "sum", "mean", "amax", "var", "reshape", "transpose", "permute", "unsqueeze", "squeeze", "expand", "flatten",
     "masked_fill", "where", "cat", "stack", "split", "chunk",
-    "save", "load", "backend", "ops", "nn", "optim", "interop", "testing", "viz",
+    "save", "load", "CheckpointError", "backend", "ops", "nn", "optim", "interop", "testing", "viz",
 ]
