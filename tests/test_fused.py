@@ -20,8 +20,7 @@ import tinyattn as ta
 import tinyattn.nn as nn
 import tinyattn.nn.functional as F
 from tinyattn import testing as tt
-from tinyattn.nn.attention import MergeHeads, SplitHeads
-from tinyattn.nn.blocks import FeedForwardBlock
+from tinyattn.fast import FeedForwardBlock, MergeHeads, SplitHeads
 
 DEVICES = ["cpu", "strict", pytest.param("cuda", marks=pytest.mark.cuda)]  # cuda: skipped without a GPU
 
@@ -319,13 +318,13 @@ def test_a_gradient_that_someone_else_holds_is_copied_and_a_fresh_one_is_kept():
 
         return original, backward
 
-    original, spied = spy(ta.nn.functional.Linear, "backward")
+    original, spied = spy(ta.fast.Linear, "backward")
     linear = nn.Linear(3, 2)
-    ta.nn.functional.Linear.backward = spied
+    ta.fast.Linear.backward = spied
     try:
         linear(ta.ones(4, 3)).backward(np.ones((4, 2)))
     finally:
-        ta.nn.functional.Linear.backward = original
+        ta.fast.Linear.backward = original
     assert id(linear.bias.grad) == returned[0]  # fresh, from a node that says so: kept without a copy
 
     class Undeclared(ta.Function):  # returns a fresh array but does not declare fresh_gradients

@@ -17,7 +17,7 @@ from torch_parity import host
 
 import tinyattn as ta
 import tinyattn.nn.functional as F
-from tinyattn.nn.sdpa import MaskedSoftmax
+from tinyattn.fast import MaskedSoftmax
 from tinyattn.testing import gradcheck
 
 
