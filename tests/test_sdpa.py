@@ -20,6 +20,8 @@ import tinyattn.nn.functional as F
 from tinyattn.fast import MaskedSoftmax
 from tinyattn.testing import gradcheck
 
+pytestmark = pytest.mark.usefixtures("route")  # each test runs on the fast routes and on the reference
+
 
 def leaf(array, device, requires_grad=True):
     return ta.tensor(array, requires_grad=requires_grad, device=device)
