@@ -17,7 +17,7 @@ import pytest
 
 import tinyattn as ta
 
-EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 pytest.importorskip("matplotlib")
 pytest.importorskip("tqdm")
