@@ -20,7 +20,7 @@ goes a block of keys at a time) and ``attention_block_size`` (keys per block; ``
 True
 >>> with ta.use_fast_paths(False):
 ...     routes.why_not_fused_linear()
-'fast paths are off (ta.use_fast_paths(False) or TINYATTN_FAST=0)'
+'fast paths are off'
 """
 
 import os
@@ -68,7 +68,7 @@ class use_fast_paths:
         settings.enabled, settings.blocked_attention_min_keys, settings.attention_block_size = self._previous
 
 
-FAST_OFF = "fast paths are off (ta.use_fast_paths(False) or TINYATTN_FAST=0)"
+FAST_OFF = "fast paths are off"  # by ta.use_fast_paths(False), or TINYATTN_FAST=0 at import
 
 # ----------------------------------------------------------------------------- ops
 
@@ -197,7 +197,7 @@ def multi_head_attention(module, query, key, value, attn_mask, dropout_p, need_w
         if reason is not None:
             inner = attention(query, key, value, attn_mask, dropout_p, need_weights)
             why = why_not_blocked_attention(query, key, value, attn_mask, dropout_p, need_weights)
-            _record(module, "scaled dot-product attention", f"{inner} (blocked: {why or 'runs'})", None)
+            _record(module, "scaled dot-product attention", inner + (f" (not blocked: {why})" if why else ""), None)
     return route
 
 
@@ -280,8 +280,11 @@ def decoder_layer(layer, tgt, tgt_mask):
 def _layer_route(layer, x, attn_mask, ff_norm, ff_dropout):
     sa_reason = why_not_self_attention_block(layer, x, attn_mask)
     ff_reason = why_not_feed_forward_block(layer, ff_norm, x, ff_dropout)
-    _record(layer, "self-attention residual", "fast.SelfAttentionBlock", sa_reason)
-    _record(layer, "feed-forward residual", "fast.FeedForwardBlock", ff_reason)
+    if _TRACE is not None:
+        keys, threshold = x.shape[1], settings.blocked_attention_min_keys
+        whole_matrix = f" ({keys} keys, under the blocked-attention threshold {threshold})"
+        _record(layer, "self-attention residual", "fast.SelfAttentionBlock" + whole_matrix, sa_reason)
+        _record(layer, "feed-forward residual", "fast.FeedForwardBlock", ff_reason)
     return LayerRoute(sa_reason is None, ff_reason is None)
 
 
@@ -362,7 +365,7 @@ def explain(module, *inputs, file=None, **kwargs):
     >>> layer = ta.nn.TransformerEncoderLayer(8, 2, dim_feedforward=16, activation="gelu").eval()
     >>> _ = ta.explain(layer, ta.randn(2, 3, 8))
     TransformerEncoderLayer
-      self-attention residual: fast.SelfAttentionBlock
+      self-attention residual: fast.SelfAttentionBlock (3 keys, under the blocked-attention threshold 512)
       feed-forward residual: reference (the activation is gelu, not relu)
     self_attn (MultiHeadAttention): inside a fused node of its parent
     self_attn.q_proj (Linear): inside a fused node of its parent
