@@ -197,7 +197,8 @@ def multi_head_attention(module, query, key, value, attn_mask, dropout_p, need_w
         if reason is not None:
             inner = attention(query, key, value, attn_mask, dropout_p, need_weights)
             why = why_not_blocked_attention(query, key, value, attn_mask, dropout_p, need_weights)
-            _record(module, "scaled dot-product attention", inner + (f" (not blocked: {why})" if why else ""), None)
+            note = "" if why is None else f" ({why})" if why == FAST_OFF else f" (not blocked: {why})"
+            _record(module, "scaled dot-product attention", inner + note, None)
     return route
 
 
