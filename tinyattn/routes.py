@@ -312,15 +312,15 @@ def _library():
 def _runs_own_forward(module, class_name):
     """``module`` is exactly the library's ``class_name`` and its ``forward`` is the class's (not one set
     on the instance, such as a wrapper that records activations): a fused path computes what it would."""
-    return type(module) is _library()[class_name] and "forward" not in module.__dict__
+    return type(module) is (_LIBRARY or _library())[class_name] and "forward" not in module.__dict__
 
 
 def _own_methods(name):
-    return _library()[name]
+    return (_LIBRARY or _library())[name]
 
 
 def _is_relu(activation):
-    return activation in _library()["relu"]
+    return activation in (_LIBRARY or _library())["relu"]
 
 
 def _name_in(layer, part):

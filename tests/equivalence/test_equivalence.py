@@ -267,3 +267,5 @@ def test_the_reference_runs_no_fast_node():
         loss = F.cross_entropy(F.linear(out, ta.randn(5, 8)).reshape(-1, 5), ta.tensor(np.zeros(6, dtype=np.int64)))
     assert not fast_nodes & node_types(loss)
     assert {"Softmax", "LayerNorm", "MatMul"} <= node_types(loss)
+    dot = ta.viz.to_dot(loss)  # the picture a reader draws of it names the mathematics too
+    assert "Softmax" in dot and "LayerNorm" in dot and "Normalize" not in dot
