@@ -1,7 +1,8 @@
-"""The Transformer layers' fused residual blocks (``nn.blocks``), each against the composed nodes it replaces.
+"""The Transformer layers' fused residual blocks (``tinyattn/fast/blocks.py``), each against the
+reference definition it replaces (``ta.use_fast_paths(False)``).
 
-- ``TransformerEncoderLayer`` and ``TransformerDecoderLayer`` with the blocks on against the
-  same layer with it off (``SelfAttentionBlock`` and ``FeedForwardBlock`` in the one graph, neither
+- ``TransformerEncoderLayer`` and ``TransformerDecoderLayer`` with fast paths on against the
+  same layer with them off (``SelfAttentionBlock`` and ``FeedForwardBlock`` in the one graph, neither
   in the other): the output and the gradients of the input, of ``memory`` and of every parameter,
   in float64, pre- and post-norm, with every kind of mask (padding, boolean 2-D and 3-D, a float
   mask that needs no gradient, causal), in eval mode or with dropout 0; fully masked rows stay
