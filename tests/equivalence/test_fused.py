@@ -176,38 +176,6 @@ def test_transformer_layers_use_the_fused_blocks_only_when_no_dropout_acts(layer
     assert not {"SelfAttentionBlock", "FeedForwardBlock"} & node_types(y)
 
 
-# ----------------------------------------------------------------------------- host memory
-
-
-def test_keep_freed_memory_lets_the_next_step_reuse_a_freed_block():
-    """An 8 MiB array freed and allocated again: with the setting, the second allocation page-faults
-    nothing (the block stayed in the heap); with glibc's defaults it is mapped and faulted afresh."""
-    import ctypes
-    import resource
-    import sys
-
-    if not sys.platform.startswith("linux"):
-        pytest.skip("mallopt is glibc's")
-
-    def faults_of_a_second_allocation():
-        first = np.ones(8 << 20, dtype=np.uint8)
-        del first
-        before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
-        second = np.ones(8 << 20, dtype=np.uint8)
-        del second
-        return resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before
-
-    try:
-        assert ta.backend.keep_freed_memory(False)
-        ctypes.CDLL("libc.so.6").malloc_trim(0)  # hand back the free heap earlier tests left: 8 MiB must come anew
-        released = min(faults_of_a_second_allocation() for _ in range(3))
-        assert ta.backend.keep_freed_memory(True)
-        kept = min(faults_of_a_second_allocation() for _ in range(3))
-    finally:
-        ta.backend.keep_freed_memory(True)
-    assert kept < released, (kept, released)
-
-
 # ----------------------------------------------------------------------------- heads
 
 
