@@ -117,3 +117,11 @@ def test_a_batch_of_key_masks_shaped_b_l_points_to_padding_mask():
     with pytest.raises(ValueError, match=r"\(2, 5\) cannot be broadcast .* \(2, 2, 5, 5\)"):
         F.scaled_dot_product_attention(ta.randn(2, 2, 5, 4), ta.randn(2, 2, 5, 4), ta.randn(2, 2, 5, 4),
                                        attn_mask=keys_per_sequence)
+
+
+def test_the_fast_layer_never_imports_the_layers_and_only_routes_decides():
+    for path in (ROOT / "tinyattn" / "fast").glob("*.py"):
+        source = path.read_text()
+        assert "from ..nn" not in source and "import tinyattn.nn" not in source, path
+    for path in (ROOT / "tinyattn" / "nn").glob("*.py"):  # the layers ask routes, never read its settings' switch
+        assert "settings.enabled" not in path.read_text(), path
