@@ -51,3 +51,12 @@ def pytest_collection_modifyitems(config, items):
 def device(request):
     """Each test that takes ``device`` runs on NumPy, on the strict backend, and on CuPy."""
     return request.param
+
+
+@pytest.fixture(params=[True, False], ids=["fast", "reference"])
+def route(request):
+    """Runs a test with fast paths on (the fused nodes) and off (the reference definitions)."""
+    import tinyattn as ta
+
+    with ta.use_fast_paths(request.param):
+        yield request.param

@@ -55,7 +55,8 @@ if os.environ.get("TINYATTN_KEEP_FREED_MEMORY", "1") != "0":
     backend.keep_freed_memory()  # the next step reuses this step's memory instead of faulting it in again
 
 # the floors above the engine, imported once the engine is complete
-from . import interop, nn, optim, testing, viz  # noqa: E402
+from . import interop, nn, optim, routes, testing, viz  # noqa: E402
+from .routes import explain, use_fast_paths  # noqa: E402
 from .serialization import CheckpointError, load, save  # noqa: E402
 
 __all__ = [
@@ -66,4 +67,5 @@ __all__ = [
     "sum", "mean", "amax", "var", "reshape", "transpose", "permute", "unsqueeze", "squeeze", "expand", "flatten",
     "masked_fill", "where", "cat", "stack", "split", "chunk",
     "save", "load", "CheckpointError", "backend", "ops", "nn", "optim", "interop", "testing", "viz",
+    "use_fast_paths", "explain", "routes",
 ]

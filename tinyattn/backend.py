@@ -203,8 +203,8 @@ def keep_freed_memory(enabled=True):
 
     A training step allocates the same large arrays at every step. By default glibc hands a freed
     block bigger than its mmap threshold back to the kernel, and trims the free top of its heap,
-    so the next step's arrays are mapped and page-faulted afresh, one 4 KiB page at a time: at
-    (B, L, d) = (8, 128, 256) a training step took about a third longer for it on the machines measured.
+    so the next step's arrays are mapped and page-faulted afresh, one 4 KiB page at a time (the
+    README's speed section gives what that costs a training step).
     ``mallopt(M_MMAP_THRESHOLD, 32 MiB)`` (the most it allows) and ``mallopt(M_TRIM_THRESHOLD, 1 GiB)``
     keep such blocks in the heap instead; the process then holds on to the memory of its largest
     step. ``tinyattn`` calls this when imported unless ``TINYATTN_KEEP_FREED_MEMORY=0``;

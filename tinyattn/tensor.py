@@ -9,6 +9,10 @@ output to the leaves, and hands each node the gradient of its output; the node r
 one gradient per input. Unless ``retain_graph=True``, each node drops its saved arrays
 as soon as it has run, so a second walk through it raises a ``RuntimeError``.
 
+The arithmetic operators (``+ - * / ** @``, comparisons, indexing) and the methods that are
+operations (``sum``, ``exp``, ``reshape``, ``masked_fill``…) are attached to ``Tensor`` at the
+end of ``ops.py``, beside the ``Function``s they call; this file holds only what a tensor is.
+
 >>> import tinyattn as ta
 >>> x = ta.tensor([1.0, 2.0, 3.0], requires_grad=True)
 >>> y = (x * x).sum()

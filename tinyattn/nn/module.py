@@ -60,12 +60,6 @@ _REGISTRATIONS = [0]  # counts registrations anywhere; a cached parameter list i
 IncompatibleKeys = namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])
 
 
-def _runs_own_forward(module, cls):
-    """``module`` is exactly a ``cls`` and its ``forward`` is the class's (not one set on the instance,
-    such as a wrapper that records activations): a fused path may compute what that forward would."""
-    return type(module) is cls and "forward" not in module.__dict__
-
-
 def _addindent(text, spaces):
     """Indent every line of ``text`` but the first (how PyTorch nests reprs)."""
     lines = text.split("\n")
