@@ -17,6 +17,7 @@ as soon as it has run, so a second walk through it raises a ``RuntimeError``.
 array([2., 4., 6.], dtype=float32)
 """
 
+import inspect
 import itertools
 import operator
 import sys
@@ -85,15 +86,23 @@ class Function:
 
     @classmethod
     def apply(cls, *inputs, **options):
-        device = type(inputs[0].data)
-        for t in inputs:
-            if type(t.data) is not device:
-                raise RuntimeError(
-                    f"{cls.__name__.lower()}: tensors on different devices: "
-                    f"{', '.join(repr(i.device) for i in inputs)}; move them with .to(device)"
-                )
+        try:
+            device = type(inputs[0].data)
+            for t in inputs:
+                if type(t.data) is not device:
+                    raise RuntimeError(
+                        f"{cls.__name__.lower()}: tensors on different devices: "
+                        f"{', '.join(repr(i.device) for i in inputs)}; move them with .to(device)"
+                    )
+        except (IndexError, AttributeError):
+            raise _apply_error(cls, inputs) from None
         fn = cls()
-        out = fn.forward(*[t.data for t in inputs], **options)
+        try:
+            out = fn.forward(*[t.data for t in inputs], **options)
+        except TypeError as error:
+            if _pytorch_style(cls):
+                raise _apply_error(cls, inputs) from error
+            raise
         if type(out) is not device and isinstance(out, np.generic):  # NumPy turns 0-d results into scalars
             out = np.asarray(out)
         result = Tensor._wrap(out)
@@ -109,6 +118,26 @@ class Function:
         """Drop the arrays saved for backward; the node stays in the graph, marked."""
         self.__dict__ = {}
         self.released = True
+
+
+def _pytorch_style(cls):
+    """Whether ``cls.forward`` is written as PyTorch's ``torch.autograd.Function`` is: static, ``ctx`` first."""
+    forward = inspect.getattr_static(cls, "forward", None)
+    if not isinstance(forward, staticmethod):
+        return False
+    parameters = list(inspect.signature(forward.__func__).parameters)
+    return bool(parameters) and parameters[0] == "ctx"
+
+
+def _apply_error(cls, inputs):
+    if _pytorch_style(cls):
+        return TypeError(
+            f"{cls.__name__}.apply: forward(ctx, ...) is written in PyTorch's style; ta.Function's forward is an "
+            "instance method on arrays, forward(self, *arrays) saving on self, with backward(self, grad) returning "
+            "one gradient per input. For PyTorch's style (ctx, save_for_backward), subclass ta.autograd.Function"
+        )
+    kinds = ", ".join(type(t).__name__ for t in inputs) or "nothing"
+    return TypeError(f"{cls.__name__}.apply: expects one or more Tensors as inputs, got {kinds}")
 
 
 _SEQUENCE = itertools.count()
