@@ -16,6 +16,8 @@ IndexError: cat: dim 2 is out of range [-2, 1] (the input has 2 dimensions)
 import math
 import numbers
 
+import numpy as np
+
 from . import backend
 from .tensor import Tensor
 
@@ -51,7 +53,8 @@ def dims(name, arg, value, ndim):
     if value is None:
         return None
     if isinstance(value, numbers.Integral) and not isinstance(value, bool):
-        return () if ndim == 0 else (dim(name, arg, value, ndim),)
+        axis = dim(name, arg, value, ndim)
+        return (axis,) if ndim else ()
     if not isinstance(value, (tuple, list)):
         raise TypeError(f"{name}: {arg} must be an integer or a tuple of integers, got {type(value).__name__}")
     axes = tuple(dim(name, arg, d, ndim) for d in value)
@@ -116,17 +119,25 @@ def real(name, arg, value, low=-math.inf, high=math.inf, low_open=False, high_op
 
 
 def linear_args(input, weight, bias):
-    """``F.linear``'s arguments: tensors, with a bias that broadcasts to the output."""
+    """``F.linear``'s arguments: tensors, and a bias that broadcasts to the output ``(…, out_features)`` (to
+    ``(1, out_features)`` for a 1-D input, as in PyTorch). Returns ``None`` for the usual bias of shape
+    ``(out_features,)`` (or none), else the bias to add to ``input @ weightᵀ``."""
     tensor("linear", "input", input)
     tensor("linear", "weight", weight)
-    if bias is not None:
-        tensor("linear", "bias", bias)
-    if bias is not None and bias.shape != weight.shape[:1]:
-        out_shape = input.shape[:-1] + weight.shape[:1]
-        if len(bias.shape) > len(out_shape) or any(b not in (1, n) for b, n in zip(reversed(bias.shape),
-                                                                                reversed(out_shape))):
-            raise ValueError(f"linear: bias of shape {bias.shape} cannot be broadcast to the output's shape "
-                             f"{out_shape} (expected ({weight.shape[0]},))")
+    if bias is None or bias.shape == weight.shape[:1]:
+        return None
+    tensor("linear", "bias", bias)
+    if input.ndim == 0 or weight.ndim != 2 or input.shape[-1] != weight.shape[-1]:
+        return None  # the shapes' own error comes next
+    out_shape = (input.shape[:-1] or (1,)) + weight.shape[:1]
+    try:
+        broadcast = np.broadcast_shapes(bias.shape, out_shape)
+    except ValueError:
+        broadcast = None
+    if broadcast != out_shape:
+        raise ValueError(f"linear: bias of shape {bias.shape} cannot be broadcast to the output's shape "
+                         f"{out_shape} (expected ({weight.shape[0]},))")
+    return bias.reshape(bias.shape[-1:]) if input.ndim == 1 and bias.ndim > 1 else bias
 
 
 def reduction_input(name, input, axis):
@@ -162,6 +173,13 @@ def attention_inputs(name, *named):
     for arg, t in named:
         if t is not None:
             floating(name, arg, t)
+
+
+def transformer_sizes(name, d_model, nhead, dim_feedforward):
+    """A Transformer layer's sizes: ``d_model`` and ``nhead`` positive, ``dim_feedforward`` non-negative."""
+    positive(name, "d_model", d_model)
+    positive(name, "nhead", nhead)
+    size(name, "dim_feedforward", dim_feedforward)
 
 
 def sizes(name, **values):

@@ -47,8 +47,9 @@ def _broadcast_error(name, a, b):
 
 
 def _normalize_dims(dim, ndim, name="sum"):
-    """``dim`` (None, an int or a tuple, negatives allowed) as a tuple of distinct axes in ``[0, ndim)``."""
-    return check.dims(name, "dim", dim, ndim)
+    """A reduction's ``dim`` (None, an int or a tuple, negatives allowed) as a tuple of distinct axes in
+    ``[0, ndim)``; ``None`` or an empty tuple reduce every axis, as in PyTorch."""
+    return check.dims(name, "dim", dim, ndim) if dim != () and dim != [] else None
 
 
 # ----------------------------------------------------------------------------- binary
@@ -519,9 +520,9 @@ def sum(x, dim=None, keepdim=False):
     return Sum.apply(x, dim=dim, keepdim=keepdim)
 
 
-def _count(x, dim):
+def _count(x, dim, name):
     """How many elements a reduction over ``dim`` (``None``: all) combines."""
-    axes = _normalize_dims(dim, x.ndim)
+    axes = _normalize_dims(dim, x.ndim, name)
     return x.data.size if axes is None else int(np.prod([x.shape[d] for d in axes]))
 
 
@@ -533,7 +534,8 @@ def _floating_reduction(name, x):
 
 def mean(x, dim=None, keepdim=False):
     _floating_reduction("mean", x)
-    return Sum.apply(x, dim=dim, keepdim=keepdim) / _count(x, dim)
+    count = _count(x, dim, "mean")
+    return Sum.apply(x, dim=dim, keepdim=keepdim) / count
 
 
 def amax(x, dim=None, keepdim=False):
@@ -543,8 +545,9 @@ def amax(x, dim=None, keepdim=False):
 def var(x, dim=None, keepdim=False, correction=1):
     """``sum((x - mean)²) / (N - correction)`` over ``dim``."""
     _floating_reduction("var", x)
+    count = _count(x, dim, "var")
     centered = x - mean(x, dim, keepdim=True)
-    return (centered * centered).sum(dim, keepdim) / max(_count(x, dim) - correction, 0)
+    return (centered * centered).sum(dim, keepdim) / max(count - correction, 0)
 
 
 def where(condition, a, b):
@@ -608,7 +611,7 @@ def unsqueeze(x, dim):
 def squeeze(x, dim=None):
     if dim is None:
         return Reshape.apply(x, shape=tuple(n for n in x.shape if n != 1))
-    dims = _normalize_dims(dim, x.ndim, "squeeze")
+    dims = check.dims("squeeze", "dim", dim, x.ndim)
     return Reshape.apply(x, shape=tuple(n for i, n in enumerate(x.shape) if not (i in dims and n == 1)))
 
 

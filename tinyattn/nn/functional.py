@@ -73,9 +73,9 @@ def linear(input, weight, bias=None):
     >>> linear(ta.ones(2, 3), ta.ones(4, 3), ta.zeros(4)).shape
     (2, 4)
     """
-    check.linear_args(input, weight, bias)
-    if bias is not None and bias.shape != weight.shape[:1]:  # a bias that broadcasts otherwise: composed
-        return ops.matmul(input, weight.T) + bias
+    broadcast_bias = check.linear_args(input, weight, bias)
+    if broadcast_bias is not None:  # a bias that broadcasts, not of shape (out,): the composed form
+        return ops.matmul(input, weight.T) + broadcast_bias
     in_features = weight.shape[-1]
     if input.ndim == 0 or input.shape[-1] != in_features:
         raise ValueError(
@@ -320,7 +320,7 @@ def dropout(input, p=0.5, training=True):
     >>> dropout(ta.ones(4), p=0.5, training=False)
     tensor([1., 1., 1., 1.])
     """
-    check.floating("dropout", "input", input)
+    (check.floating if training and p else check.tensor)("dropout", "input", input)
     if input.ndim == 0 and training and p:  # (a 0-d mask would come back from NumPy as a scalar)
         return dropout(input.reshape(1), p, training).reshape(())
     if not isinstance(p, (int, float, numbers.Real)) or not 0 <= p <= 1:  # (int, float: no slow abc check)

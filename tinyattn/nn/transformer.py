@@ -129,7 +129,7 @@ class TransformerEncoderLayer(Module):
     def __init__(self, d_model, nhead, dim_feedforward=2048, dropout=0.1, activation="relu", layer_norm_eps=1e-5,
                  norm_first=False, device=None, dtype=None):
         super().__init__()
-        check.sizes("TransformerEncoderLayer", d_model=d_model, nhead=nhead, dim_feedforward=dim_feedforward)
+        check.transformer_sizes("TransformerEncoderLayer", d_model, nhead, dim_feedforward)
         factory = dict(device=device, dtype=dtype)
         self.self_attn = MultiHeadAttention(d_model, nhead, dropout=dropout, **factory)
         self.linear1 = Linear(d_model, dim_feedforward, **factory)
@@ -186,7 +186,7 @@ class TransformerDecoderLayer(Module):
     def __init__(self, d_model, nhead, dim_feedforward=2048, dropout=0.1, activation="relu", layer_norm_eps=1e-5,
                  norm_first=False, device=None, dtype=None):
         super().__init__()
-        check.sizes("TransformerDecoderLayer", d_model=d_model, nhead=nhead, dim_feedforward=dim_feedforward)
+        check.transformer_sizes("TransformerDecoderLayer", d_model, nhead, dim_feedforward)
         factory = dict(device=device, dtype=dtype)
         self.self_attn = MultiHeadAttention(d_model, nhead, dropout=dropout, **factory)
         self.cross_attn = MultiHeadAttention(d_model, nhead, dropout=dropout, **factory)
