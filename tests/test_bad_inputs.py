@@ -60,12 +60,14 @@ def _to_ta(array):
 # ----------------------------------------------------------------------------- strategies
 
 FLOATS = st.floats(-50, 50, width=32) | st.sampled_from([NAN, INF, -INF, 0.0])
-DTYPES = st.sampled_from([np.float32, np.float64, np.int64, np.bool_])
+DTYPES = st.sampled_from([np.float32, np.float64, np.int64, np.bool_, np.complex64])
 SHAPES = hnp.array_shapes(min_dims=0, max_dims=3, min_side=0, max_side=3)
 DIMS = st.integers(-4, 4)
 
 
 def _elements(dtype):
+    if dtype == np.complex64:
+        return st.complex_numbers(max_magnitude=50, width=64)
     if dtype == np.bool_:
         return st.booleans()
     if dtype == np.int64:
@@ -292,7 +294,7 @@ def assert_same_result(expected, got, atol=1e-5):
         assert isinstance(got, np.ndarray), f"expected an array, got {type(got).__name__}"
         assert got.shape == expected.shape and got.dtype == expected.dtype, (got.shape, got.dtype, expected.shape,
                                                                              expected.dtype)
-        if expected.dtype.kind == "f":
+        if expected.dtype.kind in "fc":
             np.testing.assert_allclose(got, expected, rtol=1e-4, atol=atol, equal_nan=True)
         else:
             np.testing.assert_array_equal(got, expected)
@@ -302,7 +304,7 @@ def assert_same_result(expected, got, atol=1e-5):
 
 def _empty_and_not_floating(args):
     first = args[0].value if isinstance(args[0], Raw) else args[0]
-    return isinstance(first, np.ndarray) and first.size == 0 and first.dtype.kind in "biu"
+    return isinstance(first, np.ndarray) and first.size == 0 and first.dtype.kind in "biuc"
 
 
 def check_the_rule(entry, args):

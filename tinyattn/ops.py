@@ -252,8 +252,8 @@ class Sigmoid(Function):
 
 class ReLU(Function):
     def forward(self, x):
-        if x.dtype.kind == "b":
-            raise TypeError("relu: boolean input is not supported; convert it with .float()")
+        if x.dtype.kind in "bc":
+            raise TypeError(f"relu: {x.dtype} input is not supported; convert it with .float()")
         self.out = backend.namespace(x).maximum(x, 0)  # +0.0 for negatives, as PyTorch gives
         return self.out  # saved instead of a mask: the next operation usually keeps it anyway
 
