@@ -339,3 +339,122 @@ def check_the_rule(entry, args):
 @given(data=st.data())
 def test_an_input_gives_torchs_result_or_a_named_error(entry, data):
     check_the_rule(entry, data.draw(entry.args))
+
+
+# ----------------------------------------------------------------------------- the examples, before -> after
+
+x = ta.tensor(np.arange(6.0).reshape(2, 3))
+
+
+@pytest.mark.parametrize("call, error, words", [
+    # out-of-range dims used to wrap around: (4, 3), (2, 2, 3), a split of dim 0, (6,)
+    (lambda: ta.cat([x, x], dim=2), IndexError, r"cat: dim 2 is out of range \[-2, 1\]"),
+    (lambda: ta.stack([x, x], dim=3), IndexError, r"stack: dim 3 is out of range \[-3, 2\]"),
+    (lambda: x.split(1, dim=2), IndexError, "split: dim 2 is out of range"),
+    (lambda: x.flatten(2), IndexError, "flatten: start_dim 2 is out of range"),
+    (lambda: x.reshape(-2, 3), ValueError, r"reshape: invalid size -2 in shape \(-2, 3\)"),
+    (lambda: x.split(-1), ValueError, "split: split_size must be a non-negative integer, got -1"),  # was ()
+    # ZeroDivisionError
+    (lambda: x.chunk(0), ValueError, "chunk: chunks must be a positive integer, got 0"),
+    (lambda: ta.cat([ta.tensor(1.0)]), ValueError, "cat: 0-d tensors cannot be concatenated"),
+    (lambda: ta.tensor(1.0).split(3), ValueError, "split: expects a tensor of at least one dimension"),
+    # IndexError: tuple index out of range
+    (lambda: ta.cat([]), ValueError, "cat: expected a non-empty list of tensors"),
+    (lambda: ta.tensor(1.0).transpose(0, 1), IndexError, r"transpose: dim1 1 is out of range \[-1, 0\]"),
+    (lambda: ta.tensor(1.0).expand(-1, 2), ValueError, "expand: invalid size -1 at position 0"),
+    (lambda: ta.tensor(2.0) @ ta.tensor(3.0), RuntimeError, "matmul: both operands need at least one dimension"),
+    # NumPy's own words
+    (lambda: x.sum((0, 0)), ValueError, r"sum: dim \(0, 0\) names the same dimension twice"),
+    (lambda: nn.Linear(-1, 2), ValueError, "Linear: in_features must be a non-negative integer, got -1"),
+    (lambda: nn.TransformerEncoderLayer(4, 2, dim_feedforward=-1), ValueError,
+     "TransformerEncoderLayer: dim_feedforward must be a non-negative integer, got -1"),
+    (lambda: F.linear(x, ta.ones(2, 3, dtype=ta.float64), ta.ones(5, dtype=ta.float64)), ValueError,
+     r"linear: bias of shape \(5,\) cannot be broadcast to the output's shape \(2, 2\)"),
+    (lambda: -ta.tensor([True]), TypeError, "neg: the - operator on a boolean tensor"),
+    (lambda: ta.tensor([True]) - ta.tensor([False]), TypeError, "sub: subtracting two boolean tensors"),
+    (lambda: ta.tensor([True]).abs(), TypeError, "abs: boolean input"),
+    (lambda: F.softmax(ta.tensor([1, 2]), 0), TypeError, "softmax: input must be a floating-point tensor"),
+    (lambda: F.layer_norm(ta.tensor([[1, 2]]), (2,)), TypeError, "layer_norm: input must be a floating-point"),
+    (lambda: F.cross_entropy(ta.tensor([[1, 2]]), ta.tensor([0])), TypeError, "cross_entropy: input must be"),
+    # non-tensor inputs
+    (lambda: F.softmax([1.0, 2.0], 0), TypeError, "softmax: input must be a Tensor, got list"),
+    (lambda: nn.Linear(3, 2)(np.ones((4, 3))), TypeError, "Linear: input must be a Tensor, got ndarray"),
+    (lambda: F.embedding(ta.tensor([0]), np.ones((3, 2))), TypeError, "embedding: weight must be a Tensor"),
+    # embedding: a 1-D table and an out-of-range padding_idx used to be accepted
+    (lambda: F.embedding(ta.tensor([0, 1]), ta.ones(3)), ValueError, r"embedding: weight must be 2-D"),
+    (lambda: F.embedding(ta.tensor([0, 1]), ta.ones(3, 2), padding_idx=7), ValueError,
+     "embedding: padding_idx 7 must be within the 3 rows"),
+    # NaN hyperparameters used to be accepted
+    (lambda: optim.Adam([ta.ones(1, requires_grad=True)], lr=NAN), ValueError, "Invalid learning rate: nan"),
+    (lambda: optim.Adam([ta.ones(1, requires_grad=True)], eps=NAN), ValueError, "Invalid epsilon value: nan"),
+    (lambda: optim.AdamW([ta.ones(1, requires_grad=True)], weight_decay=NAN), ValueError,
+     "Invalid weight_decay value: nan"),
+    (lambda: optim.SGD([ta.ones(1, requires_grad=True)], lr=NAN), ValueError, "Invalid learning rate: nan"),
+    (lambda: optim.Adam([ta.ones(1, requires_grad=True)], lr="fast"), TypeError, "Invalid learning rate: 'fast'"),
+])
+def test_each_reported_example_now_raises_a_named_error(call, error, words):
+    with pytest.raises(error, match=words):
+        call()
+
+
+def test_empty_and_0d_inputs_give_pytorchs_results():
+    assert [p.shape for p in ta.zeros(0).split(3)] == [(0,)]  # was (): no piece at all
+    assert [p.shape for p in ta.zeros(0).chunk(2)] == [(0,), (0,)]  # was ZeroDivisionError
+    assert F.softmax(ta.zeros(0, 3), dim=0).shape == (0, 3)  # was "zero-size array to reduction ..."
+    output, _ = F.scaled_dot_product_attention(ta.zeros(1, 2, 0), ta.zeros(1, 2, 0), ta.zeros(1, 2, 3))
+    np.testing.assert_array_equal(output.numpy(), np.zeros((1, 2, 3), np.float32))  # was ZeroDivisionError
+    assert F.dropout(ta.tensor(1.0), 0.5).shape == ()  # was "expected a backend array ... got float32"
+    assert x.sum(()).shape == ()  # PyTorch: an empty dim tuple reduces everything
+
+
+def test_linear_bias_that_broadcasts_gets_a_gradient_of_its_own_shape():
+    weight, bias = ta.ones(2, 3, requires_grad=True), ta.ones(1, 2, requires_grad=True)
+    F.linear(ta.ones(4, 3), weight, bias).sum().backward()
+    assert bias.grad.shape == (1, 2)  # was (2,)
+    np.testing.assert_array_equal(bias.grad, [[4.0, 4.0]])
+
+
+def test_matmul_backward_with_an_empty_inner_dimension():
+    a, b = ta.zeros(2, 3, 0, requires_grad=True), ta.zeros(0, 4, requires_grad=True)
+    (a @ b).sum().backward()  # was "cannot reshape array of size 0"
+    assert a.grad.shape == (2, 3, 0) and b.grad.shape == (0, 4)
+
+
+def test_sgd_refuses_a_gradient_of_another_shape():
+    p = ta.ones(2, 3, requires_grad=True)
+    p.grad = np.ones((1, 3), np.float32)  # used to be broadcast over the parameter
+    with pytest.raises(RuntimeError, match=r"shape \(2, 3\) has a .grad of shape \(1, 3\)"):
+        optim.SGD([p], lr=0.1).step()
+    np.testing.assert_array_equal(p.data, np.ones((2, 3)))
+
+
+def test_load_state_dict_names_a_ragged_value_beside_the_other_problems():
+    model = nn.Linear(2, 2)
+    before = model.weight.numpy()
+    with pytest.raises(RuntimeError) as error:
+        model.load_state_dict({"weight": [[1.0, 2.0], [3.0]], "bias": np.zeros(3)})
+    message = str(error.value)
+    assert "weight" in message and "not a rectangular numeric array" in message and "size mismatch for bias" in message
+    np.testing.assert_array_equal(model.weight.numpy(), before)
+
+
+def test_a_pytorch_layout_state_dict_points_at_from_torch():
+    theirs = torch.nn.MultiheadAttention(4, 2, batch_first=True)
+    with pytest.raises(RuntimeError, match=r"ta.interop.from_torch"):
+        nn.MultiHeadAttention(4, 2).load_state_dict({k: v.numpy() for k, v in theirs.state_dict().items()})
+
+
+def test_a_pytorch_style_function_points_at_the_native_style():
+    class Square(ta.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x * x
+
+        @staticmethod
+        def backward(ctx, grad):
+            return grad
+
+    with pytest.raises(TypeError, match=r"PyTorch's style.*ta.autograd.Function"):
+        Square.apply(ta.ones(2))
+    with pytest.raises(TypeError, match=r"Exp.apply: expects one or more Tensors as inputs, got list"):
+        ta.ops.Exp.apply([1.0])
