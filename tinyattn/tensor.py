@@ -257,7 +257,10 @@ class Tensor:
             array = data if dtype is None else data.astype(dtype, copy=False)
         else:
             device = device or "cpu"
-            host = np.asarray(data)
+            try:
+                host = np.asarray(data)
+            except ValueError as error:  # a ragged list
+                raise ValueError(f"tensor: data must be a number or a rectangular nested list, got {error}") from None
             if dtype is None and host.dtype == np.float64 and not isinstance(data, (np.ndarray, np.generic)):
                 dtype = np.float32  # Python floats become float32, as in PyTorch
             if dtype is not None:
@@ -284,7 +287,11 @@ class Tensor:
     is_leaf = property(lambda self: self._ctx is None)
 
     def size(self, dim=None):
-        return self.shape if dim is None else self.shape[dim]
+        if dim is None:
+            return self.shape
+        if isinstance(dim, int) and -self.ndim <= dim < self.ndim:
+            return self.shape[dim]
+        raise IndexError(f"size(): dim {dim!r} is out of range [{-self.ndim}, {self.ndim - 1}] for shape {self.shape}")
 
     def numel(self):
         return int(self.data.size)
@@ -328,7 +335,11 @@ class Tensor:
         else:
             grad = grad.data if isinstance(grad, Tensor) else grad
             if not backend.is_array(grad):
-                grad = backend.to_device(np.asarray(grad, dtype=self.dtype), self.device)
+                try:
+                    grad = backend.to_device(np.asarray(grad, dtype=self.dtype), self.device)
+                except (ValueError, TypeError):
+                    raise TypeError(f"backward(): grad must be a tensor or an array of shape {self.shape}, "
+                                    f"got {type(grad).__name__} {grad!r}") from None
             if tuple(grad.shape) != self.shape:
                 raise RuntimeError(
                     f"backward(): grad has shape {tuple(grad.shape)}, expected the tensor's shape {self.shape}"
