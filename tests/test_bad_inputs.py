@@ -400,6 +400,15 @@ x = ta.tensor(np.arange(6.0).reshape(2, 3))
      "Invalid weight_decay value: nan"),
     (lambda: optim.SGD([ta.ones(1, requires_grad=True)], lr=NAN), ValueError, "Invalid learning rate: nan"),
     (lambda: optim.Adam([ta.ones(1, requires_grad=True)], lr="fast"), TypeError, "Invalid learning rate: 'fast'"),
+    (lambda: nn.utils.clip_grad_norm_([ta.ones(1, requires_grad=True)], NAN), ValueError,
+     "clip_grad_norm_: max_norm is NaN"),
+    # creation, conversion and interop: NumPy's or Python's words before
+    (lambda: ta.zeros(-1, 2), ValueError, "zeros: size must be a non-negative integer, got -1"),
+    (lambda: ta.zeros(2.0), TypeError, "zeros: size must be an integer, got float"),
+    (lambda: ta.arange(0, 5, 0), ValueError, "arange: step 0 must be non-zero"),
+    (lambda: ta.tensor([[1, 2], [3]]), ValueError, "tensor: data must be a number or a rectangular nested list"),
+    (lambda: ta.ones(2).size(5), IndexError, r"size\(\): dim 5 is out of range"),
+    (lambda: ta.interop.from_torch([1]), TypeError, "from_torch: expected a state dict"),
 ])
 def test_each_reported_example_now_raises_a_named_error(call, error, words):
     with pytest.raises(error, match=words):

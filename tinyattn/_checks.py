@@ -22,7 +22,7 @@ from . import backend
 from .tensor import Tensor
 
 
-def _integer(name, arg, value):
+def integer(name, arg, value):
     """``value`` as a Python int, refusing bools, floats and other non-integers (as PyTorch does)."""
     if type(value) is int:
         return value
@@ -39,7 +39,7 @@ def dim(name, arg, value, ndim):
     ``[0, ndim)``. A 0-d tensor accepts 0 and -1, as in PyTorch."""
     if type(value) is int and -ndim <= value < ndim:
         return value + ndim if value < 0 else value
-    value = _integer(name, arg, value)
+    value = integer(name, arg, value)
     bound = max(ndim, 1)
     if not -bound <= value < bound:
         grows = name in _GROWS
@@ -65,7 +65,7 @@ def dims(name, arg, value, ndim):
 
 def size(name, arg, value):
     """A non-negative integer size (a length, a number of features)."""
-    value = _integer(name, arg, value)
+    value = integer(name, arg, value)
     if value < 0:
         raise ValueError(f"{name}: {arg} must be a non-negative integer, got {value}")
     return value
@@ -73,7 +73,7 @@ def size(name, arg, value):
 
 def positive(name, arg, value):
     """A positive integer (a number of heads, of chunks)."""
-    value = _integer(name, arg, value)
+    value = integer(name, arg, value)
     if value <= 0:
         raise ValueError(f"{name}: {arg} must be a positive integer, got {value}")
     return value
@@ -103,15 +103,13 @@ def floating(name, arg, value):
     return value
 
 
-def real(name, arg, value, low=-math.inf, high=math.inf, low_open=False, high_open=False):
-    """A real, non-NaN number in ``[low, high]`` (an end excluded when ``*_open``), as a Python float."""
+def real(name, arg, value):
+    """A real number, not NaN (infinities pass), as a Python float."""
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise TypeError(f"{name}: {arg} must be a real number, got {type(value).__name__} {value!r}")
     value = float(value)
-    if (math.isnan(value) or value < low or value > high or (low_open and value == low)
-            or (high_open and value == high)):
-        left, right = "(" if low_open else "[", ")" if high_open else "]"
-        raise ValueError(f"{name}: invalid {arg} value {value} (expected a number in {left}{low}, {high}{right})")
+    if math.isnan(value):
+        raise ValueError(f"{name}: {arg} is NaN; expected a real number")
     return value
 
 
@@ -154,7 +152,7 @@ def embedding_args(weight, padding_idx):
     if padding_idx is None:
         return None
     rows = weight.shape[0]
-    padding_idx = _integer("embedding", "padding_idx", padding_idx)
+    padding_idx = integer("embedding", "padding_idx", padding_idx)
     if not -rows <= padding_idx < rows:
         raise ValueError(f"embedding: padding_idx {padding_idx} must be within the {rows} rows "
                          f"({-rows} to {rows - 1})")

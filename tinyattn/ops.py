@@ -575,7 +575,7 @@ def reshape(x, *shape):
     inferred = 0
     for n in shape:
         if type(n) is not int or n < 0:
-            if check._integer("reshape", "shape", n) != -1:
+            if check.integer("reshape", "shape", n) != -1:
                 raise ValueError(f"reshape: invalid size {n} in shape {shape} (sizes are >= 0, or -1 once)")
             inferred += 1
     if inferred > 1:
@@ -617,7 +617,7 @@ def squeeze(x, dim=None):
 
 def expand(x, *shape):
     """``x`` seen as ``shape``: sizes of 1 stretched, new dimensions in front; -1 keeps a size."""
-    shape = tuple(check._integer("expand", "size", n) for n in _sizes(shape))
+    shape = tuple(check.integer("expand", "size", n) for n in _sizes(shape))
     new = len(shape) - x.ndim
     if new < 0:
         raise ValueError(f"expand: {len(shape)} sizes {shape} for a tensor of {x.ndim} dimensions {x.shape}")

@@ -102,7 +102,7 @@ class Embedding(Module):
         super().__init__()
         check.sizes("Embedding", num_embeddings=num_embeddings, embedding_dim=embedding_dim)
         if padding_idx is not None:
-            padding_idx = check._integer("Embedding", "padding_idx", padding_idx)
+            padding_idx = check.integer("Embedding", "padding_idx", padding_idx)
             if not -num_embeddings <= padding_idx < num_embeddings:
                 raise ValueError(
                     f"Embedding: padding_idx {padding_idx} must be within the {num_embeddings} rows "
