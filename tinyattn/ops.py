@@ -384,7 +384,10 @@ class GetItem(Function):
 
     def forward(self, x, index):
         self.shape, self.dtype, self.index = x.shape, x.dtype, index
-        return x[index]
+        try:
+            return x[index]
+        except IndexError as error:  # NumPy's words, with the operation and the shape added
+            raise IndexError(f"getitem: {error} (indexing a tensor of shape {tuple(x.shape)})") from None
 
     def backward(self, grad):
         xp = backend.namespace(grad)
@@ -562,7 +565,13 @@ def where(condition, a, b):
 
 def masked_fill(x, mask, value):
     """``x`` with ``value`` wherever ``mask`` is true (the two broadcast together, as in PyTorch)."""
-    return where(mask, _lift(value, x), x)
+    check.tensor("masked_fill", "mask", mask)
+    if mask.data.dtype.kind != "b":
+        raise TypeError(f"masked_fill: mask must be a boolean tensor, got dtype {mask.data.dtype}")
+    try:
+        return where(mask, _lift(value, x), x)
+    except ValueError:
+        raise ValueError(f"masked_fill: mask {mask.shape} and input {x.shape} cannot be broadcast together") from None
 
 
 def _sizes(args):
