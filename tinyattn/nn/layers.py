@@ -71,7 +71,7 @@ class Linear(Module):
             self.bias.data[...] = _uniform(self.bias.shape, bound, weight.dtype, backend.device_of(weight))
 
     def forward(self, input):
-        check.tensor("Linear", "input", input)
+        check.floating("Linear", "input", input)
         if input.ndim == 0 or input.shape[-1] != self.in_features:
             raise ValueError(
                 f"Linear(in_features={self.in_features}, out_features={self.out_features}): the input's last "
