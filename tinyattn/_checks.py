@@ -144,6 +144,16 @@ def reduction_input(name, input, axis):
     return dim(name, "dim", axis, input.ndim)
 
 
+def dropout_input(input, p, training):
+    """``F.dropout``'s input: a tensor, floating-point when it is dropped (PyTorch passes any dtype through
+    otherwise). True for a 0-d input that is dropped."""
+    if not (training and p):
+        tensor("dropout", "input", input)
+        return False
+    floating("dropout", "input", input)
+    return input.ndim == 0
+
+
 def embedding_args(weight, padding_idx):
     """``F.embedding``'s table (a 2-D tensor) and ``padding_idx`` (``None`` or a row, negatives from the end)."""
     tensor("embedding", "weight", weight)

@@ -320,8 +320,7 @@ def dropout(input, p=0.5, training=True):
     >>> dropout(ta.ones(4), p=0.5, training=False)
     tensor([1., 1., 1., 1.])
     """
-    (check.floating if training and p else check.tensor)("dropout", "input", input)
-    if input.ndim == 0 and training and p:  # (a 0-d mask would come back from NumPy as a scalar)
+    if check.dropout_input(input, p, training):  # a 0-d input: as one element (a 0-d mask is a NumPy scalar)
         return dropout(input.reshape(1), p, training).reshape(())
     if not isinstance(p, (int, float, numbers.Real)) or not 0 <= p <= 1:  # (int, float: no slow abc check)
         raise ValueError(f"dropout probability has to be between 0 and 1, but got {p!r}")
