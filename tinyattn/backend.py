@@ -396,10 +396,14 @@ def _generator_from_state(device, saved):
 def random_normal(shape, dtype, device):
     rng = generator(device)
     out = rng.standard_normal(shape, dtype=dtype)
+    if type(out) is not np.ndarray and isinstance(out, np.generic):  # NumPy draws a scalar for shape ()
+        out = np.asarray(out)
     return StrictArray(out) if device == "strict" else out
 
 
 def random_uniform(shape, dtype, device):
     rng = generator(device)
     out = rng.random(shape, dtype=dtype)
+    if type(out) is not np.ndarray and isinstance(out, np.generic):  # NumPy draws a scalar for shape ()
+        out = np.asarray(out)
     return StrictArray(out) if device == "strict" else out

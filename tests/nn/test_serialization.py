@@ -28,7 +28,7 @@ import tinyattn as ta
 import tinyattn.nn as nn
 from tinyattn import backend, optim, serialization
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 import checkpoint_corruption  # noqa: E402
 from checkpoint_corruption import same  # noqa: E402
 

@@ -24,6 +24,7 @@ computes queries, keys and values with one GEMM against the three weights stacke
 
 import math
 
+from .. import _checks as check
 from .. import backend, fast, routes
 from ..masks import per_batch_mask
 from . import functional as F
@@ -76,6 +77,7 @@ class MultiHeadAttention(Module):
 
     def __init__(self, embed_dim, num_heads, dropout=0.0, bias=True, kdim=None, vdim=None, device=None, dtype=None):
         super().__init__()
+        check.sizes("MultiHeadAttention", embed_dim=embed_dim, num_heads=num_heads)
         if embed_dim <= 0 or num_heads <= 0 or embed_dim % num_heads:
             raise ValueError(
                 f"MultiHeadAttention: embed_dim ({embed_dim}) must be a positive multiple of num_heads ({num_heads})"
@@ -108,6 +110,7 @@ class MultiHeadAttention(Module):
                 projection.bias.data[...] = 0
 
     def forward(self, query, key=None, value=None, attn_mask=None, is_causal=False, need_weights=True):
+        check.attention_inputs("MultiHeadAttention", ("query", query), ("key", key), ("value", value))
         key = query if key is None else key
         value = key if value is None else value
         self._check_inputs(query, key, value)

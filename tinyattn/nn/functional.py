@@ -19,6 +19,7 @@ also have a fused node in ``tinyattn.fast``, which runs instead while fast paths
 import math
 import numbers
 
+from .. import _checks as check
 from .. import backend, fast, ops, routes
 from ..tensor import Function, Tensor
 
@@ -52,6 +53,7 @@ def gelu(input, approximate="none"):
     >>> [round(value, 4) for value in gelu(ta.tensor([-1.0, 0.0, 1.0])).tolist()]
     [-0.1587, 0.0, 0.8413]
     """
+    check.floating("gelu", "input", input)
     if approximate == "none":
         cdf = 0.5 * (1 + Erf.apply(input * (1 / math.sqrt(2))))
     elif approximate == "tanh":
@@ -72,6 +74,9 @@ def linear(input, weight, bias=None):
     >>> linear(ta.ones(2, 3), ta.ones(4, 3), ta.zeros(4)).shape
     (2, 4)
     """
+    broadcast_bias = check.linear_args(input, weight, bias)
+    if broadcast_bias is not None:  # a bias that broadcasts, not of shape (out,): the composed form
+        return ops.matmul(input, weight.T) + broadcast_bias
     in_features = weight.shape[-1]
     if input.ndim == 0 or input.shape[-1] != in_features:
         raise ValueError(
@@ -123,12 +128,6 @@ class LogSoftmax(Function):
         return (grad - xp.exp(self.y) * grad.sum(axis=self.dim, keepdims=True),)
 
 
-def _check_dim(name, input, dim):
-    if not isinstance(dim, numbers.Integral) or not -input.ndim <= dim < max(input.ndim, 1):
-        raise IndexError(f"{name}: dim {dim!r} is out of range for a tensor of shape {input.shape}")
-    return dim % max(input.ndim, 1)
-
-
 def softmax(input, dim):
     """``exp(x_i) / Σ_j exp(x_j)`` along ``dim`` (computed with the max subtracted).
 
@@ -136,7 +135,10 @@ def softmax(input, dim):
     >>> softmax(ta.tensor([0.0, 0.0]), dim=0)
     tensor([0.5, 0.5])
     """
-    return Softmax.apply(input, dim=_check_dim("softmax", input, dim))
+    dim = check.reduction_input("softmax", input, dim)
+    if input.data.size == 0:  # nothing to normalise
+        return input.reshape(input.shape)
+    return Softmax.apply(input, dim=dim)
 
 
 def log_softmax(input, dim):
@@ -146,7 +148,10 @@ def log_softmax(input, dim):
     >>> log_softmax(ta.tensor([1e4, 0.0]), dim=0)
     tensor([     0., -10000.])
     """
-    return LogSoftmax.apply(input, dim=_check_dim("log_softmax", input, dim))
+    dim = check.reduction_input("log_softmax", input, dim)
+    if input.data.size == 0:  # nothing to normalise
+        return input.reshape(input.shape)
+    return LogSoftmax.apply(input, dim=dim)
 
 
 # ----------------------------------------------------------------------------- layer norm
@@ -184,6 +189,7 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
     >>> layer_norm(ta.tensor([[1.0, 3.0]]), (2,)).numpy().round(3).tolist()
     [[-1.0, 1.0]]
     """
+    check.floating("layer_norm", "input", input)
     if type(normalized_shape) is not tuple:  # (a tuple, as nn.LayerNorm passes, skips the slow abc check)
         is_int = isinstance(normalized_shape, numbers.Integral)
         normalized_shape = (normalized_shape,) if is_int else tuple(normalized_shape)
@@ -223,6 +229,8 @@ def dropout(input, p=0.5, training=True):
     >>> dropout(ta.ones(4), p=0.5, training=False)
     tensor([1., 1., 1., 1.])
     """
+    if check.dropout_input(input, p, training):  # a 0-d input: as one element (a 0-d mask is a NumPy scalar)
+        return dropout(input.reshape(1), p, training).reshape(())
     if not isinstance(p, (int, float, numbers.Real)) or not 0 <= p <= 1:  # (int, float: no slow abc check)
         raise ValueError(f"dropout probability has to be between 0 and 1, but got {p!r}")
     if not training or p == 0:
@@ -264,6 +272,7 @@ def embedding(input, weight, padding_idx=None):
     tensor([[[1., 2.],
              [0., 0.]]])
     """
+    padding_idx = check.embedding_args(weight, padding_idx)
     index = _index_array(input, weight, "embedding")
     num_embeddings = weight.shape[0]
     out_of_range = (index < 0) | (index >= num_embeddings)
@@ -301,6 +310,7 @@ def cross_entropy(input, target, ignore_index=-100, reduction="mean", label_smoo
     >>> round(cross_entropy(logits, ta.tensor([1, -100])).item(), 4)
     0.6931
     """
+    check.floating("cross_entropy", "input", input)
     if reduction not in ("none", "mean", "sum"):
         raise ValueError(f"cross_entropy: reduction must be 'none', 'mean' or 'sum', got {reduction!r}")
     if not 0.0 <= label_smoothing <= 1.0:

@@ -37,6 +37,7 @@ import numbers
 
 import numpy as np
 
+from .. import _checks as check
 from .. import backend, fast, routes
 from ..masks import checked_mask, split_mask
 from ..tensor import Tensor
@@ -69,6 +70,8 @@ def scaled_dot_product_attention(
     array([[[1.  , 0.  ],
             [0.33, 0.67]]], dtype=float32)
     """
+    check.attention_inputs("scaled_dot_product_attention", ("query", query), ("key", key), ("value", value))
+    scale = check.attention_scale(query, scale)
     for name, t in (("query", query), ("key", key), ("value", value)):
         if not isinstance(t, Tensor) or t.ndim < 2:
             shape = t.shape if isinstance(t, Tensor) else type(t).__name__

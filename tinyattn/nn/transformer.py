@@ -33,6 +33,7 @@ import math
 
 import numpy as np
 
+from .. import _checks as check
 from .. import backend, fast, routes
 from ..tensor import Tensor
 from . import functional as F
@@ -63,6 +64,7 @@ class PositionalEncoding(Module):
 
     def __init__(self, d_model, max_len=5000, dropout=0.0, device=None, dtype=None):
         super().__init__()
+        check.sizes("PositionalEncoding", d_model=d_model, max_len=max_len)
         self.d_model, self.max_len = d_model, max_len
         position = np.arange(max_len, dtype=np.float64)[:, None]  # (max_len, 1)
         div_term = np.exp(np.arange(0, d_model, 2, dtype=np.float64) * (-math.log(10000.0) / d_model))  # (⌈d/2⌉,)
@@ -74,6 +76,7 @@ class PositionalEncoding(Module):
         self.dropout = Dropout(dropout)
 
     def forward(self, x):
+        check.attention_inputs("PositionalEncoding", ("x", x))
         L = x.shape[-2]
         if L > self.max_len:
             raise ValueError(
@@ -126,6 +129,7 @@ class TransformerEncoderLayer(Module):
     def __init__(self, d_model, nhead, dim_feedforward=2048, dropout=0.1, activation="relu", layer_norm_eps=1e-5,
                  norm_first=False, device=None, dtype=None):
         super().__init__()
+        check.transformer_sizes("TransformerEncoderLayer", d_model, nhead, dim_feedforward)
         factory = dict(device=device, dtype=dtype)
         self.self_attn = MultiHeadAttention(d_model, nhead, dropout=dropout, **factory)
         self.linear1 = Linear(d_model, dim_feedforward, **factory)
@@ -141,6 +145,7 @@ class TransformerEncoderLayer(Module):
         self.attn_weights = None
 
     def forward(self, src, src_mask=None, is_causal=False):
+        check.attention_inputs("TransformerEncoderLayer", ("src", src))
         _check_batch_first("TransformerEncoderLayer: src", src, self.self_attn.embed_dim)
         route = routes.encoder_layer(self, src, src_mask)  # which residual blocks run as one fused node
         x = src  # (B, S, E)
@@ -192,6 +197,7 @@ class TransformerDecoderLayer(Module):
     def __init__(self, d_model, nhead, dim_feedforward=2048, dropout=0.1, activation="relu", layer_norm_eps=1e-5,
                  norm_first=False, device=None, dtype=None):
         super().__init__()
+        check.transformer_sizes("TransformerDecoderLayer", d_model, nhead, dim_feedforward)
         factory = dict(device=device, dtype=dtype)
         self.self_attn = MultiHeadAttention(d_model, nhead, dropout=dropout, **factory)
         self.cross_attn = MultiHeadAttention(d_model, nhead, dropout=dropout, **factory)
@@ -210,6 +216,7 @@ class TransformerDecoderLayer(Module):
         self.self_attn_weights = self.cross_attn_weights = None
 
     def forward(self, tgt, memory, tgt_mask=None, memory_mask=None, tgt_is_causal=False):
+        check.attention_inputs("TransformerDecoderLayer", ("tgt", tgt), ("memory", memory))
         d_model = self.self_attn.embed_dim
         _check_batch_first("TransformerDecoderLayer: tgt", tgt, d_model)
         _check_batch_first("TransformerDecoderLayer: memory", memory, d_model)

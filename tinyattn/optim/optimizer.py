@@ -26,6 +26,7 @@ across the groups::
 """
 
 import copy
+import numbers
 
 import numpy as np
 
@@ -183,6 +184,22 @@ class Optimizer:
             lines.append(f"Parameter Group {i}")
             lines += [f"    {key}: {group[key]}" for key in sorted(group) if key != "params"]
         return "\n".join(lines) + "\n)"
+
+
+def non_negative(value, what, arg):
+    """Refuse a hyperparameter that is not a real number ``>= 0`` (NaN included), in PyTorch's words."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"Invalid {what}: {value!r} (expected {arg}, a real number >= 0)")
+    if not value >= 0.0:
+        raise ValueError(f"Invalid {what}: {value} (expected {arg} >= 0)")
+
+
+def grad_of(p):
+    """``p.grad``, which must have ``p``'s shape: an optimizer never broadcasts a gradient over its parameter."""
+    if p.grad.shape != p.data.shape:
+        raise RuntimeError(f"optimizer step: a parameter of shape {p.shape} has a .grad of shape "
+                           f"{tuple(p.grad.shape)}; a gradient must have its parameter's shape")
+    return p.grad
 
 
 def _state_value(value, param, index, name):
