@@ -62,6 +62,8 @@ def test_seq2seq(tmp_path):
     exact = final_metric(run_example("seq2seq.py", tmp_path), "exact match")
     assert exact > 0.5  # guessing a whole number of up to three digits right by chance: about 1 in 1000
     assert_pngs(tmp_path, ["loss.png", "cross_attention_0.png", "cross_attention_1.png", "cross_attention_2.png"])
+    page = (tmp_path / "head_view.html").read_text()  # target-to-source: the digits attend to the words
+    assert '"layer 1"' in page and '"key_tokens": [' in page
 
 
 def test_char_lm(tmp_path):
