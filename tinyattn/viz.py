@@ -321,7 +321,7 @@ function draw() {
   svg.setAttribute("width", LEFT + 2 * WIDTH + GAP);
   svg.setAttribute("height", TOP + rows * ROW + 10);
   const weights = DATA.layers[state.layer].weights;  // (H, Lq, Lk)
-  const active = state.enabled.filter(x => x).length;
+  const spread = Math.min(1.5, 14 / nH);  // each head's lines a little apart, so that the colours show
   const lines = make("g", {id: "lines"});
   svg.appendChild(lines);
   const queries = state.query === null ? DATA.query_tokens.map((_, i) => i) : [state.query];
@@ -331,9 +331,10 @@ function draw() {
       weights[h][q].forEach((w, k) => {
         if (w <= 0) return;
         lines.appendChild(make("line", {
-          x1: LEFT + WIDTH, y1: TOP + q * ROW, x2: LEFT + WIDTH + GAP, y2: TOP + k * ROW,
+          x1: LEFT + WIDTH, y1: TOP + q * ROW + (h - (nH - 1) / 2) * spread,
+          x2: LEFT + WIDTH + GAP, y2: TOP + k * ROW + (h - (nH - 1) / 2) * spread,
           stroke: COLORS[h % COLORS.length], "stroke-width": 2,
-          "stroke-opacity": (state.query === null ? 0.5 : 1.0) * w / Math.max(1, active / 2),
+          "stroke-opacity": (state.query === null ? 0.4 : 1.0) * w,
           "data-head": h, "data-query": q, "data-key": k, "data-weight": w}));
       });
     }
@@ -382,7 +383,7 @@ def head_view(attentions, tokens, path, key_tokens=None, layer_names=None, batch
 
     In the manner of bertviz's head view: choose a layer, toggle heads (one colour each), hover
     a token on the left to see its attention to the tokens on the right as lines whose opacity is
-    the weight. ``attentions``: one ``(B, H, Lq, Lk)`` or ``(H, Lq, Lk)`` array or tensor per layer
+    the weight (the opacity times 0.4 when no token is hovered). ``attentions``: one ``(B, H, Lq, Lk)`` or ``(H, Lq, Lk)`` array or tensor per layer
     (e.g. a ``BertModel``'s ``output_attentions``, or the ``attn_weights`` that a layer with
     ``keep_attn_weights = True`` keeps); ``batch_index`` picks the batch element. ``tokens`` label
     the queries; ``key_tokens`` the keys (default ``tokens``: self-attention; the source tokens for
