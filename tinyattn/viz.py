@@ -383,8 +383,9 @@ def head_view(attentions, tokens, path, key_tokens=None, layer_names=None, batch
 
     In the manner of bertviz's head view: choose a layer, toggle heads (one colour each), hover
     a token on the left to see its attention to the tokens on the right as lines whose opacity is
-    the weight (the opacity times 0.4 when no token is hovered). ``attentions``: one ``(B, H, Lq, Lk)`` or ``(H, Lq, Lk)`` array or tensor per layer
-    (e.g. a ``BertModel``'s ``output_attentions``, or the ``attn_weights`` that a layer with
+    the weight (0.4 times the weight when no token is hovered: then every token's lines show).
+    ``attentions``: one ``(B, H, Lq, Lk)`` or ``(H, Lq, Lk)`` array or tensor per layer (e.g. a
+    ``BertModel``'s ``output_attentions``, or the ``attn_weights`` that a layer with
     ``keep_attn_weights = True`` keeps); ``batch_index`` picks the batch element. ``tokens`` label
     the queries; ``key_tokens`` the keys (default ``tokens``: self-attention; the source tokens for
     cross-attention, target-to-source). The page holds its data, script and style inline and
