@@ -9,6 +9,7 @@ is installed.
 """
 
 import json
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -215,3 +216,16 @@ def test_all_minilm_sentence_embeddings_equal_transformers():
     assert tokenizer(SENTENCES[:1]).tokens[0] == ["[CLS]", "time", "flies", "like", "an", "arrow", "[SEP]"]
     np.testing.assert_allclose(ours, theirs, atol=1e-5)
     assert np.allclose(np.linalg.norm(ours, axis=1), 1.0, atol=1e-6)
+
+
+def test_missing_packages_say_what_to_install(monkeypatch, tmp_path, bert_pair):
+    reference, _, _ = bert_pair
+    reference.save_pretrained(tmp_path, safe_serialization=True)
+    for module in ("safetensors", "safetensors.numpy", "tokenizers", "huggingface_hub"):
+        monkeypatch.setitem(sys.modules, module, None)  # as if not installed
+    with pytest.raises(ImportError, match=r'pip install "tinyattn\[pretrained\]"'):
+        pretrained.from_pretrained(tmp_path)
+    with pytest.raises(ImportError, match="tokenizers"):
+        pretrained.Tokenizer(tmp_path)
+    with pytest.raises(ImportError, match="huggingface_hub .*not a local folder"):
+        pretrained.from_pretrained("someone/some-model")
