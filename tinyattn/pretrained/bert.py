@@ -140,12 +140,13 @@ class BertModel(nn.Module):
         h = self.embeddings(input_ids, token_type_ids, position_ids, inputs_embeds)  # (B, L, E)
         hidden_states, attentions = [h], []
         for layer in self.encoder.layers:
-            layer.keep_attn_weights = output_attentions
+            kept = layer.keep_attn_weights  # a user's own setting comes back afterwards
+            layer.keep_attn_weights = kept or output_attentions
             h = layer(h, src_mask=mask)  # (B, L, E)
             hidden_states.append(h)
             if output_attentions:
                 attentions.append(layer.attn_weights)  # (B, H, L, L)
-                layer.keep_attn_weights, layer.attn_weights = False, None
+            layer.keep_attn_weights = kept
         return BertOutput(
             last_hidden_state=h,
             pooler_output=None if self.pooler is None else self.pooler(h),

@@ -157,9 +157,10 @@ class GPT2Model(nn.Module):
             if cached:
                 h, weights = _cached_block(layer, h, past_key_values[i], mask, output_attentions)
             else:
-                layer.keep_attn_weights = output_attentions
+                kept = layer.keep_attn_weights  # a user's own setting comes back afterwards
+                layer.keep_attn_weights = kept or output_attentions
                 h = layer(h, src_mask=mask, is_causal=True)  # (B, L, E)
-                weights, layer.keep_attn_weights, layer.attn_weights = layer.attn_weights, False, None
+                weights, layer.keep_attn_weights = layer.attn_weights, kept
             if output_attentions:
                 attentions.append(weights.detach())  # (B, H, L, T + L)
         h = self.ln_f(h)
