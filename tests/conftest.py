@@ -47,6 +47,16 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """Report every test skipped for want of a GPU at one place, so that the summary (``-ra``)
+    folds them into one line with their count instead of one line per test."""
+    outcome = yield
+    report = outcome.get_result()
+    if report.skipped and not GPU and "cuda" in item.keywords and isinstance(report.longrepr, tuple):
+        report.longrepr = (__file__, None, report.longrepr[2])  # no line: pytest folds these by file and reason
+
+
 @pytest.fixture(params=DEVICES)
 def device(request):
     """Each test that takes ``device`` runs on NumPy, on the strict backend, and on CuPy."""

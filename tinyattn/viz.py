@@ -49,7 +49,7 @@ def _host_array(values, name):
         raise TypeError(f"{name}: expected a tensor, an array or a list of numbers, got {kind}") from error
 
 
-def _check_tokens(tokens, size, which, weights_shape):
+def _check_tokens(tokens, size, which, weights_shape, caller="plot_attention"):
     """``tokens`` as a list of labels of length ``size`` (``None``: the positions 0 … size-1)."""
     if tokens is None:
         return [str(i) for i in range(size)]
@@ -57,7 +57,7 @@ def _check_tokens(tokens, size, which, weights_shape):
     if len(tokens) != size:
         axis = "Lq (rows)" if which == "query" else "Lk (columns)"
         raise ValueError(
-            f"plot_attention: {len(tokens)} {which}_tokens for weights of shape {weights_shape}, "
+            f"{caller}: {len(tokens)} {which}_tokens for weights of shape {weights_shape}, "
             f"whose {axis} is {size}"
         )
     return tokens
@@ -261,4 +261,158 @@ def render_dot(tensor, path, names=None):
     )
     if result.returncode != 0:
         raise RuntimeError(f"render_dot: dot exited with status {result.returncode}: {result.stderr.strip()}")
+    return path
+
+
+_HEAD_VIEW_PAGE = """<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><title>__TITLE__</title>
+<style>
+body { font-family: Helvetica, Arial, sans-serif; margin: 16px; color: #222; }
+#controls { margin-bottom: 10px; }
+.head-toggle { display: inline-block; width: 18px; height: 18px; margin: 0 2px; cursor: pointer;
+               border: 2px solid #444; vertical-align: middle; }
+.head-toggle.off { opacity: 0.15; }
+text.token { font-size: 14px; cursor: pointer; dominant-baseline: middle; }
+text.token.active { font-weight: bold; }
+</style></head>
+<body>
+<h3>__TITLE__</h3>
+<div id="controls">layer <select id="layer"></select>
+ &nbsp; heads <span id="heads"></span>
+ <span style="color:#666"> &nbsp; (hover a __QUERY__ token on the left; click a colour to toggle a head)</span></div>
+<svg id="view" xmlns="http://www.w3.org/2000/svg"></svg>
+<script>
+"use strict";
+const DATA = __DATA__;
+const COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
+                "#bcbd22", "#17becf", "#393b79", "#637939", "#8c6d31", "#843c39", "#7b4173", "#3182bd"];
+const ROW = 22, LEFT = 10, WIDTH = 200, GAP = 260, TOP = 20;
+const svg = document.getElementById("view");
+const select = document.getElementById("layer");
+const heads = document.getElementById("heads");
+const state = {layer: 0, query: null, enabled: []};
+const nH = DATA.layers[0].weights.length;
+for (let h = 0; h < nH; h++) state.enabled.push(true);
+
+DATA.layers.forEach((layer, i) => {
+  const option = document.createElement("option");
+  option.value = i; option.textContent = layer.name; select.appendChild(option);
+});
+for (let h = 0; h < nH; h++) {
+  const box = document.createElement("span");
+  box.className = "head-toggle"; box.id = "head-" + h; box.title = "head " + h;
+  box.style.background = COLORS[h % COLORS.length];
+  box.addEventListener("click", () => { state.enabled[h] = !state.enabled[h];
+                                         box.classList.toggle("off", !state.enabled[h]); draw(); });
+  heads.appendChild(box);
+}
+select.addEventListener("change", () => { state.layer = Number(select.value); draw(); });
+
+function make(tag, attributes, text) {
+  const node = document.createElementNS("http://www.w3.org/2000/svg", tag);
+  for (const [k, v] of Object.entries(attributes)) node.setAttribute(k, v);
+  if (text !== undefined) node.textContent = text;
+  return node;
+}
+
+function draw() {
+  while (svg.firstChild) svg.removeChild(svg.firstChild);
+  const rows = Math.max(DATA.query_tokens.length, DATA.key_tokens.length);
+  svg.setAttribute("width", LEFT + 2 * WIDTH + GAP);
+  svg.setAttribute("height", TOP + rows * ROW + 10);
+  const weights = DATA.layers[state.layer].weights;  // (H, Lq, Lk)
+  const spread = Math.min(1.5, 14 / nH);  // each head's lines a little apart, so that the colours show
+  const lines = make("g", {id: "lines"});
+  svg.appendChild(lines);
+  const queries = state.query === null ? DATA.query_tokens.map((_, i) => i) : [state.query];
+  for (let h = 0; h < nH; h++) {
+    if (!state.enabled[h]) continue;
+    for (const q of queries) {
+      weights[h][q].forEach((w, k) => {
+        if (w <= 0) return;
+        lines.appendChild(make("line", {
+          x1: LEFT + WIDTH, y1: TOP + q * ROW + (h - (nH - 1) / 2) * spread,
+          x2: LEFT + WIDTH + GAP, y2: TOP + k * ROW + (h - (nH - 1) / 2) * spread,
+          stroke: COLORS[h % COLORS.length], "stroke-width": 2,
+          "stroke-opacity": (state.query === null ? 0.4 : 1.0) * w,
+          "data-head": h, "data-query": q, "data-key": k, "data-weight": w}));
+      });
+    }
+  }
+  DATA.query_tokens.forEach((token, i) => {
+    const text = make("text", {x: LEFT + WIDTH - 6, y: TOP + i * ROW, "text-anchor": "end",
+                               class: "token query" + (state.query === i ? " active" : ""), id: "query-" + i}, token);
+    text.addEventListener("mouseenter", () => { state.query = i; draw(); });
+    text.addEventListener("mouseleave", () => { state.query = null; draw(); });
+    svg.appendChild(text);
+  });
+  DATA.key_tokens.forEach((token, i) => {
+    svg.appendChild(make("text", {x: LEFT + WIDTH + GAP + 6, y: TOP + i * ROW, class: "token key",
+                                  id: "key-" + i}, token));
+  });
+}
+draw();
+</script></body></html>
+"""
+
+
+def _head_view_layers(attentions, batch_index):
+    """``attentions`` (one ``(B, H, Lq, Lk)``/``(H, Lq, Lk)`` array or a sequence of them) as a list
+    of ``(H, Lq, Lk)`` NumPy arrays, one per layer."""
+    if isinstance(attentions, Tensor) or backend.is_array(attentions):
+        attentions = [attentions]
+    layers = []
+    for i, weights in enumerate(attentions):
+        array = _host_array(weights, "head_view")
+        if array.ndim == 4:
+            array = array[batch_index]  # (H, Lq, Lk)
+        if array.ndim != 3:
+            raise ValueError(f"head_view: layer {i}'s weights must be (B, H, Lq, Lk) or (H, Lq, Lk), "
+                             f"got shape {tuple(array.shape)}")
+        if layers and array.shape != layers[0].shape:
+            raise ValueError(f"head_view: layer {i}'s weights have shape {array.shape}, layer 0's {layers[0].shape}")
+        layers.append(array)
+    if not layers:
+        raise ValueError("head_view: no attention weights given")
+    return layers
+
+
+def head_view(attentions, tokens, path, key_tokens=None, layer_names=None, batch_index=0,
+              title="attention head view"):
+    """Write an interactive head view of attention weights as one self-contained HTML file.
+
+    In the manner of bertviz's head view: choose a layer, toggle heads (one colour each), hover
+    a token on the left to see its attention to the tokens on the right as lines whose opacity is
+    the weight (0.4 times the weight when no token is hovered: then every token's lines show).
+    ``attentions``: one ``(B, H, Lq, Lk)`` or ``(H, Lq, Lk)`` array or tensor per layer (e.g. a
+    ``BertModel``'s ``output_attentions``, or the ``attn_weights`` that a layer with
+    ``keep_attn_weights = True`` keeps); ``batch_index`` picks the batch element. ``tokens`` label
+    the queries; ``key_tokens`` the keys (default ``tokens``: self-attention; the source tokens for
+    cross-attention, target-to-source). The page holds its data, script and style inline and
+    fetches nothing. Returns ``path``.
+
+    >>> import tempfile, pathlib
+    >>> weights = [[[[0.9, 0.1], [0.4, 0.6]]]]                      # one layer, (H=1, Lq=2, Lk=2)
+    >>> page = head_view(weights, ["a", "b"], pathlib.Path(tempfile.mkdtemp()) / "view.html")
+    >>> "<script src" in page.read_text(), '"query_tokens": ["a", "b"]' in page.read_text()
+    (False, True)
+    """
+    import html
+    import json
+    from pathlib import Path
+
+    layers = _head_view_layers(attentions, batch_index)
+    _, Lq, Lk = layers[0].shape
+    tokens = _check_tokens(tokens, Lq, "query", layers[0].shape, "head_view")
+    key_tokens = tokens if key_tokens is None else _check_tokens(key_tokens, Lk, "key", layers[0].shape, "head_view")
+    names = list(layer_names) if layer_names is not None else [f"layer {i}" for i in range(len(layers))]
+    if len(names) != len(layers):
+        raise ValueError(f"head_view: {len(names)} layer names for {len(layers)} layers")
+    data = {"query_tokens": tokens, "key_tokens": key_tokens,
+            "layers": [{"name": name, "weights": np.round(w, 6).tolist()} for name, w in zip(names, layers)]}
+    text = json.dumps(data).replace("</", "<\\/")  # nothing in the data can close the script element
+    page = (_HEAD_VIEW_PAGE.replace("__TITLE__", html.escape(title))
+            .replace("__QUERY__", "query" if key_tokens is tokens else "target").replace("__DATA__", text))
+    path = Path(path)
+    path.write_text(page, encoding="utf-8")
     return path

