@@ -78,9 +78,9 @@ from .ops_extra import (
     sin,
     softmax,
     std,
+    topk,
     tril,
     triu,
-    topk,
 )
 
 concat = cat
