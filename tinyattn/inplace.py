@@ -34,6 +34,11 @@ from .ops import _lift, _unwrap_index, sum_to
 from .tensor import Function, Tensor, is_grad_enabled, no_grad
 
 
+def _writable_copy(array):
+    """A copy that can be written into (NumPy hands 0-d results over as immutable scalars)."""
+    return np.array(array) if isinstance(array, np.generic) else array.copy()
+
+
 class SetItem(Function):
     """``x[index] = value`` out of place: ``x``'s gradient is zero where it was overwritten,
     ``value``'s is the gradient at the written positions (summed over its broadcast)."""
@@ -47,7 +52,7 @@ class SetItem(Function):
         return out
 
     def backward(self, grad):
-        grad_x = grad.copy()
+        grad_x = _writable_copy(grad)
         grad_x[self.index] = 0
         return grad_x, sum_to(grad[self.index], self.value_shape)
 
@@ -70,7 +75,7 @@ class CopySlices(Function):
         return base  # the write already happened in the array (see ``_write``)
 
     def backward(self, grad):
-        grad_base = grad.copy()
+        grad_base = _writable_copy(grad)
         _replay(grad_base, self.steps)[...] = 0
         return grad_base, _replay(grad, self.steps).copy()
 

@@ -140,7 +140,7 @@ class Function:
             for t in inputs:
                 if t.requires_grad:
                     fn.parents, fn.sequence, fn.released = inputs, next(_SEQUENCE), False
-                    fn.edges = tuple([p._ctx for p in inputs])  # the inputs' nodes now: an in-place op moves a tensor on
+                    fn.edges = tuple([p._ctx for p in inputs])  # their nodes now: an in-place op moves a tensor on
                     fn.versions = _versions(fn, inputs, result)
                     result.requires_grad, result._ctx = True, fn
                     break
