@@ -300,3 +300,44 @@ def test_enable_grad_inside_no_grad_and_backward_gradient_keyword():
             y = x * 3
     y.backward(gradient=ta.tensor([1.0, 1.0]))
     np.testing.assert_array_equal(x.grad, [3.0, 3.0])
+
+
+# ----------------------------------------------------------------------------- autograd.Function
+
+
+class _ScaledTanh(ta.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, scale, bias):
+        y = (x * scale).tanh() + bias
+        ctx.save_for_backward(x, y - bias)
+        ctx.scale = scale
+        return y
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        x, t = ctx.saved_tensors
+        grad_x = grad_output * ctx.scale * (1 - t * t) if ctx.needs_input_grad[0] else None
+        return grad_x, None, grad_output if ctx.needs_input_grad[2] else None
+
+
+@given(case=_one().map(lambda case: case[0][0]))
+def test_autograd_function_passes_gradcheck_and_matches_the_composed_form(case):
+    x = ta.tensor(case, requires_grad=True)
+    bias = ta.tensor(np.float64(0.25), requires_grad=True)
+    assert tt.gradcheck(lambda x, b: _ScaledTanh.apply(x, 1.5, b), [x, bias])
+    upstream = np.random.default_rng(0).standard_normal(x.shape)
+    _ScaledTanh.apply(x, 1.5, bias).backward(upstream)
+    custom = x.grad.copy(), bias.grad.copy()
+    x.grad = bias.grad = None
+    ((x * 1.5).tanh() + bias).backward(upstream)
+    np.testing.assert_allclose(custom[0], x.grad, rtol=1e-12)
+    np.testing.assert_allclose(custom[1], bias.grad, rtol=1e-12)
+
+
+def test_autograd_function_notices_an_in_place_change_to_a_saved_tensor():
+    x = ta.tensor([0.5, 1.0], requires_grad=True)
+    h = x * 1
+    y = _ScaledTanh.apply(h, 2.0, 0.0)
+    h.add_(1)
+    with pytest.raises(RuntimeError, match="save_for_backward was modified"):
+        y.sum().backward()

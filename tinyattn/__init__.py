@@ -91,7 +91,7 @@ if os.environ.get("TINYATTN_KEEP_FREED_MEMORY", "1") != "0":
     backend.keep_freed_memory()  # the next step reuses this step's memory instead of faulting it in again
 
 # the floors above the engine, imported once the engine is complete
-from . import interop, nn, optim, testing, viz  # noqa: E402
+from . import autograd, interop, nn, optim, testing, viz  # noqa: E402
 from .serialization import load, save  # noqa: E402
 
 __all__ = [
@@ -104,5 +104,5 @@ __all__ = [
     "sin", "cos", "clamp", "clone", "std", "norm", "max", "min", "maximum", "minimum", "argmax", "argmin", "topk",
     "gather", "softmax", "log_softmax", "bmm", "tril", "triu", "repeat_interleave", "all", "any", "nonzero",
     "multinomial", "is_tensor",
-    "save", "load", "backend", "ops", "nn", "optim", "interop", "testing", "viz",
+    "save", "load", "backend", "ops", "nn", "optim", "interop", "testing", "viz", "autograd",
 ]
