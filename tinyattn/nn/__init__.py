@@ -14,3 +14,7 @@ from .transformer import (  # noqa: F401
     TransformerEncoder,
     TransformerEncoderLayer,
 )
+
+# isort: split
+# small modules and the losses
+from .everyday import CrossEntropyLoss, Flatten, Identity, LogSoftmax, MSELoss, NLLLoss, Softmax, Tanh  # noqa: F401
