@@ -114,8 +114,9 @@ class Function:
     #: The inputs (positions) whose arrays backward may read; ``None``: all of them. An operation
     #: that keeps none of its inputs' values (``Add``, a reshape) says ``()``.
     saved_inputs = None
-    #: Whether backward may read the output's array (``Exp`` keeps ``exp(x)``).
-    saves_output = True
+    #: Whether backward may read the output's array (``Exp`` keeps ``exp(x)``); ``None``: whether
+    #: ``forward`` kept the very array it returned as an attribute.
+    saves_output = None
     #: True in an operation whose output is a view of its first input's array (reshape, transpose,
     #: basic indexing): the two then share one version counter, as a view and its base do in PyTorch.
     is_view = False
@@ -156,7 +157,10 @@ def _versions(fn, inputs, result):
     """``(counter, version)`` for each tensor whose array ``fn``'s backward may read."""
     saved = inputs if fn.saved_inputs is None else [inputs[i] for i in fn.saved_inputs]
     versions = [(t._version, t._version[0]) for t in saved]
-    if fn.saves_output:
+    saves_output = fn.saves_output
+    if saves_output is None:
+        saves_output = any(value is result.data for value in fn.__dict__.values())
+    if saves_output:
         versions.append((result._version, result._version[0]))
     return versions
 

@@ -28,6 +28,7 @@ from .. import (
     arange,
     argmax,
     argmin,
+    autograd,  # noqa: F401
     bmm,
     bool,
     cat,
@@ -98,7 +99,6 @@ from .. import (
     zeros,
     zeros_like,
 )
-from .. import autograd  # noqa: F401
 from . import nn, optim  # noqa: F401
 
 float, double, half = float32, float64, _np.float16
