@@ -369,6 +369,31 @@ def test_gpt_model_file_matches_torch_outputs_gradients_and_training():
     assert sample.shape == (1, 7) and sample.dtype == compat.long
 
 
+@pytest.mark.parametrize("batch_first", [False, True])
+def test_full_transformer_matches_torch(batch_first):
+    B, S, T, E = 2, 5, 4, 8
+    build = lambda lib: lib.nn.Transformer(E, 2, 1, 2, 16, dropout=0.0, batch_first=batch_first)  # noqa: E731
+    ours, theirs = _twins(build)
+    assert sorted(ours.state_dict()) == sorted(theirs.state_dict())
+    rng = np.random.default_rng(6)
+    src_shape, tgt_shape = ((B, S, E), (B, T, E)) if batch_first else ((S, B, E), (T, B, E))
+    src, tgt, upstream = rng.standard_normal(src_shape), rng.standard_normal(tgt_shape), rng.standard_normal(tgt_shape)
+    padding = np.array([[False] * S, [False] * 4 + [True]])
+    results = []
+    for model, lib in ((ours, compat), (theirs, torch)):
+        x, y = lib.tensor(src, requires_grad=True), lib.tensor(tgt, requires_grad=True)
+        mask = lib.nn.Transformer.generate_square_subsequent_mask(T, dtype=lib.float64)
+        out = model(x, y, tgt_mask=mask, src_key_padding_mask=lib.tensor(padding),
+                    memory_key_padding_mask=lib.tensor(padding))
+        out.backward(lib.tensor(upstream))
+        results.append((out, x, y))
+    (o1, x1, y1), (o2, x2, y2) = results
+    np.testing.assert_allclose(o1.numpy(), o2.detach().numpy(), rtol=RTOL, atol=ATOL)
+    np.testing.assert_allclose(x1.grad, x2.grad.numpy(), rtol=RTOL, atol=ATOL)
+    np.testing.assert_allclose(y1.grad, y2.grad.numpy(), rtol=RTOL, atol=ATOL)
+    _assert_same_grads(ours, theirs)
+
+
 def test_a_missing_name_says_so():
     for namespace, name in ((compat, "fft"), (compat.nn, "Conv2d"), (compat.nn.functional, "conv2d")):
         with pytest.raises(AttributeError, match=f"has no `{name}` yet"):

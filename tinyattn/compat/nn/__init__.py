@@ -12,6 +12,7 @@
 from collections import OrderedDict
 
 from ... import nn as _native
+from ...creation import full
 from ...interop import from_torch, to_torch
 from ...nn import (  # noqa: F401
     GELU,
@@ -30,6 +31,7 @@ from ...nn import (  # noqa: F401
     Softmax,
     Tanh,
 )
+from ...ops_extra import triu
 from . import functional, init, utils  # noqa: F401
 
 
@@ -206,6 +208,38 @@ class TransformerDecoder(Module, _native.TransformerDecoder):
             x = layer(x, memory, tgt_mask=tgt_mask, memory_mask=memory_mask, tgt_key_padding_mask=tgt_key_padding_mask,
                       memory_key_padding_mask=memory_key_padding_mask, tgt_is_causal=bool(tgt_is_causal))
         return x if self.norm is None else self.norm(x)
+
+
+class Transformer(Module):
+    """``torch.nn.Transformer``: an encoder and a decoder stack of the layers above, each with a final LayerNorm."""
+
+    def __init__(self, d_model=512, nhead=8, num_encoder_layers=6, num_decoder_layers=6, dim_feedforward=2048,
+                 dropout=0.1, activation="relu", custom_encoder=None, custom_decoder=None, layer_norm_eps=1e-5,
+                 batch_first=False, norm_first=False, bias=True, device=None, dtype=None):
+        super().__init__()
+        layer = dict(dim_feedforward=dim_feedforward, dropout=dropout, activation=activation,
+                     layer_norm_eps=layer_norm_eps, batch_first=batch_first, norm_first=norm_first, bias=bias,
+                     device=device, dtype=dtype)
+        self.encoder = custom_encoder or TransformerEncoder(
+            TransformerEncoderLayer(d_model, nhead, **layer), num_encoder_layers,
+            LayerNorm(d_model, eps=layer_norm_eps, device=device, dtype=dtype))
+        self.decoder = custom_decoder or TransformerDecoder(
+            TransformerDecoderLayer(d_model, nhead, **layer), num_decoder_layers,
+            LayerNorm(d_model, eps=layer_norm_eps, device=device, dtype=dtype))
+        self.d_model, self.nhead, self.batch_first = d_model, nhead, batch_first
+
+    def forward(self, src, tgt, src_mask=None, tgt_mask=None, memory_mask=None, src_key_padding_mask=None,
+                tgt_key_padding_mask=None, memory_key_padding_mask=None, src_is_causal=None, tgt_is_causal=None,
+                memory_is_causal=False):
+        memory = self.encoder(src, mask=src_mask, src_key_padding_mask=src_key_padding_mask, is_causal=src_is_causal)
+        return self.decoder(tgt, memory, tgt_mask=tgt_mask, memory_mask=memory_mask,
+                            tgt_key_padding_mask=tgt_key_padding_mask,
+                            memory_key_padding_mask=memory_key_padding_mask, tgt_is_causal=tgt_is_causal)
+
+    @staticmethod
+    def generate_square_subsequent_mask(sz, device=None, dtype=None):
+        """PyTorch's float causal mask: ``-inf`` above the diagonal, ``0`` elsewhere."""
+        return triu(full((sz, sz), float("-inf"), dtype=dtype, device=device), diagonal=1)
 
 
 def __getattr__(name):
