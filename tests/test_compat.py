@@ -394,6 +394,43 @@ def test_full_transformer_matches_torch(batch_first):
     _assert_same_grads(ours, theirs)
 
 
+@pytest.mark.parametrize("name, make_target", [
+    ("KLDivLoss", lambda rng: np.where(rng.random((3, 5)) < 0.3, 0.0, rng.random((3, 5)))),
+    ("MSELoss", lambda rng: rng.standard_normal((3, 5))),
+    ("NLLLoss", lambda rng: np.array([0, 4, 2])),
+    ("CrossEntropyLoss", lambda rng: np.array([1, 3, 0])),
+])
+@pytest.mark.parametrize("reduction", ["sum", "mean"])
+def test_losses_match_torch(name, make_target, reduction):
+    rng = np.random.default_rng(7)
+    logits, target = rng.standard_normal((3, 5)), make_target(rng)
+    results = []
+    for lib in (compat, torch):
+        x = lib.tensor(logits, requires_grad=True)
+        input = lib.nn.functional.log_softmax(x, dim=-1) if name in ("KLDivLoss", "NLLLoss") else x
+        loss = getattr(lib.nn, name)(reduction=reduction)(input, lib.tensor(target))
+        loss.backward()
+        results.append((loss.item(), np.asarray(x.grad)))
+    assert abs(results[0][0] - results[1][0]) < 1e-12
+    np.testing.assert_allclose(results[0][1], results[1][1], rtol=RTOL, atol=ATOL)
+
+
+def test_functional_pad_and_one_hot_match_torch():
+    rng = np.random.default_rng(8)
+    x, upstream = rng.standard_normal((2, 3, 4)), rng.standard_normal((2, 5, 7))
+    grads = []
+    for lib in (compat, torch):
+        t = lib.tensor(x, requires_grad=True)
+        out = lib.nn.functional.pad(t, (1, 2, 0, 2), value=0.5)
+        out.backward(lib.tensor(upstream))
+        grads.append((np.asarray(out.detach().numpy()), np.asarray(t.grad)))
+        hot = lib.nn.functional.one_hot(lib.tensor([2, 0, 1]), 4)
+        grads.append((hot.numpy(),))
+    np.testing.assert_array_equal(grads[0][0], grads[2][0])
+    np.testing.assert_array_equal(grads[0][1], grads[2][1])
+    np.testing.assert_array_equal(grads[1][0], grads[3][0])
+
+
 def test_a_missing_name_says_so():
     for namespace, name in ((compat, "fft"), (compat.nn, "Conv2d"), (compat.nn.functional, "conv2d")):
         with pytest.raises(AttributeError, match=f"has no `{name}` yet"):

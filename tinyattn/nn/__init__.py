@@ -17,4 +17,14 @@ from .transformer import (  # noqa: F401
 
 # isort: split
 # small modules and the losses
-from .everyday import CrossEntropyLoss, Flatten, Identity, LogSoftmax, MSELoss, NLLLoss, Softmax, Tanh  # noqa: F401
+from .everyday import (  # noqa: F401
+    CrossEntropyLoss,
+    Flatten,
+    Identity,
+    KLDivLoss,
+    LogSoftmax,
+    MSELoss,
+    NLLLoss,
+    Softmax,
+    Tanh,
+)

@@ -81,3 +81,12 @@ class MSELoss(Module):
 
     def forward(self, input, target):
         return F.mse_loss(input, target, reduction=self.reduction)
+
+
+class KLDivLoss(Module):
+    def __init__(self, reduction="mean", log_target=False):
+        super().__init__()
+        self.reduction, self.log_target = reduction, log_target
+
+    def forward(self, input, target):
+        return F.kl_div(input, target, reduction=self.reduction, log_target=self.log_target)

@@ -533,3 +533,18 @@ def one_hot(tensor, num_classes=-1):
         num_classes = int(indices.max()) + 1
     xp = backend.namespace(indices)
     return Tensor._wrap((indices[..., None] == xp.arange(num_classes)).astype("int64"))
+
+
+def kl_div(input, target, reduction="mean", log_target=False):
+    """``target · (log target - input)`` for log-probabilities ``input``, taken as 0 where ``target`` is 0.
+
+    ``reduction``: ``"mean"`` (over elements), ``"batchmean"`` (sum / batch size), ``"sum"`` or ``"none"``."""
+    if log_target:
+        losses = target.exp() * (target - input)
+    else:
+        positive = target > 0
+        log_target_values = ops.where(positive, target, 1.0).log()
+        losses = ops.where(positive, target * (log_target_values - input), 0.0)
+    if reduction == "batchmean":
+        return losses.sum() / input.shape[0]
+    return _reduce(losses, reduction, "kl_div")

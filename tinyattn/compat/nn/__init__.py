@@ -21,6 +21,7 @@ from ...nn import (  # noqa: F401
     Embedding,
     Flatten,
     Identity,
+    KLDivLoss,
     LayerNorm,
     Linear,
     LogSoftmax,
