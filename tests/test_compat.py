@@ -435,3 +435,26 @@ def test_a_missing_name_says_so():
     for namespace, name in ((compat, "fft"), (compat.nn, "Conv2d"), (compat.nn.functional, "conv2d")):
         with pytest.raises(AttributeError, match=f"has no `{name}` yet"):
             getattr(namespace, name)
+
+
+def test_module_conveniences_and_checkpoints_round_trip(tmp_path):
+    import copy
+
+    nn = compat.nn
+    model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))
+    attention = nn.ModuleDict({"mha": nn.MultiheadAttention(8, 2, batch_first=True), "head": model})
+    attention.register_buffer("scale", compat.ones(1))
+    keys = list(attention.state_dict())
+    assert "mha.in_proj_weight" in keys and "mha.out_proj.weight" in keys and "scale" in keys
+    twin = copy.deepcopy(attention)
+    twin.train(False)
+    assert not twin.training and attention.training
+    path = tmp_path / "model.npz"
+    compat.save(attention.state_dict(), path)
+    fresh = nn.ModuleDict({"mha": nn.MultiheadAttention(8, 2, batch_first=True), "head": copy.deepcopy(model)})
+    fresh.register_buffer("scale", compat.zeros(1))
+    fresh.load_state_dict(compat.load(path))
+    for (name, a), b in zip(attention.state_dict().items(), fresh.state_dict().values()):
+        np.testing.assert_array_equal(a, b, err_msg=name)
+    x = compat.randn(2, 3, 8)
+    np.testing.assert_array_equal(attention["mha"](x, x, x)[0].numpy(), fresh["mha"](x, x, x)[0].numpy())
