@@ -1,14 +1,15 @@
 """The GPU check: one command that shows whether tinyattn works, and how fast, on a CUDA machine.
 
     pip install -e '.[test,examples,cuda]'       # CuPy for the GPU, PyTorch with CUDA to compare against
-    python benchmarks/gpu_check.py               # about five minutes at most; the summary also in out/gpu_check/
+    python benchmarks/gpu_check.py               # about eight minutes at most; the summary also in out/gpu_check/
 
-Steps, each with its own time limit, all within one overall budget (``--budget``, 290 s):
+Steps, each with its own time limit, all within one overall budget (``--budget``, 480 s):
 
 1. environment: the GPU, CUDA, CuPy, PyTorch, NumPy and Python versions, and one CuPy kernel
    compiled and run. Without CuPy or a GPU the check stops here: "no GPU: nothing to check".
-2. tests: ``python -m pytest -m cuda -q``, the ``cuda`` parametrisations of the ``device``
-   fixture across the suite (tinyattn on CuPy), with the passed/failed counts.
+2. tests: ``python -m pytest -m cuda -v``, the ``cuda`` parametrisations of the ``device`` fixture
+   across the suite (tinyattn on CuPy), with the passed/failed counts; spread over 8 processes
+   where pytest-xdist is installed, under the ``gpu`` hypothesis profile (few examples).
 3. examples: every script under ``examples/`` whose ``--help`` offers ``--quick`` and
    ``--device``, run with ``--device cuda --quick`` (side by side), and the metric of its last
    line, ``final <metric>: <value>``.
@@ -35,7 +36,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 STEPS = ("tests", "examples", "bench")
-TIMEOUTS = {"tests": 150, "example": 75, "bench": 100}  # seconds, each also capped by what is left of --budget
+TIMEOUTS = {"tests": 300, "example": 75, "bench": 100}  # seconds, each also capped by what is left of --budget
 FINAL_LINE = re.compile(r"final (?P<metric>.+?): (?P<value>\S+)")
 
 
@@ -46,12 +47,21 @@ class NoGPU(Exception):
 # ----------------------------------------------------------------------------- running a step
 
 
+def child_environment(**extra):
+    """This process's environment with the repository first on ``PYTHONPATH``, so that every script imports this
+    checkout's tinyattn whether or not it is installed (a script's own folder, not the root, heads ``sys.path``)."""
+    env = dict(os.environ, **extra)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+    return env
+
+
 def run_command(command, timeout, log_path, env=None):
     """Run ``command`` from the repository root with a time limit; ``(returncode or None on timeout, seconds, output)``.
 
     The command gets its own process group, so that a timeout ends its children too. Its
     combined stdout and stderr go to ``log_path`` as well.
     """
+    env = child_environment() if env is None else env
     start = time.monotonic()
     process = subprocess.Popen(
         command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
@@ -147,9 +157,22 @@ def pytest_counts(output):
     return counts
 
 
+def _workers():
+    """pytest-xdist's ``-n`` options where it is installed (compiling CuPy's kernels is CPU work), else none."""
+    try:
+        import xdist  # noqa: F401
+    except ImportError:
+        return []
+    return ["-n", str(min(8, os.cpu_count() or 1))]
+
+
 def check_tests(out, budget, marker="cuda"):
-    command = [sys.executable, "-m", "pytest", "-m", marker, "-q", "-p", "no:cacheprovider"]
-    returncode, seconds, output = run_command(command, budget.limit(TIMEOUTS["tests"]), out / "logs" / "pytest.log")
+    # -v names each test as it ends, so a timed-out run's log still says which ones failed; the "gpu"
+    # hypothesis profile (tests/conftest.py) draws few examples and does not shrink a failure
+    command = [sys.executable, "-m", "pytest", "-m", marker, "-v", "--tb=short", "-rf", "-p", "no:cacheprovider",
+               *_workers()]
+    returncode, seconds, output = run_command(command, budget.limit(TIMEOUTS["tests"]), out / "logs" / "pytest.log",
+                                              env=child_environment(TINYATTN_PROFILE="gpu"))
     counts = pytest_counts(output)
     passed, failed = counts.get("passed", 0), counts.get("failed", 0) + counts.get("errors", 0)
     ok = returncode == 0 and passed > 0 and failed == 0
@@ -171,7 +194,7 @@ def _flags(script):
     """The options a script's ``--help`` lists."""
     try:
         result = subprocess.run([sys.executable, str(script), "--help"], cwd=ROOT, capture_output=True, text=True,
-                                timeout=60)
+                                timeout=60, env=child_environment())
     except subprocess.TimeoutExpired:
         return set()
     return set(re.findall(r"(?<![\w-])(--[a-z][\w-]*)", result.stdout)) if result.returncode == 0 else set()
@@ -271,7 +294,7 @@ def main(argv=None):
     parser.add_argument("--steps", default=",".join(STEPS),
                         help=f"which steps to run after the environment check, comma-separated (default: all: "
                              f"{','.join(STEPS)})")
-    parser.add_argument("--budget", type=float, default=290.0,
+    parser.add_argument("--budget", type=float, default=480.0,
                         help="seconds for all the steps together; each step's own limit is cut to what is left")
     args = parser.parse_args(argv)
     steps_wanted = [s for s in args.steps.split(",") if s]

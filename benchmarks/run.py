@@ -4,6 +4,7 @@
     python benchmarks/run.py --sizes small --repeat 50 --json out/bench.json --png out/bench.png
     python benchmarks/run.py --memory              # also peak memory of one step, each variant in its own process
     python benchmarks/run.py --device cuda --cases encoder --sizes medium,large   # CuPy against PyTorch CUDA
+    python benchmarks/run.py --reference --cases encoder   # tinyattn's reference definitions (fast paths off)
 
 Cases: scaled dot-product attention, multi-head attention and a pre-norm encoder layer
 (``dim_feedforward = 4·d``), forward and forward+backward, at three sizes; the same encoder layer
@@ -217,25 +218,22 @@ def long_attention_cases(size, backward, device="cpu"):
     """Attention over a long sequence (B=1, H=8, L=4096, head size 64): whole-matrix path vs blocked path.
 
     Both are tinyattn's ``F.scaled_dot_product_attention(..., need_weights=False)``; the plain variant
-    raises the (private) key-count threshold of the blocked path so the whole score matrix is built.
+    raises the key-count threshold of the blocked path (``ta.use_fast_paths``'s
+    ``blocked_attention_min_keys``) so the whole score matrix is built.
     """
     import tinyattn as ta
     import tinyattn.nn.functional as F
-    from tinyattn.nn import sdpa
 
     rng = np.random.default_rng(0)
     arrays = [rng.standard_normal((1, 8, 4096, 64), dtype=np.float32) for _ in range(4)]
     inputs = [ta.tensor(a, requires_grad=True, device=device) for a in arrays[:3]]
     grad = ta.tensor(arrays[3], device=device)
-    default_threshold = sdpa._BLOCKED_MIN_KEYS
+    default_threshold = ta.routes.settings.blocked_attention_min_keys
 
     def run(threshold):
         def step():
-            sdpa._BLOCKED_MIN_KEYS = threshold
-            try:
+            with ta.use_fast_paths(ta.routes.settings.enabled, blocked_attention_min_keys=threshold):
                 out, _ = F.scaled_dot_product_attention(*inputs, need_weights=False)
-            finally:
-                sdpa._BLOCKED_MIN_KEYS = default_threshold
             for t in inputs:
                 t.grad = None
             out.backward(grad)
@@ -329,8 +327,15 @@ def main():
     parser.add_argument("--memory", action="store_true", help="also measure peak memory of one step (cpu only)")
     parser.add_argument("--json", help="write the table as JSON here")
     parser.add_argument("--png", help="draw the ratios as a bar chart here")
+    parser.add_argument("--reference", action="store_true",
+                        help="tinyattn with fast paths off (ta.use_fast_paths(False)): its reference definitions")
     parser.add_argument("--memory-child", nargs=3, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.reference:
+        os.environ["TINYATTN_FAST"] = "0"  # for the --memory children too
+        import tinyattn as ta
+
+        ta.use_fast_paths(False)
     if args.memory_child:
         _memory_child(*args.memory_child)
         return

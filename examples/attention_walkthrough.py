@@ -26,8 +26,10 @@ Nothing is trained: the five words get random embeddings, and we follow the numb
    and so does PyTorch's ``torch.nn.MultiheadAttention`` (when PyTorch is installed), its
    weights packed by ``ta.interop.to_torch``.
 
-The heatmaps (one PNG per head, plus the single head of step 1) land in ``--out``; the last
-line gives the largest difference between any two of the ways above.
+Everything runs with the library's fast paths off (``ta.use_fast_paths(False)``), so each step
+is the reference definition in ``tinyattn/nn/`` that a debugger would step through; ``ta.explain``
+prints the routes the model takes. The heatmaps (one PNG per head, plus the single head of step 1)
+land in ``--out``; the last line gives the largest difference between any two of the ways above.
 
     python examples/attention_walkthrough.py
 """
@@ -142,6 +144,11 @@ def parse_args(argv=None):
 
 def main(argv=None):
     args = parse_args(argv)
+    with ta.use_fast_paths(False):  # the reference definitions, as the source reads
+        walk_through(args)
+
+
+def walk_through(args):
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     ta.manual_seed(args.seed)
@@ -165,6 +172,8 @@ def main(argv=None):
         print(f"\n--- 3. {H} heads, the batched way ---")
         batched, batched_weights = batched_heads(mha, x)
         print("\n--- 4. the library ---")
+        print("the routes nn.MultiHeadAttention takes (ta.explain):")
+        ta.explain(mha, x)
         library, library_weights = mha(x)  # (1, L, E), (1, H, L, L)
         differences = {
             "naive vs batched": max_difference(naive.numpy(), batched.numpy()),

@@ -1,14 +1,15 @@
 """Shared test set-up: hypothesis profiles and the device fixture.
 
 Profiles (choose with TINYATTN_PROFILE): ``fast`` (the default, keeps the suite within a
-few minutes on 2 cores), ``ci`` (``fast``, derandomized, used when CI=true) and
-``thorough`` (many more examples, for a sceptic with time).
+few minutes on 2 cores), ``ci`` (``fast``, derandomized, used when CI=true),
+``thorough`` (many more examples, for a sceptic with time) and ``gpu`` (few examples, no shrinking: what
+``benchmarks/gpu_check.py`` runs on CuPy).
 """
 
 import os
 
 import pytest
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck, Phase, settings
 
 _common = dict(
     deadline=None,
@@ -17,6 +18,10 @@ _common = dict(
 settings.register_profile("fast", max_examples=15, **_common)
 settings.register_profile("ci", max_examples=15, derandomize=True, print_blob=True, **_common)
 settings.register_profile("thorough", max_examples=300, **_common)
+# the GPU check's profile: each CuPy kernel compiles on first use, so few examples, and a failure is reported as
+# found rather than shrunk
+settings.register_profile("gpu", max_examples=4, derandomize=True, phases=(Phase.explicit, Phase.generate),
+                          **_common)
 settings.load_profile(os.environ.get("TINYATTN_PROFILE", "ci" if os.environ.get("CI") == "true" else "fast"))
 
 
@@ -46,3 +51,12 @@ def pytest_collection_modifyitems(config, items):
 def device(request):
     """Each test that takes ``device`` runs on NumPy, on the strict backend, and on CuPy."""
     return request.param
+
+
+@pytest.fixture(params=[True, False], ids=["fast", "reference"])
+def route(request):
+    """Runs a test with fast paths on (the fused nodes) and off (the reference definitions)."""
+    import tinyattn as ta
+
+    with ta.use_fast_paths(request.param):
+        yield request.param

@@ -12,7 +12,7 @@ import os
 import numpy as np
 
 from . import backend, ops
-from .backend import manual_seed
+from .backend import get_rng_state, manual_seed, set_rng_state
 from .creation import arange, full, ones, ones_like, rand, randn, tensor, zeros, zeros_like
 from .ops import (
     abs,
@@ -91,12 +91,13 @@ if os.environ.get("TINYATTN_KEEP_FREED_MEMORY", "1") != "0":
     backend.keep_freed_memory()  # the next step reuses this step's memory instead of faulting it in again
 
 # the floors above the engine, imported once the engine is complete
-from . import autograd, interop, nn, optim, testing, viz  # noqa: E402
-from .serialization import load, save  # noqa: E402
+from . import autograd, interop, nn, optim, routes, testing, viz  # noqa: E402
+from .routes import explain, use_fast_paths  # noqa: E402
+from .serialization import CheckpointError, load, save  # noqa: E402
 
 __all__ = [
-    "Tensor", "Function", "tensor", "no_grad", "enable_grad", "is_grad_enabled", "manual_seed",
-    "float32", "float64", "int64", "bool", "long", "int32", "uint8",
+    "Tensor", "Function", "tensor", "no_grad", "enable_grad", "is_grad_enabled", "manual_seed", "get_rng_state",
+    "set_rng_state", "float32", "float64", "int64", "bool", "long", "int32", "uint8",
     "zeros", "ones", "full", "empty", "arange", "randn", "rand", "randint", "zeros_like", "ones_like", "from_numpy",
     "add", "sub", "mul", "div", "pow", "neg", "matmul", "exp", "log", "sqrt", "tanh", "sigmoid", "relu", "abs",
     "sum", "mean", "amax", "var", "reshape", "transpose", "permute", "unsqueeze", "squeeze", "expand", "flatten",
@@ -104,5 +105,6 @@ __all__ = [
     "sin", "cos", "clamp", "clone", "std", "norm", "max", "min", "maximum", "minimum", "argmax", "argmin", "topk",
     "gather", "softmax", "log_softmax", "bmm", "tril", "triu", "repeat_interleave", "all", "any", "nonzero",
     "multinomial", "is_tensor",
-    "save", "load", "backend", "ops", "nn", "optim", "interop", "testing", "viz", "autograd",
+    "save", "load", "CheckpointError", "backend", "ops", "nn", "optim", "interop", "testing", "viz", "autograd",
+    "use_fast_paths", "explain", "routes",
 ]

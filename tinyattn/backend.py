@@ -203,8 +203,8 @@ def keep_freed_memory(enabled=True):
 
     A training step allocates the same large arrays at every step. By default glibc hands a freed
     block bigger than its mmap threshold back to the kernel, and trims the free top of its heap,
-    so the next step's arrays are mapped and page-faulted afresh, one 4 KiB page at a time: at
-    (B, L, d) = (8, 128, 256) a training step took about a third longer for it on the machines measured.
+    so the next step's arrays are mapped and page-faulted afresh, one 4 KiB page at a time (the
+    README's speed section gives what that costs a training step).
     ``mallopt(M_MMAP_THRESHOLD, 32 MiB)`` (the most it allows) and ``mallopt(M_TRIM_THRESHOLD, 1 GiB)``
     keep such blocks in the heap instead; the process then holds on to the memory of its largest
     step. ``tinyattn`` calls this when imported unless ``TINYATTN_KEEP_FREED_MEMORY=0``;
@@ -324,13 +324,86 @@ def generator(device):
     return rng
 
 
+def get_rng_state():
+    """The state of the library's random generators, as a dict that ``ta.save`` can store.
+
+    ``{"seed": the last manual_seed (or None), "generators": {device: state}}`` for each device
+    whose generator has drawn: NumPy's ``bit_generator.state`` for ``"cpu"`` and ``"strict"``
+    (Python ints and strings), and CuPy's cuRAND state bytes for ``"cuda"``. A device without a
+    generator yet gets one from the seed at its first draw, as it would have.
+
+    >>> manual_seed(0)
+    >>> state = get_rng_state()
+    >>> first = random_normal((2,), np.float64, "cpu")
+    >>> set_rng_state(state)
+    >>> bool((random_normal((2,), np.float64, "cpu") == first).all())
+    True
+    """
+    generators = {}
+    for device, rng in _GENERATORS.items():
+        if device == "cuda":  # CuPy has no public getter: the cuRAND states are one int8 device array
+            generators[device] = {"curand_states": rng.bit_generator._state.get()}
+        else:
+            generators[device] = rng.bit_generator.state
+    return {"seed": _SEED[0], "generators": generators}
+
+
+def set_rng_state(state):
+    """Put the library's random generators back in a state from ``get_rng_state()``.
+
+    Everything is checked before anything changes: a state that does not fit (an unknown
+    device, another bit generator, cuRAND states of another GPU's size) raises ``ValueError``
+    and the generators stay as they were.
+    """
+    if not (isinstance(state, dict) and set(state) == {"seed", "generators"} and isinstance(state["generators"], dict)):
+        raise ValueError(
+            "set_rng_state: expected the dict get_rng_state() returns, with keys 'seed' and 'generators', "
+            f"got {type(state).__name__}" + (f" with keys {sorted(state)}" if isinstance(state, dict) else "")
+        )
+    seed = state["seed"]
+    if seed is not None and not isinstance(seed, (int, np.integer)):
+        raise ValueError(f"set_rng_state: 'seed' must be an integer or None, got {seed!r}")
+    generators = {}
+    for device, saved in state["generators"].items():
+        if device not in DEVICES:
+            raise ValueError(f"set_rng_state: unknown device {device!r}: expected one of {DEVICES}")
+        try:
+            generators[device] = _generator_from_state(device, saved)
+        except (ValueError, TypeError, KeyError) as error:
+            raise ValueError(f"set_rng_state: the {device!r} generator's state does not fit: {error}") from error
+    _SEED[0] = None if seed is None else int(seed)
+    _GENERATORS.clear()
+    _GENERATORS.update(generators)
+
+
+def _generator_from_state(device, saved):
+    if device != "cuda":
+        rng = np.random.default_rng()
+        rng.bit_generator.state = dict(saved)
+        return rng
+    cupy = _register_cupy()
+    rng = cupy.random.default_rng(0)
+    states = rng.bit_generator._state
+    saved = np.asarray(saved["curand_states"])
+    if saved.dtype != states.dtype or saved.shape != states.shape:
+        raise ValueError(
+            f"expected cuRAND states of {states.shape[0]} bytes (this GPU), got {saved.dtype} {saved.shape}"
+        )
+    states[...] = cupy.asarray(saved)
+    return rng
+
+
 def random_normal(shape, dtype, device):
     rng = generator(device)
     out = rng.standard_normal(shape, dtype=dtype)
+    if type(out) is not np.ndarray and isinstance(out, np.generic):  # NumPy draws a scalar for shape ()
+        out = np.asarray(out)
     return StrictArray(out) if device == "strict" else out
 
 
 def random_uniform(shape, dtype, device):
     rng = generator(device)
     out = rng.random(shape, dtype=dtype)
+    if type(out) is not np.ndarray and isinstance(out, np.generic):  # NumPy draws a scalar for shape ()
+        out = np.asarray(out)
     return StrictArray(out) if device == "strict" else out

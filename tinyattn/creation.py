@@ -9,18 +9,19 @@ Each takes ``dtype=`` (float32 by default, as in PyTorch), ``device=`` and
 ((2, 3), dtype('int64'))
 """
 
+import math
 import numbers
 
 import numpy as np
 
+from . import _checks as check
 from . import backend
 from .tensor import Tensor
 
 
-def _shape(size):
-    if len(size) == 1 and not isinstance(size[0], numbers.Integral):
-        return tuple(size[0])
-    return tuple(size)
+def _shape(size, name):
+    """Sizes given as ``f(2, 3)`` or ``f((2, 3))``: non-negative integers."""
+    return check.shape(name, "size", size)
 
 
 def _leaf(array, requires_grad):
@@ -32,7 +33,7 @@ def _leaf(array, requires_grad):
 
 def zeros(*size, dtype=None, device=None, requires_grad=False):
     xp = backend.namespace_for(device or "cpu")
-    return _leaf(xp.zeros(_shape(size), dtype=dtype or np.float32), requires_grad)
+    return _leaf(xp.zeros(_shape(size, "zeros"), dtype=dtype or np.float32), requires_grad)
 
 
 def empty(*size, dtype=None, device=None, requires_grad=False):
@@ -42,7 +43,7 @@ def empty(*size, dtype=None, device=None, requires_grad=False):
 
 def ones(*size, dtype=None, device=None, requires_grad=False):
     xp = backend.namespace_for(device or "cpu")
-    return _leaf(xp.ones(_shape(size), dtype=dtype or np.float32), requires_grad)
+    return _leaf(xp.ones(_shape(size, "ones"), dtype=dtype or np.float32), requires_grad)
 
 
 def full(size, fill_value, dtype=None, device=None, requires_grad=False):
@@ -52,37 +53,52 @@ def full(size, fill_value, dtype=None, device=None, requires_grad=False):
             dtype = np.bool_
         else:
             dtype = np.int64 if isinstance(fill_value, numbers.Integral) else np.float32
-    return _leaf(xp.full(_shape((size,)), fill_value, dtype=dtype), requires_grad)
+    size = (size,) if isinstance(size, numbers.Integral) else size
+    return _leaf(xp.full(_shape((size,), "full"), fill_value, dtype=dtype), requires_grad)
 
 
 def arange(start, end=None, step=1, dtype=None, device=None, requires_grad=False):
     """``[start, end)`` by ``step``; int64 for integer arguments, else float32."""
     if end is None:
         start, end = 0, start
+    for arg, value in (("start", start), ("end", end), ("step", step)):
+        check.real("arange", arg, value)
+        if arg != "step" and not math.isfinite(value):
+            raise ValueError(f"arange: {arg} must be finite, got {value}")
+    if step == 0 or (end > start and step < 0) or (end < start and step > 0):
+        raise ValueError(f"arange: step {step} must be non-zero and go from start {start} towards end {end}")
     if dtype is None:
         integral = all(isinstance(v, numbers.Integral) for v in (start, end, step))
         dtype = np.int64 if integral else np.float32
     xp = backend.namespace_for(device or "cpu")
-    return _leaf(xp.arange(start, end, step, dtype=dtype), requires_grad)
+    if math.isinf(step):  # PyTorch gives no values for an infinite step
+        end = start
+    try:
+        values = xp.arange(start, end, step, dtype=dtype)
+    except (ValueError, MemoryError):  # NumPy: "Maximum allowed size exceeded"
+        raise ValueError(f"arange: {start} to {end} by {step} gives too many values") from None
+    return _leaf(values, requires_grad)
 
 
 def randn(*size, dtype=None, device=None, requires_grad=False):
     """Standard normal samples from the library's seeded generator."""
-    array = backend.random_normal(_shape(size), np.dtype(dtype or np.float32), device or "cpu")
+    array = backend.random_normal(_shape(size, "randn"), np.dtype(dtype or np.float32), device or "cpu")
     return _leaf(array, requires_grad)
 
 
 def rand(*size, dtype=None, device=None, requires_grad=False):
     """Uniform samples in [0, 1) from the library's seeded generator."""
-    array = backend.random_uniform(_shape(size), np.dtype(dtype or np.float32), device or "cpu")
+    array = backend.random_uniform(_shape(size, "rand"), np.dtype(dtype or np.float32), device or "cpu")
     return _leaf(array, requires_grad)
 
 
 def zeros_like(t, dtype=None, device=None, requires_grad=False):
+    check.tensor("zeros_like", "input", t)
     return zeros(t.shape, dtype=dtype or t.dtype, device=device or t.device, requires_grad=requires_grad)
 
 
 def ones_like(t, dtype=None, device=None, requires_grad=False):
+    check.tensor("ones_like", "input", t)
     return ones(t.shape, dtype=dtype or t.dtype, device=device or t.device, requires_grad=requires_grad)
 
 

@@ -66,8 +66,11 @@ def _rename_cross_attention(key, prefixes, old, new):
     return ".".join(parts)
 
 
-def _on_host(state_dict):
+def _on_host(state_dict, name):
     """``state_dict`` with every value a NumPy array: device data is copied explicitly, never implicitly."""
+    if not hasattr(state_dict, "items"):
+        raise TypeError(f"{name}: expected a state dict (a mapping of names to arrays), "
+                        f"got {type(state_dict).__name__}")
     host = {}
     for key, value in state_dict.items():
         if isinstance(value, Tensor):
@@ -82,7 +85,7 @@ def from_torch(state_dict):
     Raises ``ValueError`` when a packed ``in_proj_weight`` or ``in_proj_bias`` does not split
     into three equal parts.
     """
-    state_dict = _on_host(state_dict)
+    state_dict = _on_host(state_dict, "from_torch")
     prefixes = _module_prefixes(state_dict)
     result, unpacked = {}, set()
     for key, value in state_dict.items():
@@ -128,7 +131,7 @@ def to_torch(state_dict):
     shape (``kdim == vdim == embed_dim``), else kept as ``q_proj_weight``/``k_proj_weight``/
     ``v_proj_weight``; their biases always pack into ``in_proj_bias``.
     """
-    state_dict = _on_host(state_dict)
+    state_dict = _on_host(state_dict, "to_torch")
     prefixes = _module_prefixes(state_dict)
     result, packed = {}, set()
     for key, value in state_dict.items():

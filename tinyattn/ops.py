@@ -17,10 +17,12 @@ array([4., 6.], dtype=float32)
 
 import builtins
 import itertools
+import math
 import numbers
 
 import numpy as np
 
+from . import _checks as check
 from . import backend
 from .tensor import Function, Tensor
 
@@ -44,17 +46,10 @@ def _broadcast_error(name, a, b):
     return ValueError(f"{name}: shapes {tuple(a.shape)} and {tuple(b.shape)} cannot be broadcast together")
 
 
-def _normalize_dims(dim, ndim):
-    """``dim`` (None, an int or a tuple, negatives allowed) as a tuple of axes in ``[0, ndim)``."""
-    if dim is None:
-        return None
-    dims = (dim,) if isinstance(dim, numbers.Integral) else tuple(dim)
-    bound = max(ndim, 1)  # a 0-d tensor accepts dim 0 and -1, as in PyTorch
-    for d in dims:
-        if not -bound <= d < bound:
-            raise IndexError(f"dim {d} is out of range for a tensor of {ndim} dimensions "
-                             f"(expected a dim in [{-bound}, {bound - 1}])")
-    return tuple(d % ndim for d in dims) if ndim else ()
+def _normalize_dims(dim, ndim, name="sum"):
+    """A reduction's ``dim`` (None, an int or a tuple, negatives allowed) as a tuple of distinct axes in
+    ``[0, ndim)``; ``None`` or an empty tuple reduce every axis, as in PyTorch."""
+    return check.dims(name, "dim", dim, ndim) if dim != () and dim != [] else None
 
 
 # ----------------------------------------------------------------------------- binary
@@ -83,6 +78,8 @@ class Add(_Binary):
 class Sub(_Binary):
     saved_inputs, saves_output = (), False  # backward reads no array of theirs (see Function)
     def compute(self, a, b):
+        if a.dtype.kind == "b" and b.dtype.kind == "b":
+            raise TypeError("sub: subtracting two boolean tensors is not supported; use ^ (logical xor) instead")
         return a - b
 
     def backward(self, grad):
@@ -162,9 +159,13 @@ class MatMul(Function):
     saves_output = False
 
     def forward(self, a, b):
+        if a.ndim == 0 or b.ndim == 0:
+            raise RuntimeError(
+                f"matmul: both operands need at least one dimension, got shapes {tuple(a.shape)} and {tuple(b.shape)}"
+            )
         inner_b = b.shape[-2] if b.ndim > 1 else b.shape[0]
-        if a.ndim == 0 or b.ndim == 0 or a.shape[-1] != inner_b:
-            inner_a = a.shape[-1] if a.ndim else None
+        if a.shape[-1] != inner_b:
+            inner_a = a.shape[-1]
             raise ValueError(
                 f"matmul: {tuple(a.shape)} @ {tuple(b.shape)}: inner sizes {inner_a} and {inner_b} differ"
             )
@@ -190,7 +191,8 @@ class MatMul(Function):
         if self.parents[1].requires_grad:
             if b2.ndim == 2 and a2.ndim > 2:  # fold the batch into rows: one large GEMM
                 k, m = b2.shape
-                grad_b = a2.reshape(-1, k).T @ grad.reshape(-1, m)
+                rows = math.prod(a2.shape[:-1])  # (not -1: k or m may be 0)
+                grad_b = a2.reshape(rows, k).T @ grad.reshape(rows, m)
             else:
                 grad_b = sum_to(a2.swapaxes(-1, -2) @ grad, b2.shape)  # (…, k, m)
             grad_b = grad_b.reshape(b.shape)
@@ -203,6 +205,8 @@ class MatMul(Function):
 class Neg(Function):
     saved_inputs, saves_output = (), False  # backward reads no array of theirs (see Function)
     def forward(self, x):
+        if x.dtype.kind == "b":
+            raise TypeError("neg: the - operator on a boolean tensor is not supported; invert a mask with ~")
         return -x
 
     def backward(self, grad):
@@ -262,6 +266,8 @@ class Sigmoid(Function):
 class ReLU(Function):
     saved_inputs = ()  # backward reads only its output
     def forward(self, x):
+        if x.dtype.kind in "bc":
+            raise TypeError(f"relu: {x.dtype} input is not supported; convert it with .float()")
         self.out = backend.namespace(x).maximum(x, 0)  # +0.0 for negatives, as PyTorch gives
         return self.out  # saved instead of a mask: the next operation usually keeps it anyway
 
@@ -272,6 +278,8 @@ class ReLU(Function):
 class Abs(Function):
     saved_inputs, saves_output = (), False  # backward reads no array of theirs (see Function)
     def forward(self, x):
+        if x.dtype.kind == "b":
+            raise TypeError("abs: boolean input is not supported; convert it with .float()")
         xp = backend.namespace(x)
         self.sign = xp.sign(x)
         return xp.abs(x)
@@ -316,8 +324,11 @@ class Amax(Function):
     saved_inputs, saves_output = (), False  # backward reads no array of theirs (see Function)
 
     def forward(self, x, dim=None, keepdim=False):
-        self.axes, self.keepdim = _normalize_dims(dim, x.ndim), keepdim
-        out = x.max(axis=self.axes, keepdims=True)
+        self.axes, self.keepdim = _normalize_dims(dim, x.ndim, "amax"), keepdim
+        try:
+            out = x.max(axis=self.axes, keepdims=True)
+        except ValueError:  # NumPy: "zero-size array to reduction operation maximum"
+            raise IndexError(f"amax: cannot reduce over an empty dimension of shape {tuple(x.shape)}") from None
         self.winners = x == out
         return out if keepdim else out.reshape(
             [n for i, n in enumerate(x.shape) if self.axes is not None and i not in self.axes]
@@ -401,7 +412,10 @@ class GetItem(Function):
     def forward(self, x, index):
         self.shape, self.dtype, self.index = x.shape, x.dtype, index
         self.is_view = not _is_advanced(index)  # basic indexing views the array, an index array copies
-        return x[index]
+        try:
+            return x[index]
+        except IndexError as error:  # NumPy's words, with the operation and the shape added
+            raise IndexError(f"getitem: {error} (indexing a tensor of shape {tuple(x.shape)})") from None
 
     def backward(self, grad):
         xp = backend.namespace(grad)
@@ -417,7 +431,7 @@ class Concatenate(Function):
     saved_inputs, saves_output = (), False  # backward reads no array of theirs (see Function)
     def forward(self, *arrays, dim=0):
         xp = backend.namespace(arrays[0])
-        self.dim = dim % arrays[0].ndim
+        self.dim = dim  # in [0, ndim), checked by ``cat``
         self.bounds = list(itertools.accumulate(a.shape[self.dim] for a in arrays))[:-1]
         try:
             return xp.concatenate(arrays, axis=self.dim)
@@ -432,7 +446,7 @@ class Stack(Function):
     saved_inputs, saves_output = (), False  # backward reads no array of theirs (see Function)
     def forward(self, *arrays, dim=0):
         xp = backend.namespace(arrays[0])
-        self.dim = dim % (arrays[0].ndim + 1)
+        self.dim = dim  # in [0, ndim], checked by ``stack``
         try:
             return xp.stack(arrays, axis=self.dim)
         except ValueError:
@@ -532,7 +546,10 @@ def pow(a, b):
 
 
 def matmul(a, b):
-    return MatMul.apply(a, _lift(b, a))
+    b = _lift(b, a)
+    if a.data.dtype.kind == "b" or b.data.dtype.kind == "b":
+        raise TypeError(f"matmul: boolean operands are not supported, got {a.data.dtype} and {b.data.dtype}")
+    return MatMul.apply(a, b)
 
 
 def neg(x):
@@ -571,14 +588,22 @@ def sum(x, dim=None, keepdim=False):
     return Sum.apply(x, dim=dim, keepdim=keepdim)
 
 
-def _count(x, dim):
+def _count(x, dim, name):
     """How many elements a reduction over ``dim`` (``None``: all) combines."""
-    axes = _normalize_dims(dim, x.ndim)
+    axes = _normalize_dims(dim, x.ndim, name)
     return x.data.size if axes is None else int(np.prod([x.shape[d] for d in axes]))
 
 
+def _floating_reduction(name, x):
+    if x.data.dtype.kind not in "fc":
+        raise TypeError(f"{name}: the input must be a floating-point tensor, got dtype {x.data.dtype} "
+                        "(convert it with .float())")
+
+
 def mean(x, dim=None, keepdim=False):
-    return Sum.apply(x, dim=dim, keepdim=keepdim) / _count(x, dim)
+    _floating_reduction("mean", x)
+    count = _count(x, dim, "mean")
+    return Sum.apply(x, dim=dim, keepdim=keepdim) / count
 
 
 def amax(x, dim=None, keepdim=False):
@@ -594,8 +619,10 @@ def var(x, dim=None, unbiased=True, keepdim=False, *, correction=None):
         dim, unbiased = None, dim
     if correction is None:
         correction = 1 if unbiased else 0
+    _floating_reduction("var", x)
+    count = _count(x, dim, "var")
     centered = x - mean(x, dim, keepdim=True)
-    return (centered * centered).sum(dim, keepdim) / max(_count(x, dim) - correction, 0)
+    return (centered * centered).sum(dim, keepdim) / max(count - correction, 0)
 
 
 def where(condition, a, b):
@@ -615,53 +642,87 @@ def masked_fill(x, mask, value):
     """``x`` with ``value`` wherever ``mask`` is true (the two broadcast together, as in PyTorch).
 
     The result keeps ``x``'s dtype; ``value`` is a number or a 0-d tensor (differentiable)."""
+    check.tensor("masked_fill", "mask", mask)
+    if mask.data.dtype.kind != "b":
+        raise TypeError(f"masked_fill: mask must be a boolean tensor, got dtype {mask.data.dtype}")
     value = value._to_dtype(x.dtype) if isinstance(value, Tensor) else \
         Tensor._wrap(backend.namespace(x.data).asarray(value, dtype=x.dtype))
-    return Where.apply(mask if isinstance(mask, Tensor) else Tensor(mask), value, x)
+    try:
+        return Where.apply(mask, value, x)
+    except ValueError:
+        raise ValueError(f"masked_fill: mask {mask.shape} and input {x.shape} cannot be broadcast together") from None
+
+
+def _sizes(args):
+    """Sizes given as ``f(2, 3)`` or ``f((2, 3))``, as a tuple."""
+    return tuple(args[0]) if len(args) == 1 and not isinstance(args[0], numbers.Integral) else args
 
 
 def reshape(x, *shape):
-    shape = tuple(shape[0]) if len(shape) == 1 and not isinstance(shape[0], numbers.Integral) else shape
+    shape = _sizes(shape)
+    inferred = 0
+    for n in shape:
+        if type(n) is not int or n < 0:
+            if check.integer("reshape", "shape", n) != -1:
+                raise ValueError(f"reshape: invalid size {n} in shape {shape} (sizes are >= 0, or -1 once)")
+            inferred += 1
+    if inferred > 1:
+        raise ValueError(f"reshape: only one size may be -1 (inferred), got shape {shape}")
+    if inferred and 0 in shape:
+        raise ValueError(f"reshape: shape {shape} is ambiguous: -1 cannot be inferred beside a size of 0")
     return Reshape.apply(x, shape=shape)
 
 
 def transpose(x, dim0, dim1):
     dims = list(range(x.ndim))
+    dim0, dim1 = check.dim("transpose", "dim0", dim0, x.ndim), check.dim("transpose", "dim1", dim1, x.ndim)
+    if x.ndim == 0:
+        return Reshape.apply(x, shape=())
     dims[dim0], dims[dim1] = dims[dim1], dims[dim0]
     return Permute.apply(x, dims=tuple(dims))
 
 
 def permute(x, *dims):
-    dims = tuple(dims[0]) if len(dims) == 1 and not isinstance(dims[0], numbers.Integral) else dims
+    dims = _sizes(dims)
     ndim = x.ndim
-    if sorted(d % ndim if -ndim <= d < ndim else -1 for d in dims) != list(range(ndim)):
+    axes = tuple(check.dim("permute", "dims", d, ndim) for d in dims)
+    if sorted(axes) != list(range(ndim)):
         raise ValueError(f"permute: dims {dims} are not a permutation of the {ndim} axes of {x.shape}")
-    return Permute.apply(x, dims=tuple(d % ndim for d in dims))
+    return Permute.apply(x, dims=axes)
 
 
 def unsqueeze(x, dim):
-    if not -(x.ndim + 1) <= dim <= x.ndim:
-        raise IndexError(f"unsqueeze: dim {dim} is out of range [{-(x.ndim + 1)}, {x.ndim}] for shape {x.shape}")
-    dim = dim % (x.ndim + 1)
+    dim = check.dim("unsqueeze", "dim", dim, x.ndim + 1)
     return Reshape.apply(x, shape=x.shape[:dim] + (1,) + x.shape[dim:])
 
 
 def squeeze(x, dim=None):
     if dim is None:
         return Reshape.apply(x, shape=tuple(n for n in x.shape if n != 1))
-    dims = _normalize_dims(dim, x.ndim)
+    dims = check.dims("squeeze", "dim", dim, x.ndim)
     return Reshape.apply(x, shape=tuple(n for i, n in enumerate(x.shape) if not (i in dims and n == 1)))
 
 
 def expand(x, *shape):
-    shape = tuple(shape[0]) if len(shape) == 1 and not isinstance(shape[0], numbers.Integral) else shape
+    """``x`` seen as ``shape``: sizes of 1 stretched, new dimensions in front; -1 keeps a size."""
+    shape = tuple(check.integer("expand", "size", n) for n in _sizes(shape))
+    new = len(shape) - x.ndim
+    if new < 0:
+        raise ValueError(f"expand: {len(shape)} sizes {shape} for a tensor of {x.ndim} dimensions {x.shape}")
+    for i, n in enumerate(shape):
+        if n < -1 or (n == -1 and i < new):
+            raise ValueError(f"expand: invalid size {n} at position {i} of {shape} for shape {x.shape} "
+                             "(-1, keeping the size, is allowed only for an existing dimension)")
     return Expand.apply(x, shape=shape)
 
 
 def flatten(x, start_dim=0, end_dim=-1):
+    start = check.dim("flatten", "start_dim", start_dim, x.ndim)
+    end = check.dim("flatten", "end_dim", end_dim, x.ndim)
+    if start > end:
+        raise ValueError(f"flatten: start_dim {start_dim} comes after end_dim {end_dim} for shape {x.shape}")
     if x.ndim == 0:
         return Reshape.apply(x, shape=(1,))
-    start, end = start_dim % x.ndim, end_dim % x.ndim
     middle = int(np.prod(x.shape[start:end + 1]))
     return Reshape.apply(x, shape=x.shape[:start] + (middle,) + x.shape[end + 1:])
 
@@ -670,26 +731,55 @@ def getitem(x, index):
     return GetItem.apply(x, index=_unwrap_index(index))
 
 
+def _sequence_of_tensors(name, tensors):
+    """The tensors of a non-empty list or tuple, each with at least ``min_ndim`` dimensions."""
+    if isinstance(tensors, Tensor) or not isinstance(tensors, (list, tuple)):
+        raise TypeError(f"{name}: expected a list or tuple of tensors, got {type(tensors).__name__}")
+    if not tensors:
+        raise ValueError(f"{name}: expected a non-empty list of tensors, got an empty one")
+    for i, t in enumerate(tensors):
+        check.tensor(name, f"tensors[{i}]", t)
+    ndims = {t.ndim for t in tensors}
+    if len(ndims) > 1:
+        raise ValueError(f"{name}: all tensors need the same number of dimensions, got shapes "
+                         f"{[t.shape for t in tensors]}")
+    return tensors[0].ndim
+
+
 def cat(tensors, dim=0):
-    return Concatenate.apply(*tensors, dim=dim)
+    ndim = _sequence_of_tensors("cat", tensors)
+    if ndim == 0:
+        raise ValueError("cat: 0-d tensors cannot be concatenated (stack them, or unsqueeze them first)")
+    return Concatenate.apply(*tensors, dim=check.dim("cat", "dim", dim, ndim))
 
 
 def stack(tensors, dim=0):
-    return Stack.apply(*tensors, dim=dim)
+    ndim = _sequence_of_tensors("stack", tensors)
+    return Stack.apply(*tensors, dim=check.dim("stack", "dim", dim, ndim + 1))
+
+
+def _length_along(name, x, dim):
+    if x.ndim == 0:
+        raise ValueError(f"{name}: expects a tensor of at least one dimension, got a 0-d tensor")
+    dim = check.dim(name, "dim", dim, x.ndim)
+    return dim, x.shape[dim]
 
 
 def split(x, split_size_or_sections, dim=0):
-    """Pieces of ``x`` along ``dim``: of size ``split_size`` each, or of the listed sizes."""
-    dim = dim % x.ndim
-    length = x.shape[dim]
-    if isinstance(split_size_or_sections, numbers.Integral):
-        sizes = [split_size_or_sections] * (length // split_size_or_sections)
-        if length % split_size_or_sections:
-            sizes.append(length % split_size_or_sections)
-    else:
-        sizes = list(split_size_or_sections)
+    """Pieces of ``x`` along ``dim``: of size ``split_size`` each (the last one shorter), or of the listed sizes."""
+    dim, length = _length_along("split", x, dim)
+    if isinstance(split_size_or_sections, (list, tuple)):
+        sizes = [check.size("split", "split_size_or_sections", n) for n in split_size_or_sections]
         if builtins.sum(sizes) != length:
             raise ValueError(f"split: sizes {sizes} do not add up to {length}, the length of dim {dim}")
+    else:
+        size = check.size("split", "split_size", split_size_or_sections)
+        if size == 0 and length:
+            raise ValueError(f"split: split_size 0 can only split a dimension of length 0, dim {dim} has {length}")
+        sizes = [size] * (length // size) if size else []
+        if size and length % size:
+            sizes.append(length % size)
+        sizes = sizes or [0]  # an empty dimension gives one empty piece, as in PyTorch
     pieces, start = [], 0
     for size in sizes:
         index = (slice(None),) * dim + (slice(start, start + size),)
@@ -699,7 +789,11 @@ def split(x, split_size_or_sections, dim=0):
 
 
 def chunk(x, chunks, dim=0):
-    length = x.shape[dim % x.ndim]
+    """At most ``chunks`` pieces along ``dim``, each of ``ceil(length / chunks)`` (the last one shorter)."""
+    chunks = check.positive("chunk", "chunks", chunks)
+    dim, length = _length_along("chunk", x, dim)
+    if length == 0:
+        return split(x, [0] * chunks, dim)
     return split(x, -(-length // chunks), dim)
 
 

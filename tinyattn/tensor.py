@@ -9,6 +9,10 @@ output to the leaves, and hands each node the gradient of its output; the node r
 one gradient per input. Unless ``retain_graph=True``, each node drops its saved arrays
 as soon as it has run, so a second walk through it raises a ``RuntimeError``.
 
+The arithmetic operators (``+ - * / ** @``, comparisons, indexing) and the methods that are
+operations (``sum``, ``exp``, ``reshape``, ``masked_fill``…) are attached to ``Tensor`` at the
+end of ``ops.py``, beside the ``Function``s they call; this file holds only what a tensor is.
+
 >>> import tinyattn as ta
 >>> x = ta.tensor([1.0, 2.0, 3.0], requires_grad=True)
 >>> y = (x * x).sum()
@@ -17,6 +21,7 @@ as soon as it has run, so a second walk through it raises a ``RuntimeError``.
 array([2., 4., 6.], dtype=float32)
 """
 
+import inspect
 import itertools
 import operator
 import sys
@@ -123,15 +128,23 @@ class Function:
 
     @classmethod
     def apply(cls, *inputs, **options):
-        device = type(inputs[0].data)
-        for t in inputs:
-            if type(t.data) is not device:
-                raise RuntimeError(
-                    f"{cls.__name__.lower()}: tensors on different devices: "
-                    f"{', '.join(repr(i.device) for i in inputs)}; move them with .to(device)"
-                )
+        try:
+            device = type(inputs[0].data)
+            for t in inputs:
+                if type(t.data) is not device:
+                    raise RuntimeError(
+                        f"{cls.__name__.lower()}: tensors on different devices: "
+                        f"{', '.join(repr(i.device) for i in inputs)}; move them with .to(device)"
+                    )
+        except (IndexError, AttributeError):
+            raise _apply_error(cls, inputs) from None
         fn = cls()
-        out = fn.forward(*[t.data for t in inputs], **options)
+        try:
+            out = fn.forward(*[t.data for t in inputs], **options)
+        except TypeError as error:
+            if _pytorch_style(cls):
+                raise _apply_error(cls, inputs) from error
+            raise
         if type(out) is not device and isinstance(out, np.generic):  # NumPy turns 0-d results into scalars
             out = np.asarray(out)
         result = Tensor._wrap(out)
@@ -181,6 +194,26 @@ def _view_record(source, cls, options):
         return source, ((cls, options),)
     base, steps = source._view
     return base, steps + ((cls, options),)
+
+
+def _pytorch_style(cls):
+    """Whether ``cls.forward`` is written as PyTorch's ``torch.autograd.Function`` is: static, ``ctx`` first."""
+    forward = inspect.getattr_static(cls, "forward", None)
+    if not isinstance(forward, staticmethod):
+        return False
+    parameters = list(inspect.signature(forward.__func__).parameters)
+    return bool(parameters) and parameters[0] == "ctx"
+
+
+def _apply_error(cls, inputs):
+    if _pytorch_style(cls):
+        return TypeError(
+            f"{cls.__name__}.apply: forward(ctx, ...) is written in PyTorch's style; ta.Function's forward is an "
+            "instance method on arrays, forward(self, *arrays) saving on self, with backward(self, grad) returning "
+            "one gradient per input. For PyTorch's style (ctx, save_for_backward), subclass ta.autograd.Function"
+        )
+    kinds = ", ".join(type(t).__name__ for t in inputs) or "nothing"
+    return TypeError(f"{cls.__name__}.apply: expects one or more Tensors as inputs, got {kinds}")
 
 
 _SEQUENCE = itertools.count()
@@ -302,7 +335,10 @@ class Tensor:
             array = data if dtype is None else data.astype(dtype, copy=False)
         else:
             device = device or "cpu"
-            host = np.asarray(data)
+            try:
+                host = np.asarray(data)
+            except ValueError as error:  # a ragged list
+                raise ValueError(f"tensor: data must be a number or a rectangular nested list, got {error}") from None
             if dtype is None and host.dtype == np.float64 and not isinstance(data, (np.ndarray, np.generic)):
                 dtype = np.float32  # Python floats become float32, as in PyTorch
             if dtype is not None:
@@ -330,7 +366,11 @@ class Tensor:
     is_leaf = property(lambda self: self._ctx is None)
 
     def size(self, dim=None):
-        return self.shape if dim is None else self.shape[dim]
+        if dim is None:
+            return self.shape
+        if isinstance(dim, int) and -self.ndim <= dim < self.ndim:
+            return self.shape[dim]
+        raise IndexError(f"size(): dim {dim!r} is out of range [{-self.ndim}, {self.ndim - 1}] for shape {self.shape}")
 
     def numel(self):
         return int(self.data.size)
@@ -383,7 +423,11 @@ class Tensor:
         else:
             grad = grad.data if isinstance(grad, Tensor) else grad
             if not backend.is_array(grad):
-                grad = backend.to_device(np.asarray(grad, dtype=self.dtype), self.device)
+                try:
+                    grad = backend.to_device(np.asarray(grad, dtype=self.dtype), self.device)
+                except (ValueError, TypeError):
+                    raise TypeError(f"backward(): grad must be a tensor or an array of shape {self.shape}, "
+                                    f"got {type(grad).__name__} {grad!r}") from None
             if tuple(grad.shape) != self.shape:
                 raise RuntimeError(
                     f"backward(): grad has shape {tuple(grad.shape)}, expected the tensor's shape {self.shape}"

@@ -1,10 +1,11 @@
 """Floor 4: the functional forms of the layers (softmax, layer_norm, cross_entropy, ...).
 
-Each function takes tensors and returns a tensor, with PyTorch's names and defaults.
-Most are compositions of the primitives in ``tinyattn.ops``; five are fused
-``Function``s — ``linear``, ``softmax``, ``log_softmax``, ``layer_norm`` and
-``cross_entropy`` — because their composed forms are slower (more graph nodes, many
-saved temporaries) or lose precision. The test suite checks each fused one against its composed twin.
+Each function takes tensors and returns a tensor, with PyTorch's names and defaults, and is
+written here as the textbook writes it: the reference definition. Most are compositions of the
+primitives in ``tinyattn.ops``; ``softmax``, ``log_softmax`` and ``layer_norm`` are ``Function``s
+with their backward written beside their forward. ``linear``, ``layer_norm`` and ``cross_entropy``
+also have a fused node in ``tinyattn.fast``, which runs instead while fast paths are on
+(``tinyattn.routes`` decides; ``ta.use_fast_paths(False)`` keeps to the definitions here).
 
 >>> import tinyattn as ta
 >>> import tinyattn.nn.functional as F
@@ -18,7 +19,8 @@ saved temporaries) or lose precision. The test suite checks each fused one again
 import math
 import numbers
 
-from .. import backend, ops
+from .. import _checks as check
+from .. import backend, fast, ops, routes
 from ..tensor import Function, Tensor
 
 # ----------------------------------------------------------------------------- activations
@@ -51,6 +53,7 @@ def gelu(input, approximate="none"):
     >>> [round(value, 4) for value in gelu(ta.tensor([-1.0, 0.0, 1.0])).tolist()]
     [-0.1587, 0.0, 0.8413]
     """
+    check.floating("gelu", "input", input)
     if approximate == "none":
         cdf = 0.5 * (1 + Erf.apply(input * (1 / math.sqrt(2))))
     elif approximate == "tanh":
@@ -71,6 +74,9 @@ def linear(input, weight, bias=None):
     >>> linear(ta.ones(2, 3), ta.ones(4, 3), ta.zeros(4)).shape
     (2, 4)
     """
+    broadcast_bias = check.linear_args(input, weight, bias)
+    if broadcast_bias is not None:  # a bias that broadcasts, not of shape (out,): the composed form
+        return ops.matmul(input, weight.T) + broadcast_bias
     in_features = weight.shape[-1]
     if input.ndim == 0 or input.shape[-1] != in_features:
         raise ValueError(
@@ -79,104 +85,47 @@ def linear(input, weight, bias=None):
         )
     if weight.ndim != 2:
         raise ValueError(f"linear: weight must be (out_features, in_features), got shape {weight.shape}")
-    if bias is None:
-        return Linear.apply(input, weight)
-    return Linear.apply(input, weight, bias)
-
-
-def column_sums(matrix):
-    """``(M, N) -> (N,)``: the sum of the rows, as ``ones(M) @ matrix``: one BLAS call, faster than
-    ``matrix.sum(axis=0)`` at every size a Transformer layer meets here (1.2 against 2.2 µs at
-    32 × 128, 63 against 115 µs at 1024 × 1024, 0.20 against 0.86 ms at 2048 × 2048)."""
-    return backend.filled(matrix.shape[0], 1, matrix.dtype, backend.namespace(matrix)) @ matrix  # (N,)
-
-
-def row_sums(a):
-    """``(…, N) -> (…, 1)``: ``a.sum(-1, keepdims=True)`` of a contiguous array, as one matrix-vector
-    product (two to three times faster than NumPy's reduction along short rows)."""
-    n = a.shape[-1]
-    rows = a.reshape(math.prod(a.shape[:-1]), n)  # (R, N), a view
-    return (rows @ backend.filled(n, 1, a.dtype, backend.namespace(a))).reshape(a.shape[:-1] + (1,))
-
-
-class Linear(Function):
-    """``y = x Wᵀ + b`` as one node, the batch dimensions folded into rows (one 2-D GEMM each way).
-
-    With ``x`` seen as ``X (M, in)`` (``M`` = the product of the batch sizes) and the
-    output's gradient as ``G (M, out)``:
-
-        Y = X Wᵀ + b    ∂L/∂X = G W  (M, in)    ∂L/∂W = Gᵀ X  (out, in)    ∂L/∂b = Σ_rows G  (out,)
-
-    The test suite checks it against the composed ``x @ weight.T + bias``.
-    """
-
-    fresh_gradients = True  # keeps no reference to what backward returns (see Function)
-
-    def forward(self, x, weight, bias=None):
-        rows = math.prod(x.shape[:-1])
-        self.x_shape, self.weight = x.shape, weight
-        self.x = x.reshape(rows, x.shape[-1])  # (M, in); a view when x is contiguous
-        out = self.x @ weight.T  # (M, out)
-        if bias is not None and bias.dtype == out.dtype:
-            out += bias  # in place: out is a fresh array
-        elif bias is not None:
-            out = out + bias  # mixed dtypes promote, as x @ Wᵀ + b does
-        return out.reshape(x.shape[:-1] + (weight.shape[0],))  # (…, out)
-
-    def backward(self, grad):
-        needs = [p.requires_grad for p in self.parents]
-        grad = grad.reshape(self.x.shape[0], grad.shape[-1])  # (M, out)
-        grad_x = (grad @ self.weight).reshape(self.x_shape) if needs[0] else None  # (…, in)
-        grad_weight = grad.T @ self.x if needs[1] else None  # (out, in), W's own layout
-        grad_bias = column_sums(grad) if len(needs) > 2 and needs[2] else None  # (out,)
-        return grad_x, grad_weight, grad_bias
+    if routes.linear() == "fast":  # one node, the batch folded into rows (fast.Linear)
+        return fast.Linear.apply(input, weight) if bias is None else fast.Linear.apply(input, weight, bias)
+    output = input @ weight.T  # (…, out)
+    return output if bias is None else output + bias
 
 
 # ----------------------------------------------------------------------------- softmax
 
 
 class Softmax(Function):
-    """``y = exp(x - max x) / Σ exp(x - max x)`` along ``dim``; dx = y · (g - Σ g·y).
+    """``y = exp(x - max x) / Σ exp(x - max x)`` along ``dim``; ``∂L/∂x = y ⊙ (g - Σ g ⊙ y)``.
 
-    The max shift keeps ``exp`` finite; a row of only ``-inf`` gives NaN, as in PyTorch.
+    Subtracting the row's maximum changes nothing mathematically and keeps ``exp`` finite; a row of
+    only ``-inf`` gives NaN, as in PyTorch.
     """
 
     def forward(self, x, dim):
         xp = backend.namespace(x)
         self.dim = dim
-        exps = xp.exp(x - x.max(axis=dim, keepdims=True))  # a fresh array, normalised in place
-        exps /= exps.sum(axis=dim, keepdims=True)
-        self.out = exps
-        return exps
+        exps = xp.exp(x - x.max(axis=dim, keepdims=True))
+        self.y = exps / exps.sum(axis=dim, keepdims=True)
+        return self.y
 
     def backward(self, grad):
-        y = self.out
-        grad_x = grad * y  # g·y, then minus y · Σ g·y, in place
-        grad_x -= y * grad_x.sum(axis=self.dim, keepdims=True)
-        return (grad_x,)
+        y = self.y
+        return (y * (grad - (grad * y).sum(axis=self.dim, keepdims=True)),)
 
 
 class LogSoftmax(Function):
-    """``y = x - max x - log Σ exp(x - max x)`` along ``dim``; dx = g - exp(y) · Σ g."""
+    """``y = x - max x - log Σ exp(x - max x)`` along ``dim``; ``∂L/∂x = g - exp(y) · Σ g``."""
 
     def forward(self, x, dim):
         xp = backend.namespace(x)
         self.dim = dim
         shifted = x - x.max(axis=dim, keepdims=True)
-        self.out = shifted - xp.log(xp.exp(shifted).sum(axis=dim, keepdims=True))
-        return self.out
+        self.y = shifted - xp.log(xp.exp(shifted).sum(axis=dim, keepdims=True))
+        return self.y
 
     def backward(self, grad):
         xp = backend.namespace(grad)
-        softmax_times_sum = xp.exp(self.out)
-        softmax_times_sum *= grad.sum(axis=self.dim, keepdims=True)
-        return (grad - softmax_times_sum,)
-
-
-def _check_dim(name, input, dim):
-    if not isinstance(dim, numbers.Integral) or not -input.ndim <= dim < max(input.ndim, 1):
-        raise IndexError(f"{name}: dim {dim!r} is out of range for a tensor of shape {input.shape}")
-    return dim % max(input.ndim, 1)
+        return (grad - xp.exp(self.y) * grad.sum(axis=self.dim, keepdims=True),)
 
 
 def softmax(input, dim):
@@ -186,7 +135,10 @@ def softmax(input, dim):
     >>> softmax(ta.tensor([0.0, 0.0]), dim=0)
     tensor([0.5, 0.5])
     """
-    return Softmax.apply(input, dim=_check_dim("softmax", input, dim))
+    dim = check.reduction_input("softmax", input, dim)
+    if input.data.size == 0:  # nothing to normalise
+        return input.reshape(input.shape)
+    return Softmax.apply(input, dim=dim)
 
 
 def log_softmax(input, dim):
@@ -196,79 +148,38 @@ def log_softmax(input, dim):
     >>> log_softmax(ta.tensor([1e4, 0.0]), dim=0)
     tensor([     0., -10000.])
     """
-    return LogSoftmax.apply(input, dim=_check_dim("log_softmax", input, dim))
+    dim = check.reduction_input("log_softmax", input, dim)
+    if input.data.size == 0:  # nothing to normalise
+        return input.reshape(input.shape)
+    return LogSoftmax.apply(input, dim=dim)
 
 
 # ----------------------------------------------------------------------------- layer norm
 
 
-def _layer_norm_rows(rows, weight, bias, eps):
-    """LayerNorm of each row of ``rows (M, N)``: ``(y, saved)``, ``y = x̂ · weight + bias`` (or ``x̂``
-    when ``weight`` is ``None``; ``weight``, ``bias``: ``(N,)``) with ``x̂ = (x - μ) / √(σ² + eps)``,
-    σ² the biased variance; ``saved`` is what ``_layer_norm_rows_backward`` needs. The means are
-    matrix-vector products with a vector of ``1/N`` (one BLAS call: two to three times faster than
-    NumPy's reduction along the rows, at 32 × 32 as at 2048 × 512)."""
-    xp = backend.namespace(rows)
-    average = backend.filled(rows.shape[1], 1 / max(rows.shape[1], 1), rows.dtype, xp)  # (N,), 1/N each
-    centered = rows - (rows @ average)[:, None]  # (M, N), a fresh array
-    variance = (centered * centered) @ average  # (M,); two passes, as the textbook's formula
-    rstd = (1 / xp.sqrt(variance + eps))[:, None]  # (M, 1)
-    centered *= rstd  # x̂
-    saved = (centered, rstd, average, weight)
-    if weight is None:
-        return centered, saved
-    out = centered * weight  # (M, N), a fresh array
-    if bias.dtype == out.dtype:
-        out += bias
-    else:
-        out = out + bias  # mixed dtypes promote, as the composed form does
-    return out, saved
+class LayerNorm(Function):
+    """``x̂ = (x - μ) / √(σ² + eps)`` over the trailing ``axes`` (μ the mean, σ² the biased variance);
+    with ``N`` normalised elements and ``r = 1/√(σ² + eps)``:
 
+        ∂L/∂x = r · (g - mean(g) - x̂ · mean(g ⊙ x̂))
 
-def _layer_norm_rows_backward(grad, saved):
-    """``(dx, dweight, dbias)`` of ``_layer_norm_rows`` for ``grad = ∂L/∂y (M, N)``, each a fresh array
-    (``dweight`` and ``dbias`` ``None`` without a weight). With ``r = 1/√(σ²+eps)``
-    and ``ĝ = g · weight``: ``dx = r · (ĝ - mean(ĝ) - x̂ · mean(ĝ · x̂))``, ``dweight = Σ_rows g · x̂``,
-    ``dbias = Σ_rows g``. A constant row has x̂ = 0 and a finite gradient."""
-    x_hat, rstd, average, weight = saved
-    grad_weight = grad_bias = None
-    if weight is not None:
-        grad_weight, grad_bias = column_sums(grad * x_hat), column_sums(grad)  # (N,)
-        grad = grad * weight  # ĝ
-    if grad.dtype != average.dtype:
-        average = average.astype(grad.dtype)
-    grad_x = grad - (grad @ average)[:, None]  # (M, N), a fresh array: updated in place
-    grad_x -= x_hat * ((grad * x_hat) @ average)[:, None]
-    grad_x *= rstd
-    return grad_x, grad_weight, grad_bias
+    The weight and the bias act afterwards, as a product and a sum (``layer_norm``).
+    """
 
-
-class Normalize(Function):
-    """LayerNorm over the last ``ndim`` axes as one node (``_layer_norm_rows`` on the input seen as
-    rows ``(M, N)``, ``N`` the number of normalised elements); ``weight`` and ``bias`` are optional
-    inputs (both or neither), of the normalised shape."""
-
-    fresh_gradients = True  # keeps no reference to what backward returns (see Function)
-
-    def forward(self, x, weight=None, bias=None, *, ndim, eps):
-        size = math.prod(x.shape[x.ndim - ndim:])
-        rows = x.reshape(math.prod(x.shape[:x.ndim - ndim]), size)  # (M, N)
-        if weight is not None:
-            weight, bias = weight.reshape(size), bias.reshape(size)  # (N,)
-        out, self.saved = _layer_norm_rows(rows, weight, bias, eps)
-        self.shape = x.shape
-        return out.reshape(x.shape)
+    def forward(self, x, axes, eps):
+        xp = backend.namespace(x)
+        self.axes = axes
+        centered = x - x.mean(axis=axes, keepdims=True)
+        variance = (centered * centered).mean(axis=axes, keepdims=True)
+        self.rstd = 1 / xp.sqrt(variance + eps)
+        self.x_hat = centered * self.rstd
+        return self.x_hat
 
     def backward(self, grad):
-        grad_x, grad_weight, grad_bias = _layer_norm_rows_backward(grad.reshape(self.saved[0].shape), self.saved)
-        grad_x = grad_x.reshape(self.shape)  # a view: a leaf input copies it (writing dx into an array of the
-        # input's shape instead costs a second pass over it, and LayerNorm's input is rarely a leaf)
-        if grad_weight is None:
-            return (grad_x,)
-        shape = self.parents[1].shape
-        if shape != grad_weight.shape:
-            grad_weight, grad_bias = grad_weight.reshape(shape), grad_bias.reshape(shape)
-        return grad_x, grad_weight, grad_bias
+        x_hat, axes = self.x_hat, self.axes
+        mean_grad = grad.mean(axis=axes, keepdims=True)
+        mean_grad_x_hat = (grad * x_hat).mean(axis=axes, keepdims=True)
+        return (self.rstd * (grad - mean_grad - x_hat * mean_grad_x_hat),)
 
 
 def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
@@ -278,6 +189,7 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
     >>> layer_norm(ta.tensor([[1.0, 3.0]]), (2,)).numpy().round(3).tolist()
     [[-1.0, 1.0]]
     """
+    check.floating("layer_norm", "input", input)
     if type(normalized_shape) is not tuple:  # (a tuple, as nn.LayerNorm passes, skips the slow abc check)
         is_int = isinstance(normalized_shape, numbers.Integral)
         normalized_shape = (normalized_shape,) if is_int else tuple(normalized_shape)
@@ -291,9 +203,12 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
             raise ValueError(
                 f"layer_norm: {name} has shape {affine.shape}, expected normalized_shape {normalized_shape}"
             )
-    if weight is not None and bias is not None:  # nn.LayerNorm's case: one fused node
-        return Normalize.apply(input, weight, bias, ndim=ndim, eps=eps)  # (…, *normalized_shape)
-    output = Normalize.apply(input, ndim=ndim, eps=eps)  # (…, *normalized_shape)
+    if routes.layer_norm() == "fast":  # one node, the weight and bias inside it when both are given (fast.Normalize)
+        if weight is not None and bias is not None:
+            return fast.Normalize.apply(input, weight, bias, ndim=ndim, eps=eps)  # (…, *normalized_shape)
+        output = fast.Normalize.apply(input, ndim=ndim, eps=eps)  # (…, *normalized_shape)
+    else:
+        output = LayerNorm.apply(input, axes=tuple(range(input.ndim - ndim, input.ndim)), eps=eps)
     if weight is not None:
         output = output * weight
     if bias is not None:
@@ -314,6 +229,8 @@ def dropout(input, p=0.5, training=True):
     >>> dropout(ta.ones(4), p=0.5, training=False)
     tensor([1., 1., 1., 1.])
     """
+    if check.dropout_input(input, p, training):  # a 0-d input: as one element (a 0-d mask is a NumPy scalar)
+        return dropout(input.reshape(1), p, training).reshape(())
     if not isinstance(p, (int, float, numbers.Real)) or not 0 <= p <= 1:  # (int, float: no slow abc check)
         raise ValueError(f"dropout probability has to be between 0 and 1, but got {p!r}")
     if not training or p == 0:
@@ -355,6 +272,7 @@ def embedding(input, weight, padding_idx=None):
     tensor([[[1., 2.],
              [0., 0.]]])
     """
+    padding_idx = check.embedding_args(weight, padding_idx)
     index = _index_array(input, weight, "embedding")
     num_embeddings = weight.shape[0]
     out_of_range = (index < 0) | (index >= num_embeddings)
@@ -372,59 +290,6 @@ def embedding(input, weight, padding_idx=None):
 
 
 # ----------------------------------------------------------------------------- cross entropy
-
-
-class CrossEntropy(Function):
-    """Softmax cross entropy with class-index targets, fused.
-
-    Per position ``i`` (class axis last here), with ``log p = log_softmax(z)``, ``C`` classes
-    and smoothing ``ε``: ``loss_i = -(1-ε) log p[t_i] - (ε/C) Σ_c log p[c]``, zero where
-    ``t_i == ignore_index``. Its gradient: ``dz_ic = p_ic - (1-ε)·[c = t_i] - ε/C``.
-    """
-
-    def forward(self, logits, target, ignore_index, reduction, label_smoothing):
-        xp = backend.namespace(logits)
-        num_classes = logits.shape[1]
-        self.shape = logits.shape
-        z = xp.moveaxis(logits, 1, -1).reshape(-1, num_classes)  # (M, C), M = N·d…
-        target = target.reshape(-1)  # (M,)
-        valid = target != ignore_index
-        safe_target = xp.where(valid, target, 0)
-        shifted = z - z.max(axis=1, keepdims=True)
-        log_p = shifted - xp.log(xp.exp(shifted).sum(axis=1, keepdims=True))  # (M, C)
-        picked = xp.take_along_axis(log_p, safe_target[:, None], axis=1)[:, 0]  # (M,)
-        losses = -(1 - label_smoothing) * picked
-        if label_smoothing:
-            losses = losses - (label_smoothing / num_classes) * log_p.sum(axis=1)
-        losses = xp.where(valid, losses, 0)  # ignored positions count zero (even where log p is -inf)
-        self.log_p, self.safe_target, self.valid = log_p, safe_target, valid
-        self.reduction, self.label_smoothing = reduction, label_smoothing
-        if reduction == "none":
-            return losses.reshape(_target_shape(self.shape))
-        total = losses.sum()
-        if reduction == "sum":
-            return total
-        self.count = valid.sum().astype(logits.dtype)
-        return total / self.count  # 0/0 = NaN when every target is ignored, as in PyTorch
-
-    def backward(self, grad):
-        xp = backend.namespace(grad)
-        log_p, valid = self.log_p, self.valid
-        num_classes = log_p.shape[1]
-        rows = xp.arange(log_p.shape[0])
-        dz = xp.exp(log_p)  # (M, C): p
-        dz[rows, self.safe_target] -= 1 - self.label_smoothing
-        if self.label_smoothing:
-            dz -= self.label_smoothing / num_classes
-        if self.reduction == "none":
-            scale = grad.reshape(-1) * valid  # (M,)
-        elif self.reduction == "sum":
-            scale = grad * valid
-        else:
-            scale = (grad / xp.maximum(self.count, 1)) * valid  # zero, not NaN, when all are ignored
-        dz *= scale[:, None].astype(dz.dtype)
-        moved = (self.shape[0],) + self.shape[2:] + (num_classes,)  # (N, d…, C)
-        return (xp.moveaxis(dz.reshape(moved), -1, 1),)
 
 
 def _target_shape(logits_shape):
@@ -445,6 +310,7 @@ def cross_entropy(input, target, ignore_index=-100, reduction="mean", label_smoo
     >>> round(cross_entropy(logits, ta.tensor([1, -100])).item(), 4)
     0.6931
     """
+    check.floating("cross_entropy", "input", input)
     if reduction not in ("none", "mean", "sum"):
         raise ValueError(f"cross_entropy: reduction must be 'none', 'mean' or 'sum', got {reduction!r}")
     if not 0.0 <= label_smoothing <= 1.0:
@@ -469,10 +335,37 @@ def cross_entropy(input, target, ignore_index=-100, reduction="mean", label_smoo
             f"cross_entropy: target {value} is out of bounds for {num_classes} classes "
             f"(valid: 0 to {num_classes - 1}, or ignore_index={ignore_index})"
         )
-    loss = CrossEntropy.apply(
-        logits, target=target_data, ignore_index=ignore_index, reduction=reduction, label_smoothing=label_smoothing
-    )
+    if routes.cross_entropy() == "fast":  # one node, its gradient p - onehot written out (fast.CrossEntropy)
+        loss = fast.CrossEntropy.apply(
+            logits, target=target_data, ignore_index=ignore_index, reduction=reduction, label_smoothing=label_smoothing
+        )
+    else:
+        loss = _cross_entropy(logits, target_data, ignore_index, reduction, label_smoothing)
     return loss.reshape(()) if unbatched and reduction == "none" else loss
+
+
+def _cross_entropy(logits, target, ignore_index, reduction, label_smoothing):
+    """The definition: with ``log p = log_softmax(z)`` over the classes, ``C`` classes and smoothing
+    ``ε``, ``loss_i = -(1-ε) log p[t_i] - (ε/C) Σ_c log p[c]``, zero where ``t_i == ignore_index``."""
+    xp = backend.namespace(target)
+    num_classes = logits.shape[1]
+    z = logits  # (M, C)
+    if logits.ndim > 2:  # (N, C, d…) -> (N, d…, C): the classes moved last, the rest in order
+        z = logits.permute(0, *range(2, logits.ndim), 1).reshape(-1, num_classes)
+    target = target.reshape(-1)  # (M,)
+    valid = target != ignore_index
+    log_p = log_softmax(z, dim=1)  # (M, C)
+    picked = log_p[xp.arange(target.shape[0]), xp.where(valid, target, 0)]  # (M,): log p[t_i]
+    losses = -(1 - label_smoothing) * picked
+    if label_smoothing:
+        losses = losses - (label_smoothing / num_classes) * log_p.sum(dim=1)
+    losses = ops.where(Tensor._wrap(valid), losses, 0.0)  # ignored positions count zero
+    if reduction == "none":
+        return losses.reshape(_target_shape(logits.shape))
+    if reduction == "sum":
+        return losses.sum()
+    count = Tensor._wrap(xp.asarray(valid.sum(), dtype=logits.dtype))  # the targets not ignored
+    return losses.sum() / count  # 0/0 = NaN when every target is ignored, as in PyTorch
 
 
 from .sdpa import causal_mask, padding_mask, scaled_dot_product_attention  # noqa: E402, F401  (built on the above)

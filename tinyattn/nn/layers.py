@@ -25,7 +25,8 @@ from collections import OrderedDict
 
 import numpy as np
 
-from .. import backend
+from .. import _checks as check
+from .. import backend, fast, routes
 from . import functional as F
 from .module import Module, Parameter, _addindent
 
@@ -53,6 +54,7 @@ class Linear(Module):
 
     def __init__(self, in_features, out_features, bias=True, device=None, dtype=None):
         super().__init__()
+        check.sizes("Linear", in_features=in_features, out_features=out_features)
         self.in_features, self.out_features = in_features, out_features
         device, dtype = _factory(device, dtype)
         xp = backend.namespace_for(device)
@@ -69,15 +71,17 @@ class Linear(Module):
             self.bias.data[...] = _uniform(self.bias.shape, bound, weight.dtype, backend.device_of(weight))
 
     def forward(self, input):
+        check.floating("Linear", "input", input)
         if input.ndim == 0 or input.shape[-1] != self.in_features:
             raise ValueError(
                 f"Linear(in_features={self.in_features}, out_features={self.out_features}): the input's last "
                 f"dimension has size {input.shape[-1] if input.ndim else None} (input shape {input.shape}), "
                 f"expected {self.in_features}"
             )
-        if self.bias is None:  # F.linear without its checks: the module has made its own
-            return F.Linear.apply(input, self.weight)
-        return F.Linear.apply(input, self.weight, self.bias)
+        if routes.linear() == "fast":  # F.linear without its checks: the module has made its own
+            return fast.Linear.apply(input, self.weight) if self.bias is None else fast.Linear.apply(
+                input, self.weight, self.bias)
+        return F.linear(input, self.weight, self.bias)
 
     def extra_repr(self):
         return f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}"
@@ -97,7 +101,9 @@ class Embedding(Module):
 
     def __init__(self, num_embeddings, embedding_dim, padding_idx=None, device=None, dtype=None):
         super().__init__()
+        check.sizes("Embedding", num_embeddings=num_embeddings, embedding_dim=embedding_dim)
         if padding_idx is not None:
+            padding_idx = check.integer("Embedding", "padding_idx", padding_idx)
             if not -num_embeddings <= padding_idx < num_embeddings:
                 raise ValueError(
                     f"Embedding: padding_idx {padding_idx} must be within the {num_embeddings} rows "
@@ -140,6 +146,7 @@ class LayerNorm(Module):
         super().__init__()
         if isinstance(normalized_shape, numbers.Integral):
             normalized_shape = (normalized_shape,)
+        normalized_shape = check.shape("LayerNorm", "normalized_shape", (normalized_shape,))
         self.normalized_shape, self.eps, self.elementwise_affine = tuple(normalized_shape), eps, elementwise_affine
         device, dtype = _factory(device, dtype)
         xp = backend.namespace_for(device)

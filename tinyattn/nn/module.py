@@ -60,18 +60,15 @@ _REGISTRATIONS = [0]  # counts registrations anywhere; a cached parameter list i
 IncompatibleKeys = namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])
 
 
-def _runs_own_forward(module, cls):
-    """``module`` is exactly a ``cls`` and its ``forward`` is the class's (not one set on the instance,
-    such as a wrapper that records activations): a fused path may compute what that forward would."""
-    return type(module) is cls and "forward" not in module.__dict__
-
-
 def _addindent(text, spaces):
     """Indent every line of ``text`` but the first (how PyTorch nests reprs)."""
     lines = text.split("\n")
     if len(lines) == 1:
         return text
     return lines[0] + "\n" + "\n".join(" " * spaces + line for line in lines[1:])
+
+
+_TORCH_LAYOUT_KEYS = ("in_proj_weight", "in_proj_bias", "q_proj_weight", "multihead_attn.")
 
 
 def _host_copy(value):
@@ -378,7 +375,12 @@ class Module:
         for name, tensor in own.items():
             if name not in state_dict:
                 continue
-            value = _host_copy(state_dict[name])
+            try:
+                value = _host_copy(state_dict[name])
+            except (ValueError, TypeError):  # a ragged list, an object NumPy cannot hold
+                mismatched.append(f"value error for {name}: a {type(state_dict[name]).__name__} that is not "
+                                  "a rectangular numeric array")
+                continue
             if value.shape != tensor.shape:
                 mismatched.append(
                     f"size mismatch for {name}: copying a value of shape {value.shape}, "
@@ -394,6 +396,9 @@ class Module:
             problems.append("Missing key(s) in state_dict: " + ", ".join(f'"{k}"' for k in missing) + ".")
         if strict and unexpected:
             problems.append("Unexpected key(s) in state_dict: " + ", ".join(f'"{k}"' for k in unexpected) + ".")
+            if any(marker in k for k in unexpected for marker in _TORCH_LAYOUT_KEYS):
+                problems.append("These keys follow PyTorch's layout (in_proj_weight, multihead_attn...): convert "
+                                "the state dict with ta.interop.from_torch(state_dict) first.")
         problems += mismatched
         if problems:
             raise RuntimeError(

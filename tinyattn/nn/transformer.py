@@ -6,9 +6,11 @@ after the sum (``norm_first=False``, the paper and PyTorch's default) or before 
 after each block (``dropout1``, ``dropout2``, ``dropout3``) and after the feed-forward activation
 (``dropout``). ``eval()`` turns every dropout off; nothing else differs between train and eval.
 
-Where nothing random acts (eval mode, or dropout 0), each residual block (self-attention, and a
-ReLU feed-forward block, each with its LayerNorm and sum) runs as one graph node with the same
-arithmetic (``nn.blocks``); ``with fused_blocks(False):`` runs the composed nodes instead.
+Each ``forward`` reads as PyTorch's. While fast paths are on and nothing random acts (eval mode,
+or dropout 0), ``routes.encoder_layer`` / ``routes.decoder_layer`` may run a residual block
+(self-attention, and a ReLU feed-forward block, each with its LayerNorm and sum) as one node of
+``tinyattn.fast.blocks`` computing the same; ``ta.explain(layer, x)`` says which, and
+``with ta.use_fast_paths(False):`` runs the lines below as written.
 
 The layers call attention with ``need_weights=False``, as PyTorch's do. To inspect the weights,
 set ``layer.keep_attn_weights = True``: each forward then stores the last weights, detached,
@@ -31,14 +33,13 @@ import math
 
 import numpy as np
 
-from .. import backend
+from .. import _checks as check
+from .. import backend, fast, routes
 from ..tensor import Tensor
 from . import functional as F
-from .attention import MultiHeadAttention, _per_batch_mask
-from .blocks import FeedForwardBlock, SelfAttentionBlock
+from .attention import MultiHeadAttention
 from .layers import Dropout, LayerNorm, Linear, ModuleList
-from .module import Module, _runs_own_forward
-from .sdpa import _checked_mask
+from .module import Module
 
 
 class PositionalEncoding(Module):
@@ -63,6 +64,7 @@ class PositionalEncoding(Module):
 
     def __init__(self, d_model, max_len=5000, dropout=0.0, device=None, dtype=None):
         super().__init__()
+        check.sizes("PositionalEncoding", d_model=d_model, max_len=max_len)
         self.d_model, self.max_len = d_model, max_len
         position = np.arange(max_len, dtype=np.float64)[:, None]  # (max_len, 1)
         div_term = np.exp(np.arange(0, d_model, 2, dtype=np.float64) * (-math.log(10000.0) / d_model))  # (⌈d/2⌉,)
@@ -74,6 +76,7 @@ class PositionalEncoding(Module):
         self.dropout = Dropout(dropout)
 
     def forward(self, x):
+        check.attention_inputs("PositionalEncoding", ("x", x))
         L = x.shape[-2]
         if L > self.max_len:
             raise ValueError(
@@ -126,6 +129,7 @@ class TransformerEncoderLayer(Module):
     def __init__(self, d_model, nhead, dim_feedforward=2048, dropout=0.1, activation="relu", layer_norm_eps=1e-5,
                  norm_first=False, device=None, dtype=None):
         super().__init__()
+        check.transformer_sizes("TransformerEncoderLayer", d_model, nhead, dim_feedforward)
         factory = dict(device=device, dtype=dtype)
         self.self_attn = MultiHeadAttention(d_model, nhead, dropout=dropout, **factory)
         self.linear1 = Linear(d_model, dim_feedforward, **factory)
@@ -141,10 +145,22 @@ class TransformerEncoderLayer(Module):
         self.attn_weights = None
 
     def forward(self, src, src_mask=None, is_causal=False):
+        check.attention_inputs("TransformerEncoderLayer", ("src", src))
         _check_batch_first("TransformerEncoderLayer: src", src, self.self_attn.embed_dim)
+        route = routes.encoder_layer(self, src, src_mask)  # which residual blocks run as one fused node
         x = src  # (B, S, E)
-        x = _self_attention_residual(self, x, src_mask, is_causal)  # x + SA(norm1(x)), or norm1(x + SA(x))
-        x = _feed_forward_residual(self, self.norm2, x, self.dropout2)  # x + FF(norm2(x)), or norm2(x + FF(x))
+        if route.self_attention_block:
+            x = fast.self_attention_block(x, self.norm1, self.self_attn, src_mask, is_causal, self.norm_first)
+        elif self.norm_first:
+            x = x + self._sa_block(self.norm1(x), src_mask, is_causal)
+        else:
+            x = self.norm1(x + self._sa_block(x, src_mask, is_causal))
+        if route.feed_forward_block:
+            x = fast.feed_forward_block(x, self.norm2, self.linear1, self.linear2, self.norm_first)
+        elif self.norm_first:
+            x = x + self._ff_block(self.norm2(x))
+        else:
+            x = self.norm2(x + self._ff_block(x))
         return x  # (B, S, E)
 
     def _sa_block(self, x, attn_mask, is_causal):
@@ -181,6 +197,7 @@ class TransformerDecoderLayer(Module):
     def __init__(self, d_model, nhead, dim_feedforward=2048, dropout=0.1, activation="relu", layer_norm_eps=1e-5,
                  norm_first=False, device=None, dtype=None):
         super().__init__()
+        check.transformer_sizes("TransformerDecoderLayer", d_model, nhead, dim_feedforward)
         factory = dict(device=device, dtype=dtype)
         self.self_attn = MultiHeadAttention(d_model, nhead, dropout=dropout, **factory)
         self.cross_attn = MultiHeadAttention(d_model, nhead, dropout=dropout, **factory)
@@ -199,16 +216,28 @@ class TransformerDecoderLayer(Module):
         self.self_attn_weights = self.cross_attn_weights = None
 
     def forward(self, tgt, memory, tgt_mask=None, memory_mask=None, tgt_is_causal=False):
+        check.attention_inputs("TransformerDecoderLayer", ("tgt", tgt), ("memory", memory))
         d_model = self.self_attn.embed_dim
         _check_batch_first("TransformerDecoderLayer: tgt", tgt, d_model)
         _check_batch_first("TransformerDecoderLayer: memory", memory, d_model)
+        route = routes.decoder_layer(self, tgt, tgt_mask)  # which residual blocks run as one fused node
         x = tgt  # (B, T, E)
-        x = _self_attention_residual(self, x, tgt_mask, tgt_is_causal)  # x + SA(norm1(x)), or norm1(x + SA(x))
+        if route.self_attention_block:
+            x = fast.self_attention_block(x, self.norm1, self.self_attn, tgt_mask, tgt_is_causal, self.norm_first)
+        elif self.norm_first:
+            x = x + self._sa_block(self.norm1(x), tgt_mask, tgt_is_causal)
+        else:
+            x = self.norm1(x + self._sa_block(x, tgt_mask, tgt_is_causal))
         if self.norm_first:
             x = x + self._ca_block(self.norm2(x), memory, memory_mask)
         else:
             x = self.norm2(x + self._ca_block(x, memory, memory_mask))
-        x = _feed_forward_residual(self, self.norm3, x, self.dropout3)  # x + FF(norm3(x)), or norm3(x + FF(x))
+        if route.feed_forward_block:
+            x = fast.feed_forward_block(x, self.norm3, self.linear1, self.linear2, self.norm_first)
+        elif self.norm_first:
+            x = x + self._ff_block(self.norm3(x))
+        else:
+            x = self.norm3(x + self._ff_block(x))
         return x  # (B, T, E)
 
     def _sa_block(self, x, attn_mask, is_causal):
@@ -226,115 +255,6 @@ class TransformerDecoderLayer(Module):
     def _ff_block(self, x):
         x = self.linear2(self.dropout(self.activation(self.linear1(x))))  # (B, T, F) -> (B, T, E)
         return self.dropout3(x)
-
-
-_FUSED_BLOCKS = [True]
-
-
-class fused_blocks:
-    """Context manager: ``with fused_blocks(False):`` the Transformer layers run the composed nodes
-    (to step through them in a debugger, say); by default each residual block is one node where it
-    computes the same (``nn.blocks``). The previous setting comes back on exit.
-
-    >>> import tinyattn as ta
-    >>> layer = TransformerEncoderLayer(8, 2, dim_feedforward=16, dropout=0.0)
-    >>> x = ta.randn(2, 3, 8, requires_grad=True)
-    >>> type(layer(x)._ctx).__name__
-    'FeedForwardBlock'
-    >>> with fused_blocks(False):
-    ...     type(layer(x)._ctx).__name__
-    'Normalize'
-    """
-
-    def __init__(self, enabled):
-        self.enabled = bool(enabled)
-
-    def __enter__(self):
-        self._previous = _FUSED_BLOCKS[0]
-        _FUSED_BLOCKS[0] = self.enabled
-
-    def __exit__(self, *exc):
-        _FUSED_BLOCKS[0] = self._previous
-
-
-def _self_attention_residual(layer, x, attn_mask, is_causal):
-    """Pre-norm ``x + _sa_block(norm1(x))``, post-norm ``norm1(x + _sa_block(x))``: one
-    ``SelfAttentionBlock`` node where it applies, the composed nodes otherwise."""
-    fused = _self_attention_block(layer, x, attn_mask, is_causal) if _FUSED_BLOCKS[0] else None
-    if fused is not None:
-        return fused
-    if layer.norm_first:
-        return x + layer._sa_block(layer.norm1(x), attn_mask, is_causal)
-    return layer.norm1(x + layer._sa_block(x, attn_mask, is_causal))
-
-
-def _self_attention_block(layer, x, attn_mask, is_causal):
-    """``SelfAttentionBlock.apply(…)``, or ``None`` where the block would not compute what the
-    layer's parts do: the weights are kept, dropout acts, a part is replaced (``_sa_block``
-    overridden; ``norm1``, ``dropout1``, attention or its projections not the library's own
-    classes with their own ``forward``), attention is not on its own fused self-attention path, a
-    parameter is missing or of another shape or dtype, or a float mask needs a gradient."""
-    attention, norm, dropout = layer.self_attn, layer.norm1, layer.dropout1
-    if (not _runs_own_forward(attention, MultiHeadAttention) or not _runs_own_forward(norm, LayerNorm)
-            or not _runs_own_forward(dropout, Dropout) or not _runs_own_forward(attention.out_proj, Linear)
-            or layer.keep_attn_weights or type(layer)._sa_block not in _OWN_SA_BLOCKS or "_sa_block" in layer.__dict__
-            or (attention.training and attention.dropout) or (dropout.training and dropout.p)
-            or not attention._packable(x)):
-        return None
-    q, k, v, out = attention.q_proj, attention.k_proj, attention.v_proj, attention.out_proj
-    E, dtype = x.shape[-1], x.dtype
-    if (norm.normalized_shape != (E,) or dtype.kind != "f"
-            or not _fit(dtype, (E,), (norm.weight, norm.bias, q.bias, k.bias, v.bias, out.bias))
-            or not _fit(dtype, (E, E), (q.weight, k.weight, v.weight, out.weight))):
-        return None
-    float_mask = allowed = None
-    if attn_mask is not None:
-        B, L, _ = x.shape
-        mask = _checked_mask(_per_batch_mask(attn_mask), x, (B, attention.num_heads, L, L))
-        if mask.dtype != np.bool_ and mask.requires_grad:
-            return None  # the composed nodes hand the mask its gradient
-        float_mask, allowed = (None, mask.data) if mask.dtype == np.bool_ else (mask.data, None)
-    return SelfAttentionBlock.apply(
-        x, norm.weight, norm.bias, q.weight, k.weight, v.weight, q.bias, k.bias, v.bias, out.weight, out.bias,
-        num_heads=attention.num_heads, norm_first=layer.norm_first, eps=norm.eps, attn_mask=float_mask,
-        allowed=allowed, is_causal=is_causal,
-    )  # (B, L, E)
-
-
-def _feed_forward_residual(layer, norm, x, output_dropout):
-    """Pre-norm ``x + _ff_block(norm(x))``, post-norm ``norm(x + _ff_block(x))`` (``output_dropout``
-    is the block's last dropout): one ``FeedForwardBlock`` node where the activation is ReLU, no
-    dropout acts, the parts are the layer's own (``_ff_block`` not overridden; plain ``Linear``,
-    ``Dropout`` and ``LayerNorm`` with their own ``forward``) and every parameter is there, of the
-    shape and dtype the composed nodes take; the composed nodes otherwise."""
-    linear1, linear2, dropout = layer.linear1, layer.linear2, layer.dropout
-    if (_FUSED_BLOCKS[0] and layer.activation is F.relu and type(layer)._ff_block in _OWN_FF_BLOCKS
-            and "_ff_block" not in layer.__dict__ and _runs_own_forward(linear1, Linear)
-            and _runs_own_forward(linear2, Linear) and _runs_own_forward(norm, LayerNorm)
-            and _runs_own_forward(dropout, Dropout) and not (dropout.training and dropout.p)
-            and _runs_own_forward(output_dropout, Dropout) and not (output_dropout.training and output_dropout.p)):
-        E, hidden, dtype = x.shape[-1], linear1.out_features, x.dtype  # hidden: dim_feedforward
-        if (norm.normalized_shape == (E,) and _fit(dtype, (E,), (norm.weight, norm.bias, linear2.bias))
-                and _fit(dtype, (hidden,), (linear1.bias,)) and _fit(dtype, (hidden, E), (linear1.weight,))
-                and _fit(dtype, (E, hidden), (linear2.weight,))):
-            return FeedForwardBlock.apply(x, norm.weight, norm.bias, linear1.weight, linear1.bias, linear2.weight,
-                                          linear2.bias, norm_first=layer.norm_first, eps=norm.eps)  # (…, E)
-    if layer.norm_first:
-        return x + layer._ff_block(norm(x))
-    return norm(x + layer._ff_block(x))
-
-
-def _fit(dtype, shape, tensors):
-    """Every one of ``tensors`` is a tensor (not ``None``) of ``dtype`` and ``shape``, as the composed
-    nodes would take it. A plain loop: the layers ask this on every call."""
-    for t in tensors:
-        if t is None or t.dtype != dtype or t.shape != shape:
-            return False
-    return True
-
-
-_OWN_SA_BLOCKS = (TransformerEncoderLayer._sa_block, TransformerDecoderLayer._sa_block)
-_OWN_FF_BLOCKS = (TransformerEncoderLayer._ff_block, TransformerDecoderLayer._ff_block)
 
 
 def _fresh_copies(layer, num_layers):

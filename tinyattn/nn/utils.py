@@ -11,6 +11,7 @@ array([0.6, 0.8], dtype=float32)
 
 import math
 
+from .. import _checks as check
 from .. import backend
 from ..tensor import Tensor
 
@@ -22,6 +23,7 @@ def clip_grad_norm_(parameters, max_norm, norm_type=2.0):
     2 or ``inf``). Each gradient is multiplied in place by ``min(1, max_norm / (norm + 1e-6))``,
     as in PyTorch. Returns the norm before clipping, as a Python float.
     """
+    check.real("clip_grad_norm_", "max_norm", max_norm)  # a NaN would turn every gradient into NaN
     if isinstance(parameters, Tensor):
         parameters = [parameters]
     grads = [p.grad for p in parameters if p.grad is not None]

@@ -3,7 +3,7 @@
 import math
 
 from .. import backend
-from .optimizer import Optimizer
+from .optimizer import Optimizer, grad_of, non_negative
 
 
 class Adam(Optimizer):
@@ -36,15 +36,15 @@ class Adam(Optimizer):
         super().__init__(params, defaults)
 
     def _check(self, group):
-        if group["lr"] < 0.0:
-            raise ValueError(f"Invalid learning rate: {group['lr']} (expected lr >= 0)")
-        if group["eps"] < 0.0:
-            raise ValueError(f"Invalid epsilon value: {group['eps']} (expected eps >= 0)")
+        non_negative(group["lr"], "learning rate", "lr")
+        non_negative(group["eps"], "epsilon value", "eps")
+        if len(group["betas"]) != 2:
+            raise ValueError(f"Invalid betas: {group['betas']} (expected two numbers, (beta1, beta2))")
         for i, beta in enumerate(group["betas"]):
+            non_negative(beta, f"beta parameter at index {i}", "beta")
             if not 0.0 <= beta < 1.0:
                 raise ValueError(f"Invalid beta parameter at index {i}: {beta} (expected 0 <= beta < 1)")
-        if group["weight_decay"] < 0.0:
-            raise ValueError(f"Invalid weight_decay value: {group['weight_decay']} (expected weight_decay >= 0)")
+        non_negative(group["weight_decay"], "weight_decay value", "weight_decay")
 
     def step(self, closure=None):
         """One update of every parameter that has a gradient; returns ``closure()``'s loss if given."""
@@ -65,7 +65,7 @@ class Adam(Optimizer):
                 state["step"] += 1
                 step, exp_avg, exp_avg_sq = state["step"], state["exp_avg"], state["exp_avg_sq"]
 
-                grad = p.grad
+                grad = grad_of(p)
                 if weight_decay != 0:
                     if self.decoupled_weight_decay:
                         p.data *= 1 - lr * weight_decay

@@ -73,16 +73,36 @@ class LambdaLR:
         return list(self._last_lr)
 
     def state_dict(self):
-        """Step count and rates (the ``lr_lambda`` functions are code, not state)."""
+        """Step count and rates: ``{"base_lrs": [...], "last_epoch": int, "_last_lr": [...]}``.
+
+        The ``lr_lambda`` functions are code, not state, and are not included (as in
+        PyTorch): a resumed run builds its scheduler with the same functions, then loads this.
+        """
         return {"base_lrs": list(self.base_lrs), "last_epoch": self.last_epoch, "_last_lr": list(self._last_lr)}
 
     def load_state_dict(self, state_dict):
+        """Take the step count and rates from ``state_dict``; the optimizer's ``lr`` comes with
+        the optimizer's own state dict. A state that does not fit (other keys, another number of
+        groups, values that are not numbers) raises and changes nothing."""
         expected = {"base_lrs", "last_epoch", "_last_lr"}
-        if set(state_dict) != expected:
-            raise KeyError(f"LambdaLR state_dict needs keys {sorted(expected)}, got {sorted(state_dict)}")
+        if not isinstance(state_dict, dict) or set(state_dict) != expected:
+            got = sorted(state_dict) if isinstance(state_dict, dict) else type(state_dict).__name__
+            raise KeyError(f"LambdaLR state_dict needs keys {sorted(expected)}, got {got}")
+        groups = len(self.optimizer.param_groups)
+        for key in ("base_lrs", "_last_lr"):
+            rates = state_dict[key]
+            if not (isinstance(rates, (list, tuple)) and len(rates) == groups and all(_is_real(r) for r in rates)):
+                raise ValueError(f"LambdaLR state_dict's {key!r} must be a list of {groups} numbers, got {rates!r}")
+        last_epoch = state_dict["last_epoch"]
+        if isinstance(last_epoch, bool) or not isinstance(last_epoch, numbers.Integral):
+            raise ValueError(f"LambdaLR state_dict's 'last_epoch' must be an integer, got {last_epoch!r}")
         self.base_lrs = list(state_dict["base_lrs"])
-        self.last_epoch = state_dict["last_epoch"]
+        self.last_epoch = int(last_epoch)
         self._last_lr = list(state_dict["_last_lr"])
+
+
+def _is_real(value):
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
 
 
 def warmup_inverse_sqrt(warmup_steps):

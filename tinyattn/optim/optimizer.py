@@ -26,6 +26,7 @@ across the groups::
 """
 
 import copy
+import numbers
 
 import numpy as np
 
@@ -107,7 +108,8 @@ class Optimizer:
         """``{"state": {index: {name: value}}, "param_groups": [{..., "params": [index, ...]}]}``.
 
         Arrays are NumPy copies (like ``Module.state_dict()``), so the result can be kept
-        while training goes on, and loaded onto any device.
+        while training goes on, and loaded onto any device. It goes through ``ta.save`` and
+        ``ta.load`` unchanged: the integer indices stay integers, ``betas`` stays a tuple.
         """
         index, param_groups = {}, []
         for group in self.param_groups:
@@ -127,41 +129,53 @@ class Optimizer:
     def load_state_dict(self, state_dict):
         """Take hyperparameters and state from ``state_dict`` (as made by ``state_dict()``).
 
-        The groups must have the same sizes as this optimizer's, and every state array the
-        shape of its parameter; otherwise a ``ValueError`` says what differs and nothing is
-        changed. Arrays are copied onto each parameter's device; floating-point ones are cast
-        to its dtype.
+        The groups must have the same sizes as this optimizer's and every hyperparameter of
+        ``defaults``, with valid values; each state entry is an array of its parameter's shape
+        or a number. Otherwise a ``ValueError`` (``TypeError`` for a value of the wrong kind)
+        says what differs, and nothing is changed. Arrays are copied onto each parameter's
+        device; floating-point ones are cast to its dtype.
         """
+        if not isinstance(state_dict, dict):
+            raise TypeError(f"optimizer state_dict must be a dict, got {type(state_dict).__name__}")
         for key in ("state", "param_groups"):
             if key not in state_dict:
                 raise KeyError(f"optimizer state_dict has no {key!r} entry; got keys {sorted(state_dict)}")
-        saved_groups = state_dict["param_groups"]
+        saved_groups, saved_state = state_dict["param_groups"], state_dict["state"]
+        if not isinstance(saved_groups, (list, tuple)) or not all(isinstance(g, dict) for g in saved_groups):
+            raise TypeError("optimizer state_dict's 'param_groups' must be a list of dicts")
+        if not isinstance(saved_state, dict) or not all(isinstance(v, dict) for v in saved_state.values()):
+            raise TypeError("optimizer state_dict's 'state' must be a dict of parameter index -> dict of values")
         if len(saved_groups) != len(self.param_groups):
             raise ValueError(
                 f"loaded state dict has {len(saved_groups)} parameter groups, "
                 f"this optimizer has {len(self.param_groups)}"
             )
-        params = {}
+        params, param_groups = {}, []
         for i, (saved, group) in enumerate(zip(saved_groups, self.param_groups)):
-            if len(saved["params"]) != len(group["params"]):
+            indices = saved.get("params")
+            if not isinstance(indices, (list, tuple)) or len(indices) != len(group["params"]):
+                count = len(indices) if isinstance(indices, (list, tuple)) else repr(indices)
                 raise ValueError(
-                    f"loaded state dict's parameter group {i} has {len(saved['params'])} parameters, "
+                    f"loaded state dict's parameter group {i} has {count} parameters, "
                     f"this optimizer's has {len(group['params'])}"
                 )
-            params.update(zip(saved["params"], group["params"]))
+            params.update(zip(indices, group["params"]))
+            missing = sorted(set(self.defaults) - set(saved))
+            if missing:
+                raise ValueError(f"loaded state dict's parameter group {i} lacks the hyperparameters {missing}")
+            options = copy.deepcopy({k: v for k, v in saved.items() if k != "params"})
+            loaded = {**options, "params": group["params"]}
+            self._check(loaded)
+            param_groups.append(loaded)
         state = {}
-        for index, values in state_dict["state"].items():
+        for index, values in saved_state.items():
             if index not in params:
                 raise ValueError(
                     f"loaded state dict has state for parameter {index!r}, "
-                    f"but its groups list parameters {sorted(params)}"
+                    f"but its groups list parameters {sorted(params, key=repr)}"
                 )
             param = params[index]
             state[param] = {name: _state_value(value, param, index, name) for name, value in values.items()}
-        param_groups = []
-        for saved, group in zip(saved_groups, self.param_groups):
-            options = copy.deepcopy({k: v for k, v in saved.items() if k != "params"})
-            param_groups.append({**options, "params": group["params"]})
         self.state, self.param_groups = state, param_groups
 
     def __repr__(self):
@@ -172,14 +186,35 @@ class Optimizer:
         return "\n".join(lines) + "\n)"
 
 
+def non_negative(value, what, arg):
+    """Refuse a hyperparameter that is not a real number ``>= 0`` (NaN included), in PyTorch's words."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"Invalid {what}: {value!r} (expected {arg}, a real number >= 0)")
+    if not value >= 0.0:
+        raise ValueError(f"Invalid {what}: {value} (expected {arg} >= 0)")
+
+
+def grad_of(p):
+    """``p.grad``, which must have ``p``'s shape: an optimizer never broadcasts a gradient over its parameter."""
+    if p.grad.shape != p.data.shape:
+        raise RuntimeError(f"optimizer step: a parameter of shape {p.shape} has a .grad of shape "
+                           f"{tuple(p.grad.shape)}; a gradient must have its parameter's shape")
+    return p.grad
+
+
 def _state_value(value, param, index, name):
     """A copy of one loaded state entry on ``param``'s device (and dtype, if floating-point)."""
     if isinstance(value, Tensor):
         value = value.data
     if isinstance(value, np.generic):  # a NumPy scalar step would make the update's scalars float64
         return value.item()
+    if value is None or isinstance(value, (bool, int, float)):
+        return value
     if not backend.is_array(value):
-        return copy.deepcopy(value)
+        raise TypeError(
+            f"loaded state dict's {name!r} for parameter {index} is a {type(value).__name__}; "
+            "expected an array or a number"
+        )
     if tuple(value.shape) != param.shape:
         raise ValueError(
             f"loaded state dict's {name!r} for parameter {index} has shape {tuple(value.shape)}, "

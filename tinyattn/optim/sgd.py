@@ -1,6 +1,6 @@
 """Stochastic gradient descent, with momentum, Nesterov momentum and L2 weight decay."""
 
-from .optimizer import Optimizer
+from .optimizer import Optimizer, grad_of, non_negative
 
 
 class SGD(Optimizer):
@@ -29,12 +29,9 @@ class SGD(Optimizer):
         super().__init__(params, defaults)
 
     def _check(self, group):
-        if group["lr"] < 0.0:
-            raise ValueError(f"Invalid learning rate: {group['lr']} (expected lr >= 0)")
-        if group["momentum"] < 0.0:
-            raise ValueError(f"Invalid momentum value: {group['momentum']} (expected momentum >= 0)")
-        if group["weight_decay"] < 0.0:
-            raise ValueError(f"Invalid weight_decay value: {group['weight_decay']} (expected weight_decay >= 0)")
+        non_negative(group["lr"], "learning rate", "lr")
+        non_negative(group["momentum"], "momentum value", "momentum")
+        non_negative(group["weight_decay"], "weight_decay value", "weight_decay")
         if group["nesterov"] and group["momentum"] <= 0.0:
             raise ValueError(f"Nesterov momentum requires a momentum > 0, got momentum={group['momentum']}")
 
@@ -47,7 +44,7 @@ class SGD(Optimizer):
             for p in group["params"]:
                 if p.grad is None:
                     continue
-                grad = p.grad
+                grad = grad_of(p)
                 if weight_decay != 0:
                     grad = grad + weight_decay * p.data
                 if momentum != 0:

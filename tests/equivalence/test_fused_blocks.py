@@ -1,7 +1,8 @@
-"""The Transformer layers' fused residual blocks (``nn.blocks``), each against the composed nodes it replaces.
+"""The Transformer layers' fused residual blocks (``tinyattn/fast/blocks.py``), each against the
+reference definition it replaces (``ta.use_fast_paths(False)``).
 
-- ``TransformerEncoderLayer`` and ``TransformerDecoderLayer`` with the blocks on against the
-  same layer with it off (``SelfAttentionBlock`` and ``FeedForwardBlock`` in the one graph, neither
+- ``TransformerEncoderLayer`` and ``TransformerDecoderLayer`` with fast paths on against the
+  same layer with them off (``SelfAttentionBlock`` and ``FeedForwardBlock`` in the one graph, neither
   in the other): the output and the gradients of the input, of ``memory`` and of every parameter,
   in float64, pre- and post-norm, with every kind of mask (padding, boolean 2-D and 3-D, a float
   mask that needs no gradient, causal), in eval mode or with dropout 0; fully masked rows stay
@@ -11,7 +12,7 @@
 - Central finite differences in float64 on ``SelfAttentionBlock.apply`` and
   ``FeedForwardBlock.apply`` themselves, every input needing a gradient.
 - Where a block would not compute what the layer's parts do, the layer runs the composed nodes and
-  still agrees with ``fused_blocks(False)``: kept attention weights, dropout in training, a float
+  still agrees with ``ta.use_fast_paths(False)``: kept attention weights, dropout in training, a float
   mask that needs a gradient (which it gets), GELU, a replaced norm or projection (whose own
   forward runs), attention or a norm without biases, ``_sa_block`` or ``_ff_block`` overridden.
 - Parameters (or an input) that need no gradient get none; the others agree with the composed run.
@@ -35,8 +36,7 @@ from torch_parity import assert_parameter_grads_match, host, load_from_torch
 import tinyattn as ta
 import tinyattn.nn as nn
 import tinyattn.nn.functional as F
-import tinyattn.nn.transformer as transformer_module
-from tinyattn.nn.blocks import FeedForwardBlock, SelfAttentionBlock
+from tinyattn.fast import FeedForwardBlock, SelfAttentionBlock
 from tinyattn.testing import gradcheck
 
 DEVICES = ["cpu", "strict", pytest.param("cuda", marks=pytest.mark.cuda)]  # cuda: skipped without a GPU
@@ -75,12 +75,12 @@ def call(layer, inputs, self_mask=None, is_causal=False, memory_mask=None):
 
 def run(layer, inputs, upstream, fused, extra=(), **masks):
     """``(node types, [output, gradients of inputs, of the layer's parameters, of extra]))``, under
-    ``fused_blocks(fused)`` and with dropout drawn from one seed."""
+    ``ta.use_fast_paths(fused)`` and with dropout drawn from one seed."""
     layer.zero_grad()
     for t in (*inputs, *extra):
         t.grad = None
     ta.manual_seed(0)
-    with transformer_module.fused_blocks(fused):
+    with ta.use_fast_paths(fused):
         out = call(layer, inputs, **masks)
         types = node_types(out)
         out.backward(upstream)
@@ -599,7 +599,7 @@ def test_parts_that_do_not_fit_raise_the_composed_nodes_error(kind, how):
     inputs = layer_inputs(kind, 2, 3, 4, E, rng, "cpu")
     messages = []
     for fused in (True, False):
-        with transformer_module.fused_blocks(fused), pytest.raises(ValueError) as error:
+        with ta.use_fast_paths(fused), pytest.raises(ValueError) as error:
             call(layer, inputs)
         messages.append(str(error.value))
     assert messages[0] == messages[1]

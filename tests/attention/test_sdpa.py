@@ -17,8 +17,10 @@ from torch_parity import host
 
 import tinyattn as ta
 import tinyattn.nn.functional as F
-from tinyattn.nn.sdpa import MaskedSoftmax
+from tinyattn.fast import MaskedSoftmax
 from tinyattn.testing import gradcheck
+
+pytestmark = pytest.mark.usefixtures("route")  # each test runs on the fast routes and on the reference
 
 
 def leaf(array, device, requires_grad=True):

@@ -408,7 +408,7 @@ def test_interop_takes_device_tensors(device):
 ])
 def test_gpu_scripts_stop_clearly_without_cupy(script, arguments, status, message):
     """The GPU check and the CUDA benchmark, run where CuPy is missing (simulated, so also on a GPU machine)."""
-    path = Path(__file__).resolve().parent.parent / "benchmarks" / script
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / script
     code = (
         "import runpy, sys\n"
         "sys.modules['cupy'] = None\n"  # ``import cupy`` raises ImportError

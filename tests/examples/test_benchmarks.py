@@ -12,7 +12,7 @@ import pytest
 import tinyattn as ta
 import tinyattn.nn as nn
 
-BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
+BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
 sys.path.insert(0, str(BENCHMARKS))
 import numpy_encoder  # noqa: E402
 

@@ -18,6 +18,8 @@ import tinyattn.nn as nn
 import tinyattn.nn.functional as F
 from tinyattn.testing import gradcheck
 
+pytestmark = pytest.mark.usefixtures("route")  # each test runs on the fast routes and on the reference
+
 
 @st.composite
 def mha_cases(draw):

@@ -29,6 +29,8 @@ import tinyattn.nn.functional as F
 from tinyattn import backend
 from tinyattn import testing as tt
 
+pytestmark = pytest.mark.usefixtures("route")  # each test runs on the fast routes and on the reference
+
 TOLERANCES = {np.float64: dict(rtol=1e-9, atol=1e-11), np.float32: dict(rtol=2e-4, atol=2e-5)}
 # a stack of layers compounds float32 rounding: a LayerNorm over a few features whose values are close
 # amplifies it (both libraries round differently), so the stack gets a looser float32 tolerance

@@ -7,7 +7,6 @@ output and every gradient, with the blocked path forced on small inputs and bloc
 taken only where it should be).
 """
 
-import contextlib
 import math
 import tracemalloc
 
@@ -19,20 +18,14 @@ from torch_parity import host
 
 import tinyattn as ta
 import tinyattn.nn.functional as F
-from tinyattn.nn import sdpa
-from tinyattn.nn.sdpa import BlockedAttention, MaskedSoftmax
+from tinyattn.fast import BlockedAttention, MaskedSoftmax, blocked_attention
+from tinyattn.fast.blocked import BLOCK_SIZE
 from tinyattn.testing import gradcheck
 
 
-@contextlib.contextmanager
 def blocked_path(block_size):
     """Send every ``need_weights=False`` call without dropout down the blocked path."""
-    saved = sdpa._BLOCK_SIZE, sdpa._BLOCKED_MIN_KEYS
-    sdpa._BLOCK_SIZE, sdpa._BLOCKED_MIN_KEYS = block_size, 0
-    try:
-        yield
-    finally:
-        sdpa._BLOCK_SIZE, sdpa._BLOCKED_MIN_KEYS = saved
+    return ta.use_fast_paths(True, blocked_attention_min_keys=0, attention_block_size=block_size)
 
 
 
@@ -205,8 +198,12 @@ def test_gradcheck_through_the_blocked_path(device):
     assert gradcheck(attend, [q, k, v, float_mask])
 
 
-def test_the_path_is_chosen_by_need_weights_dropout_dtype_and_length(device, monkeypatch):
-    monkeypatch.setattr(sdpa, "_BLOCKED_MIN_KEYS", 6)
+def test_the_path_is_chosen_by_need_weights_dropout_dtype_and_length(device):
+    with ta.use_fast_paths(blocked_attention_min_keys=6):
+        chosen_paths(device)
+
+
+def chosen_paths(device):
     rng = np.random.default_rng(2)
     q, k, v = (ta.tensor(rng.standard_normal(s).astype(np.float32), requires_grad=True, device=device)
                for s in [(2, 3, 4), (2, 6, 4), (2, 6, 4)])
@@ -226,11 +223,11 @@ def test_default_block_size_and_threshold(device):
     q, k, v = (rng.standard_normal(s) for s in [(2, 1, 37, 8), (2, 1, 1100, 8), (2, 1, 1100, 5)])
     mask = rng.random((37, 1100)) < 0.9
     upstream = rng.standard_normal((2, 1, 37, 5))
-    case = dict(is_causal=True, scale=None, block_size=sdpa._BLOCK_SIZE)
+    case = dict(is_causal=True, scale=None, block_size=BLOCK_SIZE)
     leaves = [ta.tensor(a, requires_grad=True, device=device) for a in (q, k, v)]
     out, _ = F.scaled_dot_product_attention(*leaves, attn_mask=ta.tensor(mask, device=device), is_causal=True,
                                             need_weights=False)
-    assert isinstance(out._ctx, BlockedAttention) and sdpa._BLOCK_SIZE < 1100 and 1100 % sdpa._BLOCK_SIZE
+    assert isinstance(out._ctx, BlockedAttention) and BLOCK_SIZE < 1100 and 1100 % BLOCK_SIZE
     out.backward(ta.tensor(upstream, device=device))
     expected_out, expected_grads = attend(q, k, v, mask, upstream, case, device, blocked=False)
     np.testing.assert_allclose(out.numpy(), expected_out, rtol=1e-10, atol=1e-12)
@@ -260,4 +257,4 @@ def test_never_allocates_the_score_matrix():
 def test_block_size_must_be_positive():
     q = ta.zeros(2, 3)
     with pytest.raises(ValueError, match="block_size"):
-        sdpa._blocked_attention(q, q, q, None, False, 1.0, block_size=0)
+        blocked_attention(q, q, q, None, False, 1.0, block_size=0)

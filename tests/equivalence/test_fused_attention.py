@@ -26,8 +26,7 @@ import tinyattn as ta
 import tinyattn.nn as nn
 import tinyattn.nn.functional as F
 from tinyattn import testing as tt
-from tinyattn.nn.attention import InProjection
-from tinyattn.nn.sdpa import Attention, PackedSelfAttention, packed_self_attention
+from tinyattn.fast import Attention, InProjection, PackedSelfAttention, packed_self_attention
 from tinyattn.testing import gradcheck
 
 DEVICES = ["cpu", "strict", pytest.param("cuda", marks=pytest.mark.cuda)]  # cuda: skipped without a GPU
@@ -359,7 +358,7 @@ def test_mha_fused_self_attention_matches_composed(device, case):
         assert (weights is None) == (not need_weights)
         if not need_weights:  # out_proj(PackedSelfAttention(InProjection(x)))
             attention = out._ctx.parents[0]._ctx
-            assert isinstance(out._ctx, F.Linear) and isinstance(attention, PackedSelfAttention)
+            assert isinstance(out._ctx, ta.fast.Linear) and isinstance(attention, PackedSelfAttention)
             assert isinstance(attention.parents[0]._ctx, InProjection)
         else:
             assert not {"PackedSelfAttention", "InProjection", "Attention"} & node_types(out)

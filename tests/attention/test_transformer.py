@@ -20,6 +20,8 @@ import tinyattn.nn as nn
 import tinyattn.nn.functional as F
 from tinyattn.testing import gradcheck
 
+pytestmark = pytest.mark.usefixtures("route")  # each test runs on the fast routes and on the reference
+
 # ----------------------------------------------------------------------------- positional encoding
 
 

@@ -348,7 +348,12 @@ def _run_theirs(spec, arrays, options, dtype):
 
 
 def _shares_memory(a, b):
-    return bool(backend.namespace(a).shares_memory(a, b))
+    xp = backend.namespace(a)
+    if backend.device_of(a) == "cuda":
+        # CuPy's exact check (element addresses read back through a kernel) called every pair "shared" on an
+        # H200, separate allocations included; comparing the arrays' memory bounds is exact enough here
+        return bool(xp.may_share_memory(a, b))
+    return bool(xp.shares_memory(a, b))
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32], ids=["float64", "float32"])

@@ -7,7 +7,7 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
-from test_engine_ops import SMALL, Spec, _convert, _one, _run_ours, _run_theirs, reduction
+from test_ops import SMALL, Spec, _convert, _one, _run_ours, _run_theirs, reduction
 
 import tinyattn as ta
 from tinyattn import testing as tt

@@ -20,8 +20,7 @@ import tinyattn as ta
 import tinyattn.nn as nn
 import tinyattn.nn.functional as F
 from tinyattn import testing as tt
-from tinyattn.nn.attention import MergeHeads, SplitHeads
-from tinyattn.nn.blocks import FeedForwardBlock
+from tinyattn.fast import FeedForwardBlock, MergeHeads, SplitHeads
 
 DEVICES = ["cpu", "strict", pytest.param("cuda", marks=pytest.mark.cuda)]  # cuda: skipped without a GPU
 
@@ -177,36 +176,6 @@ def test_transformer_layers_use_the_fused_blocks_only_when_no_dropout_acts(layer
     assert not {"SelfAttentionBlock", "FeedForwardBlock"} & node_types(y)
 
 
-# ----------------------------------------------------------------------------- host memory
-
-
-def test_keep_freed_memory_lets_the_next_step_reuse_a_freed_block():
-    """An 8 MiB array freed and allocated again: with the setting, the second allocation page-faults
-    nothing (the block stayed in the heap); with glibc's defaults it is mapped and faulted afresh."""
-    import resource
-    import sys
-
-    if not sys.platform.startswith("linux"):
-        pytest.skip("mallopt is glibc's")
-
-    def faults_of_a_second_allocation():
-        first = np.ones(8 << 20, dtype=np.uint8)
-        del first
-        before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
-        second = np.ones(8 << 20, dtype=np.uint8)
-        del second
-        return resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before
-
-    try:
-        assert ta.backend.keep_freed_memory(False)
-        released = min(faults_of_a_second_allocation() for _ in range(3))
-        assert ta.backend.keep_freed_memory(True)
-        kept = min(faults_of_a_second_allocation() for _ in range(3))
-    finally:
-        ta.backend.keep_freed_memory(True)
-    assert kept < released, (kept, released)
-
-
 # ----------------------------------------------------------------------------- heads
 
 
@@ -319,13 +288,13 @@ def test_a_gradient_that_someone_else_holds_is_copied_and_a_fresh_one_is_kept():
 
         return original, backward
 
-    original, spied = spy(ta.nn.functional.Linear, "backward")
+    original, spied = spy(ta.fast.Linear, "backward")
     linear = nn.Linear(3, 2)
-    ta.nn.functional.Linear.backward = spied
+    ta.fast.Linear.backward = spied
     try:
         linear(ta.ones(4, 3)).backward(np.ones((4, 2)))
     finally:
-        ta.nn.functional.Linear.backward = original
+        ta.fast.Linear.backward = original
     assert id(linear.bias.grad) == returned[0]  # fresh, from a node that says so: kept without a copy
 
     class Undeclared(ta.Function):  # returns a fresh array but does not declare fresh_gradients

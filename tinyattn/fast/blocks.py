@@ -11,22 +11,31 @@ arithmetic inside it. So where no dropout acts, the layers run each residual blo
                          post-norm:  y = norm(x + linear2(relu(linear1(x))))
 
 Each block is written out straight, forward and backward side by side, on the same array-level
-steps as the nodes it replaces (``_layer_norm_rows``, ``_in_projection``, ``_packed_attention``
-and their backwards), so the arithmetic is the composed form's, operation for operation. The
-activations are handled as rows ``(M, E)``, ``M = B·L``. The test suite checks each block against
-the composed form, against PyTorch and by finite differences.
-``with tinyattn.nn.transformer.fused_blocks(False):`` turns the blocks off (to step through the
-composed nodes in a debugger, say). A block skips the products for a weight or bias that needs no
-gradient (a frozen parameter); the input's and the norm's gradients, cheap beside them, it always computes.
+steps as the fused nodes it replaces (``kernels.layer_norm_rows``, ``kernels.in_projection``,
+``kernels.packed_attention`` and their backwards), operation for operation. The activations are
+handled as rows ``(M, E)``, ``M = B·L``. ``routes.why_not_self_attention_block`` and
+``routes.why_not_feed_forward_block`` decide when a block runs; the equivalence table proves each
+equal to the layer's reference ``forward`` (``with ta.use_fast_paths(False):``).
+A block skips the products for a weight or bias that needs no gradient (a frozen parameter); the
+input's and the norm's gradients, cheap beside them, it always computes.
 """
 
 import math
 
+import numpy as np
+
 from .. import backend
+from ..masks import checked_mask, per_batch_mask
 from ..tensor import Function
-from .attention import _in_projection, _in_projection_backward
-from .functional import _layer_norm_rows, _layer_norm_rows_backward, column_sums
-from .sdpa import _packed_attention, _packed_attention_backward
+from .kernels import (
+    column_sums,
+    in_projection,
+    in_projection_backward,
+    layer_norm_rows,
+    layer_norm_rows_backward,
+    packed_attention,
+    packed_attention_backward,
+)
 
 
 class _ResidualBlock(Function):
@@ -45,7 +54,7 @@ class _ResidualBlock(Function):
         self.norm_first = norm_first
         if not norm_first:
             return rows
-        h, self.norm = _layer_norm_rows(rows, norm_weight, norm_bias, eps)  # (M, E)
+        h, self.norm = layer_norm_rows(rows, norm_weight, norm_bias, eps)  # (M, E)
         return h
 
     def _output(self, a, weight, bias, rows, norm_weight, norm_bias, eps):
@@ -55,7 +64,7 @@ class _ResidualBlock(Function):
         s += rows  # the residual sum
         if self.norm_first:
             return s
-        y, self.norm = _layer_norm_rows(s, norm_weight, norm_bias, eps)  # (M, E)
+        y, self.norm = layer_norm_rows(s, norm_weight, norm_bias, eps)  # (M, E)
         return y
 
     def _grad_of_output(self, grad, a, weight, weight_tensor, bias_tensor):
@@ -64,7 +73,7 @@ class _ResidualBlock(Function):
         the parameter (``weight_tensor``, ``bias_tensor``) needs them; ``∂a = ∂s W``, a fresh array."""
         grad_s, grad_norm = grad.reshape(a.shape[0], grad.shape[-1]), ()  # (M, E)
         if not self.norm_first:
-            grad_s, *grad_norm = _layer_norm_rows_backward(grad_s, self.norm)
+            grad_s, *grad_norm = layer_norm_rows_backward(grad_s, self.norm)
         grad_weight = grad_s.T @ a if weight_tensor.requires_grad else None  # (E, K)
         grad_bias = column_sums(grad_s) if bias_tensor.requires_grad else None  # (E,)
         return grad_s, grad_s @ weight, grad_weight, grad_bias, grad_norm
@@ -73,7 +82,7 @@ class _ResidualBlock(Function):
         """``(∂x, ∂norm_weight, ∂norm_bias)``: ``∂x = ∂s + ∂norm(∂h)`` pre-norm, ``∂s + ∂h`` post-norm,
         a fresh array of ``x``'s shape (a leaf may keep it as it is), written through its ``(M, E)`` view."""
         if self.norm_first:
-            grad_h, *grad_norm = _layer_norm_rows_backward(grad_h, self.norm)
+            grad_h, *grad_norm = layer_norm_rows_backward(grad_h, self.norm)
         xp = backend.namespace(grad_s)
         grad_x = xp.empty(shape, dtype=grad_h.dtype)
         xp.add(grad_h, grad_s, out=grad_x.reshape(grad_s.shape))  # the residual path joins
@@ -103,9 +112,9 @@ class SelfAttentionBlock(_ResidualBlock):
         B, L, E = x.shape
         rows = x.reshape(B * L, E)  # (M, E)
         h = self._norm_input(rows, norm_weight, norm_bias, eps, norm_first)  # (M, E)
-        qkv, self.w_qkv = _in_projection(h, (w_q, w_k, w_v), (b_q, b_k, b_v), (B, L), num_heads)  # (3, B, H, L, D)
+        qkv, self.w_qkv = in_projection(h, (w_q, w_k, w_v), (b_q, b_k, b_v), (B, L), num_heads)  # (3, B, H, L, D)
         self.scale = 1.0 / math.sqrt(qkv.shape[-1])
-        merged, self.weights, _ = _packed_attention(qkv, attn_mask, allowed, is_causal, self.scale, 0.0)
+        merged, self.weights, _ = packed_attention(qkv, attn_mask, allowed, is_causal, self.scale, 0.0)
         self.h, self.qkv, self.merged, self.w_o = h, qkv, merged.reshape(B * L, E), w_o  # merged heads a (M, E)
         return self._output(self.merged, w_o, b_o, rows, norm_weight, norm_bias, eps).reshape(x.shape)
 
@@ -113,9 +122,9 @@ class SelfAttentionBlock(_ResidualBlock):
         parents = self.parents  # a weight's or bias's product runs only when it needs its gradient
         grad_s, grad_merged, grad_w_o, grad_b_o, grad_norm = self._grad_of_output(
             grad, self.merged, self.w_o, parents[9], parents[10])  # ∂s, ∂a (M, E), ∂W_o, ∂b_o
-        grad_qkv, _ = _packed_attention_backward(grad_merged, self.qkv, self.weights, None, self.scale)
+        grad_qkv, _ = packed_attention_backward(grad_merged, self.qkv, self.weights, None, self.scale)
         in_proj_needs = [True] + [p.requires_grad for p in parents[3:9]]  # ∂h, then W_q … b_v
-        grad_h, *grad_in_proj = _in_projection_backward(grad_qkv, self.h, self.w_qkv, in_proj_needs)  # ∂h (M, E)
+        grad_h, *grad_in_proj = in_projection_backward(grad_qkv, self.h, self.w_qkv, in_proj_needs)  # ∂h (M, E)
         return self._grad_of_input(grad_h, grad_s, grad_norm, grad.shape) + (*grad_in_proj, grad_w_o, grad_b_o)
 
 
@@ -154,3 +163,25 @@ class FeedForwardBlock(_ResidualBlock):
         grad_b1 = column_sums(grad_hidden) if parents[4].requires_grad else None  # (F,)
         grad_h = grad_hidden @ self.w1  # (M, E)
         return self._grad_of_input(grad_h, grad_s, grad_norm, grad.shape) + (grad_w1, grad_b1, grad_w2, grad_b2)
+
+
+def self_attention_block(x, norm, attention, attn_mask, is_causal, norm_first):
+    """``SelfAttentionBlock`` on a layer's parts: ``norm`` (its LayerNorm), ``attention`` (its
+    multi-head attention with ``q_proj``, ``k_proj``, ``v_proj``, ``out_proj``) and the layer's mask."""
+    q, k, v, out = attention.q_proj, attention.k_proj, attention.v_proj, attention.out_proj
+    float_mask = allowed = None
+    if attn_mask is not None:
+        B, L, _ = x.shape
+        mask = checked_mask(per_batch_mask(attn_mask), x, (B, attention.num_heads, L, L))
+        float_mask, allowed = (None, mask.data) if mask.dtype == np.bool_ else (mask.data, None)
+    return SelfAttentionBlock.apply(
+        x, norm.weight, norm.bias, q.weight, k.weight, v.weight, q.bias, k.bias, v.bias, out.weight, out.bias,
+        num_heads=attention.num_heads, norm_first=norm_first, eps=norm.eps, attn_mask=float_mask,
+        allowed=allowed, is_causal=is_causal,
+    )  # (B, L, E)
+
+
+def feed_forward_block(x, norm, linear1, linear2, norm_first):
+    """``FeedForwardBlock`` on a layer's parts: its LayerNorm and its two linear layers."""
+    return FeedForwardBlock.apply(x, norm.weight, norm.bias, linear1.weight, linear1.bias, linear2.weight,
+                                  linear2.bias, norm_first=norm_first, eps=norm.eps)  # (…, E)

@@ -161,3 +161,30 @@ def test_random_distributions():
     tolerance = 5 / math.sqrt(20_000)  # five standard errors
     assert abs(normal.mean()) < tolerance and abs(normal.std() - 1) < tolerance
     assert uniform.min() >= 0 and uniform.max() < 1 and abs(uniform.mean() - 0.5) < tolerance
+
+
+def test_keep_freed_memory_lets_the_next_step_reuse_a_freed_block():
+    """An 8 MiB array freed and allocated again: with the setting, the second allocation page-faults
+    nothing (the block stayed in the heap); with glibc's defaults it is mapped and faulted afresh."""
+    import resource
+    import sys
+
+    if not sys.platform.startswith("linux"):
+        pytest.skip("mallopt is glibc's")
+
+    def faults_of_a_second_allocation():
+        first = np.ones(8 << 20, dtype=np.uint8)
+        del first
+        before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+        second = np.ones(8 << 20, dtype=np.uint8)
+        del second
+        return resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before
+
+    try:
+        assert ta.backend.keep_freed_memory(False)
+        released = min(faults_of_a_second_allocation() for _ in range(3))
+        assert ta.backend.keep_freed_memory(True)
+        kept = min(faults_of_a_second_allocation() for _ in range(3))
+    finally:
+        ta.backend.keep_freed_memory(True)
+    assert kept < released, (kept, released)

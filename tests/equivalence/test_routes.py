@@ -1,0 +1,127 @@
+"""The switch and the dispatcher: ``ta.use_fast_paths``, ``TINYATTN_FAST``, the ``why_not_*`` reasons
+and ``ta.explain``, each read from ``tinyattn.routes``, the one module that decides."""
+
+import io
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import tinyattn as ta
+import tinyattn.nn as nn
+import tinyattn.nn.functional as F
+from tinyattn import routes
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_use_fast_paths_is_a_function_and_a_context_manager_that_restores():
+    assert routes.settings.enabled
+    with ta.use_fast_paths(False):
+        assert not routes.settings.enabled
+        with ta.use_fast_paths(True, blocked_attention_min_keys=7, attention_block_size=3):
+            assert routes.settings.enabled and routes.settings.blocked_attention_min_keys == 7
+            assert routes.settings.attention_block_size == 3
+        assert not routes.settings.enabled and routes.settings.blocked_attention_min_keys == 512
+        assert routes.settings.attention_block_size is None
+    assert routes.settings.enabled
+    previous = ta.use_fast_paths(False)  # called as a function, the setting stays
+    try:
+        assert not routes.settings.enabled
+    finally:
+        previous.__exit__(None, None, None)
+    assert routes.settings.enabled
+
+
+@pytest.mark.parametrize("value, enabled", [("0", False), ("1", True)])
+def test_the_environment_variable_is_read_at_import(value, enabled):
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "TINYATTN_FAST": value}
+    code = "import tinyattn as ta; print(ta.routes.settings.enabled)"
+    result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
+    assert result.stdout.strip() == str(enabled), result.stderr
+
+
+def test_attention_reasons_name_the_threshold_the_weights_dropout_and_the_dtype():
+    q = ta.randn(1, 2, 3, 4)
+    kv = ta.randn(1, 2, 600, 4)
+    assert routes.why_not_blocked_attention(q, kv, kv, None, 0.0, False) is None
+    assert routes.attention(q, kv, kv, None, 0.0, False) == "blocked"
+    short = ta.randn(1, 2, 5, 4)
+    reason = routes.why_not_blocked_attention(q, short, short, None, 0.0, False)
+    assert reason == "5 keys, fewer than the blocked-attention threshold of 512"
+    assert routes.attention(q, short, short, None, 0.0, False) == "fused"
+    with ta.use_fast_paths(blocked_attention_min_keys=5):
+        assert routes.attention(q, short, short, None, 0.0, False) == "blocked"
+    assert "dropout" in routes.why_not_blocked_attention(q, kv, kv, None, 0.1, False)
+    assert "need_weights" in routes.why_not_fused_attention(q, kv, kv, None, True)
+    assert routes.attention(q, kv, kv, None, 0.0, True) == "masked softmax"
+    assert "dtype" in routes.why_not_fused_attention(q, kv.double(), kv, None, False)
+    with ta.use_fast_paths(False):
+        assert routes.attention(q, kv, kv, None, 0.0, False) == "reference"
+        assert routes.why_not_fused_attention(q, kv, kv, None, False) == routes.FAST_OFF
+
+
+def test_packed_self_attention_reasons():
+    mha = nn.MultiHeadAttention(8, 2)
+    x, other = ta.randn(2, 3, 8), ta.randn(2, 3, 8)
+    assert routes.why_not_packed_self_attention(mha, x, x, x, False) is None
+    assert "not self-attention" in routes.why_not_packed_self_attention(mha, x, other, other, False)
+    assert "need_weights" in routes.why_not_packed_self_attention(mha, x, x, x, True)
+    mha.k_proj.forward = mha.k_proj.forward  # a forward set on the instance (a wrapper, say)
+    assert "k_proj" in routes.why_not_packed_self_attention(mha, x, x, x, False)
+    long = ta.randn(1, 512, 8)
+    assert "threshold" in routes.why_not_packed_self_attention(nn.MultiHeadAttention(8, 2), long, long, long, False)
+
+
+def test_layer_reasons():
+    layer = nn.TransformerEncoderLayer(8, 2, dim_feedforward=16, dropout=0.1)
+    x = ta.randn(2, 3, 8)
+    assert "dropout" in routes.why_not_self_attention_block(layer, x, None)
+    assert "dropout" in routes.why_not_feed_forward_block(layer, layer.norm2, x, layer.dropout2)
+    layer.eval()
+    assert routes.encoder_layer(layer, x, None) == (True, True)
+    layer.keep_attn_weights = True
+    assert "keep_attn_weights" in routes.why_not_self_attention_block(layer, x, None)
+    gelu = nn.TransformerEncoderLayer(8, 2, dim_feedforward=16, activation="gelu").eval()
+    assert "gelu" in routes.why_not_feed_forward_block(gelu, gelu.norm2, x, gelu.dropout2)
+    float_mask = ta.zeros(3, 3, requires_grad=True)
+    assert "gradient" in routes.why_not_self_attention_block(gelu, x, float_mask)
+
+
+def test_explain_prints_each_submodule_and_why():
+    layer = nn.TransformerDecoderLayer(8, 2, dim_feedforward=16)  # training, dropout 0.1
+    out = io.StringIO()
+    text = ta.explain(layer, ta.randn(2, 3, 8), ta.randn(2, 4, 8), tgt_is_causal=True, file=out)
+    assert out.getvalue().strip() == text
+    lines = text.splitlines()
+    assert "  self-attention residual: reference (dropout acts on the attention weights (p=0.1, training))" in lines
+    assert "self_attn (MultiHeadAttention): fast.InProjection + fast.PackedSelfAttention" in lines
+    assert "cross_attn (MultiHeadAttention)" in lines
+    assert "  projections and attention: reference (not self-attention (query, key and value are not one tensor))" \
+        in lines  # cross_attn
+    assert any(line.startswith("  scaled dot-product attention: fused (not blocked: dropout acts") for line in lines)
+    with ta.use_fast_paths(False):
+        text = ta.explain(layer.eval(), ta.randn(2, 3, 8), ta.randn(2, 4, 8), file=io.StringIO())
+    assert "norm1 (LayerNorm): reference (fast paths are off)" in text.splitlines()
+
+
+def test_a_batch_of_key_masks_shaped_b_l_points_to_padding_mask():
+    mha = nn.MultiHeadAttention(8, 2)
+    keys_per_sequence = ta.tensor(np.ones((2, 5), dtype=bool))  # (B, Lk): a common mistake
+    for fast in (True, False):
+        with ta.use_fast_paths(fast), pytest.raises(ValueError, match=r"F\.padding_mask\(lengths, 5\)"):
+            mha(ta.randn(2, 5, 8), attn_mask=keys_per_sequence, need_weights=False)
+    with pytest.raises(ValueError, match=r"\(2, 5\) cannot be broadcast .* \(2, 2, 5, 5\)"):
+        F.scaled_dot_product_attention(ta.randn(2, 2, 5, 4), ta.randn(2, 2, 5, 4), ta.randn(2, 2, 5, 4),
+                                       attn_mask=keys_per_sequence)
+
+
+def test_the_fast_layer_never_imports_the_layers_and_only_routes_decides():
+    for path in (ROOT / "tinyattn" / "fast").glob("*.py"):
+        source = path.read_text()
+        assert "from ..nn" not in source and "import tinyattn.nn" not in source, path
+    for path in (ROOT / "tinyattn" / "nn").glob("*.py"):  # the layers ask routes, never read its settings' switch
+        assert "settings.enabled" not in path.read_text(), path

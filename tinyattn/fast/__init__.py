@@ -1,0 +1,33 @@
+"""The fast layer: fused nodes, residual blocks, blocked attention and the array kernels they share.
+
+Nothing here is needed to understand what a layer computes: each fused node replaces a run of
+nodes of a reference definition (``nn.functional``, ``nn.sdpa``, ``nn.attention``,
+``nn.transformer``) with fewer passes over memory, and the test suite's equivalence table proves
+it equal to that definition, values and gradients. ``tinyattn.routes`` decides when one runs
+(``ta.explain`` prints where and why); ``ta.use_fast_paths(False)`` turns them all off.
+
+    kernels.py   array-level steps (LayerNorm rows, masked softmax, attention, projections)
+    nodes.py     Linear, Normalize, CrossEntropy, MaskedSoftmax, SplitHeads, MergeHeads,
+                 InProjection, Attention, PackedSelfAttention
+    blocked.py   BlockedAttention: keys a block at a time, with a running softmax
+    blocks.py    SelfAttentionBlock, FeedForwardBlock: a Transformer layer's residual blocks
+
+This package sits beside ``nn.functional`` and never imports the layers (``tinyattn.nn``).
+"""
+
+from .blocked import BlockedAttention, blocked_attention  # noqa: F401
+from .blocks import FeedForwardBlock, SelfAttentionBlock, feed_forward_block, self_attention_block  # noqa: F401
+from .nodes import (  # noqa: F401
+    Attention,
+    CrossEntropy,
+    InProjection,
+    Linear,
+    MaskedSoftmax,
+    MergeHeads,
+    Normalize,
+    PackedSelfAttention,
+    SplitHeads,
+    merge_heads,
+    packed_self_attention,
+    split_heads,
+)

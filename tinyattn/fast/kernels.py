@@ -1,0 +1,258 @@
+"""The array-level steps the fast nodes share: NumPy/CuPy arrays in, arrays out, no graph.
+
+Each function is the forward or the backward of one piece of a Transformer layer, written for
+speed (reductions as matrix-vector products, whole-array shifts, in-place updates); the nodes in
+``fast.nodes`` and ``fast.blocks`` are built from them, and the test suite proves every node
+equal to the reference definition in ``nn.functional``.
+"""
+
+import math
+
+import numpy as np
+
+from .. import backend, ops
+
+# ----------------------------------------------------------------------------- sums as products
+
+
+def column_sums(matrix):
+    """``(M, N) -> (N,)``: the sum of the rows, as ``ones(M) @ matrix``: one BLAS call, faster than
+    ``matrix.sum(axis=0)`` at every size a Transformer layer meets here."""
+    return backend.filled(matrix.shape[0], 1, matrix.dtype, backend.namespace(matrix)) @ matrix  # (N,)
+
+
+def row_sums(a):
+    """``(…, N) -> (…, 1)``: ``a.sum(-1, keepdims=True)`` of a contiguous array, as one matrix-vector
+    product (faster than NumPy's reduction along short rows)."""
+    n = a.shape[-1]
+    rows = a.reshape(math.prod(a.shape[:-1]), n)  # (R, N), a view
+    return (rows @ backend.filled(n, 1, a.dtype, backend.namespace(a))).reshape(a.shape[:-1] + (1,))
+
+
+# ----------------------------------------------------------------------------- layer norm
+
+
+def layer_norm_rows(rows, weight, bias, eps):
+    """LayerNorm of each row of ``rows (M, N)``: ``(y, saved)``, ``y = x̂ · weight + bias`` (or ``x̂``
+    when ``weight`` is ``None``; ``weight``, ``bias``: ``(N,)``) with ``x̂ = (x - μ) / √(σ² + eps)``,
+    σ² the biased variance; ``saved`` is what ``layer_norm_rows_backward`` needs. The means are
+    matrix-vector products with a vector of ``1/N`` (one BLAS call instead of a reduction)."""
+    xp = backend.namespace(rows)
+    average = backend.filled(rows.shape[1], 1 / max(rows.shape[1], 1), rows.dtype, xp)  # (N,), 1/N each
+    centered = rows - (rows @ average)[:, None]  # (M, N), a fresh array
+    variance = (centered * centered) @ average  # (M,); two passes, as the textbook's formula
+    rstd = (1 / xp.sqrt(variance + eps))[:, None]  # (M, 1)
+    centered *= rstd  # x̂
+    saved = (centered, rstd, average, weight)
+    if weight is None:
+        return centered, saved
+    out = centered * weight  # (M, N), a fresh array
+    if bias.dtype == out.dtype:
+        out += bias
+    else:
+        out = out + bias  # mixed dtypes promote, as the composed form does
+    return out, saved
+
+
+def layer_norm_rows_backward(grad, saved):
+    """``(dx, dweight, dbias)`` of ``layer_norm_rows`` for ``grad = ∂L/∂y (M, N)``, each a fresh array
+    (``dweight`` and ``dbias`` ``None`` without a weight). With ``r = 1/√(σ²+eps)``
+    and ``ĝ = g · weight``: ``dx = r · (ĝ - mean(ĝ) - x̂ · mean(ĝ · x̂))``, ``dweight = Σ_rows g · x̂``,
+    ``dbias = Σ_rows g``. A constant row has x̂ = 0 and a finite gradient."""
+    x_hat, rstd, average, weight = saved
+    grad_weight = grad_bias = None
+    if weight is not None:
+        grad_weight, grad_bias = column_sums(grad * x_hat), column_sums(grad)  # (N,)
+        grad = grad * weight  # ĝ
+    if grad.dtype != average.dtype:
+        average = average.astype(grad.dtype)
+    grad_x = grad - (grad @ average)[:, None]  # (M, N), a fresh array: updated in place
+    grad_x -= x_hat * ((grad * x_hat) @ average)[:, None]
+    grad_x *= rstd
+    return grad_x, grad_weight, grad_bias
+
+
+# ----------------------------------------------------------------------------- masked softmax
+
+
+def masked_softmax(scores, allowed, scratch=False):
+    """Softmax of ``scores`` over the last axis among the ``allowed`` entries (``None``: all), as a
+    fresh array; forbidden entries and rows with none allowed get 0. ``scratch=True`` lets it
+    write the mask into ``scores`` instead of into a copy.
+
+    The shift that keeps ``exp`` from overflowing is the largest score of the whole array, not of
+    each row: NumPy's maximum along short rows costs more than all the exponentials at the sizes
+    attention meets. Softmax does not change when a row is shifted, so every weight above ``eps``
+    of its row's largest comes out as exactly as with the row's own maximum (smaller ones, in a row
+    far below the array's maximum, may come out 0 where PyTorch gives a tiny number). A row whose
+    entries all lie far below that maximum could underflow: any row whose sum falls under
+    ``tiny / eps`` of the dtype (1e-31 in float32: its largest score more than about 71 below the
+    array's) is redone with its own maximum, which also leaves a row with no key at exactly 0.
+    (Such rows cost a second pass over themselves.)
+    """
+    xp = backend.namespace(scores)
+    Lk = scores.shape[-1]
+    if allowed is not None and scratch:
+        xp.copyto(scores, -math.inf, where=~allowed)  # (…, Lq, Lk); a forbidden key scores -inf
+    elif allowed is not None:
+        scores = xp.where(allowed, scores, -math.inf)
+    rows = scores.reshape(math.prod(scores.shape[:-1]), Lk)  # (R, Lk), kept: the redo below reads it
+    if rows.size == 0:
+        return xp.zeros(scores.shape, dtype=scores.dtype)
+    lowest, tiny = _finfo(scores.dtype)
+    weights = rows - xp.maximum(rows.max(), lowest)  # (R, Lk), a fresh array; all -inf: shift by lowest
+    xp.exp(weights, out=weights)  # exp(-inf) = 0 at forbidden keys
+    total = row_sums(weights)  # (R, 1)
+    if not total.min() >= tiny:  # rows far below the largest score, with no key, or NaN: redo them alone
+        low = ~(total[:, 0] >= tiny)  # (a NaN anywhere makes the whole array's maximum NaN: each row then
+        # gets its own, and the NaN stays in its row, as PyTorch keeps it)
+        redo = rows[low]  # (r, Lk), a copy
+        redo -= xp.maximum(redo.max(axis=1, keepdims=True), lowest)
+        xp.exp(redo, out=redo)
+        weights[low] = redo
+        total[low] = row_sums(redo)  # at least 1 (the row's maximum gives exp(0)), or 0 with no key
+        total = xp.maximum(total, tiny)  # a row with no key: 0 / tiny = 0
+    weights /= total
+    return weights.reshape(scores.shape)
+
+
+_FINFO = {}
+
+
+def _finfo(dtype):
+    """``(lowest finite, tiny / eps)`` of a floating dtype, cached (``np.finfo`` is slow to ask).
+
+    A row sum of at least ``tiny / eps`` (1e-31 in float32) keeps every entry that matters to the
+    normalised row, one above ``eps`` of the sum, a normal number: its exponential lost nothing."""
+    if dtype not in _FINFO:
+        info = np.finfo(dtype)
+        _FINFO[dtype] = (dtype.type(info.min), dtype.type(info.tiny / info.eps))
+    return _FINFO[dtype]
+
+
+def masked_softmax_backward(grad, y, out=None):
+    """``∂L/∂s = y · (g - Σ g·y)`` for the softmax ``y`` of ``s``, into ``out`` (``out=grad``: in
+    place) or a fresh array."""
+    xp = backend.namespace(grad)
+    dot = row_sums(grad * y)  # (…, Lq, 1): Σ g·y
+    grad_scores = xp.subtract(grad, dot, out=out)
+    grad_scores *= y
+    return grad_scores
+
+
+# ----------------------------------------------------------------------------- attention
+
+
+def causal_allowed(Lq, Lk, xp):
+    """Boolean ``(Lq, Lk)``: ``True`` where key ``j <= i`` (query ``i`` may attend it)."""
+    return xp.tril(xp.ones((Lq, Lk), dtype=bool))
+
+
+def attention_weights(query, key, attn_mask, allowed, is_causal, scale, dropout_p):
+    """``(P, M)``: the attention weights ``(…, Lq, Lk)`` and the dropout's scaled keep-mask, or ``None``."""
+    Lq, Lk = query.shape[-2], key.shape[-2]
+    scores = (query * scale) @ key.swapaxes(-1, -2)  # (…, Lq, Lk), a fresh array; scaling Q is the cheaper side
+    if attn_mask is not None:
+        scores += attn_mask  # the mask broadcasts to the scores (checked by the caller)
+    if is_causal:
+        causal = causal_allowed(Lq, Lk, backend.namespace(query))  # (Lq, Lk): key j <= query i
+        allowed = causal if allowed is None else allowed & causal
+    weights = masked_softmax(scores, allowed, scratch=True)  # (…, Lq, Lk), a fresh array
+    keep = None
+    if dropout_p > 0.0:  # F.dropout's draw, kept as a mask for backward
+        uniform = backend.random_uniform(weights.shape, weights.dtype, backend.device_of(weights))
+        keep = (uniform >= dropout_p).astype(weights.dtype) * (0.0 if dropout_p == 1 else 1 / (1 - dropout_p))
+    return weights, keep
+
+
+def dropped(weights, keep):
+    return weights if keep is None else weights * keep
+
+
+def attention_backward(grad, query, key, value, weights, keep, scale, mask_shape=None):
+    """``(dQ, dK, dV, dmask)`` of ``O = dropout(masked softmax(Q Kᵀ·scale + mask)) V``, before any
+    sum over broadcast axes; ``dmask`` is ``None`` unless ``mask_shape`` is given."""
+    grad_value = dropped(weights, keep).swapaxes(-1, -2) @ grad  # dV = P̃ᵀ G  (…, Lk, Ev)
+    grad_weights = grad @ value.swapaxes(-1, -2)  # G Vᵀ  (…, Lq, Lk), a fresh array
+    if keep is not None:
+        grad_weights *= keep  # dP
+    grad_scores = masked_softmax_backward(grad_weights, weights, out=grad_weights)  # dS (…, Lq, Lk), in place
+    grad_mask = None
+    if mask_shape is not None:
+        grad_mask = ops.sum_to(grad_scores, mask_shape)
+        if grad_mask is grad_scores:
+            grad_mask = grad_scores.copy()  # dS is scaled in place below
+    grad_scores *= scale
+    grad_query = grad_scores @ key  # (…, Lq, E)
+    grad_key = grad_scores.swapaxes(-1, -2) @ query  # (…, Lk, E)
+    return grad_query, grad_key, grad_value, grad_mask
+
+
+def packed_attention(qkv, attn_mask, allowed, is_causal, scale, dropout_p):
+    """``(O, P, M)``: attention over packed ``qkv (3, B, H, L, D)``, its output with the heads merged
+    ``(B, L, H·D)`` (a fresh array), the weights ``P (B, H, L, L)`` and dropout's keep-mask ``M`` (or
+    ``None``). Masks as ``Attention``'s."""
+    query, key, value = qkv[0], qkv[1], qkv[2]  # (B, H, L, D) views
+    weights, keep = attention_weights(query, key, attn_mask, allowed, is_causal, scale, dropout_p)
+    heads = dropped(weights, keep) @ value  # (B, H, L, D)
+    B, H, L, D = heads.shape
+    return heads.transpose(0, 2, 1, 3).reshape(B, L, H * D), weights, keep  # (B, L, H·D), a copy
+
+
+def packed_attention_backward(grad, qkv, weights, keep, scale, mask_shape=None):
+    """``(dqkv, dmask)`` of ``packed_attention`` for ``grad = ∂L/∂O (B, L, H·D)``: ``dqkv (3, B, H, L, D)``
+    a view of a fresh ``(B, L, 3, H, D)`` array, the layout ``InProjection``'s output has, so that
+    its backward reads it as ``(B·L, 3·H·D)`` rows without a copy; ``dmask`` ``None`` unless
+    ``mask_shape`` is given."""
+    _, B, H, L, D = qkv.shape
+    grad = grad.reshape(B, L, H, D).transpose(0, 2, 1, 3)  # (B, H, L, D), a view
+    grads = attention_backward(grad, qkv[0], qkv[1], qkv[2], weights, keep, scale, mask_shape)
+    grad_qkv = backend.namespace(grad).empty((B, L, 3, H, D), dtype=grads[0].dtype).transpose(2, 0, 3, 1, 4)
+    grad_qkv[0], grad_qkv[1], grad_qkv[2] = grads[:3]  # (3, B, H, L, D)
+    return grad_qkv, grads[3]
+
+
+# ----------------------------------------------------------------------------- heads and projections
+
+
+def split_heads(x, num_heads):
+    B, L, E = x.shape
+    return x.reshape(B, L, num_heads, E // num_heads).transpose(0, 2, 1, 3)  # (B, L, E) -> (B, H, L, D), a view
+
+
+def merge_heads(x):
+    B, H, L, D = x.shape
+    return x.transpose(0, 2, 1, 3).reshape(B, L, H * D)  # (B, H, L, D) -> (B, L, E), a copy
+
+
+def in_projection(rows, weights, biases, batch_shape, num_heads):
+    """``(qkv, W)``: ``rows (B·L, E)`` (``batch_shape = (B, L)``) projected by ``W = [W_q; W_k; W_v]``
+    (``(3·H·D, E)``, stacked) and ``b = [b_q; b_k; b_v]`` (``biases`` may be ``None``) in one
+    ``(B·L, 3·H·D)`` product, ``Y = X Wᵀ + b``; ``qkv (3, B, H, L, D)`` is a view of ``Y``, split into heads."""
+    xp = backend.namespace(rows)
+    weight = xp.concatenate(weights)  # (3·H·D, E)
+    out = rows @ weight.T  # (B·L, 3·H·D), a fresh array
+    if biases is not None:
+        out += xp.concatenate(biases)
+    H, D = num_heads, weights[0].shape[0] // num_heads
+    return out.reshape(*batch_shape, 3, H, D).transpose(2, 0, 3, 1, 4), weight  # (3, B, H, L, D)
+
+
+def in_projection_backward(grad, rows, weight, needs):
+    """``[∂X, ∂W_q, ∂W_k, ∂W_v(, ∂b_q, ∂b_k, ∂b_v)]`` of ``in_projection`` for ``grad = ∂L/∂qkv
+    (3, B, H, L, D)``, seen as ``G (B·L, 3·H·D)`` (a view when laid out as ``Y``), ``G = [G_q G_k G_v]``:
+
+        ∂X = G W  (B·L, E)    ∂W_q = G_qᵀ X    ∂b_q = Σ_rows G_q    (and so for k, v)
+
+    ``needs``: one boolean per input (x, three weights, and three biases or none); ``None`` where
+    False. Each weight's and bias's gradient is its own product: a fresh array a leaf can keep."""
+    _, B, H, L, D = grad.shape
+    E = H * D
+    grad = grad.transpose(1, 3, 0, 2, 4).reshape(B * L, 3 * E)  # G (B·L, 3·H·D)
+    parts = (grad[:, :E], grad[:, E:2 * E], grad[:, 2 * E:])  # G_q, G_k, G_v (B·L, H·D), views
+    grads = [grad @ weight if needs[0] else None]  # ∂X (B·L, E)
+    for part, need in zip(parts, needs[1:4]):
+        grads.append(part.T @ rows if need else None)  # ∂W (H·D, E)
+    for part, need in zip(parts, needs[4:]):
+        grads.append(column_sums(part) if need else None)  # ∂b (H·D,)
+    return grads

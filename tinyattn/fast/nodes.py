@@ -1,0 +1,283 @@
+"""The fused nodes: one graph node where the reference definition makes several.
+
+Each node's forward and backward sit side by side, on the array kernels of ``fast.kernels``;
+the test suite's equivalence table proves each equal to the reference definition it replaces
+(``nn.functional``, ``nn.sdpa``, ``nn.attention``), values and gradients.
+"""
+
+import math
+
+from .. import backend, ops
+from ..masks import checked_mask, split_mask
+from ..tensor import Function
+from . import kernels
+
+# ----------------------------------------------------------------------------- linear, layer norm, cross entropy
+
+
+class Linear(Function):
+    """``y = x Wᵀ + b`` as one node, the batch dimensions folded into rows (one 2-D GEMM each way).
+
+    With ``x`` seen as ``X (M, in)`` (``M`` = the product of the batch sizes) and the
+    output's gradient as ``G (M, out)``:
+
+        Y = X Wᵀ + b    ∂L/∂X = G W  (M, in)    ∂L/∂W = Gᵀ X  (out, in)    ∂L/∂b = Σ_rows G  (out,)
+
+    Reference: ``F.linear`` with fast paths off (``x @ weight.T + bias``).
+    """
+
+    fresh_gradients = True  # keeps no reference to what backward returns (see Function)
+
+    def forward(self, x, weight, bias=None):
+        rows = math.prod(x.shape[:-1])
+        self.x_shape, self.weight = x.shape, weight
+        self.x = x.reshape(rows, x.shape[-1])  # (M, in); a view when x is contiguous
+        out = self.x @ weight.T  # (M, out)
+        if bias is not None and bias.dtype == out.dtype:
+            out += bias  # in place: out is a fresh array
+        elif bias is not None:
+            out = out + bias  # mixed dtypes promote, as x @ Wᵀ + b does
+        return out.reshape(x.shape[:-1] + (weight.shape[0],))  # (…, out)
+
+    def backward(self, grad):
+        needs = [p.requires_grad for p in self.parents]
+        grad = grad.reshape(self.x.shape[0], grad.shape[-1])  # (M, out)
+        grad_x = (grad @ self.weight).reshape(self.x_shape) if needs[0] else None  # (…, in)
+        grad_weight = grad.T @ self.x if needs[1] else None  # (out, in), W's own layout
+        grad_bias = kernels.column_sums(grad) if len(needs) > 2 and needs[2] else None  # (out,)
+        return grad_x, grad_weight, grad_bias
+
+
+class Normalize(Function):
+    """LayerNorm over the last ``ndim`` axes as one node (``kernels.layer_norm_rows`` on the input seen
+    as rows ``(M, N)``, ``N`` the number of normalised elements); ``weight`` and ``bias`` are optional
+    inputs (both or neither), of the normalised shape. Reference: ``F.layer_norm`` with fast paths off."""
+
+    fresh_gradients = True  # keeps no reference to what backward returns (see Function)
+
+    def forward(self, x, weight=None, bias=None, *, ndim, eps):
+        size = math.prod(x.shape[x.ndim - ndim:])
+        rows = x.reshape(math.prod(x.shape[:x.ndim - ndim]), size)  # (M, N)
+        if weight is not None:
+            weight, bias = weight.reshape(size), bias.reshape(size)  # (N,)
+        out, self.saved = kernels.layer_norm_rows(rows, weight, bias, eps)
+        self.shape = x.shape
+        return out.reshape(x.shape)
+
+    def backward(self, grad):
+        grad_x, grad_weight, grad_bias = kernels.layer_norm_rows_backward(
+            grad.reshape(self.saved[0].shape), self.saved)
+        grad_x = grad_x.reshape(self.shape)  # a view: a leaf input copies it (writing dx into an array of the
+        # input's shape instead costs a second pass over it, and LayerNorm's input is rarely a leaf)
+        if grad_weight is None:
+            return (grad_x,)
+        shape = self.parents[1].shape
+        if shape != grad_weight.shape:
+            grad_weight, grad_bias = grad_weight.reshape(shape), grad_bias.reshape(shape)
+        return grad_x, grad_weight, grad_bias
+
+
+class CrossEntropy(Function):
+    """Softmax cross entropy with class-index targets, fused.
+
+    Per position ``i`` (class axis last here), with ``log p = log_softmax(z)``, ``C`` classes
+    and smoothing ``ε``: ``loss_i = -(1-ε) log p[t_i] - (ε/C) Σ_c log p[c]``, zero where
+    ``t_i == ignore_index``. Its gradient: ``dz_ic = p_ic - (1-ε)·[c = t_i] - ε/C``.
+    Reference: ``F.cross_entropy`` with fast paths off.
+    """
+
+    def forward(self, logits, target, ignore_index, reduction, label_smoothing):
+        xp = backend.namespace(logits)
+        num_classes = logits.shape[1]
+        self.shape = logits.shape
+        z = xp.moveaxis(logits, 1, -1).reshape(-1, num_classes)  # (M, C), M = N·d…
+        target = target.reshape(-1)  # (M,)
+        valid = target != ignore_index
+        safe_target = xp.where(valid, target, 0)
+        shifted = z - z.max(axis=1, keepdims=True)
+        log_p = shifted - xp.log(xp.exp(shifted).sum(axis=1, keepdims=True))  # (M, C)
+        picked = xp.take_along_axis(log_p, safe_target[:, None], axis=1)[:, 0]  # (M,)
+        losses = -(1 - label_smoothing) * picked
+        if label_smoothing:
+            losses = losses - (label_smoothing / num_classes) * log_p.sum(axis=1)
+        losses = xp.where(valid, losses, 0)  # ignored positions count zero (even where log p is -inf)
+        self.log_p, self.safe_target, self.valid = log_p, safe_target, valid
+        self.reduction, self.label_smoothing = reduction, label_smoothing
+        if reduction == "none":
+            return losses.reshape((self.shape[0],) + tuple(self.shape[2:]))
+        total = losses.sum()
+        if reduction == "sum":
+            return total
+        self.count = valid.sum().astype(logits.dtype)
+        return total / self.count  # 0/0 = NaN when every target is ignored, as in PyTorch
+
+    def backward(self, grad):
+        xp = backend.namespace(grad)
+        log_p, valid = self.log_p, self.valid
+        num_classes = log_p.shape[1]
+        rows = xp.arange(log_p.shape[0])
+        dz = xp.exp(log_p)  # (M, C): p
+        dz[rows, self.safe_target] -= 1 - self.label_smoothing
+        if self.label_smoothing:
+            dz -= self.label_smoothing / num_classes
+        if self.reduction == "none":
+            scale = grad.reshape(-1) * valid  # (M,)
+        elif self.reduction == "sum":
+            scale = grad * valid
+        else:
+            scale = (grad / xp.maximum(self.count, 1)) * valid  # zero, not NaN, when all are ignored
+        dz *= scale[:, None].astype(dz.dtype)
+        moved = (self.shape[0],) + self.shape[2:] + (num_classes,)  # (N, d…, C)
+        return (xp.moveaxis(dz.reshape(moved), -1, 1),)
+
+
+# ----------------------------------------------------------------------------- attention
+
+
+class MaskedSoftmax(Function):
+    """Softmax over the last axis among the allowed entries; a row with none allowed is 0.
+
+    ``forward(scores, allowed=None)``: ``allowed`` is a boolean array that broadcasts to
+    ``scores`` (``True`` = may attend); entries equal to ``-inf`` are never allowed either.
+
+        y = exp(s - max) / Σ exp(s - max)   over the allowed entries, 0 elsewhere
+        ∂L/∂s = y · (g - Σ g·y)
+
+    Rows whose entries are all forbidden have ``y = 0``, so their gradient is 0 too. The shift is
+    the whole array's largest score (``kernels.masked_softmax``). Reference: the reference
+    attention's masked ``F.softmax``.
+
+    >>> import tinyattn as ta
+    >>> s = ta.tensor([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]])
+    >>> allowed = ta.tensor([[True, True, False], [False, False, False]])
+    >>> MaskedSoftmax.apply(s, allowed).numpy().round(4)
+    array([[0.2689, 0.7311, 0.    ],
+           [0.    , 0.    , 0.    ]], dtype=float32)
+    """
+
+    def forward(self, scores, allowed=None):
+        self.out = kernels.masked_softmax(scores, allowed)  # a fresh array
+        return self.out
+
+    def backward(self, grad):
+        return (kernels.masked_softmax_backward(grad, self.out),) + (None,) * (len(self.parents) - 1)
+
+
+class SplitHeads(Function):
+    """``(B, L, E) -> (B, H, L, D)``, ``E = H·D``: ``x.reshape(B, L, H, D).transpose(1, 2)`` as one
+    node; the gradient goes back through the inverse, ``MergeHeads``."""
+
+    def forward(self, x, num_heads):
+        return kernels.split_heads(x, num_heads)
+
+    def backward(self, grad):
+        return (kernels.merge_heads(grad),)
+
+
+class MergeHeads(Function):
+    """``(B, H, L, D) -> (B, L, H·D)``: ``x.transpose(1, 2).reshape(B, L, H·D)`` as one node."""
+
+    def forward(self, x):
+        self.num_heads = x.shape[1]
+        return kernels.merge_heads(x)
+
+    def backward(self, grad):
+        return (kernels.split_heads(grad, self.num_heads),)
+
+
+class InProjection(Function):
+    """Self-attention's three input projections as one GEMM: ``x (B, L, E) -> qkv (3, B, H, L, D)``
+    (``kernels.in_projection``; ``forward(x, w_q, w_k, w_v, b_q=None, b_k=None, b_v=None, *, num_heads)``).
+    Reference: three ``F.linear`` and the heads split."""
+
+    fresh_gradients = True  # keeps no reference to what backward returns (see Function)
+
+    def forward(self, x, w_q, w_k, w_v, b_q=None, b_k=None, b_v=None, *, num_heads):
+        biases = None if b_q is None else (b_q, b_k, b_v)
+        self.x, self.shape = x.reshape(x.shape[0] * x.shape[1], x.shape[2]), x.shape  # (B·L, E)
+        qkv, self.weight = kernels.in_projection(self.x, (w_q, w_k, w_v), biases, x.shape[:2], num_heads)
+        return qkv  # (3, B, H, L, D)
+
+    def backward(self, grad):
+        grads = kernels.in_projection_backward(grad, self.x, self.weight, [p.requires_grad for p in self.parents])
+        if grads[0] is not None:
+            grads[0] = grads[0].reshape(self.shape)  # ∂x (B, L, E)
+        return tuple(grads)
+
+
+class Attention(Function):
+    """The whole-matrix attention as one node, for when the weights are not returned.
+
+    ``forward(query, key, value, attn_mask=None, *, allowed, is_causal, scale, dropout_p)``:
+    ``attn_mask`` a float mask added to the scores, ``allowed`` a boolean one (``True`` = may
+    attend); ``dropout_p`` > 0 drops weights as ``F.dropout`` does (same generator, same draw).
+
+        S = Q Kᵀ·scale + mask   (…, Lq, Lk)      P = masked softmax(S)      P̃ = P ∘ M / (1 - p)
+        O = P̃ V                 (…, Lq, Ev)
+
+    and backward, with ``G = ∂L/∂O``:
+
+        dV = P̃ᵀ G    dP = (G Vᵀ) ∘ M / (1 - p)    dS = P ∘ (dP - Σ_k dP·P)
+        dQ = dS K · scale    dK = dSᵀ Q · scale    dmask = dS
+
+    each summed back over the leading axes its input broadcast along. It replaces the reference
+    attention's nodes (scale, transpose, product, mask, softmax, product) and keeps ``P`` (and
+    ``M``) besides its inputs.
+    """
+
+    def forward(self, query, key, value, attn_mask=None, *, allowed, is_causal, scale, dropout_p):
+        self.query, self.key, self.value, self.scale = query, key, value, scale
+        self.weights, self.keep = kernels.attention_weights(query, key, attn_mask, allowed, is_causal, scale,
+                                                            dropout_p)
+        return kernels.dropped(self.weights, self.keep) @ value  # (…, Lq, Ev)
+
+    def backward(self, grad):
+        needs = [p.requires_grad for p in self.parents]
+        grads = kernels.attention_backward(
+            grad, self.query, self.key, self.value, self.weights, self.keep, self.scale,
+            mask_shape=self.parents[3].shape if len(needs) > 3 and needs[3] else None)
+        return tuple(ops.sum_to(g, p.shape) if need else None for g, p, need in zip(grads, self.parents, needs))
+
+
+class PackedSelfAttention(Function):
+    """``Attention`` for multi-head self-attention: queries, keys and values arrive packed as one
+    ``qkv (3, B, H, L, D)`` (``InProjection``'s output) and the heads leave merged, ``(B, L, H·D)``
+    (``kernels.packed_attention``). ``forward(qkv, attn_mask=None, *, allowed, is_causal, scale,
+    dropout_p)`` as ``Attention``'s.
+
+    The gradient goes back packed the same way, laid out as ``qkv`` is, so that the projection's
+    backward sees it as one ``(B·L, 3·H·D)`` matrix without a copy.
+    """
+
+    def forward(self, qkv, attn_mask=None, *, allowed, is_causal, scale, dropout_p):
+        self.qkv, self.scale = qkv, scale
+        merged, self.weights, self.keep = kernels.packed_attention(qkv, attn_mask, allowed, is_causal, scale,
+                                                                   dropout_p)
+        return merged  # (B, L, H·D)
+
+    def backward(self, grad):
+        needs_mask = len(self.parents) > 1 and self.parents[1].requires_grad
+        return kernels.packed_attention_backward(grad, self.qkv, self.weights, self.keep, self.scale,
+                                                 mask_shape=self.parents[1].shape if needs_mask else None)
+
+
+def packed_self_attention(qkv, attn_mask=None, dropout_p=0.0, is_causal=False):
+    """Multi-head self-attention from packed ``qkv (3, B, H, L, D)`` to merged heads ``(B, L, H·D)``,
+    weights not returned: ``PackedSelfAttention``, one node. ``attn_mask`` as in
+    ``scaled_dot_product_attention``, broadcasting to ``(B, H, L, L)``; ``scale = 1/√D``."""
+    _, B, H, L, D = qkv.shape
+    attn_mask = checked_mask(attn_mask, qkv, (B, H, L, L))
+    float_mask, allowed = split_mask(attn_mask)
+    return PackedSelfAttention.apply(
+        qkv, *float_mask, allowed=allowed, is_causal=is_causal, scale=1.0 / math.sqrt(D), dropout_p=float(dropout_p)
+    )  # (B, L, H·D)
+
+
+def split_heads(x, num_heads):
+    """``(B, L, E) -> (B, H, L, D)`` as one ``SplitHeads`` node."""
+    return SplitHeads.apply(x, num_heads=num_heads)
+
+
+def merge_heads(x):
+    """``(B, H, L, D) -> (B, L, H·D)`` as one ``MergeHeads`` node."""
+    return MergeHeads.apply(x)

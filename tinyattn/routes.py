@@ -1,0 +1,461 @@
+"""Which route runs: the reference definition or a fast one, decided here and nowhere else.
+
+Every choice between a layer's reference definition (``nn.functional``, ``nn.sdpa``,
+``nn.attention``, ``nn.transformer``) and a fused node of ``tinyattn.fast`` is made by the
+functions below. Each ``why_not_*`` function returns the reason a fast route does not apply, or
+``None`` when it does (the pattern of PyTorch's ``why_not_sparsity_fast_path``); the layers make
+one call each (``routes.linear``, ``routes.layer_norm``, ``routes.cross_entropy``,
+``routes.attention``, ``routes.multi_head_attention``, ``routes.encoder_layer``,
+``routes.decoder_layer``), and ``ta.explain`` prints what the same functions answer.
+
+The switch: ``ta.use_fast_paths(False)`` (a function, and a context manager that restores the
+previous settings on exit) or ``TINYATTN_FAST=0`` in the environment at import. With fast paths
+off every op and layer runs its reference definition. Its keyword settings move the thresholds:
+``blocked_attention_min_keys`` (512: from this many keys on, attention without weights or dropout
+goes a block of keys at a time) and ``attention_block_size`` (keys per block; ``None`` chooses).
+
+>>> import tinyattn as ta
+>>> from tinyattn import routes
+>>> routes.why_not_fused_linear() is None
+True
+>>> with ta.use_fast_paths(False):
+...     routes.why_not_fused_linear()
+'fast paths are off'
+"""
+
+import os
+from collections import namedtuple
+
+import numpy as np
+
+
+class _Settings:
+    enabled = os.environ.get("TINYATTN_FAST", "1") != "0"
+    blocked_attention_min_keys = 512  # from here on the blocked path is as fast and far leaner
+    attention_block_size = None  # keys per block: None lets BlockedAttention choose
+
+
+settings = _Settings()
+
+
+class use_fast_paths:
+    """``use_fast_paths(enabled=True, *, blocked_attention_min_keys=None, attention_block_size=None)``:
+    turn the fast routes on or off, now; used as a context manager, the previous settings come back
+    on exit. The keywords, when given, set the blocked-attention threshold (keys) and block size.
+
+    >>> import tinyattn as ta
+    >>> layer = ta.nn.TransformerEncoderLayer(8, 2, dim_feedforward=16, dropout=0.0)
+    >>> x = ta.randn(2, 3, 8, requires_grad=True)
+    >>> type(layer(x)._ctx).__name__
+    'FeedForwardBlock'
+    >>> with ta.use_fast_paths(False):                 # norm2(x + _ff_block(x)): LayerNorm, then weight and bias
+    ...     type(layer(x)._ctx).__name__
+    'Add'
+    """
+
+    def __init__(self, enabled=True, *, blocked_attention_min_keys=None, attention_block_size=None):
+        self._previous = (settings.enabled, settings.blocked_attention_min_keys, settings.attention_block_size)
+        settings.enabled = bool(enabled)
+        if blocked_attention_min_keys is not None:
+            settings.blocked_attention_min_keys = int(blocked_attention_min_keys)
+        if attention_block_size is not None:
+            settings.attention_block_size = int(attention_block_size)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        settings.enabled, settings.blocked_attention_min_keys, settings.attention_block_size = self._previous
+
+
+FAST_OFF = "fast paths are off"  # by ta.use_fast_paths(False), or TINYATTN_FAST=0 at import
+
+# ----------------------------------------------------------------------------- ops
+
+
+def why_not_fused_linear():
+    """``None`` when ``F.linear`` and ``nn.Linear`` run one ``fast.Linear`` node."""
+    return None if settings.enabled else FAST_OFF
+
+
+def why_not_fused_layer_norm():
+    """``None`` when ``F.layer_norm`` runs one ``fast.Normalize`` node."""
+    return None if settings.enabled else FAST_OFF
+
+
+def why_not_fused_cross_entropy():
+    """``None`` when ``F.cross_entropy`` runs one ``fast.CrossEntropy`` node."""
+    return None if settings.enabled else FAST_OFF
+
+
+def why_not_masked_softmax():
+    """``None`` when attention's softmax is ``fast.MaskedSoftmax`` (whole-array shift, underflowing
+    rows redone) instead of the reference ``F.softmax`` over the masked scores."""
+    return None if settings.enabled else FAST_OFF
+
+
+def linear():
+    """``"fast"`` or ``"reference"`` for ``F.linear`` and ``nn.Linear``."""
+    return "reference" if why_not_fused_linear() else "fast"
+
+
+def layer_norm():
+    """``"fast"`` or ``"reference"`` for ``F.layer_norm`` and ``nn.LayerNorm``."""
+    return "reference" if why_not_fused_layer_norm() else "fast"
+
+
+def cross_entropy():
+    """``"fast"`` or ``"reference"`` for ``F.cross_entropy``."""
+    return "reference" if why_not_fused_cross_entropy() else "fast"
+
+
+# ----------------------------------------------------------------------------- attention
+
+
+def _one_float_dtype(query, key, value, attn_mask):
+    """True when query, key, value (and a float mask) share one floating dtype: no promotion needed."""
+    dtypes = {query.dtype, key.dtype, value.dtype}
+    if attn_mask is not None and attn_mask.dtype != np.bool_:
+        dtypes.add(attn_mask.dtype)
+    return len(dtypes) == 1 and query.dtype.kind == "f"
+
+
+def why_not_fused_attention(query, key, value, attn_mask, need_weights):
+    """``None`` when ``scaled_dot_product_attention`` runs as one ``fast.Attention`` node."""
+    if not settings.enabled:
+        return FAST_OFF
+    if need_weights:
+        return "the weights are returned (need_weights=True), so they stay in the graph"
+    if not _one_float_dtype(query, key, value, attn_mask):
+        return "query, key, value and the float mask are not of one floating dtype"
+    return None
+
+
+def why_not_blocked_attention(query, key, value, attn_mask, dropout_p, need_weights):
+    """``None`` when ``scaled_dot_product_attention`` goes a block of keys at a time
+    (``fast.BlockedAttention``, never holding the whole ``(…, Lq, Lk)`` scores)."""
+    reason = why_not_fused_attention(query, key, value, attn_mask, need_weights)
+    if reason:
+        return reason
+    if dropout_p > 0.0:
+        return f"dropout acts on the weights (p={dropout_p}): the blocked backward cannot redraw it"
+    Lk, threshold = key.shape[-2], settings.blocked_attention_min_keys
+    if Lk < threshold:
+        return f"{Lk} keys, fewer than the blocked-attention threshold of {threshold}"
+    return None
+
+
+def attention(query, key, value, attn_mask, dropout_p, need_weights):
+    """The route of ``scaled_dot_product_attention``: ``"blocked"``, ``"fused"`` (one ``Attention``
+    node), ``"masked softmax"`` (the reference's nodes with ``fast.MaskedSoftmax``) or ``"reference"``."""
+    if why_not_blocked_attention(query, key, value, attn_mask, dropout_p, need_weights) is None:
+        return "blocked"
+    if why_not_fused_attention(query, key, value, attn_mask, need_weights) is None:
+        return "fused"
+    return "masked softmax" if why_not_masked_softmax() is None else "reference"
+
+
+def why_not_packed_self_attention(attention_module, query, key, value, need_weights):
+    """``None`` when ``MultiHeadAttention`` runs as ``InProjection`` (one GEMM for q, k and v) and
+    ``PackedSelfAttention`` (attention and the heads merged, one node)."""
+    if not settings.enabled:
+        return FAST_OFF
+    if need_weights:
+        return "the weights are returned (need_weights=True)"
+    if not (query is key is value):
+        return "not self-attention (query, key and value are not one tensor)"
+    reason = _why_not_packable(attention_module, query)
+    if reason:
+        return reason
+    q, k, v = attention_module.q_proj, attention_module.k_proj, attention_module.v_proj
+    params = (q.weight, k.weight, v.weight) + ((q.bias, k.bias, v.bias) if q.bias is not None else ())
+    if query.dtype.kind != "f" or not _all_of_dtype(query.dtype, params):
+        return "the input and the projections' parameters are not of one floating dtype"
+    return None
+
+
+def _why_not_packable(attention_module, x):
+    """Why ``x`` cannot go through the packed whole-matrix self-attention of ``attention_module``."""
+    threshold = settings.blocked_attention_min_keys
+    if x.shape[1] >= threshold:
+        return f"{x.shape[1]} keys, at least the blocked-attention threshold of {threshold}"
+    if not attention_module.kdim == attention_module.vdim == attention_module.embed_dim:
+        return "kdim or vdim differs from embed_dim"
+    for name in ("q_proj", "k_proj", "v_proj"):
+        if not _runs_own_forward(getattr(attention_module, name), "Linear"):
+            return f"{name} is not a plain nn.Linear with its own forward"
+    return None
+
+
+def multi_head_attention(module, query, key, value, attn_mask, dropout_p, need_weights):
+    """The route of ``MultiHeadAttention.forward``: ``"packed"``, ``"fused"`` (heads split and merged
+    by one node each, attention by ``routes.attention``) or ``"reference"``."""
+    reason = why_not_packed_self_attention(module, query, key, value, need_weights)
+    route = "packed" if reason is None else "fused" if settings.enabled else "reference"
+    if _TRACE is not None:
+        _record(module, "projections and attention", "fast.InProjection + fast.PackedSelfAttention", reason)
+        if reason is not None:
+            inner = attention(query, key, value, attn_mask, dropout_p, need_weights)
+            why = why_not_blocked_attention(query, key, value, attn_mask, dropout_p, need_weights)
+            note = "" if why is None else f" ({why})" if why == FAST_OFF else f" (not blocked: {why})"
+            _record(module, "scaled dot-product attention", inner + note, None)
+    return route
+
+
+# ----------------------------------------------------------------------------- Transformer layers
+
+
+def why_not_self_attention_block(layer, x, attn_mask):
+    """``None`` when a Transformer layer's self-attention residual (``norm1``, ``self_attn``,
+    ``dropout1`` and the sum) runs as one ``fast.SelfAttentionBlock``."""
+    if not settings.enabled:
+        return FAST_OFF
+    attention, norm, dropout = layer.self_attn, layer.norm1, layer.dropout1
+    if layer.keep_attn_weights:
+        return "the attention weights are kept (keep_attn_weights=True)"
+    if type(layer)._sa_block not in _own_methods("_sa_block") or "_sa_block" in layer.__dict__:
+        return "_sa_block is overridden"
+    for part, class_name in ((attention, "MultiHeadAttention"), (norm, "LayerNorm"), (dropout, "Dropout"),
+                             (attention.out_proj, "Linear")):
+        if not _runs_own_forward(part, class_name):
+            return f"{_name_in(layer, part)} is not the library's {class_name} with its own forward"
+    if attention.training and attention.dropout:
+        return f"dropout acts on the attention weights (p={attention.dropout}, training)"
+    if dropout.training and dropout.p:
+        return f"dropout1 acts (p={dropout.p}, training)"
+    reason = _why_not_packable(attention, x)
+    if reason:
+        return reason
+    q, k, v, out = attention.q_proj, attention.k_proj, attention.v_proj, attention.out_proj
+    E, dtype = x.shape[-1], x.dtype
+    if (norm.normalized_shape != (E,) or dtype.kind != "f"
+            or not _fit(dtype, (E,), (norm.weight, norm.bias, q.bias, k.bias, v.bias, out.bias))
+            or not _fit(dtype, (E, E), (q.weight, k.weight, v.weight, out.weight))):
+        return "a parameter is missing or not of the input's shape and floating dtype"
+    if attn_mask is not None and getattr(attn_mask, "dtype", None) != np.bool_ and getattr(
+            attn_mask, "requires_grad", False):
+        return "the float mask needs a gradient"
+    return None
+
+
+def why_not_feed_forward_block(layer, norm, x, output_dropout):
+    """``None`` when a Transformer layer's feed-forward residual (``norm``, ``linear1``, ReLU,
+    ``dropout``, ``linear2``, ``output_dropout`` and the sum) runs as one ``fast.FeedForwardBlock``."""
+    if not settings.enabled:
+        return FAST_OFF
+    linear1, linear2, dropout = layer.linear1, layer.linear2, layer.dropout
+    if not _is_relu(layer.activation):
+        return f"the activation is {getattr(layer.activation, '__name__', type(layer.activation).__name__)}, not relu"
+    if type(layer)._ff_block not in _own_methods("_ff_block") or "_ff_block" in layer.__dict__:
+        return "_ff_block is overridden"
+    for part, class_name in ((linear1, "Linear"), (linear2, "Linear"), (norm, "LayerNorm"), (dropout, "Dropout"),
+                             (output_dropout, "Dropout")):
+        if not _runs_own_forward(part, class_name):
+            return f"{_name_in(layer, part)} is not the library's {class_name} with its own forward"
+    for part in (dropout, output_dropout):
+        if part.training and part.p:
+            return f"{_name_in(layer, part)} acts (p={part.p}, training)"
+    E, hidden, dtype = x.shape[-1], linear1.out_features, x.dtype  # hidden: dim_feedforward
+    if not (norm.normalized_shape == (E,) and _fit(dtype, (E,), (norm.weight, norm.bias, linear2.bias))
+            and _fit(dtype, (hidden,), (linear1.bias,)) and _fit(dtype, (hidden, E), (linear1.weight,))
+            and _fit(dtype, (E, hidden), (linear2.weight,))):
+        return "a parameter is missing or not of the input's shape and floating dtype"
+    return None
+
+
+LayerRoute = namedtuple("LayerRoute", "self_attention_block feed_forward_block")
+LayerRoute.__doc__ = "Which residual blocks of a Transformer layer run as one fused node each (True/False)."
+
+
+def encoder_layer(layer, src, src_mask):
+    """The route of ``TransformerEncoderLayer.forward``: a ``LayerRoute``."""
+    return _layer_route(layer, src, src_mask, layer.norm2, layer.dropout2)
+
+
+def decoder_layer(layer, tgt, tgt_mask):
+    """The route of ``TransformerDecoderLayer.forward`` (its cross-attention has no block: it runs
+    ``cross_attn``'s own route): a ``LayerRoute``."""
+    return _layer_route(layer, tgt, tgt_mask, layer.norm3, layer.dropout3)
+
+
+def _layer_route(layer, x, attn_mask, ff_norm, ff_dropout):
+    sa_reason = why_not_self_attention_block(layer, x, attn_mask)
+    ff_reason = why_not_feed_forward_block(layer, ff_norm, x, ff_dropout)
+    if _TRACE is not None:
+        keys, threshold = x.shape[1], settings.blocked_attention_min_keys
+        whole_matrix = f" ({keys} keys, under the blocked-attention threshold {threshold})"
+        _record(layer, "self-attention residual", "fast.SelfAttentionBlock" + whole_matrix, sa_reason)
+        _record(layer, "feed-forward residual", "fast.FeedForwardBlock", ff_reason)
+    return LayerRoute(sa_reason is None, ff_reason is None)
+
+
+# ----------------------------------------------------------------------------- the checks' helpers
+
+_LIBRARY = {}
+
+
+def _library():
+    """The layer classes and the layers' own block methods, looked up on first use (the layers
+    import this module, so it cannot import them at its top)."""
+    if not _LIBRARY:
+        from .nn import attention, functional, layers, transformer
+
+        _LIBRARY.update(
+            Linear=layers.Linear, LayerNorm=layers.LayerNorm, Dropout=layers.Dropout,
+            MultiHeadAttention=attention.MultiHeadAttention, relu=(functional.relu,),
+            _sa_block=(transformer.TransformerEncoderLayer._sa_block, transformer.TransformerDecoderLayer._sa_block),
+            _ff_block=(transformer.TransformerEncoderLayer._ff_block, transformer.TransformerDecoderLayer._ff_block),
+        )
+    return _LIBRARY
+
+
+def _runs_own_forward(module, class_name):
+    """``module`` is exactly the library's ``class_name`` and its ``forward`` is the class's (not one set
+    on the instance, such as a wrapper that records activations): a fused path computes what it would."""
+    return type(module) is (_LIBRARY or _library())[class_name] and "forward" not in module.__dict__
+
+
+def _own_methods(name):
+    return (_LIBRARY or _library())[name]
+
+
+def _is_relu(activation):
+    return activation in (_LIBRARY or _library())["relu"]
+
+
+def _name_in(layer, part):
+    for name, child in layer.__dict__.get("_modules", {}).items():
+        if child is part:
+            return name
+    return "self_attn.out_proj" if part is getattr(layer.self_attn, "out_proj", None) else "a part"
+
+
+def _fit(dtype, shape, tensors):
+    """Every one of ``tensors`` is a tensor (not ``None``) of ``dtype`` and ``shape``, as the reference
+    takes it. A plain loop: the layers ask this on every call."""
+    for t in tensors:
+        if t is None or t.dtype != dtype or t.shape != shape:
+            return False
+    return True
+
+
+def _all_of_dtype(dtype, tensors):
+    for t in tensors:
+        if t is None or t.dtype != dtype:
+            return False
+    return True
+
+
+# ----------------------------------------------------------------------------- explain
+
+_TRACE = None  # while ta.explain runs: {id(module): [(part, fast route, reason or None)]}
+
+
+def _record(module, part, fast_route, reason):
+    if _TRACE is not None and module is not None:
+        _TRACE.setdefault(id(module), []).append((part, fast_route, reason))
+
+
+def explain(module, *inputs, file=None, **kwargs):
+    """Print, per submodule of ``module``, which route its forward takes on ``inputs`` and, where a
+    fast route does not apply, why. It runs ``module(*inputs, **kwargs)`` once, without recording a
+    graph, and asks the same functions the forward passes ask; a submodule the route did not call on
+    its own (it runs inside a fused node of its parent) says so. Returns the printed text.
+
+    >>> import tinyattn as ta
+    >>> layer = ta.nn.TransformerEncoderLayer(8, 2, dim_feedforward=16, activation="gelu").eval()
+    >>> _ = ta.explain(layer, ta.randn(2, 3, 8))
+    TransformerEncoderLayer
+      self-attention residual: fast.SelfAttentionBlock (3 keys, under the blocked-attention threshold 512)
+      feed-forward residual: reference (the activation is gelu, not relu)
+    self_attn (MultiHeadAttention): inside a fused node of its parent
+    self_attn.q_proj (Linear): inside a fused node of its parent
+    self_attn.k_proj (Linear): inside a fused node of its parent
+    self_attn.v_proj (Linear): inside a fused node of its parent
+    self_attn.out_proj (Linear): inside a fused node of its parent
+    linear1 (Linear): fast.Linear
+    dropout (Dropout): reference (no fast route)
+    linear2 (Linear): fast.Linear
+    norm1 (LayerNorm): inside a fused node of its parent
+    norm2 (LayerNorm): fast.Normalize
+    dropout1 (Dropout): inside a fused node of its parent
+    dropout2 (Dropout): reference (no fast route)
+    """
+    global _TRACE
+    from .tensor import no_grad
+
+    previous, _TRACE = _TRACE, {}
+    try:
+        with no_grad():
+            module(*inputs, **kwargs)
+        trace = _TRACE
+    finally:
+        _TRACE = previous
+    lines, called = [], set()
+    for name, sub in module.named_modules():
+        entries = trace.get(id(sub))
+        label = f"{name} ({type(sub).__name__})" if name else type(sub).__name__
+        if entries:
+            called.add(id(sub))
+            if len(entries) == 1:
+                lines.append(f"{label}: {_describe(*entries[0])}")
+            else:
+                lines.append(label)
+                lines.extend(f"  {part}: {_describe(part, fast_route, reason)}" for part, fast_route, reason in entries)
+        elif any(id(parent) in called and _is_fused_part(trace[id(parent)], parent, sub)
+                 for parent in _ancestors(module, name)):
+            lines.append(f"{label}: inside a fused node of its parent")
+        elif isinstance(sub, _library()["Linear"]):
+            lines.append(f"{label}: {_describe('linear', 'fast.Linear', why_not_fused_linear())}")
+        elif isinstance(sub, _library()["LayerNorm"]):
+            lines.append(f"{label}: {_describe('layer norm', 'fast.Normalize', why_not_fused_layer_norm())}")
+        elif _routable(sub):
+            lines.append(f"{label}: not called")
+        else:
+            lines.append(f"{label}: reference (no fast route)")
+    text = "\n".join(lines)
+    print(text, file=file)
+    return text
+
+
+def _describe(part, fast_route, reason):
+    if part == "scaled dot-product attention":
+        return fast_route
+    return fast_route if reason is None else f"reference ({reason})"
+
+
+def _routable(module):
+    return isinstance(module, tuple(_library()[name] for name in ("Linear", "LayerNorm", "MultiHeadAttention"))) or (
+        hasattr(module, "_sa_block") and hasattr(module, "_ff_block"))
+
+
+def _ancestors(root, dotted_name):
+    """The modules on the path from ``root`` down to (not including) the submodule ``dotted_name``."""
+    found, node = [root], root
+    parts = dotted_name.split(".") if dotted_name else []
+    for part in parts[:-1]:
+        node = node._modules[part]
+        found.append(node)
+    return found
+
+
+def _is_fused_part(entries, parent, sub):
+    """``sub`` is a part of ``parent`` that one of ``parent``'s fused routes ran inside."""
+    for part, _, reason in entries:
+        if reason is not None:
+            continue
+        if part == "self-attention residual":
+            attention = parent.self_attn
+            parts = (attention, attention.q_proj, attention.k_proj, attention.v_proj, attention.out_proj,
+                     parent.norm1, parent.dropout1)
+        elif part == "feed-forward residual":
+            ff_norm, ff_dropout = (parent.norm3, parent.dropout3) if hasattr(parent, "norm3") else (
+                parent.norm2, parent.dropout2)
+            parts = (parent.linear1, parent.linear2, parent.dropout, ff_norm, ff_dropout)
+        elif part == "projections and attention":
+            parts = (parent.q_proj, parent.k_proj, parent.v_proj)
+        else:
+            parts = ()
+        if any(sub is p for p in parts):
+            return True
+    return False
