@@ -214,7 +214,7 @@ class Neg(Function):
 
 
 class Exp(Function):
-    saved_inputs = ()  # backward reads only its output
+    saved_inputs, saves_output = (), True  # backward reads only its output
     def forward(self, x):
         self.out = backend.namespace(x).exp(x)
         return self.out
@@ -234,7 +234,7 @@ class Log(Function):
 
 
 class Sqrt(Function):
-    saved_inputs = ()  # backward reads only its output
+    saved_inputs, saves_output = (), True  # backward reads only its output
     def forward(self, x):
         self.out = backend.namespace(x).sqrt(x)
         return self.out
@@ -244,7 +244,7 @@ class Sqrt(Function):
 
 
 class Tanh(Function):
-    saved_inputs = ()  # backward reads only its output
+    saved_inputs, saves_output = (), True  # backward reads only its output
     def forward(self, x):
         self.out = backend.namespace(x).tanh(x)
         return self.out
@@ -254,7 +254,7 @@ class Tanh(Function):
 
 
 class Sigmoid(Function):
-    saved_inputs = ()  # backward reads only its output
+    saved_inputs, saves_output = (), True  # backward reads only its output
     def forward(self, x):
         self.out = 0.5 * backend.namespace(x).tanh(0.5 * x) + 0.5  # overflow-free σ(x)
         return self.out
@@ -264,7 +264,7 @@ class Sigmoid(Function):
 
 
 class ReLU(Function):
-    saved_inputs = ()  # backward reads only its output
+    saved_inputs, saves_output = (), True  # backward reads only its output
     def forward(self, x):
         if x.dtype.kind in "bc":
             raise TypeError(f"relu: {x.dtype} input is not supported; convert it with .float()")

@@ -168,11 +168,17 @@ class Function:
 
 def _versions(fn, inputs, result):
     """``(counter, version)`` for each tensor whose array ``fn``'s backward may read."""
-    saved = inputs if fn.saved_inputs is None else [inputs[i] for i in fn.saved_inputs]
-    versions = [(t._version, t._version[0]) for t in saved]
-    saves_output = fn.saves_output
+    saved_inputs, saves_output = fn.saved_inputs, fn.saves_output
     if saves_output is None:
         saves_output = any(value is result.data for value in fn.__dict__.values())
+    if saved_inputs is None:
+        versions = [(t._version, t._version[0]) for t in inputs]
+    elif saved_inputs:
+        versions = [(inputs[i]._version, inputs[i]._version[0]) for i in saved_inputs]
+    elif not saves_output:
+        return ()  # Add, a reshape: nothing to watch
+    else:
+        versions = []
     if saves_output:
         versions.append((result._version, result._version[0]))
     return versions
