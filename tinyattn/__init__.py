@@ -47,25 +47,64 @@ from .ops import (
     var,
     where,
 )
-from .tensor import Function, Tensor, is_grad_enabled, no_grad
+from .tensor import Function, Tensor, enable_grad, is_grad_enabled, no_grad
 
+# isort: split
+# the everyday tensor API beyond the primitives, and the in-place operations
+from . import inplace  # noqa: F401  (attaches x[i] = v, add_, masked_fill_… to Tensor)
+from .creation import empty
+from .ops_extra import (
+    all,
+    any,
+    argmax,
+    argmin,
+    bmm,
+    clamp,
+    clone,
+    cos,
+    from_numpy,
+    gather,
+    is_tensor,
+    log_softmax,
+    max,
+    maximum,
+    min,
+    minimum,
+    multinomial,
+    nonzero,
+    norm,
+    randint,
+    repeat_interleave,
+    sin,
+    softmax,
+    std,
+    topk,
+    tril,
+    triu,
+)
+
+concat = cat
 float32, float64, int64, bool = np.float32, np.float64, np.int64, np.bool_
+long, int32, uint8 = np.int64, np.int32, np.uint8
 
 if os.environ.get("TINYATTN_KEEP_FREED_MEMORY", "1") != "0":
     backend.keep_freed_memory()  # the next step reuses this step's memory instead of faulting it in again
 
 # the floors above the engine, imported once the engine is complete
-from . import interop, nn, optim, routes, testing, viz  # noqa: E402
+from . import autograd, interop, nn, optim, routes, testing, viz  # noqa: E402
 from .routes import explain, use_fast_paths  # noqa: E402
 from .serialization import CheckpointError, load, save  # noqa: E402
 
 __all__ = [
-    "Tensor", "Function", "tensor", "no_grad", "is_grad_enabled", "manual_seed", "get_rng_state", "set_rng_state",
-    "float32", "float64", "int64", "bool",
-    "zeros", "ones", "full", "arange", "randn", "rand", "zeros_like", "ones_like",
+    "Tensor", "Function", "tensor", "no_grad", "enable_grad", "is_grad_enabled", "manual_seed", "get_rng_state",
+    "set_rng_state", "float32", "float64", "int64", "bool", "long", "int32", "uint8",
+    "zeros", "ones", "full", "empty", "arange", "randn", "rand", "randint", "zeros_like", "ones_like", "from_numpy",
     "add", "sub", "mul", "div", "pow", "neg", "matmul", "exp", "log", "sqrt", "tanh", "sigmoid", "relu", "abs",
     "sum", "mean", "amax", "var", "reshape", "transpose", "permute", "unsqueeze", "squeeze", "expand", "flatten",
-    "masked_fill", "where", "cat", "stack", "split", "chunk",
-    "save", "load", "CheckpointError", "backend", "ops", "nn", "optim", "interop", "testing", "viz",
+    "masked_fill", "where", "cat", "concat", "stack", "split", "chunk",
+    "sin", "cos", "clamp", "clone", "std", "norm", "max", "min", "maximum", "minimum", "argmax", "argmin", "topk",
+    "gather", "softmax", "log_softmax", "bmm", "tril", "triu", "repeat_interleave", "all", "any", "nonzero",
+    "multinomial", "is_tensor",
+    "save", "load", "CheckpointError", "backend", "ops", "nn", "optim", "interop", "testing", "viz", "autograd",
     "use_fast_paths", "explain", "routes",
 ]

@@ -36,6 +36,11 @@ def zeros(*size, dtype=None, device=None, requires_grad=False):
     return _leaf(xp.zeros(_shape(size, "zeros"), dtype=dtype or np.float32), requires_grad)
 
 
+def empty(*size, dtype=None, device=None, requires_grad=False):
+    """Uninitialised in PyTorch; zeros here, so that nothing depends on leftover memory."""
+    return zeros(*size, dtype=dtype, device=device, requires_grad=requires_grad)
+
+
 def ones(*size, dtype=None, device=None, requires_grad=False):
     xp = backend.namespace_for(device or "cpu")
     return _leaf(xp.ones(_shape(size, "ones"), dtype=dtype or np.float32), requires_grad)

@@ -67,6 +67,7 @@ class _Binary(Function):
 
 
 class Add(_Binary):
+    saved_inputs, saves_output = (), False  # backward reads no array of theirs (see Function)
     def compute(self, a, b):
         return a + b
 
@@ -75,6 +76,7 @@ class Add(_Binary):
 
 
 class Sub(_Binary):
+    saved_inputs, saves_output = (), False  # backward reads no array of theirs (see Function)
     def compute(self, a, b):
         if a.dtype.kind == "b" and b.dtype.kind == "b":
             raise TypeError("sub: subtracting two boolean tensors is not supported; use ^ (logical xor) instead")
@@ -85,6 +87,7 @@ class Sub(_Binary):
 
 
 class Mul(_Binary):
+    saves_output = False
     def compute(self, a, b):
         self.a, self.b = a, b
         return a * b
@@ -96,6 +99,7 @@ class Mul(_Binary):
 
 
 class Div(_Binary):
+    saves_output = False
     def compute(self, a, b):
         self.a, self.b = a, b
         return a / b
@@ -127,6 +131,8 @@ class Pow(_Binary):
 class Where(Function):
     """``where(condition, a, b)``: ``a`` where the condition holds, else ``b``."""
 
+    saved_inputs, saves_output = (0,), False
+
     def forward(self, condition, a, b):
         xp = backend.namespace(a)
         self.condition, self.a_shape, self.b_shape = condition, a.shape, b.shape
@@ -150,6 +156,7 @@ class MatMul(Function):
     """``a @ b`` with NumPy's rules: batched, broadcasting, 1-D operands promoted."""
 
     fresh_gradients = True  # keeps no reference to what backward returns (see Function)
+    saves_output = False
 
     def forward(self, a, b):
         if a.ndim == 0 or b.ndim == 0:
@@ -196,6 +203,7 @@ class MatMul(Function):
 
 
 class Neg(Function):
+    saved_inputs, saves_output = (), False  # backward reads no array of theirs (see Function)
     def forward(self, x):
         if x.dtype.kind == "b":
             raise TypeError("neg: the - operator on a boolean tensor is not supported; invert a mask with ~")
@@ -206,6 +214,7 @@ class Neg(Function):
 
 
 class Exp(Function):
+    saved_inputs, saves_output = (), True  # backward reads only its output
     def forward(self, x):
         self.out = backend.namespace(x).exp(x)
         return self.out
@@ -215,6 +224,7 @@ class Exp(Function):
 
 
 class Log(Function):
+    saves_output = False
     def forward(self, x):
         self.x = x
         return backend.namespace(x).log(x)
@@ -224,6 +234,7 @@ class Log(Function):
 
 
 class Sqrt(Function):
+    saved_inputs, saves_output = (), True  # backward reads only its output
     def forward(self, x):
         self.out = backend.namespace(x).sqrt(x)
         return self.out
@@ -233,6 +244,7 @@ class Sqrt(Function):
 
 
 class Tanh(Function):
+    saved_inputs, saves_output = (), True  # backward reads only its output
     def forward(self, x):
         self.out = backend.namespace(x).tanh(x)
         return self.out
@@ -242,6 +254,7 @@ class Tanh(Function):
 
 
 class Sigmoid(Function):
+    saved_inputs, saves_output = (), True  # backward reads only its output
     def forward(self, x):
         self.out = 0.5 * backend.namespace(x).tanh(0.5 * x) + 0.5  # overflow-free σ(x)
         return self.out
@@ -251,6 +264,7 @@ class Sigmoid(Function):
 
 
 class ReLU(Function):
+    saved_inputs, saves_output = (), True  # backward reads only its output
     def forward(self, x):
         if x.dtype.kind in "bc":
             raise TypeError(f"relu: {x.dtype} input is not supported; convert it with .float()")
@@ -262,6 +276,7 @@ class ReLU(Function):
 
 
 class Abs(Function):
+    saved_inputs, saves_output = (), False  # backward reads no array of theirs (see Function)
     def forward(self, x):
         if x.dtype.kind == "b":
             raise TypeError("abs: boolean input is not supported; convert it with .float()")
@@ -275,6 +290,8 @@ class Abs(Function):
 
 class To(Function):
     """A change of dtype or device; the gradient goes back the same way."""
+
+    saved_inputs, saves_output = (), False  # backward reads no array of theirs (see Function)
 
     def forward(self, x, dtype=None, device=None):
         self.dtype, self.device = x.dtype, backend.device_of(x)
@@ -290,6 +307,7 @@ class To(Function):
 
 
 class Sum(Function):
+    saved_inputs, saves_output = (), False  # backward reads no array of theirs (see Function)
     def forward(self, x, dim=None, keepdim=False):
         self.shape, self.axes, self.keepdim = x.shape, _normalize_dims(dim, x.ndim), keepdim
         return x.sum(axis=self.axes, keepdims=keepdim)
@@ -302,6 +320,8 @@ class Sum(Function):
 
 class Amax(Function):
     """Maximum over ``dim``; ties share the gradient equally (as in PyTorch)."""
+
+    saved_inputs, saves_output = (), False  # backward reads no array of theirs (see Function)
 
     def forward(self, x, dim=None, keepdim=False):
         self.axes, self.keepdim = _normalize_dims(dim, x.ndim, "amax"), keepdim
@@ -326,10 +346,14 @@ class Amax(Function):
 
 
 class Reshape(Function):
+    saved_inputs, saves_output = (), False
+
     def forward(self, x, shape):
         self.shape = x.shape
         try:
-            return x.reshape(shape)
+            out = x.reshape(shape)
+            self.is_view = backend.namespace(x).may_share_memory(out, x)  # a copy when x is not contiguous
+            return out
         except ValueError:
             raise ValueError(
                 f"reshape: cannot view shape {tuple(x.shape)} ({x.size} elements) as {tuple(shape)}"
@@ -340,6 +364,7 @@ class Reshape(Function):
 
 
 class Permute(Function):
+    saved_inputs, saves_output, is_view = (), False, True
     def forward(self, x, dims):
         self.dims = dims  # a permutation of range(x.ndim), checked by ``permute``
         return x.transpose(dims)
@@ -352,6 +377,7 @@ class Permute(Function):
 
 
 class Expand(Function):
+    saved_inputs, saves_output, is_view = (), False, True
     def forward(self, x, shape):
         self.shape = x.shape
         shape = tuple(n if n != -1 else x.shape[i - len(shape) + x.ndim] for i, n in enumerate(shape))
@@ -381,9 +407,11 @@ class GetItem(Function):
     """``x[index]``: basic slices, or integer-array indexing (repeats accumulate)."""
 
     fresh_gradients = True  # keeps no reference to what backward returns (see Function)
+    saved_inputs, saves_output = (), False
 
     def forward(self, x, index):
         self.shape, self.dtype, self.index = x.shape, x.dtype, index
+        self.is_view = not _is_advanced(index)  # basic indexing views the array, an index array copies
         try:
             return x[index]
         except IndexError as error:  # NumPy's words, with the operation and the shape added
@@ -400,6 +428,7 @@ class GetItem(Function):
 
 
 class Concatenate(Function):
+    saved_inputs, saves_output = (), False  # backward reads no array of theirs (see Function)
     def forward(self, *arrays, dim=0):
         xp = backend.namespace(arrays[0])
         self.dim = dim  # in [0, ndim), checked by ``cat``
@@ -414,6 +443,7 @@ class Concatenate(Function):
 
 
 class Stack(Function):
+    saved_inputs, saves_output = (), False  # backward reads no array of theirs (see Function)
     def forward(self, *arrays, dim=0):
         xp = backend.namespace(arrays[0])
         self.dim = dim  # in [0, ndim], checked by ``stack``
@@ -438,6 +468,8 @@ def _lift(value, like):
     dtype = like.dtype
     if dtype.kind not in "fc" and isinstance(value, float):
         dtype = np.float32
+    elif dtype.kind == "b" and isinstance(value, int) and not isinstance(value, bool):
+        dtype = np.int64  # bool tensor + 2: int64, as in PyTorch
     if not isinstance(value, (int, float)) and not isinstance(value, numbers.Number):  # (the abc check is slow)
         return Tensor(value, device=like.device)
     return Tensor._wrap(backend.namespace(like.data).asarray(value, dtype=dtype))
@@ -450,34 +482,67 @@ def _float_if_integer(a, b):
     return a
 
 
-def add(a, b):
+_CATEGORY = {"b": 0, "u": 1, "i": 1, "f": 2, "c": 3}
+
+
+def result_type(a, b):
+    """The dtype PyTorch computes ``a (op) b`` in, for two tensors.
+
+    The higher category wins (bool < integer < floating): int64 with float32 is float32, where
+    NumPy would say float64. Within a category the wider dtype wins (float32 with float64 is
+    float64), except that a 0-d tensor does not widen a tensor with dimensions: it only lifts it
+    to its own dtype when its category is higher. (Python numbers are lifted by ``_lift``, which
+    never widens.)
+
+    >>> import tinyattn as ta
+    >>> result_type(ta.arange(3), ta.ones(3)), result_type(ta.ones(3), ta.tensor(np.float64(2.0)))
+    (dtype('float32'), dtype('float32'))
+    """
+    da, db = a.data.dtype, b.data.dtype
+    if da == db:
+        return da
+    ka, kb = _CATEGORY[da.kind], _CATEGORY[db.kind]
+    if (a.ndim == 0) != (b.ndim == 0):  # one 0-d tensor meets a tensor with dimensions
+        dimensioned, zero_d = (a, b) if b.ndim == 0 else (b, a)
+        return zero_d.data.dtype if _CATEGORY[zero_d.data.dtype.kind] > _CATEGORY[dimensioned.data.dtype.kind] \
+            else dimensioned.data.dtype
+    if ka != kb:
+        return da if ka > kb else db
+    return np.promote_types(da, db)
+
+
+def _operands(a, b):
+    """``a`` and ``b`` as tensors of one dtype, chosen as PyTorch chooses it (see ``result_type``)."""
     a = _float_if_integer(a, b)
-    return Add.apply(a, _lift(b, a))
+    b = _lift(b, a)
+    if a.data.dtype != b.data.dtype:
+        dtype = result_type(a, b)
+        a, b = a._to_dtype(dtype), b._to_dtype(dtype)
+    return a, b
+
+
+def add(a, b):
+    return Add.apply(*_operands(a, b))
 
 
 def sub(a, b):
-    a = _float_if_integer(a, b)
-    return Sub.apply(a, _lift(b, a))
+    return Sub.apply(*_operands(a, b))
 
 
 def mul(a, b):
-    a = _float_if_integer(a, b)
-    return Mul.apply(a, _lift(b, a))
+    return Mul.apply(*_operands(a, b))
 
 
 def div(a, b):
     """True division: integer operands give float32, as in PyTorch."""
+    a, b = _operands(a, b)
     if a.data.dtype.kind in "biu":
-        if isinstance(b, Tensor) and b.data.dtype.kind in "biu":
-            a, b = a.float(), b.float()
-        elif not isinstance(b, Tensor):
-            a = a.float()
-    return Div.apply(a, _lift(b, a))
+        a, b = a.float(), b.float()
+    return Div.apply(a, b)
 
 
 def pow(a, b):
-    a = _float_if_integer(a, b)
-    return Pow.apply(a, _lift(b, a))
+    return Pow.apply(*_operands(a, b))
 
 
 def matmul(a, b):
@@ -545,8 +610,15 @@ def amax(x, dim=None, keepdim=False):
     return Amax.apply(x, dim=dim, keepdim=keepdim)
 
 
-def var(x, dim=None, keepdim=False, correction=1):
-    """``sum((x - mean)²) / (N - correction)`` over ``dim``."""
+def var(x, dim=None, unbiased=True, keepdim=False, *, correction=None):
+    """``sum((x - mean)²) / (N - correction)`` over ``dim``.
+
+    ``correction`` is 1 (Bessel's) by default; PyTorch's older ``unbiased=False`` means 0.
+    """
+    if isinstance(dim, bool):  # var(False), PyTorch's var(unbiased)
+        dim, unbiased = None, dim
+    if correction is None:
+        correction = 1 if unbiased else 0
     _floating_reduction("var", x)
     count = _count(x, dim, "var")
     centered = x - mean(x, dim, keepdim=True)
@@ -560,16 +632,23 @@ def where(condition, a, b):
         a = Tensor(a, device=condition.device)
     like = a if isinstance(a, Tensor) else b
     a, b = _lift(a, like), _lift(b, like)
+    if a.data.dtype != b.data.dtype:
+        dtype = result_type(a, b)
+        a, b = a._to_dtype(dtype), b._to_dtype(dtype)
     return Where.apply(condition, a, b)
 
 
 def masked_fill(x, mask, value):
-    """``x`` with ``value`` wherever ``mask`` is true (the two broadcast together, as in PyTorch)."""
+    """``x`` with ``value`` wherever ``mask`` is true (the two broadcast together, as in PyTorch).
+
+    The result keeps ``x``'s dtype; ``value`` is a number or a 0-d tensor (differentiable)."""
     check.tensor("masked_fill", "mask", mask)
     if mask.data.dtype.kind != "b":
         raise TypeError(f"masked_fill: mask must be a boolean tensor, got dtype {mask.data.dtype}")
+    value = value._to_dtype(x.dtype) if isinstance(value, Tensor) else \
+        Tensor._wrap(backend.namespace(x.data).asarray(value, dtype=x.dtype))
     try:
-        return where(mask, _lift(value, x), x)
+        return Where.apply(mask, value, x)
     except ValueError:
         raise ValueError(f"masked_fill: mask {mask.shape} and input {x.shape} cannot be broadcast together") from None
 

@@ -65,6 +65,30 @@ class no_grad:
         return wrapper
 
 
+class enable_grad(no_grad):
+    """Context manager and decorator: record the graph again, inside a ``no_grad`` block.
+
+    >>> import tinyattn as ta
+    >>> w = ta.ones(2, requires_grad=True)
+    >>> with ta.no_grad(), ta.enable_grad():
+    ...     y = w * 2
+    >>> y.requires_grad
+    True
+    """
+
+    def __enter__(self):
+        self._previous = _GRAD_ENABLED[0]
+        _GRAD_ENABLED[0] = True
+
+    def __call__(self, fn):
+        def wrapper(*args, **kwargs):
+            with enable_grad():
+                return fn(*args, **kwargs)
+
+        wrapper.__name__, wrapper.__doc__ = fn.__name__, fn.__doc__
+        return wrapper
+
+
 def is_grad_enabled():
     return _GRAD_ENABLED[0]
 
@@ -79,14 +103,28 @@ class Function:
     Every linked node gets the next number of one global counter (``sequence``). A node's
     inputs exist before it does, so sorting nodes by decreasing number orders them
     topologically: the graph walk needs no recursion and no visit bookkeeping.
+
+    In-place changes are caught by version counters, as in PyTorch: a linked node notes the
+    version of each tensor whose array it may keep (``saved_inputs``, ``saves_output``), and
+    the graph walk refuses to run its backward once one of them has been written to since.
     """
 
-    __slots__ = ("parents", "sequence", "released", "__dict__")
+    __slots__ = ("parents", "edges", "sequence", "released", "versions", "__dict__")
 
     #: True in a subclass whose ``backward`` returns arrays that it keeps no reference to, in a
     #: tuple it keeps none to either (the library's own nodes whose gradients feed parameters):
     #: a leaf may then keep such an array as its ``.grad`` without a copy (see ``_accumulate_leaf``).
     fresh_gradients = False
+
+    #: The inputs (positions) whose arrays backward may read; ``None``: all of them. An operation
+    #: that keeps none of its inputs' values (``Add``, a reshape) says ``()``.
+    saved_inputs = None
+    #: Whether backward may read the output's array (``Exp`` keeps ``exp(x)``); ``None``: whether
+    #: ``forward`` kept the very array it returned as an attribute.
+    saves_output = None
+    #: True in an operation whose output is a view of its first input's array (reshape, transpose,
+    #: basic indexing): the two then share one version counter, as a view and its base do in PyTorch.
+    is_view = False
 
     @classmethod
     def apply(cls, *inputs, **options):
@@ -110,10 +148,14 @@ class Function:
         if type(out) is not device and isinstance(out, np.generic):  # NumPy turns 0-d results into scalars
             out = np.asarray(out)
         result = Tensor._wrap(out)
+        if fn.is_view:
+            result._version, result._view = inputs[0]._version, _view_record(inputs[0], cls, options)
         if _GRAD_ENABLED[0]:
             for t in inputs:
                 if t.requires_grad:
                     fn.parents, fn.sequence, fn.released = inputs, next(_SEQUENCE), False
+                    fn.edges = tuple([p._ctx for p in inputs])  # their nodes now: an in-place op moves a tensor on
+                    fn.versions = _versions(fn, inputs, result)
                     result.requires_grad, result._ctx = True, fn
                     break
         return result
@@ -122,6 +164,42 @@ class Function:
         """Drop the arrays saved for backward; the node stays in the graph, marked."""
         self.__dict__ = {}
         self.released = True
+
+
+def _versions(fn, inputs, result):
+    """``(counter, version)`` for each tensor whose array ``fn``'s backward may read."""
+    saved_inputs, saves_output = fn.saved_inputs, fn.saves_output
+    if saves_output is None:
+        saves_output = any(value is result.data for value in fn.__dict__.values())
+    if saved_inputs is None:
+        versions = [(t._version, t._version[0]) for t in inputs]
+    elif saved_inputs:
+        versions = [(inputs[i]._version, inputs[i]._version[0]) for i in saved_inputs]
+    elif not saves_output:
+        return ()  # Add, a reshape: nothing to watch
+    else:
+        versions = []
+    if saves_output:
+        versions.append((result._version, result._version[0]))
+    return versions
+
+
+def _check_versions(fn):
+    for counter, version in fn.versions:
+        if counter[0] != version:
+            raise RuntimeError(
+                f"one of the arrays {type(fn).__name__} saved for its backward was modified by an in-place "
+                f"operation (its version is now {counter[0]}, it was {version} when the graph was recorded); "
+                "use the out-of-place form (x = x + y rather than x += y), or clone() the tensor first"
+            )
+
+
+def _view_record(source, cls, options):
+    """``(base, steps)``: the tensor whose array a view looks into, and the view operations from it."""
+    if source._view is None:
+        return source, ((cls, options),)
+    base, steps = source._view
+    return base, steps + ((cls, options),)
 
 
 def _pytorch_style(cls):
@@ -152,8 +230,7 @@ def _topological_order(root):
     """Nodes reachable from ``root``, each before the nodes it depends on. No recursion."""
     nodes, stack = {root}, [root]
     while stack:
-        for p in stack.pop().parents:
-            ctx = p._ctx
+        for ctx in stack.pop().edges:
             if ctx is not None and ctx not in nodes:
                 nodes.add(ctx)
                 stack.append(ctx)
@@ -217,16 +294,17 @@ def _run_backward(root, grad, retain_graph):
                 f"{type(fn).__name__} were freed after the first backward(). "
                 "Call backward(retain_graph=True) the first time to walk it again."
             )
+        _check_versions(fn)
         input_grads = fn.backward(grad)
         if not retain_graph:
             fn.release()
         fresh = fn.fresh_gradients
-        for p, g in zip(fn.parents, input_grads):
-            if g is None or not p.requires_grad:
+        for p, ctx, g in zip(fn.parents, fn.edges, input_grads):
+            if g is None:
                 continue
-            ctx = p._ctx
-            if ctx is None:
-                _accumulate_leaf(p, g, fresh)
+            if ctx is None:  # a leaf when the node was recorded
+                if p.requires_grad and p._ctx is None:
+                    _accumulate_leaf(p, g, fresh)
                 continue
             previous = grads.get(ctx)
             if previous is None:
@@ -249,7 +327,9 @@ class Tensor:
     (dtype('int64'), dtype('float32'))
     """
 
-    __slots__ = ("data", "grad", "requires_grad", "_ctx", "__weakref__")
+    # _version: a one-element list, the count of in-place writes to the array, shared with views
+    # _view: None, or (base tensor, the view operations from it) for a view of another tensor
+    __slots__ = ("data", "grad", "requires_grad", "_ctx", "_version", "_view", "__weakref__")
     __array_ufunc__ = None  # ``ndarray + tensor`` defers to Tensor.__radd__
 
     def __init__(self, data, requires_grad=False, dtype=None, device=None):
@@ -281,6 +361,7 @@ class Tensor:
         self.grad = None
         self.requires_grad = bool(requires_grad)
         self._ctx = None
+        self._version, self._view = [0], None
 
     # ----------------------------------------------------------------- properties
 
@@ -322,8 +403,17 @@ class Tensor:
 
     # ----------------------------------------------------------------- autograd
 
-    def backward(self, grad=None, retain_graph=False):
-        """Accumulate d(self)/d(leaf) · grad into every leaf's ``.grad``."""
+    def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None, *, grad=None):
+        """Accumulate d(self)/d(leaf) · gradient into every leaf's ``.grad``.
+
+        ``gradient`` (PyTorch's name; ``grad`` is accepted too) is a tensor or array of this
+        tensor's shape; it may be omitted for a one-element tensor. ``create_graph`` and
+        ``inputs`` are PyTorch's, not supported here: they must keep their defaults.
+        """
+        if create_graph or inputs is not None:
+            raise NotImplementedError("backward(): create_graph and inputs are not supported")
+        grad = gradient if grad is None else grad
+        retain_graph = bool(retain_graph)
         if not self.requires_grad:
             raise RuntimeError(
                 "backward() on a tensor that does not require grad: no input of its "
@@ -371,7 +461,7 @@ class Tensor:
     def _wrap(array):
         """A leaf tensor around an existing backend array (no checks, no copy)."""
         t = Tensor.__new__(Tensor)
-        t.data, t.grad, t.requires_grad, t._ctx = array, None, False, None
+        t.data, t.grad, t.requires_grad, t._ctx, t._version, t._view = array, None, False, None, [0], None
         return t
 
     # ----------------------------------------------------------------- conversion

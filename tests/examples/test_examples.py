@@ -173,3 +173,11 @@ def test_cache_past_the_context_raises(model):
         with pytest.raises(ValueError, match="16 cached \\+ 1 new positions exceed block_size 16"):
             model(ta.tensor([[1]]), caches)
 
+
+
+def test_torch_code(tmp_path):
+    stdout = run_example("torch_code.py", tmp_path)
+    uniform = float(re.search(r"ln V = ([\d.]+)", stdout).group(1))
+    assert final_metric(stdout, "validation loss") < uniform - 1.0  # PyTorch-style code learned on compat
+    assert "sample: 'the " in stdout
+    assert_pngs(tmp_path, ["loss.png"])

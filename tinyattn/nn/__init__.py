@@ -14,3 +14,17 @@ from .transformer import (  # noqa: F401
     TransformerEncoder,
     TransformerEncoderLayer,
 )
+
+# isort: split
+# small modules and the losses
+from .everyday import (  # noqa: F401
+    CrossEntropyLoss,
+    Flatten,
+    Identity,
+    KLDivLoss,
+    LogSoftmax,
+    MSELoss,
+    NLLLoss,
+    Softmax,
+    Tanh,
+)

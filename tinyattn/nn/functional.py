@@ -369,3 +369,75 @@ def _cross_entropy(logits, target, ignore_index, reduction, label_smoothing):
 
 
 from .sdpa import causal_mask, padding_mask, scaled_dot_product_attention  # noqa: E402, F401  (built on the above)
+
+# ----------------------------------------------------------------------------- everyday losses and helpers
+
+
+def mse_loss(input, target, reduction="mean"):
+    """``(input - target)²``, averaged (``"mean"``), summed (``"sum"``) or not (``"none"``)."""
+    squared = (input - target) ** 2
+    return _reduce(squared, reduction, "mse_loss")
+
+
+def _reduce(losses, reduction, name):
+    if reduction == "mean":
+        return losses.mean()
+    if reduction == "sum":
+        return losses.sum()
+    if reduction == "none":
+        return losses
+    raise ValueError(f"{name}: reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
+
+
+def nll_loss(input, target, ignore_index=-100, reduction="mean"):
+    """``-input[n, target[n]]`` for log-probabilities ``input (N, C)``; ``"mean"`` over the kept targets."""
+    if input.ndim != 2:
+        raise ValueError(f"nll_loss: expected log-probabilities of shape (N, C), got {input.shape}")
+    target = _index_array(target, input, "nll_loss")
+    keep = target != ignore_index
+    xp = backend.namespace(target)
+    picked = input[xp.arange(target.shape[0]), xp.where(keep, target, 0)]  # (N,)
+    losses = -picked * Tensor._wrap(keep.astype(input.dtype))
+    if reduction == "mean":
+        return losses.sum() / max(int(keep.sum()), 1)
+    return _reduce(losses, reduction, "nll_loss")
+
+
+def pad(input, pad, mode="constant", value=0.0):
+    """Pad the last ``len(pad) // 2`` dims: ``(left, right)`` for the last, then the one before…"""
+    if mode != "constant":
+        raise NotImplementedError(f"pad: mode {mode!r}; only 'constant' is implemented")
+    if len(pad) % 2 or len(pad) // 2 > input.ndim:
+        raise ValueError(f"pad: {pad} is not pairs for at most {input.ndim} dims")
+    shape, index = list(input.shape), [slice(None)] * input.ndim
+    for i in range(len(pad) // 2):
+        dim, before, after = input.ndim - 1 - i, pad[2 * i], pad[2 * i + 1]
+        shape[dim] += before + after
+        index[dim] = slice(before, before + input.shape[dim])
+    out = Tensor._wrap(backend.namespace(input.data).full(shape, value, dtype=input.dtype))
+    out[tuple(index)] = input  # differentiable in input (an in-place write into a new tensor)
+    return out
+
+
+def one_hot(tensor, num_classes=-1):
+    """int64 ``(…, num_classes)`` with a 1 at each index (``num_classes`` = max + 1 by default)."""
+    indices = tensor.data
+    if num_classes == -1:
+        num_classes = int(indices.max()) + 1
+    xp = backend.namespace(indices)
+    return Tensor._wrap((indices[..., None] == xp.arange(num_classes)).astype("int64"))
+
+
+def kl_div(input, target, reduction="mean", log_target=False):
+    """``target · (log target - input)`` for log-probabilities ``input``, taken as 0 where ``target`` is 0.
+
+    ``reduction``: ``"mean"`` (over elements), ``"batchmean"`` (sum / batch size), ``"sum"`` or ``"none"``."""
+    if log_target:
+        losses = target.exp() * (target - input)
+    else:
+        positive = target > 0
+        log_target_values = ops.where(positive, target, 1.0).log()
+        losses = ops.where(positive, target * (log_target_values - input), 0.0)
+    if reduction == "batchmean":
+        return losses.sum() / input.shape[0]
+    return _reduce(losses, reduction, "kl_div")

@@ -1,0 +1,141 @@
+"""PyTorch's names *and* conventions, so that model code written for torch runs with its imports changed.
+
+    import tinyattn.compat as torch
+    import tinyattn.compat.nn as nn
+    import tinyattn.compat.nn.functional as F
+
+Where the native API already follows PyTorch, the names here are the native objects themselves.
+Where PyTorch's conventions differ (sequence-first attention, ``True`` = masked, packed
+``in_proj_weight`` in the state dict), ``compat.nn`` holds thin adapters over the native layers.
+A name that is missing says so: ``tinyattn.compat has no `x` yet``.
+
+>>> import tinyattn.compat as torch
+>>> torch.tensor([1, 2]).float().dtype == torch.float
+True
+>>> torch.fft
+Traceback (most recent call last):
+...
+AttributeError: tinyattn.compat has no `fft` yet
+"""
+
+import numpy as _np
+
+from .. import (
+    Tensor,
+    abs,
+    all,
+    any,
+    arange,
+    argmax,
+    argmin,
+    autograd,  # noqa: F401
+    bmm,
+    bool,
+    cat,
+    chunk,
+    clamp,
+    clone,
+    concat,
+    cos,
+    empty,
+    enable_grad,
+    exp,
+    flatten,
+    float32,
+    float64,
+    from_numpy,
+    full,
+    gather,
+    int32,
+    int64,
+    is_grad_enabled,
+    is_tensor,
+    load,
+    log,
+    log_softmax,
+    long,
+    manual_seed,
+    masked_fill,
+    matmul,
+    max,
+    maximum,
+    mean,
+    min,
+    minimum,
+    multinomial,
+    no_grad,
+    nonzero,
+    norm,
+    ones,
+    ones_like,
+    permute,
+    pow,
+    rand,
+    randint,
+    randn,
+    relu,
+    repeat_interleave,
+    reshape,
+    save,
+    sigmoid,
+    sin,
+    softmax,
+    split,
+    sqrt,
+    squeeze,
+    stack,
+    std,
+    sum,
+    tanh,
+    tensor,
+    topk,
+    transpose,
+    tril,
+    triu,
+    uint8,
+    unsqueeze,
+    var,
+    where,
+    zeros,
+    zeros_like,
+)
+from . import nn, optim  # noqa: F401
+
+float, double, half = float32, float64, _np.float16
+Size = tuple
+
+
+def device(type):
+    """PyTorch's ``torch.device("cpu")``: here the device's name, which every ``device=`` accepts."""
+    return str(type)
+
+
+def FloatTensor(*data):
+    """``torch.FloatTensor([1, 2])`` (from data) or ``torch.FloatTensor(2, 3)`` (of that shape, zeros)."""
+    return _legacy(data, float32)
+
+
+def LongTensor(*data):
+    return _legacy(data, int64)
+
+
+def _legacy(data, dtype):
+    if len(data) == 1 and not isinstance(data[0], int):
+        return tensor(data[0], dtype=dtype)
+    return zeros(*data, dtype=dtype)
+
+
+def __getattr__(name):
+    raise AttributeError(f"tinyattn.compat has no `{name}` yet")
+
+
+__all__ = [
+    "Tensor", "tensor", "zeros", "ones", "full", "empty", "arange", "randn", "rand", "randint", "zeros_like",
+    "ones_like", "from_numpy", "float", "double", "half", "float32", "float64", "int32", "int64", "long", "uint8",
+    "bool", "no_grad", "enable_grad", "is_grad_enabled", "manual_seed", "save", "load", "nn", "optim", "autograd",
+    "abs", "all", "any", "argmax", "argmin", "bmm", "cat", "chunk", "clamp", "clone", "concat", "cos", "exp",
+    "flatten", "gather", "is_tensor", "log", "log_softmax", "masked_fill", "matmul", "max", "maximum", "mean",
+    "min", "minimum", "multinomial", "nonzero", "norm", "permute", "pow", "relu", "repeat_interleave", "reshape",
+    "sigmoid", "sin", "softmax", "split", "sqrt", "squeeze", "stack", "std", "sum", "tanh", "topk", "transpose",
+    "tril", "triu", "unsqueeze", "var", "where", "device", "Size", "FloatTensor", "LongTensor",
+]

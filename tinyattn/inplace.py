@@ -1,0 +1,247 @@
+"""In-place operations (``x[mask] = v``, ``x += y``, ``add_``, ``masked_fill_``…) under PyTorch's autograd rules.
+
+Every in-place operation goes through ``_write``, which
+
+1. refuses a leaf that requires grad (and a view of one) while the graph is recorded: its
+   gradient would have nothing to flow into;
+2. computes the new value out of place, as an ordinary differentiable operation of a copy of
+   the old value (so the new node keeps what its backward needs);
+3. writes it into the tensor's array, which every view of that array sees, and raises the
+   array's version counter (shared by a tensor and its views): a node that saved the old
+   array then refuses to run its backward instead of computing a wrong gradient;
+4. moves the tensor onto the new node; a view's base is moved too (``CopySlices``), so that a
+   later use of the base sees the write in its gradient as well.
+
+>>> import tinyattn as ta
+>>> x = ta.tensor([1.0, -2.0, 3.0], requires_grad=True)
+>>> y = x * 2
+>>> y[y < 0] = 0.0                       # differentiable, as in PyTorch
+>>> y.backward(ta.ones(3))
+>>> x.grad
+array([2., 0., 2.], dtype=float32)
+>>> e = x.exp()
+>>> e += 1                               # exp saved its output for backward
+>>> e.sum().backward()  # doctest: +ELLIPSIS
+Traceback (most recent call last):
+...
+RuntimeError: one of the arrays Exp saved for its backward was modified by an in-place operation ...
+"""
+
+import numpy as np
+
+from . import backend
+from .ops import _lift, _unwrap_index, sum_to
+from .tensor import Function, Tensor, is_grad_enabled, no_grad
+
+
+def _writable_copy(array):
+    """A copy that can be written into (NumPy hands 0-d results over as immutable scalars)."""
+    return np.array(array) if isinstance(array, np.generic) else array.copy()
+
+
+class SetItem(Function):
+    """``x[index] = value`` out of place: ``x``'s gradient is zero where it was overwritten,
+    ``value``'s is the gradient at the written positions (summed over its broadcast)."""
+
+    saved_inputs, saves_output = (), False
+
+    def forward(self, x, value, index):
+        self.index, self.value_shape = index, value.shape
+        out = x.copy()
+        out[index] = value
+        return out
+
+    def backward(self, grad):
+        grad_x = _writable_copy(grad)
+        grad_x[self.index] = 0
+        return grad_x, sum_to(grad[self.index], self.value_shape)
+
+
+def _replay(array, steps):
+    """Apply a view's recorded operations (reshape, transpose, basic indexing) to another array."""
+    for cls, options in steps:
+        array = cls().forward(array, **options)
+    return array
+
+
+class CopySlices(Function):
+    """A base tensor after an in-place write through one of its views: the written region's
+    gradient goes to the new value, the rest to the base as it was."""
+
+    saved_inputs, saves_output = (), False
+
+    def forward(self, base, value, steps):
+        self.steps = steps
+        return base  # the write already happened in the array (see ``_write``)
+
+    def backward(self, grad):
+        grad_base = _writable_copy(grad)
+        _replay(grad_base, self.steps)[...] = 0
+        return grad_base, _replay(grad, self.steps).copy()
+
+
+def _alias(t, copy):
+    """A second tensor for ``t``'s value and graph position, on a copy of its array if asked."""
+    old = Tensor._wrap(t.data.copy() if copy else t.data)
+    old.requires_grad, old._ctx = t.requires_grad, t._ctx
+    return old
+
+
+def _check_writable(t, name):
+    if not is_grad_enabled():
+        return
+    if t.requires_grad and t._ctx is None:
+        raise RuntimeError(
+            f"{name}: a leaf tensor that requires grad cannot be changed in place (its gradient would "
+            "have nothing to flow into); do it inside `with ta.no_grad():`, or work on a clone()"
+        )
+    if t._view is not None:
+        base = t._view[0]
+        if base.requires_grad and base._ctx is None:
+            raise RuntimeError(
+                f"{name}: this tensor is a view of a leaf that requires grad, which cannot be changed in "
+                "place; do it inside `with ta.no_grad():`, or work on a clone()"
+            )
+
+
+def _write(t, compute, name):
+    """Replace ``t``'s value by ``compute(old value)`` in its own array (see the module docstring)."""
+    _check_writable(t, name)
+    recording = is_grad_enabled()
+    if recording:
+        old = _alias(t, copy=True)
+        new = compute(old)
+        if old.requires_grad and not new.requires_grad:  # fill_ on a tensor in the graph: zero gradient
+            new = new + old * 0
+    else:
+        with no_grad():
+            new = compute(t)
+    if new.dtype != t.dtype:
+        if not np.can_cast(new.dtype, t.dtype, "same_kind"):
+            raise RuntimeError(f"{name}: the result's dtype {new.dtype} cannot be cast to the tensor's {t.dtype}")
+        new = new._to_dtype(t.dtype)
+    try:
+        t.data[...] = new.data
+    except ValueError as error:  # an expanded tensor's array is read-only
+        raise RuntimeError(f"{name}: cannot write into this tensor ({error}); clone() it first") from None
+    t._version[0] += 1
+    if not recording:
+        return t
+    base = None if t._view is None else t._view[0]
+    if base is not None and (base.requires_grad or new.requires_grad):
+        base_ctx = CopySlices.apply(_alias(base, copy=False), new, steps=t._view[1])._ctx
+        base._ctx, base.requires_grad = base_ctx, True
+        view = base
+        for cls, options in t._view[1]:  # t becomes a view of the rewritten base again
+            view = cls.apply(view, **options)
+        t._ctx, t.requires_grad = view._ctx, True
+    else:
+        t._ctx, t.requires_grad = new._ctx, new.requires_grad
+    return t
+
+
+def _as_value(value, like):
+    return value if isinstance(value, Tensor) else _lift(value, like)
+
+
+def setitem(self, index, value):
+    index = _unwrap_index(index)
+    value = _as_value(value, self)
+    if value.dtype != self.dtype:
+        value = value._to_dtype(self.dtype)
+    _write(self, lambda old: SetItem.apply(old, value, index=index), "x[index] = value")
+
+
+def _along_dim(dim, index, ndim):
+    return (slice(None),) * (dim % ndim) + (index,)
+
+
+def masked_fill_(self, mask, value):
+    mask = mask if isinstance(mask, Tensor) else Tensor(mask)
+    return _write(self, lambda old: old.masked_fill(mask, value), "masked_fill_")
+
+
+def index_fill_(self, dim, index, value):
+    """Set every slice ``index[i]`` along ``dim`` to ``value``."""
+    positions = index.data if isinstance(index, Tensor) else np.asarray(index)
+    value = _as_value(value, self)._to_dtype(self.dtype)
+    return _write(self, lambda old: SetItem.apply(old, value, index=_along_dim(dim, positions, self.ndim)),
+                  "index_fill_")
+
+
+def scatter_(self, dim, index, src=None, *, value=None):
+    """``self[i][index[i][j]] = src[i][j]`` (for ``dim=1``); ``src`` a tensor or, as ``value``, a number."""
+    from .ops_extra import _along
+
+    source = value if src is None else src
+    positions = index.data if isinstance(index, Tensor) else index
+    dim = dim % self.ndim
+    if isinstance(source, Tensor):
+        source = source[tuple(slice(0, n) for n in positions.shape)]  # the part of src that index covers
+    source = _as_value(source, self)._to_dtype(self.dtype)
+    return _write(self, lambda old: SetItem.apply(old, source, index=_along(positions, dim)), "scatter_")
+
+
+def _filled(value):
+    def compute(old):
+        return Tensor._wrap(backend.namespace(old.data).full(old.shape, value, dtype=old.dtype))
+
+    return compute
+
+
+def fill_(self, value):
+    value = value.item() if isinstance(value, Tensor) else value
+    return _write(self, _filled(value), "fill_")
+
+
+def zero_(self):
+    return _write(self, _filled(0), "zero_")
+
+
+def copy_(self, src):
+    """Copy ``src``'s values (broadcast to this shape, cast to this dtype) into this tensor."""
+    src = _as_value(src, self)
+    return _write(self, lambda old: src.expand(old.shape), "copy_")
+
+
+def normal_(self, mean=0.0, std=1.0):
+    def compute(old):
+        draws = backend.random_normal(old.shape, np.dtype(np.float64), old.device)
+        return Tensor._wrap((mean + std * draws).astype(old.dtype))
+
+    return _write(self, compute, "normal_")
+
+
+def uniform_(self, a=0.0, b=1.0):
+    def compute(old):
+        draws = backend.random_uniform(old.shape, np.dtype(np.float64), old.device)
+        return Tensor._wrap((a + (b - a) * draws).astype(old.dtype))
+
+    return _write(self, compute, "uniform_")
+
+
+def _arithmetic(op, name):
+    def method(self, other, alpha=1):
+        other = other if alpha == 1 else other * alpha
+        return _write(self, lambda old: op(old, other), name)
+
+    return method
+
+
+def _operator(op, name):
+    return lambda self, other: _write(self, lambda old: op(old, other), name)
+
+
+# One place where the in-place methods are attached to Tensor.
+Tensor.__setitem__ = setitem
+Tensor.masked_fill_, Tensor.index_fill_, Tensor.scatter_ = masked_fill_, index_fill_, scatter_
+Tensor.fill_, Tensor.zero_, Tensor.copy_, Tensor.normal_, Tensor.uniform_ = fill_, zero_, copy_, normal_, uniform_
+Tensor.add_ = _arithmetic(lambda a, b: a + b, "add_")
+Tensor.sub_ = _arithmetic(lambda a, b: a - b, "sub_")
+Tensor.mul_ = _operator(lambda a, b: a * b, "mul_")
+Tensor.div_ = _operator(lambda a, b: a / b, "div_")
+Tensor.clamp_ = lambda self, min=None, max=None: _write(self, lambda old: old.clamp(min, max), "clamp_")
+Tensor.__iadd__ = _operator(lambda a, b: a + b, "+=")
+Tensor.__isub__ = _operator(lambda a, b: a - b, "-=")
+Tensor.__imul__ = _operator(lambda a, b: a * b, "*=")
+Tensor.__itruediv__ = _operator(lambda a, b: a / b, "/=")

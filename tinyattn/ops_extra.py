@@ -1,0 +1,431 @@
+"""Floor 3, continued: the everyday tensor API that model code calls beyond the primitives.
+
+A few new primitives (``sin``, ``cos``, ``clamp``, ``clone``), and functions composed from the
+primitives, so that their gradients come for free: ``max``/``min`` along a dim and ``topk``
+gather the chosen elements by integer-array indexing, ``repeat`` is a reshape, an expand and
+a reshape, ``tril``/``triu`` are a ``masked_fill``, ``std`` is ``sqrt(var)``. The rest carry no
+gradient (``argmax``, ``nonzero``, ``multinomial``, ``all``). Names, argument names and
+defaults are PyTorch's.
+
+>>> import tinyattn as ta
+>>> x = ta.tensor([[1.0, 5.0, 3.0], [4.0, 2.0, 6.0]], requires_grad=True)
+>>> values, indices = x.max(dim=1)
+>>> values, indices
+(tensor([5., 6.], grad_fn=<Reshape>), tensor([1, 2]))
+>>> values.backward(ta.tensor([1.0, 10.0]))
+>>> x.grad
+array([[ 0.,  1.,  0.],
+       [ 0.,  0., 10.]], dtype=float32)
+"""
+
+import collections
+import numbers
+
+import numpy as np
+
+from . import backend
+from .ops import _lift, _normalize_dims, amax, getitem, masked_fill, matmul, sqrt, sum, var, where
+from .tensor import Function, Tensor
+
+# ----------------------------------------------------------------------------- new primitives
+
+
+class Sin(Function):
+    saved_inputs, saves_output = None, False
+
+    def forward(self, x):
+        self.x = x
+        return backend.namespace(x).sin(x)
+
+    def backward(self, grad):
+        return (grad * backend.namespace(grad).cos(self.x),)
+
+
+class Cos(Function):
+    saved_inputs, saves_output = None, False
+
+    def forward(self, x):
+        self.x = x
+        return backend.namespace(x).cos(x)
+
+    def backward(self, grad):
+        return (-grad * backend.namespace(grad).sin(self.x),)
+
+
+class Clamp(Function):
+    """``min(max(x, min), max)``; the gradient passes where ``min <= x <= max``, as in PyTorch."""
+
+    saved_inputs, saves_output = (), False
+
+    def forward(self, x, min=None, max=None):
+        xp = backend.namespace(x)
+        self.inside = xp.ones(x.shape, dtype=bool)
+        if min is not None:
+            self.inside &= x >= min
+        if max is not None:
+            self.inside &= x <= max
+        return xp.clip(x, min, max).astype(x.dtype, copy=False)
+
+    def backward(self, grad):
+        return (grad * self.inside,)
+
+
+class Clone(Function):
+    """A copy of the array; the gradient passes unchanged."""
+
+    saved_inputs, saves_output = (), False
+
+    def forward(self, x):
+        return x.copy()
+
+    def backward(self, grad):
+        return (grad,)
+
+
+def sin(input):
+    return Sin.apply(input)
+
+
+def cos(input):
+    return Cos.apply(input)
+
+
+def clamp(input, min=None, max=None):
+    """Limit every element to ``[min, max]`` (either bound may be ``None``)."""
+    if min is None and max is None:
+        raise ValueError("clamp: at least one of min and max must be given")
+    return Clamp.apply(input, min=min, max=max)
+
+
+def clone(input):
+    return Clone.apply(input)
+
+
+# ----------------------------------------------------------------------------- selecting along a dim
+
+
+def _along(index, dim):
+    """The integer-array index that picks ``x[i, j, index[i, j, k], …]``: PyTorch's gather pattern.
+
+    Every axis but ``dim`` is indexed by its own position (an ``arange`` shaped to broadcast)."""
+    xp = backend.namespace(index)
+    parts = []
+    for axis, n in enumerate(index.shape):
+        if axis == dim:
+            parts.append(index)
+        else:
+            shape = [1] * index.ndim
+            shape[axis] = n
+            parts.append(xp.arange(n).reshape(shape))
+    return tuple(parts)
+
+
+def gather(input, dim, index):
+    """``out[i][j][k] = input[i][index[i][j][k]][k]`` (for ``dim=1``); differentiable in ``input``."""
+    dim = _normalize_dims(dim, input.ndim)[0]
+    index = index.data if isinstance(index, Tensor) else index
+    return getitem(input, _along(index, dim))
+
+
+MaxResult = collections.namedtuple("max", ["values", "indices"])
+MinResult = collections.namedtuple("min", ["values", "indices"])
+TopkResult = collections.namedtuple("topk", ["values", "indices"])
+
+
+def _no_grad(array):
+    return Tensor._wrap(np.asarray(array) if isinstance(array, np.generic) else array)
+
+
+def argmax(input, dim=None, keepdim=False):
+    """The index of the largest element (of the flattened tensor when ``dim`` is ``None``)."""
+    if dim is None:
+        return _no_grad(input.data.argmax())
+    dim = _normalize_dims(dim, input.ndim)[0]
+    return _no_grad(input.data.argmax(axis=dim, keepdims=keepdim))
+
+
+def argmin(input, dim=None, keepdim=False):
+    if dim is None:
+        return _no_grad(input.data.argmin())
+    dim = _normalize_dims(dim, input.ndim)[0]
+    return _no_grad(input.data.argmin(axis=dim, keepdims=keepdim))
+
+
+def _pick(input, indices, dim, keepdim):
+    """The elements of ``input`` at ``indices`` (taken with keepdim=True) along ``dim``."""
+    values = gather(input, dim, indices)
+    if not keepdim:
+        values = values.squeeze(dim)
+    return values
+
+
+def max(input, dim=None, keepdim=False):
+    """``max(x)``: the largest element (ties share the gradient); ``max(x, dim)``: ``(values, indices)``;
+    ``max(x, other)``: the elementwise maximum."""
+    if isinstance(dim, Tensor):
+        return maximum(input, dim)
+    if dim is None:
+        return amax(input)
+    dim = _normalize_dims(dim, input.ndim)[0]
+    indices = input.data.argmax(axis=dim, keepdims=True)
+    return MaxResult(_pick(input, indices, dim, keepdim), _no_grad(indices if keepdim else indices.squeeze(dim)))
+
+
+def min(input, dim=None, keepdim=False):
+    """As ``max``, for the smallest."""
+    if isinstance(dim, Tensor):
+        return minimum(input, dim)
+    if dim is None:
+        return -amax(-input)
+    dim = _normalize_dims(dim, input.ndim)[0]
+    indices = input.data.argmin(axis=dim, keepdims=True)
+    return MinResult(_pick(input, indices, dim, keepdim), _no_grad(indices if keepdim else indices.squeeze(dim)))
+
+
+def maximum(input, other):
+    return where(input >= other, input, other)
+
+
+def minimum(input, other):
+    return where(input <= other, input, other)
+
+
+def topk(input, k, dim=-1, largest=True, sorted=True):
+    """The ``k`` largest (or smallest) elements along ``dim`` and their indices, largest first."""
+    dim = _normalize_dims(dim, input.ndim)[0]
+    xp = backend.namespace(input.data)
+    if not 0 <= k <= input.shape[dim]:
+        raise ValueError(f"topk: k={k} is out of range for dim {dim} of size {input.shape[dim]}")
+    order = xp.argsort(-input.data if largest else input.data, axis=dim, kind="stable")
+    indices = xp.take(order, xp.arange(k), axis=dim)
+    return TopkResult(gather(input, dim, indices), _no_grad(indices))
+
+
+# ----------------------------------------------------------------------------- composed from primitives
+
+
+def std(input, dim=None, unbiased=True, keepdim=False, *, correction=None):
+    """``sqrt(var(...))``, with ``var``'s arguments."""
+    return sqrt(var(input, dim, unbiased, keepdim, correction=correction))
+
+
+def norm(input, p="fro", dim=None, keepdim=False):
+    """The vector ``p``-norm over ``dim`` (all elements by default): 2 (``"fro"``), 1, ``inf`` or any p > 0."""
+    if p in ("fro", 2):
+        return sqrt(sum(input * input, dim, keepdim))
+    if p == float("inf"):
+        return amax(input.abs(), dim, keepdim)
+    if p == 1:
+        return sum(input.abs(), dim, keepdim)
+    return sum(input.abs() ** p, dim, keepdim) ** (1.0 / p)
+
+
+def _sizes(sizes):
+    return tuple(sizes[0]) if len(sizes) == 1 and not isinstance(sizes[0], numbers.Integral) else tuple(sizes)
+
+
+def repeat(input, *sizes):
+    """Tile ``input`` ``sizes[i]`` times along each dim (leading dims added as needed).
+
+    Each dim ``n`` is viewed as ``(1, n)``, expanded to ``(r, n)`` and merged to ``r·n``."""
+    sizes = _sizes(sizes)
+    if len(sizes) < input.ndim:
+        raise ValueError(f"repeat: {len(sizes)} sizes for a tensor of {input.ndim} dims; give at least {input.ndim}")
+    shape = (1,) * (len(sizes) - input.ndim) + input.shape
+    pairs = [m for n in shape for m in (1, n)]  # (1, n0, 1, n1, …)
+    expanded = [m for r, n in zip(sizes, shape) for m in (r, n)]  # (r0, n0, r1, n1, …)
+    return input.reshape(pairs).expand(expanded).reshape([r * n for r, n in zip(sizes, shape)])
+
+
+def repeat_interleave(input, repeats, dim=None, *, output_size=None):
+    """Repeat each element (each slice along ``dim``) ``repeats`` times, in place: [a, b] → [a, a, b, b]."""
+    if dim is None:
+        input, dim = input.flatten(), 0
+    dim = _normalize_dims(dim, input.ndim)[0]
+    xp = backend.namespace(input.data)
+    counts = repeats.data if isinstance(repeats, Tensor) else repeats
+    positions = xp.repeat(xp.arange(input.shape[dim]), counts)
+    return getitem(input, (slice(None),) * dim + (positions,))
+
+
+def _triangle(input, diagonal, lower):
+    xp = backend.namespace(input.data)
+    rows, cols = input.shape[-2:]
+    keep = xp.tri(rows, cols, diagonal, dtype=bool) if lower else ~xp.tri(rows, cols, diagonal - 1, dtype=bool)
+    return masked_fill(input, Tensor._wrap(~keep), 0)
+
+
+def tril(input, diagonal=0):
+    """The lower triangle of the last two dims (``j <= i + diagonal``); zeros above."""
+    return _triangle(input, diagonal, lower=True)
+
+
+def triu(input, diagonal=0):
+    """The upper triangle of the last two dims (``j >= i + diagonal``); zeros below."""
+    return _triangle(input, diagonal, lower=False)
+
+
+def bmm(input, mat2):
+    """Batched ``(B, n, k) @ (B, k, m)``: ``matmul`` restricted to 3-D operands, as in PyTorch."""
+    if input.ndim != 3 or mat2.ndim != 3:
+        raise ValueError(f"bmm: expected two 3-D tensors, got shapes {input.shape} and {mat2.shape}")
+    return matmul(input, mat2)
+
+
+def softmax(input, dim, dtype=None):
+    from .nn import functional as F  # the layers' floor: imported when called
+
+    return F.softmax(input if dtype is None else input.to(dtype), dim)
+
+
+def log_softmax(input, dim, dtype=None):
+    from .nn import functional as F
+
+    return F.log_softmax(input if dtype is None else input.to(dtype), dim)
+
+
+# ----------------------------------------------------------------------------- no gradient
+
+
+def all(input, dim=None, keepdim=False):
+    axes = _normalize_dims(dim, input.ndim)
+    return _no_grad(input.data.astype(bool).all(axis=axes, keepdims=keepdim))
+
+
+def any(input, dim=None, keepdim=False):
+    axes = _normalize_dims(dim, input.ndim)
+    return _no_grad(input.data.astype(bool).any(axis=axes, keepdims=keepdim))
+
+
+def nonzero(input, *, as_tuple=False):
+    """The indices of the non-zero elements: ``(n, ndim)`` int64, or a tuple of 1-D tensors."""
+    xp = backend.namespace(input.data)
+    found = xp.nonzero(input.data)
+    if as_tuple:
+        return tuple(_no_grad(i.astype(np.int64)) for i in found)
+    return _no_grad(xp.stack(found, axis=1).astype(np.int64) if found else xp.zeros((0, 0), dtype=np.int64))
+
+
+def multinomial(input, num_samples, replacement=False, *, generator=None):
+    """Draw ``num_samples`` category indices per row with probabilities proportional to ``input``.
+
+    ``input``: ``(C,)`` or ``(N, C)`` non-negative weights. With replacement, each draw inverts
+    the cumulative distribution at a uniform number; without, the ``num_samples`` largest keys
+    ``log(u) / w`` win (Efraimidis and Spirakis), which samples without replacement exactly.
+    """
+    if generator is not None:
+        raise NotImplementedError("multinomial: draws come from the library's generator (ta.manual_seed)")
+    weights = input.data.astype(np.float64)
+    if (weights < 0).any() or not (weights.sum(axis=-1) > 0).all():
+        raise RuntimeError("multinomial: weights must be non-negative with a positive sum in every row")
+    if not replacement and num_samples > weights.shape[-1]:
+        raise RuntimeError(f"multinomial: cannot draw {num_samples} of {weights.shape[-1]} without replacement")
+    xp = backend.namespace(weights)
+    rows = weights.reshape(-1, weights.shape[-1])  # (N, C)
+    u = backend.random_uniform((rows.shape[0], num_samples if replacement else rows.shape[1]), np.dtype(np.float64),
+                               input.device)
+    if replacement:
+        cdf = xp.cumsum(rows, axis=1)
+        cdf /= cdf[:, -1:]
+        draws = (u[:, :, None] >= cdf[:, None, :]).sum(axis=2)  # (N, num_samples)
+        draws = xp.minimum(draws, rows.shape[1] - 1)
+    else:
+        with np.errstate(divide="ignore"):
+            keys = xp.log(u) / rows  # -inf where the weight is 0
+        draws = xp.argsort(-keys, axis=1, kind="stable")[:, :num_samples]
+    return _no_grad(draws.reshape(weights.shape[:-1] + (num_samples,)).astype(np.int64))
+
+
+def randint(low, high=None, size=None, *, dtype=None, device=None):
+    """Uniform integers in ``[low, high)`` (``randint(high, size)`` starts at 0)."""
+    if size is None:
+        low, high, size = 0, low, high
+    draws = backend.random_uniform(tuple(size), np.dtype(np.float64), device or "cpu")
+    return _no_grad((low + draws * (high - low)).astype(dtype or np.int64))
+
+
+def from_numpy(ndarray):
+    """A tensor sharing ``ndarray``'s memory (PyTorch's ``from_numpy``)."""
+    if not isinstance(ndarray, np.ndarray):
+        raise TypeError(f"from_numpy: expected a numpy.ndarray, got {type(ndarray).__name__}")
+    return Tensor(ndarray)
+
+
+def is_tensor(obj):
+    return isinstance(obj, Tensor)
+
+
+# ----------------------------------------------------------------------------- Tensor methods
+
+_TORCH_TYPE_NAMES = {"float32": "FloatTensor", "float64": "DoubleTensor", "int64": "LongTensor", "int32": "IntTensor",
+                     "bool": "BoolTensor", "uint8": "ByteTensor", "float16": "HalfTensor"}
+_DTYPES_BY_TYPE_NAME = {name: np.dtype(dtype) for dtype, name in _TORCH_TYPE_NAMES.items()}
+
+
+def _type(self, dtype=None):
+    """``t.type()``: PyTorch's type name (``"torch.FloatTensor"``); ``t.type(dtype)``: a cast."""
+    if dtype is None:
+        return "torch." + _TORCH_TYPE_NAMES.get(self.dtype.name, self.dtype.name)
+    if isinstance(dtype, str):
+        dtype = _DTYPES_BY_TYPE_NAME[dtype.rsplit(".", 1)[-1]]
+    return self.to(dtype)
+
+
+def _contiguous(self):
+    return self if self.data.flags.c_contiguous else clone(self)
+
+
+def _new(fill):
+    def new(self, *size, dtype=None, device=None, requires_grad=False):
+        xp = backend.namespace_for(device or self.device)
+        t = Tensor._wrap(xp.full(_sizes(size), fill, dtype=dtype or self.dtype))
+        return t.requires_grad_(True) if requires_grad else t
+
+    return new
+
+
+def _compare_method(op):
+    return lambda self, other: op(self, other)
+
+
+# One place where the everyday methods are attached to Tensor.
+Tensor.sin, Tensor.cos, Tensor.clamp, Tensor.clip, Tensor.clone = sin, cos, clamp, clamp, clone
+Tensor.gather = lambda self, dim, index: gather(self, dim, index)
+Tensor.max, Tensor.min, Tensor.argmax, Tensor.argmin, Tensor.topk = max, min, argmax, argmin, topk
+Tensor.maximum, Tensor.minimum = maximum, minimum
+Tensor.std, Tensor.norm = std, norm
+Tensor.repeat, Tensor.repeat_interleave, Tensor.tril, Tensor.triu = repeat, repeat_interleave, tril, triu
+Tensor.softmax, Tensor.log_softmax = softmax, log_softmax
+Tensor.all, Tensor.any, Tensor.nonzero = all, any, nonzero
+Tensor.pow = lambda self, exponent: self**exponent
+Tensor.add = lambda self, other, alpha=1: self + (other if alpha == 1 else other * alpha)
+Tensor.sub = lambda self, other, alpha=1: self - (other if alpha == 1 else other * alpha)
+Tensor.mul = Tensor.multiply = lambda self, other: self * other
+Tensor.div = Tensor.divide = lambda self, other: self / other
+Tensor.eq = _compare_method(Tensor.__eq__)
+Tensor.ne = _compare_method(Tensor.__ne__)
+Tensor.lt = _compare_method(Tensor.__lt__)
+Tensor.le = _compare_method(Tensor.__le__)
+Tensor.gt = _compare_method(Tensor.__gt__)
+Tensor.ge = _compare_method(Tensor.__ge__)
+Tensor.__xor__ = lambda self, other: _no_grad(self.data ^ (other.data if isinstance(other, Tensor) else other))
+Tensor.logical_not = lambda self: _no_grad(~self.data.astype(bool))
+Tensor.__rand__ = lambda self, other: self & other
+Tensor.__ror__ = lambda self, other: self | other
+Tensor.contiguous, Tensor.is_contiguous = _contiguous, lambda self: bool(self.data.flags.c_contiguous)
+Tensor.dim = lambda self: self.ndim
+Tensor.mT = property(lambda self: self.transpose(-2, -1))
+Tensor.type, Tensor.type_as = _type, lambda self, other: self.to(other.dtype)
+Tensor.view_as = Tensor.reshape_as = lambda self, other: self.reshape(other.shape)
+Tensor.expand_as = lambda self, other: self.expand(other.shape)
+Tensor.new_zeros, Tensor.new_ones = _new(0), _new(1)
+Tensor.new_full = lambda self, size, fill_value, **kwargs: _new(fill_value)(self, size, **kwargs)
+Tensor.new_tensor = lambda self, data, dtype=None: Tensor(data, dtype=dtype or self.dtype, device=self.device)
+Tensor.int, Tensor.bool = lambda self: self.to(np.int32), lambda self: self.to(np.bool_)
+Tensor.is_cuda = property(lambda self: self.device == "cuda")
+Tensor.is_floating_point = lambda self: self.dtype.kind == "f"
+Tensor.element_size = lambda self: self.dtype.itemsize
+Tensor.unbind = lambda self, dim=0: tuple(t.squeeze(dim) for t in self.split(1, dim))
+Tensor.__rfloordiv__ = lambda self, other: _no_grad(_lift(other, self).data // self.data)
+Tensor.__floordiv__ = lambda self, other: _no_grad(self.data // (other.data if isinstance(other, Tensor) else other))
+Tensor.__mod__ = lambda self, other: _no_grad(self.data % (other.data if isinstance(other, Tensor) else other))
