@@ -451,6 +451,10 @@ def test_empty_and_0d_inputs_give_pytorchs_results():
     np.testing.assert_array_equal(output.numpy(), np.zeros((1, 2, 3), np.float32))  # was ZeroDivisionError
     assert F.dropout(ta.tensor(1.0), 0.5).shape == ()  # was "expected a backend array ... got float32"
     assert x.sum(()).shape == ()  # PyTorch: an empty dim tuple reduces everything
+    no_targets = ta.tensor(np.zeros(0, np.int64))  # a batch of no examples: was "cannot reshape array of size 0"
+    assert np.isnan(F.cross_entropy(ta.zeros(0, 3), no_targets).item())  # PyTorch: the mean of nothing is NaN
+    assert F.cross_entropy(ta.zeros(0, 3), no_targets, reduction="sum").item() == 0.0
+    assert F.cross_entropy(ta.zeros(0, 3), no_targets, reduction="none").shape == (0,)
 
 
 def test_linear_bias_that_broadcasts_gets_a_gradient_of_its_own_shape():

@@ -335,6 +335,11 @@ def cross_entropy(input, target, ignore_index=-100, reduction="mean", label_smoo
             f"cross_entropy: target {value} is out of bounds for {num_classes} classes "
             f"(valid: 0 to {num_classes - 1}, or ignore_index={ignore_index})"
         )
+    if target_data.size == 0:  # no targets at all: PyTorch's mean over none is NaN, its sum 0
+        per_target = logits.sum(dim=1)  # (0, d…), empty, still in the graph
+        if reduction == "none":
+            return per_target
+        return per_target.sum() * (math.nan if reduction == "mean" else 1.0)
     if routes.cross_entropy() == "fast":  # one node, its gradient p - onehot written out (fast.CrossEntropy)
         loss = fast.CrossEntropy.apply(
             logits, target=target_data, ignore_index=ignore_index, reduction=reduction, label_smoothing=label_smoothing
