@@ -169,16 +169,17 @@ class Function:
 def _versions(fn, inputs, result):
     """``(counter, version)`` for each tensor whose array ``fn``'s backward may read."""
     saved_inputs, saves_output = fn.saved_inputs, fn.saves_output
-    if saves_output is None:
-        saves_output = any(value is result.data for value in fn.__dict__.values())
+    if saves_output is None:  # is the output's array one of the node's attributes? (ids compared in C)
+        saves_output = id(result.data) in map(id, fn.__dict__.values())
     if saved_inputs is None:
-        versions = [(t._version, t._version[0]) for t in inputs]
+        watched = inputs
     elif saved_inputs:
-        versions = [(inputs[i]._version, inputs[i]._version[0]) for i in saved_inputs]
+        watched = [inputs[i] for i in saved_inputs]
     elif not saves_output:
         return ()  # Add, a reshape: nothing to watch
     else:
-        versions = []
+        watched = []
+    versions = [(t._version, t._version[0]) for t in watched]
     if saves_output:
         versions.append((result._version, result._version[0]))
     return versions

@@ -635,3 +635,28 @@ def test_blocks_skip_the_products_of_frozen_parameters(norm_first):
         assert (g is None) == (i in {3, 5}), i
         if g is not None:
             np.testing.assert_array_equal(g, reference)
+
+
+@pytest.mark.parametrize("norm_first", [True, False], ids=["pre-norm", "post-norm"])
+@pytest.mark.parametrize("block, watched", [
+    ("self-attention", ["src (post-norm)", "norm1.weight", "self_attn.out_proj.weight"]),
+    ("feed-forward", ["norm2.weight", "linear1.weight", "linear2.weight"]),
+])
+def test_in_place_change_to_an_array_a_block_keeps_is_refused(block, watched, norm_first):
+    """Each input whose array a block's backward reads (``saved_inputs``) is watched by its version
+    counter: changed in place after the forward, the backward refuses instead of a wrong gradient."""
+    for name in watched:
+        if name.endswith("(post-norm)") and norm_first:
+            continue  # pre-norm, the block keeps norm(x), not x
+        ta.manual_seed(0)
+        layer = nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0, norm_first=norm_first, dtype=np.float64)
+        src = ta.randn(2, 3, 8, dtype=np.float64, requires_grad=True)
+        out = layer(src)
+        assert type(out._ctx).__name__ == "FeedForwardBlock"
+        assert type(out._ctx.edges[0]).__name__ == "SelfAttentionBlock"
+        target = src if name.startswith("src") else dict(layer.named_parameters())[name]
+        with ta.no_grad():
+            target.add_(1.0)  # an in-place write: the version moves on
+        node = "FeedForwardBlock" if block == "feed-forward" else "SelfAttentionBlock"
+        with pytest.raises(RuntimeError, match=f"{node} saved for its backward was modified"):
+            out.backward(np.ones(out.shape))

@@ -107,6 +107,9 @@ class SelfAttentionBlock(_ResidualBlock):
         ∂h, ∂W, ∂b = ∂in_proj(∂qkv)        ∂x = ∂s + (∂norm(∂h) pre-norm, ∂h post-norm)
     """
 
+    # backward reads x (as h, post-norm), the norm's weight and W_o; never its output (see Function)
+    saved_inputs, saves_output = (0, 1, 9), False
+
     def forward(self, x, norm_weight, norm_bias, w_q, w_k, w_v, b_q, b_k, b_v, w_o, b_o, *, num_heads,
                 norm_first, eps, attn_mask, allowed, is_causal):
         B, L, E = x.shape
@@ -144,6 +147,9 @@ class FeedForwardBlock(_ResidualBlock):
 
     ReLU acts in place: the block keeps one ``(M, F)`` array, ``A``.
     """
+
+    # backward reads x (as h, post-norm), the norm's weight, W1 and W2; never its output (see Function)
+    saved_inputs, saves_output = (0, 1, 3, 5), False
 
     def forward(self, x, norm_weight, norm_bias, w1, b1, w2, b2, *, norm_first, eps):
         rows = x.reshape(-1, x.shape[-1])  # (M, E)
