@@ -24,6 +24,7 @@ from ...nn import (  # noqa: F401
     Identity,
     KLDivLoss,
     LayerNorm,
+    LazyLinear,
     Linear,
     LogSoftmax,
     MSELoss,
