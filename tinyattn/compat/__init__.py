@@ -28,7 +28,6 @@ from .. import (
     arange,
     argmax,
     argmin,
-    autograd,  # noqa: F401
     bmm,
     bool,
     cat,
@@ -99,7 +98,7 @@ from .. import (
     zeros,
     zeros_like,
 )
-from . import nn, optim  # noqa: F401
+from . import autograd, nn, optim  # noqa: F401
 
 float, double, half = float32, float64, _np.float16
 Size = tuple
