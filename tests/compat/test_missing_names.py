@@ -13,7 +13,7 @@ MODULES = ["tinyattn.compat", "tinyattn.compat.nn", "tinyattn.compat.nn.function
 def test_a_missing_name_raises_an_attribute_error_that_names_it(module_name):
     module = importlib.import_module(module_name)
     with pytest.raises(AttributeError, match=rf"^{module_name.replace('.', '[.]')} has no `not_here_yet` yet$"):
-        module.not_here_yet
+        _ = module.not_here_yet
     assert not hasattr(module, "not_here_yet")
     with pytest.raises(ImportError, match="not_here_yet"):
         exec(f"from {module_name} import not_here_yet", {})
