@@ -55,6 +55,19 @@ def test_updates_of_data_with_operators_and_assignment_match_torch():
     _assert_same(*_trained_twins(step))
 
 
+def test_the_documented_replacements_do_what_torchs_tensor_methods_do():
+    def step(model, lib):
+        if lib is compat:
+            model.weight.detach().mul_(0.5)  # shares the array, as torch's p.data does
+            model.bias.grad[...] = 0
+            model.weight.data = compat.nn.Linear(3, 2).double().weight.data * 0 + model.weight.data
+        else:
+            model.weight.data.mul_(0.5)
+            model.bias.grad.zero_()
+
+    _assert_same(*_trained_twins(step))
+
+
 def test_a_copy_of_a_parameter_is_detach_clone_as_in_torch():
     def step(model, lib):
         copy = model.weight.detach().clone()

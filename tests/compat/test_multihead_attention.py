@@ -180,7 +180,8 @@ def test_the_attention_is_the_native_one(monkeypatch):
 
 
 def test_a_fully_masked_query_gives_zeros_where_torch_gives_nan():
-    """The documented difference: the native attention's zeros, never NaN."""
+    """The documented difference: the native attention's zeros, never NaN; torch gives NaN when it
+    returns the weights (its math path) and zeros when it does not."""
     ours, theirs = _twins()
     mask = np.zeros((L, L), bool)
     mask[1] = True  # query 1 may attend nothing (self-attention: L keys)
@@ -191,6 +192,10 @@ def test_a_fully_masked_query_gives_zeros_where_torch_gives_nan():
     np.testing.assert_allclose(out.numpy()[1], np.broadcast_to(ours.out_proj.bias.numpy(), (B, E)))
     assert (weights.numpy()[:, 1] == 0).all()
     np.testing.assert_allclose(out.numpy()[[0, 2]], theirs_out.detach().numpy()[[0, 2]], rtol=RTOL, atol=ATOL)
+    # without the weights torch takes its scaled_dot_product_attention path, which gives the zeros too
+    out, _ = ours(*[compat.tensor(x)] * 3, attn_mask=compat.tensor(mask), need_weights=False)
+    theirs_out, _ = theirs(*[torch.tensor(x)] * 3, attn_mask=torch.tensor(mask), need_weights=False)
+    np.testing.assert_allclose(out.numpy(), theirs_out.detach().numpy(), rtol=RTOL, atol=ATOL)
 
 
 def test_a_module_holding_it_loads_torchs_state_dict_beside_native_layers():

@@ -2,11 +2,13 @@
 
 * ``Module``: the native one, with PyTorch's state-dict layout (``in_proj_weight``…, through
   ``tinyattn.interop``), so ``model.load_state_dict({k: v.numpy() for k, v in torch_sd.items()})``
-  loads a torch model's weights directly.
+  loads a torch model's weights directly; keys a module already has load as they are.
+* ``MultiheadAttention``: PyTorch's parameters (``in_proj_weight``, ``in_proj_bias``, ``bias_k``,
+  ``bias_v``, ``out_proj``), projections and extra keys, then the native attention on the heads.
 * ``MultiheadAttention`` and the Transformer layers: sequence-first unless ``batch_first=True``;
   a boolean mask marks with ``True`` the positions that are **masked** (the native layers'
   ``True`` means *may attend*); ``key_padding_mask`` ``(B, S)``; attention weights averaged over
-  heads. Each converts its arguments and calls the native layer it inherits from.
+  heads. The Transformer layers convert their arguments and call the native layer they inherit from.
 """
 
 from collections import OrderedDict
