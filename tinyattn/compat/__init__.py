@@ -7,7 +7,24 @@
 Where the native API already follows PyTorch, the names here are the native objects themselves.
 Where PyTorch's conventions differ (sequence-first attention, ``True`` = masked, packed
 ``in_proj_weight`` in the state dict), ``compat.nn`` holds thin adapters over the native layers.
-A name that is missing says so: ``tinyattn.compat has no `x` yet``.
+A name that is missing says so, in every submodule: ``tinyattn.compat has no `x` yet``.
+
+Known differences from PyTorch (each pinned by a test in ``tests/compat``):
+
+* ``.data`` and ``.grad`` are the native backend arrays (NumPy or CuPy), not tensors: the tensor is
+  the native one, and the native API, whose operations all read them, promises arrays. Reading,
+  assigning and updating them with operators run as in torch (``p.grad is None`` before backward,
+  ``p -= lr * p.grad`` under ``no_grad``, ``p.data *= 0.5``, ``p.data = q.data``); tensor methods on
+  them do not (``p.grad.zero_()``, ``p.data.mul_(0.5)``, ``p.grad.norm()``, ``p.grad.numpy()``). Write
+  ``p.grad[...] = 0``, ``p.detach().mul_(0.5)`` (it shares ``p``'s array) or ``p.detach().clone()``.
+* A query whose keys are all masked gets an output of zeros (``out_proj``'s bias after the
+  projection) and weights of zeros, never NaN. ``torch.nn.MultiheadAttention`` gives NaN there when
+  it returns the weights (its math path), and zeros as here when it does not.
+* The Transformer layers hold the native attention: their ``state_dict`` has PyTorch's keys, but
+  their ``named_parameters()`` names its ``q_proj``/``k_proj``/``v_proj`` (``nn.MultiheadAttention``
+  itself has PyTorch's parameters).
+* ``nn.LazyLinear`` before its first call has a ``weight`` of shape ``(out_features, 0)``; a state
+  dict loads into it after that call.
 
 >>> import tinyattn.compat as torch
 >>> torch.tensor([1, 2]).float().dtype == torch.float
@@ -28,7 +45,6 @@ from .. import (
     arange,
     argmax,
     argmin,
-    autograd,  # noqa: F401
     bmm,
     bool,
     cat,
@@ -99,7 +115,7 @@ from .. import (
     zeros,
     zeros_like,
 )
-from . import nn, optim  # noqa: F401
+from . import autograd, nn, optim  # noqa: F401
 
 float, double, half = float32, float64, _np.float16
 Size = tuple

@@ -87,6 +87,42 @@ class Linear(Module):
         return f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}"
 
 
+class LazyLinear(Linear):
+    """``Linear`` whose ``in_features`` is the last size of the first input it sees, as PyTorch's.
+
+    Until that first call ``weight`` is ``(out_features, 0)`` (on its device, in its dtype: ``to``
+    and ``double`` move it as any parameter) and ``bias`` is zeros. The call gives ``weight`` its
+    shape and both PyTorch's initial values in place (the ``Parameter`` objects stay the same, so an
+    optimizer built before the call still holds them), and the module becomes a plain ``Linear``.
+
+    >>> import tinyattn as ta
+    >>> layer = LazyLinear(4)
+    >>> layer.weight.shape
+    (4, 0)
+    >>> layer(ta.ones(2, 3)).shape, layer
+    ((2, 4), Linear(in_features=3, out_features=4, bias=True))
+    """
+
+    def __init__(self, out_features, bias=True, device=None, dtype=None):
+        super().__init__(0, out_features, bias=bias, device=device, dtype=dtype)
+
+    def forward(self, input):
+        self.initialize_parameters(input)
+        return Linear.forward(self, input)  # the module is a Linear from now on
+
+    def initialize_parameters(self, input):
+        """Shape ``weight`` as ``(out_features, input.shape[-1])`` and draw both parameters afresh."""
+        check.tensor("LazyLinear", "input", input)
+        if input.ndim == 0:
+            raise ValueError("LazyLinear: the input must have at least one dimension (…, in_features), "
+                             "got a 0-d tensor")
+        weight = self.weight.data
+        self.in_features = input.shape[-1]
+        self.weight.data = backend.namespace(weight).empty((self.out_features, self.in_features), dtype=weight.dtype)
+        self.reset_parameters()
+        self.__class__ = Linear  # as PyTorch's cls_to_become
+
+
 class Embedding(Module):
     """A lookup table: integer indices ``(…) -> (…, embedding_dim)``.
 

@@ -2,17 +2,20 @@
 
 * ``Module``: the native one, with PyTorch's state-dict layout (``in_proj_weight``…, through
   ``tinyattn.interop``), so ``model.load_state_dict({k: v.numpy() for k, v in torch_sd.items()})``
-  loads a torch model's weights directly.
+  loads a torch model's weights directly; keys a module already has load as they are.
+* ``MultiheadAttention``: PyTorch's parameters (``in_proj_weight``, ``in_proj_bias``, ``bias_k``,
+  ``bias_v``, ``out_proj``), projections and extra keys, then the native attention on the heads.
 * ``MultiheadAttention`` and the Transformer layers: sequence-first unless ``batch_first=True``;
   a boolean mask marks with ``True`` the positions that are **masked** (the native layers'
   ``True`` means *may attend*); ``key_padding_mask`` ``(B, S)``; attention weights averaged over
-  heads. Each converts its arguments and calls the native layer it inherits from.
+  heads. The Transformer layers convert their arguments and call the native layer they inherit from.
 """
 
 from collections import OrderedDict
 
+from ... import _checks as check
 from ... import nn as _native
-from ...creation import full
+from ...creation import empty, full, zeros
 from ...interop import from_torch, to_torch
 from ...nn import (  # noqa: F401
     GELU,
@@ -23,6 +26,7 @@ from ...nn import (  # noqa: F401
     Identity,
     KLDivLoss,
     LayerNorm,
+    LazyLinear,
     Linear,
     LogSoftmax,
     MSELoss,
@@ -32,6 +36,10 @@ from ...nn import (  # noqa: F401
     Softmax,
     Tanh,
 )
+from ...nn import functional as _native_F
+from ...nn.attention import _merge_heads, _split_heads
+from ...nn.functional import linear
+from ...ops import cat
 from ...ops_extra import triu
 from . import functional, init, utils  # noqa: F401
 
@@ -43,7 +51,12 @@ class Module(_native.Module):
         return OrderedDict(to_torch(super().state_dict()))
 
     def load_state_dict(self, state_dict, strict=True):
-        return super().load_state_dict(from_torch(state_dict), strict=strict)
+        """Keys this module has (``MultiheadAttention``'s own ``in_proj_weight``…) load as they are; the
+        rest go through ``interop.from_torch`` into the native layers' layout."""
+        own = self._state_tensors()
+        kept = {name: value for name, value in state_dict.items() if name in own}
+        converted = from_torch({name: value for name, value in state_dict.items() if name not in own})
+        return super().load_state_dict({**kept, **converted}, strict=strict)
 
 
 class Sequential(Module, _native.Sequential):
@@ -110,35 +123,130 @@ def _native_mask(attn_mask, key_padding_mask, batch, num_heads):
     return float_mask.masked_fill(~bool_mask, float("-inf"))
 
 
-class MultiheadAttention(Module, _native.MultiHeadAttention):
-    """``torch.nn.MultiheadAttention``: ``forward(query, key, value, key_padding_mask=None, need_weights=True,
-    attn_mask=None, average_attn_weights=True, is_causal=False)`` → ``(output, weights or None)``.
+def _with_extra_key(mask):
+    """A PyTorch-style mask ``(…, S)`` with one more key column that nothing masks: ``False`` or ``0.0``."""
+    if mask is None:
+        return None
+    return cat([mask, zeros(*mask.shape[:-1], 1, dtype=mask.dtype, device=mask.device)], dim=-1)  # (…, S + 1)
 
-    Inputs are ``(L, B, E)`` (``(B, L, E)`` with ``batch_first=True``); weights are ``(B, L, S)``
-    (averaged over heads) or ``(B, H, L, S)``. A query whose keys are all masked gets zeros here
-    (PyTorch gives NaN).
+
+class MultiheadAttention(Module):
+    """``torch.nn.MultiheadAttention``, with its parameters: ``forward(query, key, value, key_padding_mask=None,
+    need_weights=True, attn_mask=None, average_attn_weights=True, is_causal=False)`` → ``(output, weights or None)``.
+
+    Inputs are ``(L, B, E)`` (``(B, L, E)`` with ``batch_first=True``, ``(L, E)`` unbatched); weights
+    are ``(B, L, S)`` (averaged over heads) or ``(B, H, L, S)``. A boolean mask marks with ``True``
+    the positions that are masked. A query whose keys are all masked gets zeros here (PyTorch: NaN).
+
+    Parameters as PyTorch names and orders them: ``in_proj_weight (3E, E)`` (or ``q_proj_weight
+    (E, E)``, ``k_proj_weight (E, kdim)``, ``v_proj_weight (E, vdim)`` when ``kdim`` or ``vdim``
+    differ from ``E``), ``in_proj_bias (3E,)``, ``bias_k``, ``bias_v (1, 1, E)`` (``add_bias_kv``),
+    ``out_proj``. The adapter projects with them, appends PyTorch's extra keys (``bias_k``/``bias_v``,
+    then a zero key and value with ``add_zero_attn``, each with an unmasked mask column), and hands
+    the heads to the native ``F.scaled_dot_product_attention``: the attention itself is the native one.
+
+    >>> import tinyattn.compat as torch
+    >>> mha = torch.nn.MultiheadAttention(8, 2, add_bias_kv=True)
+    >>> [name for name, _ in mha.named_parameters()]
+    ['in_proj_weight', 'in_proj_bias', 'bias_k', 'bias_v', 'out_proj.weight', 'out_proj.bias']
+    >>> x = torch.randn(5, 3, 8)                                   # (L, B, E)
+    >>> out, weights = mha(x, x, x)
+    >>> out.shape, weights.shape                                   # a sixth key: bias_k
+    ((5, 3, 8), (3, 5, 6))
     """
 
     def __init__(self, embed_dim, num_heads, dropout=0.0, bias=True, add_bias_kv=False, add_zero_attn=False,
                  kdim=None, vdim=None, batch_first=False, device=None, dtype=None):
-        if add_bias_kv or add_zero_attn:
-            raise NotImplementedError("MultiheadAttention: add_bias_kv and add_zero_attn are not supported")
-        super().__init__(embed_dim, num_heads, dropout=dropout, bias=bias, kdim=kdim, vdim=vdim, device=device,
-                         dtype=dtype)
-        self.batch_first = batch_first
+        super().__init__()
+        check.sizes("MultiheadAttention", embed_dim=embed_dim, num_heads=num_heads)
+        if embed_dim <= 0 or num_heads <= 0 or embed_dim % num_heads:
+            raise ValueError(
+                f"MultiheadAttention: embed_dim ({embed_dim}) must be a positive multiple of num_heads ({num_heads})"
+            )
+        if not 0.0 <= dropout <= 1.0:
+            raise ValueError(f"MultiheadAttention: dropout must be in [0, 1], got {dropout}")
+        self.embed_dim, self.num_heads, self.dropout, self.batch_first = embed_dim, num_heads, dropout, batch_first
+        self.head_dim = embed_dim // num_heads
+        self.kdim = embed_dim if kdim is None else kdim
+        self.vdim = embed_dim if vdim is None else vdim
+        self._qkv_same_embed_dim = self.kdim == embed_dim and self.vdim == embed_dim
+        factory = dict(device=device, dtype=dtype)
+        E = embed_dim
+        if self._qkv_same_embed_dim:
+            self.in_proj_weight = Parameter(empty(3 * E, E, **factory))
+            for name in ("q_proj_weight", "k_proj_weight", "v_proj_weight"):
+                self.register_parameter(name, None)
+        else:
+            self.q_proj_weight = Parameter(empty(E, E, **factory))
+            self.k_proj_weight = Parameter(empty(E, self.kdim, **factory))
+            self.v_proj_weight = Parameter(empty(E, self.vdim, **factory))
+            self.register_parameter("in_proj_weight", None)
+        if bias:
+            self.in_proj_bias = Parameter(empty(3 * E, **factory))
+        else:
+            self.register_parameter("in_proj_bias", None)
+        self.out_proj = Linear(E, E, bias=bias, **factory)
+        if add_bias_kv:
+            self.bias_k = Parameter(empty(1, 1, E, **factory))
+            self.bias_v = Parameter(empty(1, 1, E, **factory))
+        else:
+            self.bias_k = self.bias_v = None
+        self.add_zero_attn = add_zero_attn
+        self._reset_parameters()
+
+    def _reset_parameters(self):
+        """PyTorch's: xavier-uniform projections, zero biases, xavier-normal ``bias_k``/``bias_v``."""
+        if self._qkv_same_embed_dim:
+            init.xavier_uniform_(self.in_proj_weight)
+        else:
+            for weight in (self.q_proj_weight, self.k_proj_weight, self.v_proj_weight):
+                init.xavier_uniform_(weight)
+        if self.in_proj_bias is not None:
+            init.zeros_(self.in_proj_bias)
+            init.zeros_(self.out_proj.bias)
+        if self.bias_k is not None:
+            init.xavier_normal_(self.bias_k)
+            init.xavier_normal_(self.bias_v)
 
     def forward(self, query, key, value, key_padding_mask=None, need_weights=True, attn_mask=None,
                 average_attn_weights=True, is_causal=False):
-        if not self.batch_first:  # (L, B, E) -> (B, L, E)
+        unbatched = query.ndim == 2
+        if unbatched:  # (L, E) -> (1, L, E)
+            query, key, value = query.unsqueeze(0), key.unsqueeze(0), value.unsqueeze(0)
+            key_padding_mask = None if key_padding_mask is None else key_padding_mask.unsqueeze(0)  # (1, S)
+        elif not self.batch_first:  # (L, B, E) -> (B, L, E)
             query, key, value = query.transpose(0, 1), key.transpose(0, 1), value.transpose(0, 1)
-        mask = _native_mask(attn_mask, key_padding_mask, query.shape[0], self.num_heads)
-        output, weights = super().forward(query, key, value, attn_mask=mask, is_causal=is_causal and mask is None,
-                                          need_weights=need_weights)  # (B, L, E), (B, H, L, S)
-        if not self.batch_first:
-            output = output.transpose(0, 1)
+        B, H = query.shape[0], self.num_heads
+        q, k, v = self._in_projection(query, key, value)  # (B, L, E), (B, S, E), (B, S, E)
+        if self.bias_k is not None:  # one more key and value, learned
+            k = cat([k, self.bias_k.expand(B, 1, self.embed_dim)], dim=1)  # (B, S + 1, E)
+            v = cat([v, self.bias_v.expand(B, 1, self.embed_dim)], dim=1)
+            attn_mask, key_padding_mask = _with_extra_key(attn_mask), _with_extra_key(key_padding_mask)
+        if self.add_zero_attn:  # one more key and value of zeros, in every head
+            k = cat([k, zeros(B, 1, self.embed_dim, dtype=k.dtype, device=k.device)], dim=1)  # (B, S + 1, E)
+            v = cat([v, zeros(B, 1, self.embed_dim, dtype=v.dtype, device=v.device)], dim=1)
+            attn_mask, key_padding_mask = _with_extra_key(attn_mask), _with_extra_key(key_padding_mask)
+        mask = _native_mask(attn_mask, key_padding_mask, B, H)  # True = may attend, or float; (B, H|1, L|1, S)
+        heads, weights = _native_F.scaled_dot_product_attention(
+            _split_heads(q, H), _split_heads(k, H), _split_heads(v, H), attn_mask=mask,
+            dropout_p=self.dropout if self.training else 0.0, is_causal=is_causal and mask is None,
+            need_weights=need_weights,
+        )  # (B, H, L, D), (B, H, L, S) or None
+        output = self.out_proj(_merge_heads(heads))  # (B, L, E)
         if weights is not None and average_attn_weights:
             weights = weights.mean(dim=1)  # (B, L, S)
-        return output, weights
+        if unbatched:
+            return output.squeeze(0), None if weights is None else weights.squeeze(0)
+        return _batch_first(output, self.batch_first), weights
+
+    def _in_projection(self, query, key, value):
+        """``query @ W_qᵀ + b_q`` and the same for keys and values, with PyTorch's packed or separate weights."""
+        if self._qkv_same_embed_dim:
+            w_q, w_k, w_v = self.in_proj_weight.chunk(3)  # (E, E) each
+        else:
+            w_q, w_k, w_v = self.q_proj_weight, self.k_proj_weight, self.v_proj_weight
+        b_q, b_k, b_v = (None,) * 3 if self.in_proj_bias is None else self.in_proj_bias.chunk(3)  # (E,) each
+        return linear(query, w_q, b_q), linear(key, w_k, b_k), linear(value, w_v, b_v)
 
 
 def _batch_first(x, batch_first):

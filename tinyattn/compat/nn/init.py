@@ -33,9 +33,22 @@ def constant_(tensor, val):
 @no_grad
 def xavier_uniform_(tensor, gain=1.0):
     """Uniform in ``±gain·√(6 / (fan_in + fan_out))`` (Glorot and Bengio)."""
-    fan_out, fan_in = tensor.shape[0], tensor.shape[1] * math.prod(tensor.shape[2:])
+    fan_out, fan_in = _fans(tensor)
     bound = gain * math.sqrt(6.0 / (fan_in + fan_out))
     return tensor.uniform_(-bound, bound)
+
+
+@no_grad
+def xavier_normal_(tensor, gain=1.0):
+    """Normal with standard deviation ``gain·√(2 / (fan_in + fan_out))`` (Glorot and Bengio)."""
+    fan_out, fan_in = _fans(tensor)
+    return tensor.normal_(0.0, gain * math.sqrt(2.0 / (fan_in + fan_out)))
+
+
+def _fans(tensor):
+    """PyTorch's ``(fan_out, fan_in)`` of a weight ``(out, in, *receptive field)``."""
+    receptive = math.prod(tensor.shape[2:])
+    return tensor.shape[0] * receptive, tensor.shape[1] * receptive
 
 
 def __getattr__(name):
