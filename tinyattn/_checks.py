@@ -124,6 +124,7 @@ def linear_args(input, weight, bias):
     ``(out_features,)`` (or none), else the bias to add to ``input @ weightᵀ``."""
     tensor("linear", "input", input)
     tensor("linear", "weight", weight)
+    one_dtype("linear", ("input", input), ("weight", weight))
     if bias is None or bias.shape == weight.shape[:1]:
         return None
     tensor("linear", "bias", bias)
@@ -138,6 +139,17 @@ def linear_args(input, weight, bias):
         raise ValueError(f"linear: bias of shape {bias.shape} cannot be broadcast to the output's shape "
                          f"{out_shape} (expected ({weight.shape[0]},))")
     return bias.reshape(bias.shape[-1:]) if input.ndim == 1 and bias.ndim > 1 else bias
+
+
+def one_dtype(name, first, second):
+    """Two arguments (``(argument name, tensor or array)`` pairs) of one dtype, where PyTorch refuses to
+    mix them (a matrix product's operands, LayerNorm's input and parameters; elementwise operations promote)."""
+    (name_a, a), (name_b, b) = first, second
+    if a.dtype != b.dtype:
+        raise RuntimeError(
+            f"{name}: {name_a} is {a.dtype} and {name_b} is {b.dtype}; {name} needs one dtype "
+            "(convert one with .to(dtype), or a module with .float() or .double())"
+        )
 
 
 def reduction_input(name, input, axis):

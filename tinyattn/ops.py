@@ -163,6 +163,7 @@ class MatMul(Function):
             raise RuntimeError(
                 f"matmul: both operands need at least one dimension, got shapes {tuple(a.shape)} and {tuple(b.shape)}"
             )
+        check.one_dtype("matmul", ("the left operand", a), ("the right operand", b))
         inner_b = b.shape[-2] if b.ndim > 1 else b.shape[0]
         if a.shape[-1] != inner_b:
             inner_a = a.shape[-1]

@@ -170,7 +170,8 @@ def test_a_whole_row_pushed_down_by_a_float_mask_stays_a_softmax_as_in_pytorch(d
     as in PyTorch, not zeros (only -inf forbids a key)."""
     scores = np.array([[[0.5, 1.0, -0.5], [2.0, 0.0, 1.0]]], dtype=np.float32)
     mask = np.array([[0.0, 0.0, 0.0], [-1e4, -1e4, -1e4]], dtype=np.float32)
-    q, kv = leaf(scores * np.sqrt(3), device), leaf(np.eye(3, dtype=np.float32)[None], device)  # q kᵀ/√3 = scores
+    q = leaf(scores * np.float32(np.sqrt(3)), device)  # q kᵀ/√3 = scores
+    kv = leaf(np.eye(3, dtype=np.float32)[None], device)
     for need_weights in (True, False):  # the composed path and the fused node
         out, _ = F.scaled_dot_product_attention(q, kv, kv, attn_mask=ta.tensor(mask, device=device),
                                                 need_weights=need_weights)

@@ -122,6 +122,15 @@ hyper = st.floats(-1.0, 2.0) | st.sampled_from([NAN, INF, -INF, 0.0, 1.0])
 
 
 @st.composite
+def matmul_args(draw):
+    """Two float operands, sometimes of two dtypes (torch refuses those, but not when one is empty: it
+    skips its checks there)."""
+    a, b = draw(arrays(floats_only)), draw(arrays(floats_only))
+    assume(a.dtype == b.dtype or (a.size and b.size))
+    return a, b
+
+
+@st.composite
 def linear_args(draw):
     dtype = draw(floats_only)
     in_f, out_f = draw(st.integers(0, 3)), draw(st.integers(0, 3))
@@ -131,7 +140,8 @@ def linear_args(draw):
     if b_shape not in (None, (out_f,)):  # torch's rules for other biases depend on its kernels; 2-D input only
         x_shape = (2,) + x_shape[-1:]
     bias = None if b_shape is None else draw(arrays(dtype, b_shape))
-    return draw(arrays(dtype, x_shape)), draw(arrays(dtype, w_shape)), bias
+    x_dtype = draw(st.sampled_from([dtype, dtype, np.float32, np.float64]))  # sometimes not the weight's: refused
+    return draw(arrays(x_dtype, x_shape)), draw(arrays(dtype, w_shape)), bias
 
 
 @st.composite
@@ -231,7 +241,7 @@ ENTRIES = [
           lambda x, i: x[i], lambda x, i: x[i]),
     Entry("masked_fill", st.tuples(arrays(np.float32), arrays(), st.sampled_from([0.0, -INF, NAN])),
           lambda x, m, v: x.masked_fill(m, v), lambda x, m, v: x.masked_fill(m, v)),
-    Entry("matmul", st.tuples(arrays(np.float32), arrays(np.float32)),
+    Entry("matmul", matmul_args(),
           lambda a, b: a @ b, lambda a, b: a @ b),
     Entry("neg", st.tuples(arrays()), lambda x: -x, lambda x: -x),
     Entry("abs", st.tuples(arrays()), lambda x: x.abs(), lambda x: x.abs()),
@@ -400,6 +410,14 @@ x = ta.tensor(np.arange(6.0).reshape(2, 3))
     (lambda: ta.tensor(1.0).transpose(0, 1), IndexError, r"transpose: dim1 1 is out of range \[-1, 0\]"),
     (lambda: ta.tensor(1.0).expand(-1, 2), ValueError, "expand: invalid size -1 at position 0"),
     (lambda: ta.tensor(2.0) @ ta.tensor(3.0), RuntimeError, "matmul: both operands need at least one dimension"),
+    # promoted, where torch refuses: float32 @ float64
+    (lambda: x.float() @ x.double().T, RuntimeError, "matmul: the left operand is float32 and the right operand is "
+     "float64; matmul needs one dtype"),
+    (lambda: nn.LayerNorm(3)(x.double()), RuntimeError, "layer_norm: input is float64 and weight is float32"),
+    (lambda: F.scaled_dot_product_attention(x.float()[None], x.double()[None], x.float()[None]), RuntimeError,
+     "scaled_dot_product_attention: query is float32 and key is float64"),
+    (lambda: nn.Linear(3, 2)(x.double()), RuntimeError, "Linear: input is float64 and weight is float32"),
+    (lambda: F.linear(x.float(), x.double()), RuntimeError, "linear: input is float32 and weight is float64"),
     # NumPy's own words
     (lambda: x.sum((0, 0)), ValueError, r"sum: dim \(0, 0\) names the same dimension twice"),
     (lambda: nn.Linear(-1, 2), ValueError, "Linear: in_features must be a non-negative integer, got -1"),

@@ -190,6 +190,9 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
     [[-1.0, 1.0]]
     """
     check.floating("layer_norm", "input", input)
+    for name, parameter in (("weight", weight), ("bias", bias)):
+        if parameter is not None:
+            check.one_dtype("layer_norm", ("input", input), (name, parameter))
     if type(normalized_shape) is not tuple:  # (a tuple, as nn.LayerNorm passes, skips the slow abc check)
         is_int = isinstance(normalized_shape, numbers.Integral)
         normalized_shape = (normalized_shape,) if is_int else tuple(normalized_shape)

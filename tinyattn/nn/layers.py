@@ -72,6 +72,7 @@ class Linear(Module):
 
     def forward(self, input):
         check.floating("Linear", "input", input)
+        check.one_dtype("Linear", ("input", input), ("weight", self.weight))
         if input.ndim == 0 or input.shape[-1] != self.in_features:
             raise ValueError(
                 f"Linear(in_features={self.in_features}, out_features={self.out_features}): the input's last "

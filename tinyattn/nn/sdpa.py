@@ -71,6 +71,8 @@ def scaled_dot_product_attention(
             [0.33, 0.67]]], dtype=float32)
     """
     check.attention_inputs("scaled_dot_product_attention", ("query", query), ("key", key), ("value", value))
+    check.one_dtype("scaled_dot_product_attention", ("query", query), ("key", key))
+    check.one_dtype("scaled_dot_product_attention", ("query", query), ("value", value))
     scale = check.attention_scale(query, scale)
     for name, t in (("query", query), ("key", key), ("value", value)):
         if not isinstance(t, Tensor) or t.ndim < 2:
