@@ -11,6 +11,7 @@ import math
 import numpy as np
 
 from .. import backend, ops
+from . import parallel
 
 # ----------------------------------------------------------------------------- sums as products
 
@@ -36,40 +37,61 @@ def layer_norm_rows(rows, weight, bias, eps):
     """LayerNorm of each row of ``rows (M, N)``: ``(y, saved)``, ``y = x̂ · weight + bias`` (or ``x̂``
     when ``weight`` is ``None``; ``weight``, ``bias``: ``(N,)``) with ``x̂ = (x - μ) / √(σ² + eps)``,
     σ² the biased variance; ``saved`` is what ``layer_norm_rows_backward`` needs. The means are
-    matrix-vector products with a vector of ``1/N`` (one BLAS call instead of a reduction)."""
+    matrix-vector products with a vector of ``1/N`` (one BLAS call instead of a reduction). Rows
+    are independent: a large array goes in pieces of rows over the pool (``fast.parallel``)."""
     xp = backend.namespace(rows)
-    average = backend.filled(rows.shape[1], 1 / max(rows.shape[1], 1), rows.dtype, xp)  # (N,), 1/N each
-    centered = rows - (rows @ average)[:, None]  # (M, N), a fresh array
-    variance = (centered * centered) @ average  # (M,); two passes, as the textbook's formula
-    rstd = (1 / xp.sqrt(variance + eps))[:, None]  # (M, 1)
-    centered *= rstd  # x̂
-    saved = (centered, rstd, average, weight)
-    if weight is None:
-        return centered, saved
-    out = centered * weight  # (M, N), a fresh array
-    if bias.dtype == out.dtype:
-        out += bias
-    else:
-        out = out + bias  # mixed dtypes promote, as the composed form does
-    return out, saved
+    M, N = rows.shape
+    average = backend.filled(N, 1 / max(N, 1), rows.dtype, xp)  # (N,), 1/N each
+    x_hat, rstd = xp.empty_like(rows), xp.empty((M, 1), dtype=rows.dtype)  # (M, N), (M, 1)
+    out = x_hat if weight is None else xp.empty(rows.shape, dtype=xp.result_type(rows, weight, bias))
+
+    def normalize(start, stop):  # rows start:stop, every array below a piece of the ones above
+        x, centered, r = rows[start:stop], x_hat[start:stop], rstd[start:stop]
+        xp.subtract(x, (x @ average)[:, None], out=centered)
+        variance = (centered * centered) @ average  # two passes, as the textbook's formula
+        r[:, 0] = 1 / xp.sqrt(variance + eps)
+        centered *= r  # x̂
+        if weight is None:
+            return
+        y = out[start:stop]
+        if weight.dtype == y.dtype:
+            xp.multiply(centered, weight, out=y)
+        else:
+            y[...] = centered * weight  # the product's own dtype first, as the composed form rounds
+        y += bias
+
+    parallel.run(normalize, parallel.pieces(M, N), rows)
+    return out, (x_hat, rstd, average, weight)
 
 
 def layer_norm_rows_backward(grad, saved):
     """``(dx, dweight, dbias)`` of ``layer_norm_rows`` for ``grad = ∂L/∂y (M, N)``, each a fresh array
     (``dweight`` and ``dbias`` ``None`` without a weight). With ``r = 1/√(σ²+eps)``
     and ``ĝ = g · weight``: ``dx = r · (ĝ - mean(ĝ) - x̂ · mean(ĝ · x̂))``, ``dweight = Σ_rows g · x̂``,
-    ``dbias = Σ_rows g``. A constant row has x̂ = 0 and a finite gradient."""
+    ``dbias = Σ_rows g``. A constant row has x̂ = 0 and a finite gradient. Rows go in pieces over the
+    pool; the sums over rows are one BLAS call each, on the whole."""
     x_hat, rstd, average, weight = saved
-    grad_weight = grad_bias = None
-    if weight is not None:
-        grad_weight, grad_bias = column_sums(grad * x_hat), column_sums(grad)  # (N,)
-        grad = grad * weight  # ĝ
-    if grad.dtype != average.dtype:
-        average = average.astype(grad.dtype)
-    grad_x = grad - (grad @ average)[:, None]  # (M, N), a fresh array: updated in place
-    grad_x -= x_hat * ((grad * x_hat) @ average)[:, None]
-    grad_x *= rstd
-    return grad_x, grad_weight, grad_bias
+    xp = backend.namespace(grad)
+    M, N = x_hat.shape
+    dtype = grad.dtype if weight is None else xp.result_type(grad, weight)
+    grad_x = xp.empty((M, N), dtype=dtype)
+    grad_times_x_hat = None if weight is None else xp.empty((M, N), dtype=xp.result_type(grad, x_hat))
+    if average.dtype != dtype:
+        average = average.astype(dtype)
+
+    def backward(start, stop):  # rows start:stop
+        g, x, gx = grad[start:stop], x_hat[start:stop], grad_x[start:stop]
+        if weight is not None:
+            xp.multiply(g, x, out=grad_times_x_hat[start:stop])  # for dweight
+            g = g * weight  # ĝ
+        xp.subtract(g, (g @ average)[:, None], out=gx)
+        gx -= x * ((g * x) @ average)[:, None]
+        gx *= rstd[start:stop]
+
+    parallel.run(backward, parallel.pieces(M, N), grad)
+    if weight is None:
+        return grad_x, None, None
+    return grad_x, column_sums(grad_times_x_hat), column_sums(grad)  # (M, N), (N,), (N,)
 
 
 # ----------------------------------------------------------------------------- masked softmax
