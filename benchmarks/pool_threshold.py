@@ -8,8 +8,8 @@
 The sweep times three passes a Transformer layer makes, each on float32 rows of width 512: ``exp`` in
 place (the softmax), ``maximum(x, 0)`` in place (ReLU) and a LayerNorm forward
 (``fast.kernels.layer_norm_rows``), each as one whole pass on this thread and as pieces spread over
-``fast.parallel``'s pool, interleaved, minimum and median of many calls. The smallest size at which the
-pooled pass is clearly faster is ``routes.settings.pool_min_elements``.
+``fast.parallel``'s pool (two pieces a thread), interleaved, minimum and median of many calls. The
+smallest size at which the pooled pass is clearly faster is ``routes.settings.pool_min_elements``.
 """
 
 import argparse
@@ -42,12 +42,16 @@ def passes(rows):
     def relu(start, stop):
         np.maximum(x[start:stop], 0, out=out[start:stop])
 
+    threads = parallel.thread_count()
+    quarter = -(-rows // (2 * threads))
+    halves = [(start, min(start + quarter, rows)) for start in range(0, rows, quarter)]  # two pieces a thread
+
     def run(task):
-        return lambda pooled: parallel.run(task, parallel.pieces(rows, WIDTH), x,
-                                           elements=x.size if pooled else 0)
+        return lambda pooled: parallel.run(task, halves if pooled else [(0, rows)], x, elements=x.size)
 
     def layer_norm(pooled):
-        with ta.use_fast_paths(pool_min_elements=0 if pooled else 1 << 62):
+        size = max(1, x.size // (2 * threads)) if pooled else 1 << 62
+        with ta.use_fast_paths(pool_min_elements=0, piece_elements=size):
             kernels.layer_norm_rows(x, weight, bias, 1e-5)
 
     return {"exp": run(exp), "relu": run(relu), "layer norm": layer_norm}

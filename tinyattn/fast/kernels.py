@@ -94,6 +94,33 @@ def layer_norm_rows_backward(grad, saved):
     return grad_x, column_sums(grad_times_x_hat), column_sums(grad)  # (M, N), (N,), (N,)
 
 
+# ----------------------------------------------------------------------------- ReLU
+
+
+def bias_relu(z, bias):
+    """``A = relu(Z + b)`` in place for ``z (M, F)``, ``bias (F,)``; returns ``z``. Pieces of rows over the pool."""
+    xp = backend.namespace(z)
+
+    def activate(start, stop):
+        piece = z[start:stop]
+        piece += bias
+        xp.maximum(piece, 0, out=piece)
+
+    parallel.run(activate, parallel.pieces(z.shape[0], z.shape[1]), z)
+    return z
+
+
+def relu_backward(grad, activation):
+    """``∂Z = ∂A ∘ [A > 0]`` in place for ``grad = ∂A (M, F)`` and the ReLU's output ``activation``;
+    returns ``grad``. Pieces of rows over the pool."""
+
+    def gate(start, stop):
+        grad[start:stop] *= activation[start:stop] > 0
+
+    parallel.run(gate, parallel.pieces(grad.shape[0], grad.shape[1]), grad)
+    return grad
+
+
 # ----------------------------------------------------------------------------- masked softmax
 
 
