@@ -278,7 +278,7 @@ def attention_backward(grad, query, key, value, weights, keep, scale, mask_shape
         out = tuple(xp.empty(lead + (n, size), dtype=grad.dtype) for n, size in ((Lq, E), (Lk, E), (Lk, Ev)))
     grad_query, grad_key, grad_value = out
     grad_scores = xp.empty(lead + (Lq, Lk), dtype=grad.dtype)  # dS
-    value_t, query_scaled = value.swapaxes(-1, -2), query * scale  # (…, Ev, Lk) a view; (…, Lq, E)
+    value_t = value.swapaxes(-1, -2)  # (…, Ev, Lk), a view
 
     def scores_grad(start, stop):  # queries start:stop
         rows = (Ellipsis, slice(start, stop), slice(None))
@@ -294,7 +294,8 @@ def attention_backward(grad, query, key, value, weights, keep, scale, mask_shape
         keys, columns = (Ellipsis, slice(start, stop), slice(None)), (Ellipsis, slice(start, stop))
         dropped = weights[columns] if keep is None else weights[columns] * keep[columns]  # P̃ (…, Lq, C)
         xp.matmul(dropped.swapaxes(-1, -2), grad, out=grad_value[keys])  # dV = P̃ᵀ G  (…, C, Ev)
-        xp.matmul(grad_scores[columns].swapaxes(-1, -2), query_scaled, out=grad_key[keys])  # dK = dSᵀ Q·scale
+        xp.matmul(grad_scores[columns].swapaxes(-1, -2), query, out=grad_key[keys])
+        grad_key[keys] *= scale  # dK = dSᵀ Q·scale  (…, C, E)
 
     size = max(E, Ev)
     parallel.run(scores_grad, _query_pieces(grad, Lq, Lk, lead, size), grad_scores)

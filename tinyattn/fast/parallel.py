@@ -122,6 +122,7 @@ class _Pool:
             if job is None:
                 return
             _work(job)
+            job = None  # drop the task and the arrays it holds before waiting for the next one
             self.done.put(None)
 
     def close(self):
