@@ -12,7 +12,9 @@ The switch: ``ta.use_fast_paths(False)`` (a function, and a context manager that
 previous settings on exit) or ``TINYATTN_FAST=0`` in the environment at import. With fast paths
 off every op and layer runs its reference definition. Its keyword settings move the thresholds:
 ``blocked_attention_min_keys`` (512: from this many keys on, attention without weights or dropout
-goes a block of keys at a time) and ``attention_block_size`` (keys per block; ``None`` chooses).
+goes a block of keys at a time), ``attention_block_size`` (keys per block; ``None`` chooses),
+``pool_min_elements`` (from this many elements on, a fast kernel's pass is spread over the cores)
+and ``piece_elements`` (the size of the pieces a large pass is cut into; see ``fast.parallel``).
 
 >>> import tinyattn as ta
 >>> from tinyattn import routes
@@ -33,15 +35,21 @@ class _Settings:
     enabled = os.environ.get("TINYATTN_FAST", "1") != "0"
     blocked_attention_min_keys = 512  # from here on the blocked path is as fast and far leaner
     attention_block_size = None  # keys per block: None lets BlockedAttention choose
+    pool_min_elements = 1 << 18  # from this many elements on, a fast kernel's pass runs on every core
+    # (fast.parallel; measured by benchmarks/pool_threshold.py)
+    piece_elements = 1 << 18  # about this many elements per piece of a pooled pass: 1 MiB of float32,
+    # half a core's L2 cache
 
 
 settings = _Settings()
 
 
 class use_fast_paths:
-    """``use_fast_paths(enabled=True, *, blocked_attention_min_keys=None, attention_block_size=None)``:
-    turn the fast routes on or off, now; used as a context manager, the previous settings come back
-    on exit. The keywords, when given, set the blocked-attention threshold (keys) and block size.
+    """``use_fast_paths(enabled=True, *, blocked_attention_min_keys=None, attention_block_size=None,
+    pool_min_elements=None, piece_elements=None)``: turn the fast routes on or off, now; used as a
+    context manager, the previous settings come back on exit. The keywords, when given, set the
+    blocked-attention threshold (keys) and block size, the size from which a fast kernel's pass
+    runs on every core (elements) and the size of the pieces it is cut into (``fast.parallel``).
 
     >>> import tinyattn as ta
     >>> layer = ta.nn.TransformerEncoderLayer(8, 2, dim_feedforward=16, dropout=0.0)
@@ -53,19 +61,29 @@ class use_fast_paths:
     'Add'
     """
 
-    def __init__(self, enabled=True, *, blocked_attention_min_keys=None, attention_block_size=None):
-        self._previous = (settings.enabled, settings.blocked_attention_min_keys, settings.attention_block_size)
+    def __init__(self, enabled=True, *, blocked_attention_min_keys=None, attention_block_size=None,
+                 pool_min_elements=None, piece_elements=None):
+        self._previous = tuple(getattr(settings, name) for name in _SETTING_NAMES)
         settings.enabled = bool(enabled)
         if blocked_attention_min_keys is not None:
             settings.blocked_attention_min_keys = int(blocked_attention_min_keys)
         if attention_block_size is not None:
             settings.attention_block_size = int(attention_block_size)
+        if pool_min_elements is not None:
+            settings.pool_min_elements = int(pool_min_elements)
+        if piece_elements is not None:
+            settings.piece_elements = max(1, int(piece_elements))
 
     def __enter__(self):
         return self
 
     def __exit__(self, *exc):
-        settings.enabled, settings.blocked_attention_min_keys, settings.attention_block_size = self._previous
+        for name, value in zip(_SETTING_NAMES, self._previous):
+            setattr(settings, name, value)
+
+
+_SETTING_NAMES = ("enabled", "blocked_attention_min_keys", "attention_block_size", "pool_min_elements",
+                  "piece_elements")
 
 
 FAST_OFF = "fast paths are off"  # by ta.use_fast_paths(False), or TINYATTN_FAST=0 at import

@@ -11,6 +11,7 @@ it equal to that definition, values and gradients. ``tinyattn.routes`` decides w
                  InProjection, Attention, PackedSelfAttention
     blocked.py   BlockedAttention: keys a block at a time, with a running softmax
     blocks.py    SelfAttentionBlock, FeedForwardBlock: a Transformer layer's residual blocks
+    parallel.py  a small thread pool: a large pass goes in pieces of rows over every core
 
 This package sits beside ``nn.functional`` and never imports the layers (``tinyattn.nn``).
 """

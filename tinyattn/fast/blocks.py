@@ -28,6 +28,7 @@ from .. import backend
 from ..masks import checked_mask, per_batch_mask
 from ..tensor import Function
 from .kernels import (
+    bias_relu,
     column_sums,
     in_projection,
     in_projection_backward,
@@ -35,6 +36,7 @@ from .kernels import (
     layer_norm_rows_backward,
     packed_attention,
     packed_attention_backward,
+    relu_backward,
 )
 
 
@@ -155,8 +157,7 @@ class FeedForwardBlock(_ResidualBlock):
         rows = x.reshape(-1, x.shape[-1])  # (M, E)
         h = self._norm_input(rows, norm_weight, norm_bias, eps, norm_first)  # (M, E)
         hidden = h @ w1.T  # (M, F), a fresh array
-        hidden += b1
-        self.h, self.hidden = h, backend.namespace(x).maximum(hidden, 0, out=hidden)  # A, in place
+        self.h, self.hidden = h, bias_relu(hidden, b1)  # A = relu(Z + b1), in place
         self.w1, self.w2 = w1, w2
         return self._output(self.hidden, w2, b2, rows, norm_weight, norm_bias, eps).reshape(x.shape)
 
@@ -164,7 +165,7 @@ class FeedForwardBlock(_ResidualBlock):
         parents = self.parents  # a weight's or bias's product runs only when it needs its gradient
         grad_s, grad_hidden, grad_w2, grad_b2, grad_norm = self._grad_of_output(
             grad, self.hidden, self.w2, parents[5], parents[6])  # ∂s, ∂A (M, F), ∂W2, ∂b2
-        grad_hidden *= self.hidden > 0  # ∂Z
+        relu_backward(grad_hidden, self.hidden)  # ∂Z = ∂A ∘ [A > 0], in place
         grad_w1 = grad_hidden.T @ self.h if parents[3].requires_grad else None  # (F, E)
         grad_b1 = column_sums(grad_hidden) if parents[4].requires_grad else None  # (F,)
         grad_h = grad_hidden @ self.w1  # (M, E)

@@ -11,6 +11,7 @@ import math
 import numpy as np
 
 from .. import backend, ops
+from . import parallel
 
 # ----------------------------------------------------------------------------- sums as products
 
@@ -36,40 +37,88 @@ def layer_norm_rows(rows, weight, bias, eps):
     """LayerNorm of each row of ``rows (M, N)``: ``(y, saved)``, ``y = x̂ · weight + bias`` (or ``x̂``
     when ``weight`` is ``None``; ``weight``, ``bias``: ``(N,)``) with ``x̂ = (x - μ) / √(σ² + eps)``,
     σ² the biased variance; ``saved`` is what ``layer_norm_rows_backward`` needs. The means are
-    matrix-vector products with a vector of ``1/N`` (one BLAS call instead of a reduction)."""
+    matrix-vector products with a vector of ``1/N`` (one BLAS call instead of a reduction). Rows
+    are independent: a large array goes in pieces of rows over the pool (``fast.parallel``)."""
     xp = backend.namespace(rows)
-    average = backend.filled(rows.shape[1], 1 / max(rows.shape[1], 1), rows.dtype, xp)  # (N,), 1/N each
-    centered = rows - (rows @ average)[:, None]  # (M, N), a fresh array
-    variance = (centered * centered) @ average  # (M,); two passes, as the textbook's formula
-    rstd = (1 / xp.sqrt(variance + eps))[:, None]  # (M, 1)
-    centered *= rstd  # x̂
-    saved = (centered, rstd, average, weight)
-    if weight is None:
-        return centered, saved
-    out = centered * weight  # (M, N), a fresh array
-    if bias.dtype == out.dtype:
-        out += bias
-    else:
-        out = out + bias  # mixed dtypes promote, as the composed form does
-    return out, saved
+    M, N = rows.shape
+    average = backend.filled(N, 1 / max(N, 1), rows.dtype, xp)  # (N,), 1/N each
+    x_hat, rstd = xp.empty_like(rows), xp.empty((M, 1), dtype=rows.dtype)  # (M, N), (M, 1)
+    out = x_hat if weight is None else xp.empty(rows.shape, dtype=xp.result_type(rows, weight, bias))
+
+    def normalize(start, stop):  # rows start:stop, every array below a piece of the ones above
+        x, centered, r = rows[start:stop], x_hat[start:stop], rstd[start:stop]
+        xp.subtract(x, (x @ average)[:, None], out=centered)
+        variance = (centered * centered) @ average  # two passes, as the textbook's formula
+        r[:, 0] = 1 / xp.sqrt(variance + eps)
+        centered *= r  # x̂
+        if weight is None:
+            return
+        y = out[start:stop]
+        if weight.dtype == y.dtype:
+            xp.multiply(centered, weight, out=y)
+        else:
+            y[...] = centered * weight  # the product's own dtype first, as the composed form rounds
+        y += bias
+
+    parallel.run(normalize, parallel.pieces(M, N), rows)
+    return out, (x_hat, rstd, average, weight)
 
 
 def layer_norm_rows_backward(grad, saved):
     """``(dx, dweight, dbias)`` of ``layer_norm_rows`` for ``grad = ∂L/∂y (M, N)``, each a fresh array
     (``dweight`` and ``dbias`` ``None`` without a weight). With ``r = 1/√(σ²+eps)``
     and ``ĝ = g · weight``: ``dx = r · (ĝ - mean(ĝ) - x̂ · mean(ĝ · x̂))``, ``dweight = Σ_rows g · x̂``,
-    ``dbias = Σ_rows g``. A constant row has x̂ = 0 and a finite gradient."""
+    ``dbias = Σ_rows g``. A constant row has x̂ = 0 and a finite gradient. Rows go in pieces over the
+    pool; the sums over rows are one BLAS call each, on the whole."""
     x_hat, rstd, average, weight = saved
-    grad_weight = grad_bias = None
-    if weight is not None:
-        grad_weight, grad_bias = column_sums(grad * x_hat), column_sums(grad)  # (N,)
-        grad = grad * weight  # ĝ
-    if grad.dtype != average.dtype:
-        average = average.astype(grad.dtype)
-    grad_x = grad - (grad @ average)[:, None]  # (M, N), a fresh array: updated in place
-    grad_x -= x_hat * ((grad * x_hat) @ average)[:, None]
-    grad_x *= rstd
-    return grad_x, grad_weight, grad_bias
+    xp = backend.namespace(grad)
+    M, N = x_hat.shape
+    dtype = grad.dtype if weight is None else xp.result_type(grad, weight)
+    grad_x = xp.empty((M, N), dtype=dtype)
+    grad_times_x_hat = None if weight is None else xp.empty((M, N), dtype=xp.result_type(grad, x_hat))
+    if average.dtype != dtype:
+        average = average.astype(dtype)
+
+    def backward(start, stop):  # rows start:stop
+        g, x, gx = grad[start:stop], x_hat[start:stop], grad_x[start:stop]
+        if weight is not None:
+            xp.multiply(g, x, out=grad_times_x_hat[start:stop])  # for dweight
+            g = g * weight  # ĝ
+        xp.subtract(g, (g @ average)[:, None], out=gx)
+        gx -= x * ((g * x) @ average)[:, None]
+        gx *= rstd[start:stop]
+
+    parallel.run(backward, parallel.pieces(M, N), grad)
+    if weight is None:
+        return grad_x, None, None
+    return grad_x, column_sums(grad_times_x_hat), column_sums(grad)  # (M, N), (N,), (N,)
+
+
+# ----------------------------------------------------------------------------- ReLU
+
+
+def bias_relu(z, bias):
+    """``A = relu(Z + b)`` in place for ``z (M, F)``, ``bias (F,)``; returns ``z``. Pieces of rows over the pool."""
+    xp = backend.namespace(z)
+
+    def activate(start, stop):
+        piece = z[start:stop]
+        piece += bias
+        xp.maximum(piece, 0, out=piece)
+
+    parallel.run(activate, parallel.pieces(z.shape[0], z.shape[1]), z)
+    return z
+
+
+def relu_backward(grad, activation):
+    """``∂Z = ∂A ∘ [A > 0]`` in place for ``grad = ∂A (M, F)`` and the ReLU's output ``activation``;
+    returns ``grad``. Pieces of rows over the pool."""
+
+    def gate(start, stop):
+        grad[start:stop] *= activation[start:stop] > 0
+
+    parallel.run(gate, parallel.pieces(grad.shape[0], grad.shape[1]), grad)
+    return grad
 
 
 # ----------------------------------------------------------------------------- masked softmax
@@ -78,42 +127,55 @@ def layer_norm_rows_backward(grad, saved):
 def masked_softmax(scores, allowed, scratch=False):
     """Softmax of ``scores`` over the last axis among the ``allowed`` entries (``None``: all), as a
     fresh array; forbidden entries and rows with none allowed get 0. ``scratch=True`` lets it
-    write the mask into ``scores`` instead of into a copy.
-
-    The shift that keeps ``exp`` from overflowing is the largest score of the whole array, not of
-    each row: NumPy's maximum along short rows costs more than all the exponentials at the sizes
-    attention meets. Softmax does not change when a row is shifted, so every weight above ``eps``
-    of its row's largest comes out as exactly as with the row's own maximum (smaller ones, in a row
-    far below the array's maximum, may come out 0 where PyTorch gives a tiny number). A row whose
-    entries all lie far below that maximum could underflow: any row whose sum falls under
-    ``tiny / eps`` of the dtype (1e-31 in float32: its largest score more than about 71 below the
-    array's) is redone with its own maximum, which also leaves a row with no key at exactly 0.
-    (Such rows cost a second pass over themselves.)
-    """
+    write the mask into ``scores`` instead of into a copy. (``softmax_into`` does the work.)"""
     xp = backend.namespace(scores)
-    Lk = scores.shape[-1]
     if allowed is not None and scratch:
         xp.copyto(scores, -math.inf, where=~allowed)  # (…, Lq, Lk); a forbidden key scores -inf
     elif allowed is not None:
         scores = xp.where(allowed, scores, -math.inf)
-    rows = scores.reshape(math.prod(scores.shape[:-1]), Lk)  # (R, Lk), kept: the redo below reads it
-    if rows.size == 0:
-        return xp.zeros(scores.shape, dtype=scores.dtype)
+    out = xp.empty(scores.shape, dtype=scores.dtype)
+    if scores.size:
+        softmax_into(scores, out)
+    return out
+
+
+def softmax_into(scores, out):
+    """``out = softmax(scores)`` over the last axis, ``scores (…, Lk)`` with forbidden entries already
+    ``-inf`` (left as they are: the redo below reads them); ``out`` may be ``scores`` itself.
+
+    The shift that keeps ``exp`` from overflowing is the largest score of the whole piece, not of
+    each row: NumPy's maximum along short rows costs more than all the exponentials at the sizes
+    attention meets. Softmax does not change when a row is shifted, so every weight above ``eps``
+    of its row's largest comes out as exactly as with the row's own maximum (smaller ones, in a row
+    far below the piece's maximum, may come out 0 where PyTorch gives a tiny number). A row whose
+    entries all lie far below that maximum could underflow: any row whose sum falls under
+    ``tiny / eps`` of the dtype (1e-31 in float32: its largest score more than about 71 below the
+    piece's) is redone with its own maximum, which also leaves a row with no key at exactly 0.
+    (Such rows cost a second pass over themselves.)
+    """
+    xp = backend.namespace(scores)
     lowest, tiny = _finfo(scores.dtype)
-    weights = rows - xp.maximum(rows.max(), lowest)  # (R, Lk), a fresh array; all -inf: shift by lowest
+    weights = scores - xp.maximum(scores.max(), lowest)  # (…, Lk), a fresh array; all -inf: shift by lowest
     xp.exp(weights, out=weights)  # exp(-inf) = 0 at forbidden keys
-    total = row_sums(weights)  # (R, 1)
+    total = _row_sums(weights)  # (…, 1)
     if not total.min() >= tiny:  # rows far below the largest score, with no key, or NaN: redo them alone
-        low = ~(total[:, 0] >= tiny)  # (a NaN anywhere makes the whole array's maximum NaN: each row then
+        low = ~(total[..., 0] >= tiny)  # (a NaN anywhere makes the piece's maximum NaN: each row then
         # gets its own, and the NaN stays in its row, as PyTorch keeps it)
-        redo = rows[low]  # (r, Lk), a copy
+        redo = scores[low]  # (r, Lk), a copy
         redo -= xp.maximum(redo.max(axis=1, keepdims=True), lowest)
         xp.exp(redo, out=redo)
         weights[low] = redo
         total[low] = row_sums(redo)  # at least 1 (the row's maximum gives exp(0)), or 0 with no key
         total = xp.maximum(total, tiny)  # a row with no key: 0 / tiny = 0
-    weights /= total
-    return weights.reshape(scores.shape)
+    xp.divide(weights, total, out=out)
+    return out
+
+
+def _row_sums(a):
+    """``a.sum(-1, keepdims=True)`` as matrix-vector products, for a contiguous array or a view."""
+    if a.flags.c_contiguous:
+        return row_sums(a)
+    return (a @ backend.filled(a.shape[-1], 1, a.dtype, backend.namespace(a)))[..., None]
 
 
 _FINFO = {}
@@ -134,69 +196,125 @@ def masked_softmax_backward(grad, y, out=None):
     """``∂L/∂s = y · (g - Σ g·y)`` for the softmax ``y`` of ``s``, into ``out`` (``out=grad``: in
     place) or a fresh array."""
     xp = backend.namespace(grad)
-    dot = row_sums(grad * y)  # (…, Lq, 1): Σ g·y
+    dot = _row_sums(grad * y)  # (…, Lq, 1): Σ g·y
     grad_scores = xp.subtract(grad, dot, out=out)
     grad_scores *= y
     return grad_scores
 
 
 # ----------------------------------------------------------------------------- attention
+#
+# The whole-matrix attention goes in pieces: forward and the scores' gradient a run of query rows
+# of every (…) slice at a time, the keys' and values' gradients a run of keys at a time. A piece's
+# scores fit in a core's cache (``fast.parallel.pieces``), so mask, softmax and product read them
+# while they are hot, and the pieces run on every core. Each BLAS call in a piece is small enough
+# that OpenBLAS runs it on one thread (``parallel.BLAS_ONE_THREAD_MNK``): one thread per core.
 
 
-def causal_allowed(Lq, Lk, xp):
-    """Boolean ``(Lq, Lk)``: ``True`` where key ``j <= i`` (query ``i`` may attend it)."""
-    return xp.tril(xp.ones((Lq, Lk), dtype=bool))
+def _rows(mask, start, stop):
+    """The part of a mask ``(…, Lq or 1, Lk or 1)`` (or fewer axes) that covers queries ``start:stop``."""
+    if mask is None or mask.ndim < 2 or mask.shape[-2] == 1:
+        return mask
+    return mask[..., start:stop, :]
 
 
-def attention_weights(query, key, attn_mask, allowed, is_causal, scale, dropout_p):
-    """``(P, M)``: the attention weights ``(…, Lq, Lk)`` and the dropout's scaled keep-mask, or ``None``."""
-    Lq, Lk = query.shape[-2], key.shape[-2]
-    scores = (query * scale) @ key.swapaxes(-1, -2)  # (…, Lq, Lk), a fresh array; scaling Q is the cheaper side
-    if attn_mask is not None:
-        scores += attn_mask  # the mask broadcasts to the scores (checked by the caller)
-    if is_causal:
-        causal = causal_allowed(Lq, Lk, backend.namespace(query))  # (Lq, Lk): key j <= query i
-        allowed = causal if allowed is None else allowed & causal
-    weights = masked_softmax(scores, allowed, scratch=True)  # (…, Lq, Lk), a fresh array
+def _query_pieces(like, Lq, Lk, batch, head_size):
+    """Runs of query rows: each piece's scores about ``piece_elements``, its GEMMs on one BLAS thread."""
+    if type(like) is not np.ndarray:  # CuPy (and the strict test backend): the whole at once
+        return [(0, Lq)]
+    return parallel.pieces(Lq, math.prod(batch) * Lk, parallel.BLAS_ONE_THREAD_MNK // max(1, Lk * head_size))
+
+
+def attention(query, key, value, attn_mask, allowed, is_causal, scale, dropout_p, out=None):
+    """``(O, P, M)`` of ``O = dropout(masked softmax(Q Kᵀ·scale + mask)) V``: the output ``(…, Lq, Ev)``
+    (written into ``out`` when given, e.g. a view laid out as merged heads), the weights ``P (…, Lq, Lk)``
+    and dropout's scaled keep-mask ``M`` (or ``None``). ``attn_mask`` is added to the scores,
+    ``allowed`` (boolean, ``True`` = may attend) and ``is_causal`` forbid keys; both broadcast."""
+    xp = backend.namespace(query)
+    Lq, Lk, E, Ev = query.shape[-2], key.shape[-2], query.shape[-1], value.shape[-1]
+    batch = tuple(np.broadcast_shapes(query.shape[:-2], key.shape[:-2]))
+    weights = xp.empty(batch + (Lq, Lk), dtype=query.dtype)  # P, kept for backward
     keep = None
     if dropout_p > 0.0:  # F.dropout's draw, kept as a mask for backward
         uniform = backend.random_uniform(weights.shape, weights.dtype, backend.device_of(weights))
         keep = (uniform >= dropout_p).astype(weights.dtype) * (0.0 if dropout_p == 1 else 1 / (1 - dropout_p))
-    return weights, keep
+    if out is None:
+        out = xp.empty(tuple(np.broadcast_shapes(batch, value.shape[:-2])) + (Lq, Ev), dtype=query.dtype)
+    key_t = key.swapaxes(-1, -2)  # (…, E, Lk), a view
+
+    def attend(start, stop):  # queries start:stop of every (…) slice
+        rows = (Ellipsis, slice(start, stop), slice(None))
+        scores = weights[rows]  # (…, R, Lk), a view of P: the scores become the weights in place
+        xp.matmul(query[rows] * scale, key_t, out=scores)  # S = Q Kᵀ·scale; scaling Q is the cheaper side
+        if attn_mask is not None:
+            scores += _rows(attn_mask, start, stop)  # the mask broadcasts to the scores (checked by the caller)
+        forbidden = None if allowed is None else ~_rows(allowed, start, stop)
+        if is_causal:  # query i may attend key j <= i
+            above = xp.arange(Lk) > xp.arange(start, stop)[:, None]  # (R, Lk)
+            forbidden = above if forbidden is None else forbidden | above
+        if forbidden is not None:
+            xp.copyto(scores, -math.inf, where=forbidden)
+        if scores.size:
+            softmax_into(scores, scores)  # P
+        dropped = scores if keep is None else scores * keep[rows]  # P̃
+        xp.matmul(dropped, value, out=out[rows])  # O = P̃ V  (…, R, Ev)
+
+    parallel.run(attend, _query_pieces(query, Lq, Lk, batch, max(E, Ev)), weights)
+    return out, weights, keep
 
 
-def dropped(weights, keep):
-    return weights if keep is None else weights * keep
+def attention_backward(grad, query, key, value, weights, keep, scale, mask_shape=None, out=None):
+    """``(dQ, dK, dV, dmask)`` of ``attention`` for ``grad = ∂L/∂O``, before any sum over broadcast
+    axes (each of ``grad``'s leading shape; written into ``out = (dQ, dK, dV)`` when given);
+    ``dmask`` is ``None`` unless ``mask_shape`` is given. With ``P̃ = P ∘ M``:
 
+        dP = (G Vᵀ) ∘ M    dS = P ∘ (dP - Σ_k dP·P)    dQ = dS K·scale      (a run of queries at a time)
+        dV = P̃ᵀ G          dK = dSᵀ Q·scale                                 (a run of keys at a time)
+    """
+    xp = backend.namespace(grad)
+    lead, (Lq, Lk) = grad.shape[:-2], weights.shape[-2:]
+    E, Ev = query.shape[-1], value.shape[-1]
+    if out is None:
+        out = tuple(xp.empty(lead + (n, size), dtype=grad.dtype) for n, size in ((Lq, E), (Lk, E), (Lk, Ev)))
+    grad_query, grad_key, grad_value = out
+    grad_scores = xp.empty(lead + (Lq, Lk), dtype=grad.dtype)  # dS
+    value_t = value.swapaxes(-1, -2)  # (…, Ev, Lk), a view
 
-def attention_backward(grad, query, key, value, weights, keep, scale, mask_shape=None):
-    """``(dQ, dK, dV, dmask)`` of ``O = dropout(masked softmax(Q Kᵀ·scale + mask)) V``, before any
-    sum over broadcast axes; ``dmask`` is ``None`` unless ``mask_shape`` is given."""
-    grad_value = dropped(weights, keep).swapaxes(-1, -2) @ grad  # dV = P̃ᵀ G  (…, Lk, Ev)
-    grad_weights = grad @ value.swapaxes(-1, -2)  # G Vᵀ  (…, Lq, Lk), a fresh array
-    if keep is not None:
-        grad_weights *= keep  # dP
-    grad_scores = masked_softmax_backward(grad_weights, weights, out=grad_weights)  # dS (…, Lq, Lk), in place
+    def scores_grad(start, stop):  # queries start:stop
+        rows = (Ellipsis, slice(start, stop), slice(None))
+        grad_piece, p = grad_scores[rows], weights[rows]  # (…, R, Lk) views
+        xp.matmul(grad[rows], value_t, out=grad_piece)  # G Vᵀ
+        if keep is not None:
+            grad_piece *= keep[rows]  # dP
+        masked_softmax_backward(grad_piece, p, out=grad_piece)  # dS, in place
+        xp.matmul(grad_piece, key, out=grad_query[rows])
+        grad_query[rows] *= scale  # dQ = dS K·scale  (…, R, E)
+
+    def keys_grad(start, stop):  # keys start:stop
+        keys, columns = (Ellipsis, slice(start, stop), slice(None)), (Ellipsis, slice(start, stop))
+        dropped = weights[columns] if keep is None else weights[columns] * keep[columns]  # P̃ (…, Lq, C)
+        xp.matmul(dropped.swapaxes(-1, -2), grad, out=grad_value[keys])  # dV = P̃ᵀ G  (…, C, Ev)
+        xp.matmul(grad_scores[columns].swapaxes(-1, -2), query, out=grad_key[keys])
+        grad_key[keys] *= scale  # dK = dSᵀ Q·scale  (…, C, E)
+
+    size = max(E, Ev)
+    parallel.run(scores_grad, _query_pieces(grad, Lq, Lk, lead, size), grad_scores)
+    parallel.run(keys_grad, _query_pieces(grad, Lk, Lq, lead, size), grad_scores)
     grad_mask = None
     if mask_shape is not None:
         grad_mask = ops.sum_to(grad_scores, mask_shape)
-        if grad_mask is grad_scores:
-            grad_mask = grad_scores.copy()  # dS is scaled in place below
-    grad_scores *= scale
-    grad_query = grad_scores @ key  # (…, Lq, E)
-    grad_key = grad_scores.swapaxes(-1, -2) @ query  # (…, Lk, E)
     return grad_query, grad_key, grad_value, grad_mask
 
 
 def packed_attention(qkv, attn_mask, allowed, is_causal, scale, dropout_p):
     """``(O, P, M)``: attention over packed ``qkv (3, B, H, L, D)``, its output with the heads merged
-    ``(B, L, H·D)`` (a fresh array), the weights ``P (B, H, L, L)`` and dropout's keep-mask ``M`` (or
-    ``None``). Masks as ``Attention``'s."""
-    query, key, value = qkv[0], qkv[1], qkv[2]  # (B, H, L, D) views
-    weights, keep = attention_weights(query, key, attn_mask, allowed, is_causal, scale, dropout_p)
-    heads = dropped(weights, keep) @ value  # (B, H, L, D)
-    B, H, L, D = heads.shape
-    return heads.transpose(0, 2, 1, 3).reshape(B, L, H * D), weights, keep  # (B, L, H·D), a copy
+    ``(B, L, H·D)`` (a fresh array, written in that layout), the weights ``P (B, H, L, L)`` and dropout's
+    keep-mask ``M`` (or ``None``). Masks as ``Attention``'s."""
+    _, B, H, L, D = qkv.shape
+    merged = backend.namespace(qkv).empty((B, L, H, D), dtype=qkv.dtype)
+    _, weights, keep = attention(qkv[0], qkv[1], qkv[2], attn_mask, allowed, is_causal, scale, dropout_p,
+                                 out=merged.transpose(0, 2, 1, 3))  # heads written straight into (B, L, H, D)
+    return merged.reshape(B, L, H * D), weights, keep  # (B, L, H·D), a view
 
 
 def packed_attention_backward(grad, qkv, weights, keep, scale, mask_shape=None):
@@ -206,10 +324,10 @@ def packed_attention_backward(grad, qkv, weights, keep, scale, mask_shape=None):
     ``mask_shape`` is given."""
     _, B, H, L, D = qkv.shape
     grad = grad.reshape(B, L, H, D).transpose(0, 2, 1, 3)  # (B, H, L, D), a view
-    grads = attention_backward(grad, qkv[0], qkv[1], qkv[2], weights, keep, scale, mask_shape)
-    grad_qkv = backend.namespace(grad).empty((B, L, 3, H, D), dtype=grads[0].dtype).transpose(2, 0, 3, 1, 4)
-    grad_qkv[0], grad_qkv[1], grad_qkv[2] = grads[:3]  # (3, B, H, L, D)
-    return grad_qkv, grads[3]
+    grad_qkv = backend.namespace(grad).empty((B, L, 3, H, D), dtype=grad.dtype).transpose(2, 0, 3, 1, 4)
+    *_, grad_mask = attention_backward(grad, qkv[0], qkv[1], qkv[2], weights, keep, scale, mask_shape,
+                                       out=(grad_qkv[0], grad_qkv[1], grad_qkv[2]))  # written in place
+    return grad_qkv, grad_mask  # (3, B, H, L, D)
 
 
 # ----------------------------------------------------------------------------- heads and projections

@@ -144,7 +144,7 @@ class MaskedSoftmax(Function):
         ∂L/∂s = y · (g - Σ g·y)
 
     Rows whose entries are all forbidden have ``y = 0``, so their gradient is 0 too. The shift is
-    the whole array's largest score (``kernels.masked_softmax``). Reference: the reference
+    the whole array's largest score (``kernels.softmax_into``). Reference: the reference
     attention's masked ``F.softmax``.
 
     >>> import tinyattn as ta
@@ -227,9 +227,9 @@ class Attention(Function):
 
     def forward(self, query, key, value, attn_mask=None, *, allowed, is_causal, scale, dropout_p):
         self.query, self.key, self.value, self.scale = query, key, value, scale
-        self.weights, self.keep = kernels.attention_weights(query, key, attn_mask, allowed, is_causal, scale,
-                                                            dropout_p)
-        return kernels.dropped(self.weights, self.keep) @ value  # (…, Lq, Ev)
+        out, self.weights, self.keep = kernels.attention(query, key, value, attn_mask, allowed, is_causal, scale,
+                                                         dropout_p)
+        return out  # (…, Lq, Ev)
 
     def backward(self, grad):
         needs = [p.requires_grad for p in self.parents]

@@ -1,0 +1,150 @@
+"""Where the thread pool of the fast layer starts to pay: one pass, on one thread and pooled, by size.
+
+    python benchmarks/pool_threshold.py             # the sweep: elements per pass, single vs pooled
+    python benchmarks/pool_threshold.py --blas      # which GEMM sizes OpenBLAS runs on more than one thread
+    python benchmarks/pool_threshold.py --after-blas  # a pooled pass right after a BLAS call (run it with and
+                                                      # without OPENBLAS_THREAD_TIMEOUT=1 in the environment)
+
+The sweep times three passes a Transformer layer makes, each on float32 rows of width 512: ``exp`` in
+place (the softmax), ``maximum(x, 0)`` in place (ReLU) and a LayerNorm forward
+(``fast.kernels.layer_norm_rows``), each as one whole pass on this thread and as pieces spread over
+``fast.parallel``'s pool (two pieces a thread), interleaved, minimum and median of many calls. The
+smallest size at which the pooled pass is clearly faster is ``routes.settings.pool_min_elements``.
+"""
+
+import argparse
+import os
+import statistics
+import sys
+import threading
+import time
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+import tinyattn as ta  # noqa: E402
+from tinyattn.fast import kernels, parallel  # noqa: E402
+
+WIDTH = 512
+
+
+def passes(rows):
+    """``{name: function(pooled)}`` over ``rows (M, WIDTH)`` arrays, each pass cut into the pool's pieces."""
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((rows, WIDTH), dtype=np.float32) * 0.1
+    out = np.empty_like(x)
+    weight, bias = np.ones(WIDTH, np.float32), np.zeros(WIDTH, np.float32)
+
+    def exp(start, stop):
+        np.exp(x[start:stop], out=out[start:stop])
+
+    def relu(start, stop):
+        np.maximum(x[start:stop], 0, out=out[start:stop])
+
+    threads = parallel.thread_count()
+    quarter = -(-rows // (2 * threads))
+    halves = [(start, min(start + quarter, rows)) for start in range(0, rows, quarter)]  # two pieces a thread
+
+    def run(task):
+        return lambda pooled: parallel.run(task, halves if pooled else [(0, rows)], x, elements=x.size)
+
+    def layer_norm(pooled):
+        size = max(1, x.size // (2 * threads)) if pooled else 1 << 62
+        with ta.use_fast_paths(pool_min_elements=0, piece_elements=size):
+            kernels.layer_norm_rows(x, weight, bias, 1e-5)
+
+    return {"exp": run(exp), "relu": run(relu), "layer norm": layer_norm}
+
+
+def sweep(repeat):
+    print(f"{'elements':>10} {'pass':<11} {'single µs':>18} {'pooled µs':>18} {'pooled/single':>14}")
+    for elements in [1 << k for k in range(13, 24)]:
+        rows = max(1, elements // WIDTH)
+        for name, fn in passes(rows).items():
+            times = {True: [], False: []}
+            for _ in range(3):
+                fn(True), fn(False)
+            for _ in range(repeat):
+                for pooled in (False, True):
+                    start = time.perf_counter()
+                    fn(pooled)
+                    times[pooled].append(time.perf_counter() - start)
+            single, pooled = (sorted(times[p]) for p in (False, True))
+            print(f"{rows * WIDTH:>10} {name:<11} {single[0] * 1e6:>8.1f} {statistics.median(single) * 1e6:>9.1f}"
+                  f" {pooled[0] * 1e6:>8.1f} {statistics.median(pooled) * 1e6:>9.1f}"
+                  f" {statistics.median(pooled) / statistics.median(single):>14.2f}", flush=True)
+
+
+def _thread_ticks():
+    """CPU ticks of each thread of this process."""
+    ticks = {}
+    for tid in os.listdir("/proc/self/task"):
+        with open(f"/proc/self/task/{tid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        ticks[tid] = int(fields[11]) + int(fields[12])
+    return ticks
+
+
+def blas_threads():
+    """For GEMMs of growing m·n·k: do OpenBLAS's other threads spend CPU time (more than one thread)?"""
+    main = str(threading.get_native_id())
+    rng = np.random.default_rng(0)
+    for m, n, k in [(64, 64, 64), (128, 128, 32), (64, 512, 16), (16, 512, 64), (128, 128, 64), (32, 512, 64),
+                    (512, 512, 64)]:
+        a, b = rng.standard_normal((m, k), dtype=np.float32), rng.standard_normal((k, n), dtype=np.float32)
+        a @ b
+        time.sleep(0.3)  # let OpenBLAS's threads go idle
+        before, start = _thread_ticks(), time.perf_counter()
+        while time.perf_counter() - start < 0.5:
+            a @ b
+        after = _thread_ticks()
+        others = sum(after[t] - before.get(t, 0) for t in after if t != main)
+        print(f"m·n·k = {m * n * k:>9,} ({m}×{k} @ {k}×{n}): other threads' CPU ticks {others}"
+              f" -> {'more than one thread' if others > 2 else 'one thread'}")
+
+
+def after_blas(repeat):
+    """A pooled pass over 4M elements right after a 2-threaded BLAS call, against the same pass alone."""
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((512, 512), dtype=np.float32)
+    x = rng.standard_normal((8192, WIDTH), dtype=np.float32)
+    out = np.empty_like(x)
+
+    def exp(start, stop):
+        np.exp(x[start:stop], out=out[start:stop])
+
+    ranges = parallel.pieces(x.shape[0], WIDTH)
+    times = {"alone": [], "after BLAS": []}
+    for _ in range(repeat):
+        for name in times:
+            if name == "after BLAS":
+                a @ a  # 512³: OpenBLAS wakes its threads; they spin for OPENBLAS_THREAD_TIMEOUT afterwards
+            else:
+                time.sleep(0.01)  # OpenBLAS's threads have gone to sleep by now
+            start = time.perf_counter()
+            parallel.run(exp, ranges, x)
+            times[name].append(time.perf_counter() - start)
+    timeout = os.environ.get("OPENBLAS_THREAD_TIMEOUT", "unset")
+    for name, t in times.items():
+        print(f"OPENBLAS_THREAD_TIMEOUT={timeout}: pooled exp over 4M elements {name}: "
+              f"min {min(t) * 1e3:.2f} ms, median {statistics.median(t) * 1e3:.2f} ms")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--repeat", type=int, default=60)
+    parser.add_argument("--blas", action="store_true")
+    parser.add_argument("--after-blas", action="store_true")
+    args = parser.parse_args()
+    print(f"pool threads: {parallel.thread_count()}")
+    if args.blas:
+        blas_threads()
+    elif args.after_blas:
+        after_blas(args.repeat)
+    else:
+        sweep(args.repeat)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,256 @@
+"""The fast layer's thread pool (``tinyattn.fast.parallel``) and the kernels that use it.
+
+- Every pooled kernel gives bit for bit the same arrays pooled as on one thread: the same pieces
+  (``piece_elements`` lowered so that small shapes are cut), run once with ``pool_min_elements=0``
+  and once with the pool out of reach; float32 and float64, shapes around the piece size.
+- The pool runs tasks on more than one thread when it applies, and on the calling thread in
+  reference mode, below the threshold, for non-NumPy arrays and inside a pooled task.
+- A task's exception reaches the caller; the pool starts again after ``shutdown``, works in a
+  forked child, and lets the interpreter exit.
+"""
+
+import math
+import os
+import subprocess
+import sys
+import threading
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import tinyattn as ta
+from tinyattn import backend
+from tinyattn.fast import kernels, parallel
+
+NEVER = 1 << 62
+MULTICORE = pytest.mark.skipif(parallel.thread_count() < 2, reason="the pool has one thread on this machine")
+
+
+def pooled_and_single(fn, piece_elements):
+    """``fn()`` with the pool on every pass, then with the pool out of reach; the same pieces both times."""
+    with ta.use_fast_paths(pool_min_elements=0, piece_elements=piece_elements):
+        pooled = fn()
+    with ta.use_fast_paths(pool_min_elements=NEVER, piece_elements=piece_elements):
+        single = fn()
+    return pooled, single
+
+
+def assert_identical(pooled, single):
+    for a, b in zip(pooled, single):
+        if a is None:
+            assert b is None
+        else:
+            assert a.dtype == b.dtype
+            np.testing.assert_array_equal(a, b, strict=True)
+
+
+dtypes = st.sampled_from([np.float32, np.float64])
+piece_sizes = st.integers(1, 200)
+
+
+@settings(max_examples=40, deadline=None)
+@given(M=st.integers(1, 40), N=st.integers(1, 24), affine=st.booleans(), dtype=dtypes, pieces=piece_sizes,
+       seed=st.integers(0, 2**31 - 1))
+def test_layer_norm_rows_pooled_is_bit_identical(M, N, affine, dtype, pieces, seed):
+    rng = np.random.default_rng(seed)
+    x, grad = (rng.standard_normal((M, N)).astype(dtype) for _ in range(2))
+    weight, bias = (rng.standard_normal(N).astype(dtype) for _ in range(2)) if affine else (None, None)
+
+    def run():
+        y, saved = kernels.layer_norm_rows(x, weight, bias, 1e-5)
+        return (y, saved[0], saved[1], *kernels.layer_norm_rows_backward(grad, saved))
+
+    assert_identical(*pooled_and_single(run, pieces))
+
+
+@settings(max_examples=40, deadline=None)
+@given(M=st.integers(1, 40), F=st.integers(1, 24), dtype=dtypes, pieces=piece_sizes, seed=st.integers(0, 2**31 - 1))
+def test_relu_pooled_is_bit_identical(M, F, dtype, pieces, seed):
+    rng = np.random.default_rng(seed)
+    z, bias, grad = rng.standard_normal((M, F)).astype(dtype), rng.standard_normal(F).astype(dtype), \
+        rng.standard_normal((M, F)).astype(dtype)
+
+    def run():
+        a = kernels.bias_relu(z.copy(), bias)
+        return a, kernels.relu_backward(grad.copy(), a)
+
+    assert_identical(*pooled_and_single(run, pieces))
+
+
+@st.composite
+def attention_cases(draw):
+    B, H = draw(st.integers(1, 3)), draw(st.integers(1, 3))
+    Lq, Lk, E, Ev = draw(st.integers(1, 12)), draw(st.integers(1, 12)), draw(st.integers(1, 5)), draw(st.integers(1, 5))
+    return dict(B=B, H=H, Lq=Lq, Lk=Lk, E=E, Ev=Ev, dtype=draw(dtypes), pieces=draw(piece_sizes),
+                mask=draw(st.sampled_from(["none", "bool", "padding", "float", "float_inf"])),
+                is_causal=draw(st.booleans()), dropout_p=draw(st.sampled_from([0.0, 0.0, 0.3])),
+                seed=draw(st.integers(0, 2**31 - 1)))
+
+
+def attention_inputs(case):
+    rng = np.random.default_rng(case["seed"])
+    B, H, Lq, Lk, E, Ev, dtype = (case[k] for k in ("B", "H", "Lq", "Lk", "E", "Ev", "dtype"))
+    q, k = (rng.standard_normal((B, H, n, E)).astype(dtype) for n in (Lq, Lk))
+    v, grad = rng.standard_normal((B, H, Lk, Ev)).astype(dtype), rng.standard_normal((B, H, Lq, Ev)).astype(dtype)
+    float_mask = allowed = None
+    if case["mask"] == "bool":
+        allowed = rng.random((B, H, Lq, Lk)) < 0.7
+        allowed[..., 0, :] = False  # a query with no key
+    elif case["mask"] == "padding":
+        allowed = rng.random((B, 1, 1, Lk)) < 0.7
+    elif case["mask"].startswith("float"):
+        float_mask = rng.standard_normal((Lq, Lk)).astype(dtype)
+        if case["mask"] == "float_inf":
+            float_mask[rng.random((Lq, Lk)) < 0.3] = -math.inf
+    return q, k, v, grad, float_mask, allowed
+
+
+@settings(max_examples=60, deadline=None)
+@given(case=attention_cases())
+def test_attention_pooled_is_bit_identical(case):
+    q, k, v, grad, float_mask, allowed = attention_inputs(case)
+    scale = 1 / math.sqrt(case["E"])
+
+    def run():
+        ta.manual_seed(case["seed"])  # the same dropout draw both times
+        out, weights, keep = kernels.attention(q, k, v, float_mask, allowed, case["is_causal"], scale,
+                                               case["dropout_p"])
+        grads = kernels.attention_backward(grad, q, k, v, weights, keep, scale,
+                                           None if float_mask is None else float_mask.shape)
+        return (out, weights, keep, *grads)
+
+    pooled, single = pooled_and_single(run, case["pieces"])
+    assert_identical(pooled, single)
+    assert not np.isnan(pooled[0]).any()  # rows with no key give zeros
+
+
+@settings(max_examples=40, deadline=None)
+@given(case=attention_cases())
+def test_packed_attention_pooled_is_bit_identical(case):
+    case = dict(case, Lk=case["Lq"], Ev=case["E"])
+    q, k, v, grad, float_mask, allowed = attention_inputs(case)
+    qkv = np.stack([q, k, v])  # (3, B, H, L, D)
+    B, H, L, D = q.shape
+    merged_grad = grad.transpose(0, 2, 1, 3).reshape(B, L, H * D)
+    scale = 1 / math.sqrt(D)
+
+    def run():
+        ta.manual_seed(case["seed"])
+        out, weights, keep = kernels.packed_attention(qkv, float_mask, allowed, case["is_causal"], scale,
+                                                      case["dropout_p"])
+        grad_qkv, grad_mask = kernels.packed_attention_backward(merged_grad, qkv, weights, keep, scale,
+                                                                None if float_mask is None else float_mask.shape)
+        return out, weights, keep, grad_qkv, grad_mask
+
+    assert_identical(*pooled_and_single(run, case["pieces"]))
+
+
+def test_pieces_depend_on_the_shape_only():
+    with ta.use_fast_paths(piece_elements=100):
+        assert parallel.pieces(10, 10) == [(0, 10)]
+        assert parallel.pieces(25, 10) == [(0, 9), (9, 18), (18, 25)]
+        assert parallel.pieces(25, 10, most_items=5) == [(0, 5), (5, 10), (10, 15), (15, 20), (20, 25)]
+        assert parallel.pieces(0, 10) == [(0, 0)]
+
+
+# ----------------------------------------------------------------------------- where the pool runs
+
+
+def threads_used(like, ranges=((0, 1), (1, 2)), elements=None):
+    """The threads that ran two pieces; two threads only if both ran at once (a barrier joins them)."""
+    seen, barrier = set(), threading.Barrier(2, timeout=0.5)
+
+    def task(start, stop):
+        seen.add(threading.get_ident())
+        try:
+            barrier.wait()
+        except threading.BrokenBarrierError:
+            pass  # ran one after another
+
+    parallel.run(task, list(ranges), like, elements=elements)
+    return seen
+
+
+@MULTICORE
+def test_the_pool_runs_pieces_on_two_threads_at_once():
+    with ta.use_fast_paths(pool_min_elements=0):
+        assert len(threads_used(np.zeros(4))) == 2
+
+
+def test_the_pool_stays_off_where_it_does_not_apply():
+    me = {threading.get_ident()}
+    with ta.use_fast_paths(False, pool_min_elements=0):  # reference mode
+        assert threads_used(np.zeros(4)) == me
+    with ta.use_fast_paths(pool_min_elements=1000):  # below the threshold
+        assert threads_used(np.zeros(4)) == me
+        assert threads_used(np.zeros(4), elements=999) == me
+    with ta.use_fast_paths(pool_min_elements=0):
+        assert threads_used(backend.to_device(np.zeros(4), "strict")) == me  # not a NumPy array (as CuPy's)
+        assert threads_used(np.zeros(4), ranges=[(0, 4)]) == me  # one piece
+
+        def nested(start, stop):
+            inner.append(threads_used(np.zeros(4)))
+
+        inner = []
+        parallel.run(nested, [(0, 1), (1, 2)], np.zeros(4))
+        assert all(len(seen) == 1 for seen in inner)  # a task's own passes run on its thread
+
+
+def test_a_task_error_reaches_the_caller_and_the_pool_goes_on():
+    def task(start, stop):
+        if start == 1:
+            raise ValueError("piece 1 failed")
+
+    with ta.use_fast_paths(pool_min_elements=0):
+        with pytest.raises(ValueError, match="piece 1 failed"):
+            parallel.run(task, [(0, 1), (1, 2), (2, 3)], np.zeros(3))
+        out = np.zeros(6)
+        parallel.run(lambda a, b: out.__setitem__(slice(a, b), 1), [(0, 3), (3, 6)], out)
+        assert out.sum() == 6
+
+
+def test_thread_count_follows_the_blas_setting(monkeypatch):
+    monkeypatch.setenv("OPENBLAS_NUM_THREADS", "1")
+    assert parallel.thread_count() == 1
+    monkeypatch.setenv("OPENBLAS_NUM_THREADS", "64")
+    assert parallel.thread_count() == parallel.MAX_THREADS
+    monkeypatch.delenv("OPENBLAS_NUM_THREADS")
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    assert 1 <= parallel.thread_count() <= parallel.MAX_THREADS
+
+
+@MULTICORE
+def test_shutdown_then_a_new_pool():
+    with ta.use_fast_paths(pool_min_elements=0):
+        threads_used(np.zeros(4))
+        parallel.shutdown()
+        assert len(threads_used(np.zeros(4))) == 2
+
+
+@MULTICORE
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork here")
+def test_the_pool_works_in_a_forked_child():
+    with ta.use_fast_paths(pool_min_elements=0):
+        threads_used(np.zeros(4))  # the parent's pool exists
+        pid = os.fork()
+        if pid == 0:  # the child: exit status 0 only if its pool ran both pieces at once
+            try:
+                code = 0 if len(threads_used(np.zeros(4))) == 2 else 1
+            except BaseException:
+                code = 2
+            os._exit(code)
+        _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+
+
+def test_the_interpreter_exits_with_the_pool_started():
+    code = ("import numpy as np, tinyattn as ta; from tinyattn.fast import kernels\n"
+            "with ta.use_fast_paths(pool_min_elements=0, piece_elements=64):\n"
+            "    y, _ = kernels.layer_norm_rows(np.ones((100, 16)), None, None, 1e-5)\n"
+            "print(y.shape)")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([os.getcwd(), os.environ.get("PYTHONPATH", "")]))
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=env)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "(100, 16)"

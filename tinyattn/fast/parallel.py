@@ -1,0 +1,180 @@
+"""A small thread pool that spreads one pass over an array across the cores.
+
+NumPy releases the GIL inside its loops (ufuncs, reductions, BLAS calls), so Python threads that
+each take their own slice of the same arrays run on different cores. The fast kernels cut a large
+pass into *pieces* (ranges of rows) and hand them to ``run``; the calling thread works too, and
+every thread takes the next piece until none is left.
+
+- **The same answer on any machine.** ``pieces`` depends on the shape alone (and
+  ``routes.settings.piece_elements``), never on the number of threads or on whether the pool runs,
+  so a pooled pass gives bit for bit what the same pieces give one after another.
+- **Only where it pays.** A pass over fewer than ``routes.settings.pool_min_elements`` elements runs on
+  the calling thread (``benchmarks/pool_threshold.py`` measures where the pool starts to pay). It
+  is off in reference mode (``ta.use_fast_paths(False)``), for anything but NumPy arrays (CuPy has
+  its own parallelism, the strict test backend none), and inside a pooled task (no nesting).
+- **One thread per core.** As many threads as the BLAS uses (``OPENBLAS_NUM_THREADS``,
+  ``OMP_NUM_THREADS``, else the cores this process may run on), at most ``MAX_THREADS``. A kernel keeps
+  the BLAS calls inside its pieces small enough that OpenBLAS runs them on one thread
+  (``BLAS_ONE_THREAD_MNK``), so a pooled pass never asks for more threads than cores.
+
+>>> import numpy as np
+>>> x = np.arange(12.0).reshape(6, 2)
+>>> def double(start, stop):
+...     x[start:stop] *= 2
+>>> run(double, [(0, 3), (3, 6)], x)
+>>> x[:, 0]
+array([ 0.,  4.,  8., 12., 16., 20.])
+"""
+
+import atexit
+import itertools
+import os
+import queue
+import threading
+
+import numpy as np
+
+from .. import routes
+
+MAX_THREADS = 8
+BLAS_ONE_THREAD_MNK = 1 << 19  # OpenBLAS runs a GEMM with m·n·k up to this on one thread (measured:
+# 524,288 runs on one, 1,048,576 on two; benchmarks/pool_threshold.py --blas shows it)
+
+
+def thread_count():
+    """Threads a pooled pass uses: the BLAS's own count when the environment sets it, else the cores
+    this process may run on; at most ``MAX_THREADS``."""
+    for name in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS"):
+        value = os.environ.get(name, "").split(",")[0].strip()
+        if value.isdigit() and int(value) > 0:
+            return min(int(value), MAX_THREADS)
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return max(1, min(cores, MAX_THREADS))
+
+
+def pieces(count, elements_per_item, most_items=None):
+    """``[(start, stop), …]``: ``range(count)`` cut into equal runs of items (rows, say) of about
+    ``routes.settings.piece_elements`` elements each (``elements_per_item`` per item), at most
+    ``most_items`` items each; one piece when the whole is that small. Depends on the shape only."""
+    per_piece = max(1, routes.settings.piece_elements // max(1, elements_per_item))
+    if most_items is not None:
+        per_piece = max(1, min(per_piece, most_items))
+    if per_piece >= count:
+        return [(0, count)]
+    number = -(-count // per_piece)
+    size = -(-count // number)  # equal sizes: the last piece is not a sliver
+    return [(start, min(start + size, count)) for start in range(0, count, size)]
+
+
+def run(task, ranges, like, elements=None):
+    """Call ``task(start, stop)`` for every range in ``ranges`` (disjoint pieces of the arrays it
+    writes), on the pool when it applies to ``like`` (an array of the pass) and ``elements`` (the
+    pass's size; ``like.size`` when ``None``) reaches ``routes.settings.pool_min_elements``; else one
+    after another on this thread. The first exception a task raises is raised here."""
+    elements = like.size if elements is None else elements
+    if (len(ranges) < 2 or type(like) is not np.ndarray or not routes.settings.enabled
+            or elements < routes.settings.pool_min_elements or _in_task.active):
+        for start, stop in ranges:
+            task(start, stop)
+        return
+    _pool().run(task, ranges)
+
+
+_in_task = threading.local()  # .active: this thread is running a pooled task
+_in_task.active = False
+
+
+class _Pool:
+    """``count - 1`` worker threads, idle on a queue each; the caller is the ``count``-th."""
+
+    def __init__(self, count):
+        self.inboxes = [queue.SimpleQueue() for _ in range(count - 1)]
+        self.done = queue.SimpleQueue()
+        self.busy = threading.Lock()  # one pass at a time: a second caller runs its pieces itself
+        self.threads = [threading.Thread(target=self._serve, args=(inbox,), daemon=True, name=f"tinyattn-pool-{i}")
+                        for i, inbox in enumerate(self.inboxes)]
+        for thread in self.threads:
+            thread.start()
+
+    def run(self, task, ranges):
+        if not self.busy.acquire(blocking=False):
+            for start, stop in ranges:
+                task(start, stop)
+            return
+        try:
+            job = (task, ranges, itertools.count(), [])  # next(count) is atomic under the GIL
+            helpers = self.inboxes[: len(ranges) - 1]
+            for inbox in helpers:
+                inbox.put(job)
+            _work(job)
+            for _ in helpers:
+                self.done.get()
+        finally:
+            self.busy.release()
+        errors = job[3]
+        if errors:
+            raise errors[0]
+
+    def _serve(self, inbox):
+        _in_task.active = False
+        while True:
+            job = inbox.get()
+            if job is None:
+                return
+            _work(job)
+            job = None  # drop the task and the arrays it holds before waiting for the next one
+            self.done.put(None)
+
+    def close(self):
+        for inbox in self.inboxes:
+            inbox.put(None)
+        for thread in self.threads:
+            thread.join()
+
+
+def _work(job):
+    """Take pieces of ``job`` until none is left (or one has failed)."""
+    task, ranges, counter, errors = job
+    previous, _in_task.active = getattr(_in_task, "active", False), True
+    try:
+        for index in counter:
+            if index >= len(ranges) or errors:
+                return
+            try:
+                task(*ranges[index])
+            except BaseException as error:  # handed to the caller, which raises it
+                errors.append(error)
+    finally:
+        _in_task.active = previous
+
+
+_POOL = None
+_CREATE = threading.Lock()
+
+
+def _pool():
+    global _POOL
+    if _POOL is None:
+        with _CREATE:
+            if _POOL is None:
+                _POOL = _Pool(thread_count())
+    return _POOL
+
+
+def shutdown():
+    """Stop the pool's threads (at exit; a later pass starts a new pool)."""
+    global _POOL
+    pool, _POOL = _POOL, None
+    if pool is not None:
+        pool.close()
+
+
+def _forget_after_fork():
+    """A forked child has none of the parent's threads: it starts its own pool when it needs one."""
+    global _POOL, _CREATE
+    _POOL, _CREATE = None, threading.Lock()
+
+
+atexit.register(shutdown)
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_after_fork)
