@@ -2,11 +2,11 @@
 
 - The float32 erf over the whole float32 range against ``scipy.special.erf`` in float64: every
   1009th positive bit pattern (all binades, subnormals included), every 16th float32 of
-  ``[0.5, 4]`` (where both branches and their seam at 1 live), a million random bit patterns, and
-  ±0, ±inf, NaN, the extremes. Bound: within 1.7e-7 of erf and within 3 ulp of erf rounded to
-  float32 (measured: 1.6e-7, 2.7 ulp, just below the seam at 1); odd, exactly.
+  ``[0.5, 4]`` (where both branches and their seam at 0.8 live), a million random bit patterns, and
+  ±0, ±inf, NaN, the extremes. Bound: within 1.3e-7 of erf and within 2.6 ulp of erf rounded to
+  float32 (measured on 46 million inputs: 1.17e-7, 2.41 ulp); odd, exactly.
 - The float32 normal CDF (the exact GELU's ``Φ``): within 2.5e-7 of ``scipy.special.ndtr``, and
-  within 5e-5 relatively for ``z < 0`` while ``Φ`` is a normal float32.
+  within 6e-5 relatively for ``z < 0`` while ``Φ`` is a normal float32 (measured: 2.27e-7, 4.4e-5).
 - The tanh form and both backward kernels against their float64 formulas; float64 inputs keep
   scipy's erf, bit for bit the reference ``F.gelu``'s ``Φ``.
 - ``out=`` slices of rows give the rows of the whole; the strict backend runs the same code.
@@ -24,7 +24,7 @@ from tinyattn import backend
 from tinyattn.fast import activations
 
 F32 = np.float32
-ERF_ABS, ERF_ULP, CDF_ABS, CDF_REL_NEGATIVE = 1.7e-7, 3.0, 2.5e-7, 5e-5
+ERF_ABS, ERF_ULP, CDF_ABS, CDF_REL_NEGATIVE = 1.3e-7, 2.6, 2.5e-7, 6e-5
 
 
 def float32_sweep():
@@ -36,7 +36,7 @@ def float32_sweep():
     random_bits = rng.integers(0, 2**32, 1_000_000, dtype=np.uint64).astype(np.uint32).view(F32)
     info = np.finfo(F32)
     specials = np.array([0.0, info.tiny, info.smallest_subnormal, info.max, np.inf, 1.0, np.nextafter(F32(1), F32(0)),
-                         np.nextafter(F32(1), F32(2)), 3.9, 10.0, 10.5], dtype=F32)
+                         np.nextafter(F32(1), F32(2)), 0.8, np.nextafter(F32(0.8), F32(0)), 3.9, 10.0, 10.5], dtype=F32)
     values = np.concatenate([strided, -strided, seam, -seam, random_bits, specials, -specials])
     return values[~np.isnan(values)]
 
