@@ -148,6 +148,15 @@ def test_kernels_write_row_slices_into_out(dtype, approximate):
     in_place = grad.copy()
     activations.gelu_backward(in_place, z, whole_cdf, approximate, out=in_place)
     np.testing.assert_array_equal(in_place, whole_grad)
+    columns = slice(100, 2100)  # out= a non-contiguous view: written through, not into a copy
+    for kernel, expected in ((lambda o: activations.normal_cdf(z[:, columns], approximate, out=o), whole_cdf),
+                             (lambda o: activations.erf(z[:, columns], out=o), activations.erf(z)),
+                             (lambda o: activations.gelu_backward(grad[:, columns], z[:, columns],
+                                                                  whole_cdf[:, columns], approximate, out=o),
+                              whole_grad)):
+        target = np.zeros_like(z)
+        assert kernel(target[:, columns]).base is target
+        np.testing.assert_array_equal(target[:, columns], expected[:, columns])
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])

@@ -103,8 +103,19 @@ def _erfc_tail(a, out, t):
     return out
 
 
-def _new(x, out):
-    return backend.namespace(x).empty(x.shape, dtype=x.dtype) if out is None else out
+def _target(x, out):
+    """Where a block loop writes: ``out`` when it is contiguous (its flat blocks are views), else a
+    fresh array of ``x``'s shape and dtype that ``_deliver`` copies into ``out``."""
+    if out is not None and out.flags.c_contiguous:
+        return out
+    return backend.namespace(x).empty(x.shape, dtype=x.dtype)
+
+
+def _deliver(result, out):
+    if out is None or result is out:
+        return result
+    out[...] = result
+    return out
 
 
 def erf(x, out=None):
@@ -116,9 +127,9 @@ def erf(x, out=None):
             return result
         out[...] = result
         return out
-    out = _new(x, out)
+    result = _target(x, out)
     xp, small, one = backend.namespace(x), _constants(x.dtype, _ERF_SMALL), x.dtype.type(1)
-    for x_block, out_block in _blocks(x, out):
+    for x_block, out_block in _blocks(x, result):
         a = xp.abs(x_block)
         xp.minimum(a, x.dtype.type(_CLAMP), out=a)  # NaN stays NaN
         s = xp.multiply(a, a)
@@ -132,14 +143,15 @@ def erf(x, out=None):
         tail *= s
         out_block += tail
         xp.copysign(out_block, x_block, out=out_block)  # erf is odd; erf(-0) = -0
-    return out
+    return _deliver(result, out)
 
 
 def normal_cdf(z, approximate="none", out=None):
     """``Φ(z)``, the standard normal CDF (``approximate="none"``) or GELU's tanh approximation of it
     (``"tanh"``), elementwise, into ``out`` (or a fresh array)."""
     xp = backend.namespace(z)
-    out = _new(z, out)
+    if out is None:
+        out = xp.empty(z.shape, dtype=z.dtype)
     if approximate == "tanh":  # (1 + tanh(u)) / 2 = 1 / (1 + exp(-2u)): no cancellation where tanh(u) ≈ -1
         xp.multiply(z, z, out=out)
         out *= z.dtype.type(_TANH_CUBIC)
@@ -156,8 +168,8 @@ def normal_cdf(z, approximate="none", out=None):
         out += z.dtype.type(1)
         out *= z.dtype.type(0.5)
         return out
-    one = z.dtype.type(1)
-    for z_block, out_block in _blocks(z, out):
+    one, result = z.dtype.type(1), _target(z, out)
+    for z_block, out_block in _blocks(z, result):
         a = xp.abs(z_block)
         a *= z.dtype.type(_SQRT_HALF)
         xp.minimum(a, z.dtype.type(_CLAMP), out=a)
@@ -167,16 +179,14 @@ def normal_cdf(z, approximate="none", out=None):
         out_block *= a
         tail *= z.dtype.type(0.5)
         out_block += tail  # Φ = Φ(-|z|) + w (1 - 2 Φ(-|z|)): Φ(-|z|) itself, exactly, where z < 0
-    return out
+    return _deliver(result, out)
 
 
 def gelu_backward(grad, z, cdf, approximate="none", out=None):
     """``∂L/∂z = g · (Φ(z) + z Φ'(z))`` for ``grad = g``, the pre-activation ``z`` and ``cdf = Φ(z)``
     (``normal_cdf``'s), into ``out`` (``out=grad``: in place) or a fresh array."""
-    xp = backend.namespace(z)
-    out = _new(grad, out)
-    dtype = z.dtype.type
-    for g_block, z_block, cdf_block, out_block in _blocks(grad, z, cdf, out):
+    xp, dtype, result = backend.namespace(z), z.dtype.type, _target(grad, out)
+    for g_block, z_block, cdf_block, out_block in _blocks(grad, z, cdf, result):
         slope = xp.multiply(z_block, z_block)  # z²
         if approximate == "tanh":  # 2 Φ (1 - Φ) · √(2/π) (1 + 3 · 0.044715 z²)
             slope *= dtype(6 * _TANH_CUBIC * _SQRT_2_OVER_PI)
@@ -190,4 +200,4 @@ def gelu_backward(grad, z, cdf, approximate="none", out=None):
         slope *= z_block
         slope += cdf_block  # Φ + z Φ'
         xp.multiply(g_block, slope, out=out_block)
-    return out
+    return _deliver(result, out)
