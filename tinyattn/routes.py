@@ -309,13 +309,13 @@ def decoder_layer(layer, tgt, tgt_mask):
 def _layer_route(layer, x, attn_mask, ff_norm, ff_dropout):
     sa_reason = why_not_self_attention_block(layer, x, attn_mask)
     ff_reason = why_not_feed_forward_block(layer, ff_norm, x, ff_dropout)
+    activation = None if ff_reason else feed_forward_activation(layer.activation)  # "relu", "gelu", "gelu_tanh"
     if _TRACE is not None:
         keys, threshold = x.shape[1], settings.blocked_attention_min_keys
         whole_matrix = f" ({keys} keys, under the blocked-attention threshold {threshold})"
         _record(layer, "self-attention residual", "fast.SelfAttentionBlock" + whole_matrix, sa_reason)
-        activation = feed_forward_activation(layer.activation)
         _record(layer, "feed-forward residual", f"fast.FeedForwardBlock ({activation})", ff_reason)
-    return LayerRoute(sa_reason is None, feed_forward_activation(layer.activation) if ff_reason is None else None)
+    return LayerRoute(sa_reason is None, activation)
 
 
 # ----------------------------------------------------------------------------- the checks' helpers
