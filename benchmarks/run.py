@@ -24,8 +24,8 @@ Cases (``--cases``, comma-separated; the default runs all but ``longattn`` and `
     train       one training step of the main example's model against a PyTorch twin
     peak        the share of the BLAS peak the large encoder layer's forward+backward reaches:
                 its matrix-product FLOPs (counted below, ``encoder_flops``) ÷ its time ÷ the speed
-                of a 2048×2048 float32 GEMM measured in the same run, for tinyattn, PyTorch and the
-                NumPy floor
+                of a 2048×2048 float32 GEMM measured in the same run: NumPy's GEMM for tinyattn
+                and the NumPy floor, PyTorch's own (another BLAS, often faster) for PyTorch
     longattn    attention over 4096 keys: the whole score matrix against the blocked path
     minilm      inference of the real all-MiniLM-L6-v2 (``tinyattn.pretrained``) against
                 transformers on a padded batch of 8 sentences
@@ -358,17 +358,21 @@ def encoder_flops(size, ff_factor=4):
 
 def peak_cases(size="large", device="cpu"):
     """The large encoder layer's forward+backward (tinyattn, PyTorch, the NumPy floor) and a
-    2048×2048 float32 GEMM, to be timed together."""
+    2048×2048 float32 GEMM in each library (``gemm``: NumPy's or CuPy's, ``torch gemm``), to be
+    timed together."""
+    torch = _torch()
     cases = encoder_cases(size, True, device)
+    a, b = (np.random.default_rng(i).standard_normal((2048, 2048), dtype=np.float32) for i in (1, 2))
+    a_t, b_t = torch.tensor(a, device=device), torch.tensor(b, device=device)
     if device == "cpu":
-        a, b = (np.random.default_rng(i).standard_normal((2048, 2048), dtype=np.float32) for i in (1, 2))
         out = np.empty((2048, 2048), dtype=np.float32)
         cases["gemm"] = lambda: np.matmul(a, b, out=out)
     else:
         import cupy
 
-        a, b = (cupy.random.standard_normal((2048, 2048), dtype=np.float32) for _ in range(2))
+        a, b = cupy.asarray(a), cupy.asarray(b)
         cases["gemm"] = lambda: a @ b
+    cases["torch gemm"] = lambda: a_t @ b_t
     return cases
 
 
@@ -517,7 +521,7 @@ def main():
         _check_cuda()
 
     rows = []
-    header = (f"{'case':<10}{'size':<8}{'pass':<10}{'tinyattn ms':>12}{'pytorch ms':>12}{'ratio':>8}"
+    header = (f"{'case':<12}{'size':<8}{'pass':<10}{'tinyattn ms':>12}{'pytorch ms':>12}{'ratio':>8}"
               f"{'floor ms':>10}{'÷ floor':>9}")
     print(header)
     print("-" * len(header))
@@ -534,19 +538,19 @@ def main():
             rows.append({"case": "bert6", "size": "batch8", "pass": "inference",
                          "tinyattn_ms": medians["tinyattn"] * 1e3, "pytorch_ms": medians["pytorch"] * 1e3,
                          "ratio": medians["tinyattn"] / medians["pytorch"]})
-            print(f"{'bert6':<10}{'batch8':<8}{'infer':<10}{rows[-1]['tinyattn_ms']:>12.3f}"
+            print(f"{'bert6':<12}{'batch8':<8}{'infer':<10}{rows[-1]['tinyattn_ms']:>12.3f}"
                   f"{rows[-1]['pytorch_ms']:>12.3f}{rows[-1]['ratio']:>8.2f}", flush=True)
             continue
         if case == "minilm":
             cases = minilm_cases("batch8", False, device=args.device)
             if isinstance(cases, str):
-                print(f"minilm    {cases}", flush=True)
+                print(f"{'minilm':<12}{cases}", flush=True)
                 continue
             medians = time_interleaved(cases, args.repeat or 20, device=args.device)
             rows.append({"case": "minilm", "size": "batch8", "pass": "inference",
                          "tinyattn_ms": medians["tinyattn"] * 1e3, "pytorch_ms": medians["pytorch"] * 1e3,
                          "ratio": medians["tinyattn"] / medians["pytorch"]})
-            print(f"{'minilm':<10}{'batch8':<8}{'infer':<10}{rows[-1]['tinyattn_ms']:>12.3f}"
+            print(f"{'minilm':<12}{'batch8':<8}{'infer':<10}{rows[-1]['tinyattn_ms']:>12.3f}"
                   f"{rows[-1]['pytorch_ms']:>12.3f}{rows[-1]['ratio']:>8.2f}", flush=True)
             continue
         for size in args.sizes.split(",") if case != "train" else ["example"]:
@@ -569,10 +573,10 @@ def main():
                     row["pytorch_peak_mib"] = peak_memory(case, size, "pytorch")
                 rows.append(row)
                 floor = f"{row['floor_ms']:>10.3f}{row['ratio_to_floor']:>9.2f}" if "floor_ms" in row else ""
-                print(f"{case:<10}{size:<8}{row['pass']:<10}{row['tinyattn_ms']:>12.3f}{row['pytorch_ms']:>12.3f}"
+                print(f"{case:<12}{size:<8}{row['pass']:<10}{row['tinyattn_ms']:>12.3f}{row['pytorch_ms']:>12.3f}"
                       f"{row['ratio']:>8.2f}{floor}", flush=True)
                 if "tinyattn_peak_mib" in row:
-                    print(f"{'':<28}peak MiB: tinyattn {row['tinyattn_peak_mib']:.1f}, "
+                    print(f"{'':<30}peak MiB: tinyattn {row['tinyattn_peak_mib']:.1f}, "
                           f"pytorch {row['pytorch_peak_mib']:.1f}", flush=True)
     if args.json:
         os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
@@ -588,7 +592,7 @@ def _long_attention_row(args):
     row = {"case": "longattn", "size": "B1 H8 L4096 d64", "pass": "fwd+bwd",
            "plain_ms": medians["plain"] * 1e3, "blocked_ms": medians["blocked"] * 1e3,
            "blocked_over_plain": medians["blocked"] / medians["plain"]}
-    line = (f"longattn  L=4096  fwd+bwd   plain {row['plain_ms']:.0f} ms, blocked {row['blocked_ms']:.0f} ms "
+    line = (f"longattn    L=4096  fwd+bwd   plain {row['plain_ms']:.0f} ms, blocked {row['blocked_ms']:.0f} ms "
             f"(blocked/plain {row['blocked_over_plain']:.2f})")
     if args.memory:
         row["plain_peak_mib"] = peak_memory("longattn", "L4096", "plain")
@@ -601,17 +605,19 @@ def _long_attention_row(args):
 def _peak_row(args):
     """The ``peak`` row: each variant's share of the GEMM's FLOP rate on the large encoder layer."""
     medians = time_interleaved(peak_cases("large", args.device), args.repeat or 10, device=args.device, block=2)
-    gemm_flops = 2 * 2048**3 / medians.pop("gemm")
+    gemm_flops = 2 * 2048**3 / medians.pop("gemm")  # NumPy's (CuPy's) BLAS
+    torch_gemm_flops = 2 * 2048**3 / medians.pop("torch gemm")
     _, flops = encoder_flops("large")
     row = {"case": "peak", "size": "large", "pass": "fwd+bwd", "gemm_gflops": gemm_flops / 1e9,
-           "layer_gflop": flops / 1e9}
+           "torch_gemm_gflops": torch_gemm_flops / 1e9, "layer_gflop": flops / 1e9}
     shares = []
     for name, seconds in medians.items():
-        key = name.replace(" ", "_")
-        row[f"{key}_ms"], row[f"{key}_share_of_peak"] = seconds * 1e3, flops / seconds / gemm_flops
+        key, peak = name.replace(" ", "_"), torch_gemm_flops if name == "pytorch" else gemm_flops
+        row[f"{key}_ms"], row[f"{key}_share_of_peak"] = seconds * 1e3, flops / seconds / peak
         shares.append(f"{name} {row[f'{key}_share_of_peak']:.0%} ({seconds * 1e3:.0f} ms)")
-    print(f"peak      large   fwd+bwd   {flops / 1e9:.1f} GFLOP of products; 2048² GEMM "
-          f"{gemm_flops / 1e9:.0f} GFLOP/s; share of it: {', '.join(shares)}", flush=True)
+    print(f"{'peak':<12}{'large':<8}{'fwd+bwd':<10}{flops / 1e9:.1f} GFLOP of products; 2048² GEMM "
+          f"{gemm_flops / 1e9:.0f} GFLOP/s (PyTorch's {torch_gemm_flops / 1e9:.0f}); share of its library's: "
+          f"{', '.join(shares)}", flush=True)
     return row
 
 
