@@ -6,11 +6,30 @@
     python benchmarks/run.py --device cuda --cases encoder --sizes medium,large   # CuPy against PyTorch CUDA
     python benchmarks/run.py --reference --cases encoder   # tinyattn's reference definitions (fast paths off)
 
-Cases: scaled dot-product attention, multi-head attention and a pre-norm encoder layer
-(``dim_feedforward = 4·d``), forward and forward+backward, at three sizes; the same encoder layer
-written directly in NumPy with hand-derived gradients (the floor); one training step of the main
-example's model against a PyTorch twin; with ``--cases minilm``, inference of the real
-all-MiniLM-L6-v2 (``tinyattn.pretrained``) against transformers on a padded batch of 8 sentences.
+Cases (``--cases``, comma-separated; the default runs all but ``longattn`` and ``minilm``):
+
+    sdpa        scaled dot-product attention, forward and forward+backward, at each size
+    mha         multi-head attention, likewise
+    encoder     a pre-norm ReLU encoder layer (``dim_feedforward = 4·d``), likewise; beside it the
+                same layer written directly in NumPy with hand-derived gradients (the floor)
+    bert_layer  a BERT-style encoder layer: post-norm, exact GELU, ``layer_norm_eps=1e-12``,
+                dropout 0, ``dim_feedforward = 4·d``, against ``torch.nn.TransformerEncoderLayer(
+                activation="gelu", norm_first=False, layer_norm_eps=1e-12, batch_first=True)`` with
+                the same weights, at each size
+    bert6       inference (no gradients) of a 6-layer BERT-style encoder (384 wide, 12 heads, 1536
+                feed-forward, GELU, post-norm, eps 1e-12, random weights) on a padded batch of 8
+                sentences of 5 to 25 tokens with a padding mask, against a ``torch.nn.TransformerEncoder``
+                of the same weights in eval mode with ``src_key_padding_mask`` (PyTorch's inference
+                fast path, nested tensors included: what its users get)
+    train       one training step of the main example's model against a PyTorch twin
+    peak        the share of the BLAS peak the large encoder layer's forward+backward reaches:
+                its matrix-product FLOPs (counted below, ``encoder_flops``) ÷ its time ÷ the speed
+                of a 2048×2048 float32 GEMM measured in the same run: NumPy's GEMM for tinyattn
+                and the NumPy floor, PyTorch's own (another BLAS, often faster) for PyTorch
+    longattn    attention over 4096 keys: the whole score matrix against the blocked path
+    minilm      inference of the real all-MiniLM-L6-v2 (``tinyattn.pretrained``) against
+                transformers on a padded batch of 8 sentences
+
 Everything is float32 with two BLAS threads.
 
 With ``--device cuda`` tinyattn runs on CuPy and PyTorch on CUDA (the NumPy floor is left out).
@@ -245,6 +264,118 @@ def long_attention_cases(size, backward, device="cpu"):
     return {"blocked": run(default_threshold), "plain": run(10**9)}
 
 
+def bert_layer_cases(size, backward, device="cpu"):
+    """``{variant: step_function}`` for one BERT-style layer (post-norm, exact GELU, eps 1e-12) and
+    PyTorch's with the same weights."""
+    import tinyattn as ta
+    import tinyattn.nn as nn
+
+    torch = _torch()
+    B, L, d, H = SIZES[size]
+    rng = np.random.default_rng(0)
+    x_np = rng.standard_normal((B, L, d), dtype=np.float32)
+    g_np = rng.standard_normal((B, L, d), dtype=np.float32)
+    options = dict(dropout=0.0, activation="gelu", layer_norm_eps=1e-12, norm_first=False)
+    ta.manual_seed(0)
+    ours = nn.TransformerEncoderLayer(d, H, 4 * d, **options)
+    theirs = torch.nn.TransformerEncoderLayer(d, H, 4 * d, batch_first=True, **options)
+    theirs.load_state_dict({k: torch.tensor(v) for k, v in ta.interop.to_torch(ours.state_dict()).items()})
+    ours, theirs = ours.to(device), theirs.to(device)
+    x_ta, g_ta = ta.tensor(x_np, requires_grad=backward, device=device), ta.tensor(g_np, device=device)
+    x_t = torch.tensor(x_np, device=device, requires_grad=backward)
+    g_t = torch.tensor(g_np, device=device)
+
+    def tinyattn_step():
+        y = ours(x_ta)
+        if backward:
+            ours.zero_grad()
+            x_ta.grad = None
+            y.backward(g_ta)
+
+    def torch_step():
+        if backward:
+            theirs.zero_grad()
+            x_t.grad = None
+            theirs(x_t).backward(g_t)
+        else:
+            with torch.no_grad():
+                theirs(x_t)
+
+    return {"tinyattn": tinyattn_step, "pytorch": torch_step}
+
+
+BERT6 = dict(layers=6, d=384, heads=12, ff=1536, lengths=[25, 5, 12, 18, 9, 21, 14, 7])  # 8 sentences, padded
+
+
+def bert6_cases(size, backward, device="cpu"):
+    """Inference of a 6-layer BERT-style encoder on a padded batch with its padding mask: tinyattn
+    (eval, ``ta.no_grad()``) against ``torch.nn.TransformerEncoder`` (eval, ``torch.no_grad()``,
+    ``src_key_padding_mask``) with the same random weights."""
+    import tinyattn as ta
+    import tinyattn.nn as nn
+    import tinyattn.nn.functional as F
+
+    torch = _torch()
+    layers, d, H, ff, lengths = (BERT6[k] for k in ("layers", "d", "heads", "ff", "lengths"))
+    B, L = len(lengths), max(lengths)
+    options = dict(dropout=0.0, activation="gelu", layer_norm_eps=1e-12, norm_first=False)
+    ta.manual_seed(0)
+    ours = nn.TransformerEncoder(nn.TransformerEncoderLayer(d, H, ff, **options), layers).eval()
+    theirs = torch.nn.TransformerEncoder(torch.nn.TransformerEncoderLayer(d, H, ff, batch_first=True, **options),
+                                         layers).eval()
+    theirs.load_state_dict({k: torch.tensor(v) for k, v in ta.interop.to_torch(ours.state_dict()).items()})
+    ours, theirs = ours.to(device), theirs.to(device)
+    x_np = np.random.default_rng(0).standard_normal((B, L, d), dtype=np.float32)
+    real = np.arange(L)[None, :] < np.array(lengths)[:, None]  # (B, L): True = a real token
+    x_ta, mask = ta.tensor(x_np, device=device), F.padding_mask(lengths, L).to(device)  # mask (B, 1, 1, L)
+    x_t, padding = torch.tensor(x_np, device=device), torch.tensor(~real, device=device)  # torch: True = padding
+
+    def tinyattn_step():
+        with ta.no_grad():
+            ours(x_ta, mask=mask)
+
+    def torch_step():
+        with torch.no_grad():
+            theirs(x_t, src_key_padding_mask=padding)
+
+    return {"tinyattn": tinyattn_step, "pytorch": torch_step}
+
+
+def encoder_flops(size, ff_factor=4):
+    """Multiply-add FLOPs (2 per multiply-add) of the matrix products in one encoder layer's forward
+    and forward+backward at ``size``: q/k/v and output projections, the two feed-forward layers,
+    ``Q Kᵀ`` and ``P V``. Backward runs two products of each forward one's size (the gradients of
+    both factors), so forward+backward is three times the forward. Sums as vector products and
+    elementwise work are left out."""
+    B, L, d, H = SIZES[size]
+    M, F = B * L, ff_factor * d
+    projections = 2 * M * d * (3 * d) + 2 * M * d * d  # in-projection, out_proj
+    feed_forward = 2 * M * d * F * 2  # linear1, linear2
+    attention = 2 * (2 * B * L * L * d)  # Q Kᵀ and P V over all heads (H · D = d)
+    forward = projections + feed_forward + attention
+    return forward, 3 * forward
+
+
+def peak_cases(size="large", device="cpu"):
+    """The large encoder layer's forward+backward (tinyattn, PyTorch, the NumPy floor) and a
+    2048×2048 float32 GEMM in each library (``gemm``: NumPy's or CuPy's, ``torch gemm``), to be
+    timed together."""
+    torch = _torch()
+    cases = encoder_cases(size, True, device)
+    a, b = (np.random.default_rng(i).standard_normal((2048, 2048), dtype=np.float32) for i in (1, 2))
+    a_t, b_t = torch.tensor(a, device=device), torch.tensor(b, device=device)
+    if device == "cpu":
+        out = np.empty((2048, 2048), dtype=np.float32)
+        cases["gemm"] = lambda: np.matmul(a, b, out=out)
+    else:
+        import cupy
+
+        a, b = cupy.asarray(a), cupy.asarray(b)
+        cases["gemm"] = lambda: a @ b
+    cases["torch gemm"] = lambda: a_t @ b_t
+    return cases
+
+
 MINILM_SENTENCES = [
     "time flies like an arrow", "fruit flies like a banana", "a man is playing a guitar on the stage tonight",
     "someone plays an instrument", "the stock market fell sharply today after the announcement",
@@ -288,6 +419,8 @@ CASES = {
     "sdpa": lambda size, backward, device="cpu": attention_cases(size, backward, False, device),
     "mha": lambda size, backward, device="cpu": attention_cases(size, backward, True, device),
     "encoder": encoder_cases,
+    "bert_layer": bert_layer_cases,
+    "bert6": bert6_cases,
     "train": train_cases,
     "longattn": long_attention_cases,
     "minilm": minilm_cases,
@@ -362,7 +495,8 @@ def _memory_child(case, size, variant):
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", default="small,medium,large")
-    parser.add_argument("--cases", default="sdpa,mha,encoder,train")
+    parser.add_argument("--cases", default="sdpa,mha,encoder,bert_layer,bert6,train,peak",
+                        help="comma-separated, from: " + ",".join([*CASES, "peak"]))
     parser.add_argument("--repeat", type=int, default=0, help="timed calls per variant (default: by size)")
     parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
                         help="cuda: tinyattn on CuPy against PyTorch on CUDA (default: cpu)")
@@ -387,7 +521,7 @@ def main():
         _check_cuda()
 
     rows = []
-    header = (f"{'case':<10}{'size':<8}{'pass':<10}{'tinyattn ms':>12}{'pytorch ms':>12}{'ratio':>8}"
+    header = (f"{'case':<12}{'size':<8}{'pass':<10}{'tinyattn ms':>12}{'pytorch ms':>12}{'ratio':>8}"
               f"{'floor ms':>10}{'÷ floor':>9}")
     print(header)
     print("-" * len(header))
@@ -395,16 +529,28 @@ def main():
         if case == "longattn":
             rows.append(_long_attention_row(args))
             continue
+        if case == "peak":
+            rows.append(_peak_row(args))
+            continue
+        if case == "bert6":
+            medians = time_interleaved(bert6_cases("batch8", False, device=args.device), args.repeat or 30,
+                                       device=args.device)
+            rows.append({"case": "bert6", "size": "batch8", "pass": "inference",
+                         "tinyattn_ms": medians["tinyattn"] * 1e3, "pytorch_ms": medians["pytorch"] * 1e3,
+                         "ratio": medians["tinyattn"] / medians["pytorch"]})
+            print(f"{'bert6':<12}{'batch8':<8}{'infer':<10}{rows[-1]['tinyattn_ms']:>12.3f}"
+                  f"{rows[-1]['pytorch_ms']:>12.3f}{rows[-1]['ratio']:>8.2f}", flush=True)
+            continue
         if case == "minilm":
             cases = minilm_cases("batch8", False, device=args.device)
             if isinstance(cases, str):
-                print(f"minilm    {cases}", flush=True)
+                print(f"{'minilm':<12}{cases}", flush=True)
                 continue
             medians = time_interleaved(cases, args.repeat or 20, device=args.device)
             rows.append({"case": "minilm", "size": "batch8", "pass": "inference",
                          "tinyattn_ms": medians["tinyattn"] * 1e3, "pytorch_ms": medians["pytorch"] * 1e3,
                          "ratio": medians["tinyattn"] / medians["pytorch"]})
-            print(f"{'minilm':<10}{'batch8':<8}{'infer':<10}{rows[-1]['tinyattn_ms']:>12.3f}"
+            print(f"{'minilm':<12}{'batch8':<8}{'infer':<10}{rows[-1]['tinyattn_ms']:>12.3f}"
                   f"{rows[-1]['pytorch_ms']:>12.3f}{rows[-1]['ratio']:>8.2f}", flush=True)
             continue
         for size in args.sizes.split(",") if case != "train" else ["example"]:
@@ -427,10 +573,10 @@ def main():
                     row["pytorch_peak_mib"] = peak_memory(case, size, "pytorch")
                 rows.append(row)
                 floor = f"{row['floor_ms']:>10.3f}{row['ratio_to_floor']:>9.2f}" if "floor_ms" in row else ""
-                print(f"{case:<10}{size:<8}{row['pass']:<10}{row['tinyattn_ms']:>12.3f}{row['pytorch_ms']:>12.3f}"
+                print(f"{case:<12}{size:<8}{row['pass']:<10}{row['tinyattn_ms']:>12.3f}{row['pytorch_ms']:>12.3f}"
                       f"{row['ratio']:>8.2f}{floor}", flush=True)
                 if "tinyattn_peak_mib" in row:
-                    print(f"{'':<28}peak MiB: tinyattn {row['tinyattn_peak_mib']:.1f}, "
+                    print(f"{'':<30}peak MiB: tinyattn {row['tinyattn_peak_mib']:.1f}, "
                           f"pytorch {row['pytorch_peak_mib']:.1f}", flush=True)
     if args.json:
         os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
@@ -446,13 +592,32 @@ def _long_attention_row(args):
     row = {"case": "longattn", "size": "B1 H8 L4096 d64", "pass": "fwd+bwd",
            "plain_ms": medians["plain"] * 1e3, "blocked_ms": medians["blocked"] * 1e3,
            "blocked_over_plain": medians["blocked"] / medians["plain"]}
-    line = (f"longattn  L=4096  fwd+bwd   plain {row['plain_ms']:.0f} ms, blocked {row['blocked_ms']:.0f} ms "
+    line = (f"longattn    L=4096  fwd+bwd   plain {row['plain_ms']:.0f} ms, blocked {row['blocked_ms']:.0f} ms "
             f"(blocked/plain {row['blocked_over_plain']:.2f})")
     if args.memory:
         row["plain_peak_mib"] = peak_memory("longattn", "L4096", "plain")
         row["blocked_peak_mib"] = peak_memory("longattn", "L4096", "blocked")
         line += f"; peak MiB plain {row['plain_peak_mib']:.0f}, blocked {row['blocked_peak_mib']:.0f}"
     print(line, flush=True)
+    return row
+
+
+def _peak_row(args):
+    """The ``peak`` row: each variant's share of the GEMM's FLOP rate on the large encoder layer."""
+    medians = time_interleaved(peak_cases("large", args.device), args.repeat or 10, device=args.device, block=2)
+    gemm_flops = 2 * 2048**3 / medians.pop("gemm")  # NumPy's (CuPy's) BLAS
+    torch_gemm_flops = 2 * 2048**3 / medians.pop("torch gemm")
+    _, flops = encoder_flops("large")
+    row = {"case": "peak", "size": "large", "pass": "fwd+bwd", "gemm_gflops": gemm_flops / 1e9,
+           "torch_gemm_gflops": torch_gemm_flops / 1e9, "layer_gflop": flops / 1e9}
+    shares = []
+    for name, seconds in medians.items():
+        key, peak = name.replace(" ", "_"), torch_gemm_flops if name == "pytorch" else gemm_flops
+        row[f"{key}_ms"], row[f"{key}_share_of_peak"] = seconds * 1e3, flops / seconds / peak
+        shares.append(f"{name} {row[f'{key}_share_of_peak']:.0%} ({seconds * 1e3:.0f} ms)")
+    print(f"{'peak':<12}{'large':<8}{'fwd+bwd':<10}{flops / 1e9:.1f} GFLOP of products; 2048² GEMM "
+          f"{gemm_flops / 1e9:.0f} GFLOP/s (PyTorch's {torch_gemm_flops / 1e9:.0f}); share of its library's: "
+          f"{', '.join(shares)}", flush=True)
     return row
 
 

@@ -27,6 +27,7 @@ True
 
 import os
 from collections import namedtuple
+from functools import partial
 
 import numpy as np
 
@@ -256,14 +257,37 @@ def why_not_self_attention_block(layer, x, attn_mask):
     return None
 
 
+def feed_forward_activation(activation):
+    """The name ``fast.FeedForwardBlock`` knows ``activation`` by: ``"relu"`` (``F.relu``, a plain
+    ``nn.ReLU``), ``"gelu"`` (``F.gelu``, the layers' ``"gelu"``, a plain ``nn.GELU()``, or
+    ``functools.partial(F.gelu, approximate=...)``), ``"gelu_tanh"`` (``nn.GELU(approximate="tanh")``),
+    or ``None`` for any other callable (a subclass with its own ``forward`` included)."""
+    library = _LIBRARY or _library()
+    if activation in library["relu"] or _runs_own_forward(activation, "ReLU"):
+        return "relu"
+    if activation in library["gelu"]:
+        return "gelu"
+    if _runs_own_forward(activation, "GELU"):
+        approximate = activation.approximate
+    elif isinstance(activation, partial) and activation.func in library["gelu"] and not activation.args and set(
+            activation.keywords) <= {"approximate"}:
+        approximate = activation.keywords.get("approximate", "none")
+    else:
+        return None
+    return {"none": "gelu", "tanh": "gelu_tanh"}.get(approximate)
+
+
 def why_not_feed_forward_block(layer, norm, x, output_dropout):
-    """``None`` when a Transformer layer's feed-forward residual (``norm``, ``linear1``, ReLU,
-    ``dropout``, ``linear2``, ``output_dropout`` and the sum) runs as one ``fast.FeedForwardBlock``."""
+    """``None`` when a Transformer layer's feed-forward residual (``norm``, ``linear1``, the
+    activation (ReLU or GELU), ``dropout``, ``linear2``, ``output_dropout`` and the sum) runs as one
+    ``fast.FeedForwardBlock``."""
     if not settings.enabled:
         return FAST_OFF
     linear1, linear2, dropout = layer.linear1, layer.linear2, layer.dropout
-    if not _is_relu(layer.activation):
-        return f"the activation is {getattr(layer.activation, '__name__', type(layer.activation).__name__)}, not relu"
+    activation = feed_forward_activation(layer.activation)
+    if activation is None:
+        name = getattr(layer.activation, "__name__", type(layer.activation).__name__)
+        return f"the activation is {name}, not relu or gelu"
     if type(layer)._ff_block not in _own_methods("_ff_block") or "_ff_block" in layer.__dict__:
         return "_ff_block is overridden"
     for part, class_name in ((linear1, "Linear"), (linear2, "Linear"), (norm, "LayerNorm"), (dropout, "Dropout"),
@@ -278,11 +302,15 @@ def why_not_feed_forward_block(layer, norm, x, output_dropout):
             and _fit(dtype, (hidden,), (linear1.bias,)) and _fit(dtype, (hidden, E), (linear1.weight,))
             and _fit(dtype, (E, hidden), (linear2.weight,))):
         return "a parameter is missing or not of the input's shape and floating dtype"
+    if activation != "relu" and dtype not in (np.float32, np.float64):
+        return f"GELU's kernels take float32 and float64, not {dtype}"
     return None
 
 
 LayerRoute = namedtuple("LayerRoute", "self_attention_block feed_forward_block")
-LayerRoute.__doc__ = "Which residual blocks of a Transformer layer run as one fused node each (True/False)."
+LayerRoute.__doc__ = """Which residual blocks of a Transformer layer run as one fused node each:
+``self_attention_block`` True/False; ``feed_forward_block`` the activation's name for the block
+(``"relu"``, ``"gelu"``, ``"gelu_tanh"``), or ``None`` when it runs the layer's own lines."""
 
 
 def encoder_layer(layer, src, src_mask):
@@ -299,12 +327,13 @@ def decoder_layer(layer, tgt, tgt_mask):
 def _layer_route(layer, x, attn_mask, ff_norm, ff_dropout):
     sa_reason = why_not_self_attention_block(layer, x, attn_mask)
     ff_reason = why_not_feed_forward_block(layer, ff_norm, x, ff_dropout)
+    activation = None if ff_reason else feed_forward_activation(layer.activation)  # "relu", "gelu", "gelu_tanh"
     if _TRACE is not None:
         keys, threshold = x.shape[1], settings.blocked_attention_min_keys
         whole_matrix = f" ({keys} keys, under the blocked-attention threshold {threshold})"
         _record(layer, "self-attention residual", "fast.SelfAttentionBlock" + whole_matrix, sa_reason)
-        _record(layer, "feed-forward residual", "fast.FeedForwardBlock", ff_reason)
-    return LayerRoute(sa_reason is None, ff_reason is None)
+        _record(layer, "feed-forward residual", f"fast.FeedForwardBlock ({activation})", ff_reason)
+    return LayerRoute(sa_reason is None, activation)
 
 
 # ----------------------------------------------------------------------------- the checks' helpers
@@ -319,8 +348,9 @@ def _library():
         from .nn import attention, functional, layers, transformer
 
         _LIBRARY.update(
-            Linear=layers.Linear, LayerNorm=layers.LayerNorm, Dropout=layers.Dropout,
-            MultiHeadAttention=attention.MultiHeadAttention, relu=(functional.relu,),
+            Linear=layers.Linear, LayerNorm=layers.LayerNorm, Dropout=layers.Dropout, ReLU=layers.ReLU,
+            GELU=layers.GELU, MultiHeadAttention=attention.MultiHeadAttention, relu=(functional.relu,),
+            gelu=(functional.gelu,),
             _sa_block=(transformer.TransformerEncoderLayer._sa_block, transformer.TransformerDecoderLayer._sa_block),
             _ff_block=(transformer.TransformerEncoderLayer._ff_block, transformer.TransformerDecoderLayer._ff_block),
         )
@@ -335,10 +365,6 @@ def _runs_own_forward(module, class_name):
 
 def _own_methods(name):
     return (_LIBRARY or _library())[name]
-
-
-def _is_relu(activation):
-    return activation in (_LIBRARY or _library())["relu"]
 
 
 def _name_in(layer, part):
@@ -385,19 +411,19 @@ def explain(module, *inputs, file=None, **kwargs):
     >>> _ = ta.explain(layer, ta.randn(2, 3, 8))
     TransformerEncoderLayer
       self-attention residual: fast.SelfAttentionBlock (3 keys, under the blocked-attention threshold 512)
-      feed-forward residual: reference (the activation is gelu, not relu)
+      feed-forward residual: fast.FeedForwardBlock (gelu)
     self_attn (MultiHeadAttention): inside a fused node of its parent
     self_attn.q_proj (Linear): inside a fused node of its parent
     self_attn.k_proj (Linear): inside a fused node of its parent
     self_attn.v_proj (Linear): inside a fused node of its parent
     self_attn.out_proj (Linear): inside a fused node of its parent
-    linear1 (Linear): fast.Linear
-    dropout (Dropout): reference (no fast route)
-    linear2 (Linear): fast.Linear
+    linear1 (Linear): inside a fused node of its parent
+    dropout (Dropout): inside a fused node of its parent
+    linear2 (Linear): inside a fused node of its parent
     norm1 (LayerNorm): inside a fused node of its parent
-    norm2 (LayerNorm): fast.Normalize
+    norm2 (LayerNorm): inside a fused node of its parent
     dropout1 (Dropout): inside a fused node of its parent
-    dropout2 (Dropout): reference (no fast route)
+    dropout2 (Dropout): inside a fused node of its parent
     """
     global _TRACE
     from .tensor import no_grad
@@ -469,7 +495,7 @@ def _is_fused_part(entries, parent, sub):
         elif part == "feed-forward residual":
             ff_norm, ff_dropout = (parent.norm3, parent.dropout3) if hasattr(parent, "norm3") else (
                 parent.norm2, parent.dropout2)
-            parts = (parent.linear1, parent.linear2, parent.dropout, ff_norm, ff_dropout)
+            parts = (parent.linear1, parent.linear2, parent.dropout, ff_norm, ff_dropout, parent.activation)
         elif part == "projections and attention":
             parts = (parent.q_proj, parent.k_proj, parent.v_proj)
         else:

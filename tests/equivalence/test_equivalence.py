@@ -5,8 +5,9 @@ Each row of ``TABLE`` is ``(name, fast, reference, inputs)``: ``inputs(data, var
 returns the output, checking that the fast node it names is in the graph, and ``reference(case)``
 runs under ``ta.use_fast_paths(False)``. Both see one random upstream gradient; the output and the
 gradient of every leaf (inputs, parameters, a float mask) must agree to float64 rounding.
-Attention rows run over every mask kind, the layer rows over both norm orders as well; dropout is
-off throughout (the routes with dropout draw the same numbers but are proven by the layer tests).
+Attention rows run over every mask kind, the layer rows over both norm orders as well (and the
+GELU layers over both GELU forms and two eps, with a drawn mask kind); dropout is off throughout
+(the routes with dropout draw the same numbers but are proven by the layer tests).
 The reference itself is checked against PyTorch and by finite differences in tests/nn and
 tests/attention.
 """
@@ -23,7 +24,7 @@ from hypothesis import strategies as st
 import tinyattn as ta
 import tinyattn.nn as nn
 import tinyattn.nn.functional as F
-from tinyattn import fast
+from tinyattn import fast, routes
 
 TOLERANCE = dict(rtol=1e-9, atol=1e-11)
 MASK_KINDS = ["none", "bool", "float", "padding", "causal", "bool+causal", "fully-masked rows"]
@@ -179,14 +180,15 @@ def mha(case, need_weights, expected=None):
 # ----------------------------------------------------------------------------- Transformer layers
 
 
-def layer_case(data, variant, decoder=False):
+def layer_case(data, variant, decoder=False, activation="relu", eps=1e-5):
     kind, norm_first = variant
     rng = seeded(data)
     B, L, H = data.draw(st.integers(1, 2)), data.draw(st.integers(1, 5)), data.draw(st.integers(1, 2))
     E = H * data.draw(st.integers(1, 3))
     layer_type = nn.TransformerDecoderLayer if decoder else nn.TransformerEncoderLayer
     ta.manual_seed(int(rng.integers(2**31)))
-    layer = layer_type(E, H, dim_feedforward=data.draw(st.integers(1, 6)), dropout=0.0, norm_first=norm_first)
+    layer = layer_type(E, H, dim_feedforward=data.draw(st.integers(1, 6)), dropout=0.0, norm_first=norm_first,
+                       activation=activation, layer_norm_eps=eps)
     layer = layer.double()
     x = leaf(rng, B, L, E)
     mask, is_causal = attention_mask(rng, kind, B, L, L, float_grad=False)
@@ -209,6 +211,35 @@ def run_layer(case, expected=()):
 
 
 LAYER_VARIANTS = tuple((kind, norm_first) for kind in MASK_KINDS for norm_first in (False, True))
+# GELU layers: both forms, both norm orders, BERT's eps and PyTorch's default; the mask kind is drawn
+GELUS = {"gelu": "gelu", "gelu_tanh": nn.GELU(approximate="tanh")}
+GELU_VARIANTS = tuple((form, norm_first, eps) for form in GELUS for norm_first in (False, True)
+                      for eps in (1e-12, 1e-5))
+
+
+def gelu_layer_case(data, variant, decoder=False):
+    form, norm_first, eps = variant
+    kind = data.draw(st.sampled_from(MASK_KINDS), label="mask")
+    return layer_case(data, (kind, norm_first), decoder, GELUS[form], eps)
+
+
+def run_gelu_layer(case):
+    out = run_layer(case, ("SelfAttentionBlock", "FeedForwardBlock"))
+    feed_forward = [n for n in node_types_of(out) if type(n).__name__ == "FeedForwardBlock"]
+    assert [n.activation for n in feed_forward] == [routes.feed_forward_activation(case["module"].activation)]
+    return out
+
+
+def node_types_of(out):
+    """The nodes of ``out``'s graph themselves (``graph_checks.node_types`` gives their names)."""
+    nodes, stack = {}, [out._ctx]
+    while stack:
+        ctx = stack.pop()
+        if ctx is not None and id(ctx) not in nodes:
+            nodes[id(ctx)] = ctx
+            stack.extend(p._ctx for p in ctx.parents)
+    return list(nodes.values())
+
 
 TABLE = [
     Pair("linear", lambda c: fast.Linear.apply(*(a for a in c["args"] if a is not None)),
@@ -234,6 +265,9 @@ TABLE = [
          run_layer, layer_case, LAYER_VARIANTS),
     Pair("decoder_layer_blocks", lambda c: run_layer(c, ("SelfAttentionBlock", "FeedForwardBlock")),
          run_layer, lambda data, variant: layer_case(data, variant, decoder=True), LAYER_VARIANTS),
+    Pair("encoder_layer_gelu_blocks", run_gelu_layer, run_layer, gelu_layer_case, GELU_VARIANTS),
+    Pair("decoder_layer_gelu_blocks", run_gelu_layer, run_layer,
+         lambda data, variant: gelu_layer_case(data, variant, decoder=True), GELU_VARIANTS[::2]),
 ]
 
 CASES = [pytest.param(pair, variant, id=f"{pair.name}-{variant}") for pair in TABLE for variant in pair.variants]

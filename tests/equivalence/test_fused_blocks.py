@@ -13,8 +13,9 @@ reference definition it replaces (``ta.use_fast_paths(False)``).
   ``FeedForwardBlock.apply`` themselves, every input needing a gradient.
 - Where a block would not compute what the layer's parts do, the layer runs the composed nodes and
   still agrees with ``ta.use_fast_paths(False)``: kept attention weights, dropout in training, a float
-  mask that needs a gradient (which it gets), GELU, a replaced norm or projection (whose own
-  forward runs), attention or a norm without biases, ``_sa_block`` or ``_ff_block`` overridden.
+  mask that needs a gradient (which it gets), an activation other than ReLU and GELU, a replaced norm
+  or projection (whose own forward runs), attention or a norm without biases, ``_sa_block`` or
+  ``_ff_block`` overridden.
 - Parameters (or an input) that need no gradient get none; the others agree with the composed run.
 - Gradient arrays: no two share memory, none shares it with the upstream gradient, which stays
   unchanged; a second backward raises without ``retain_graph``, and with it adds the same
@@ -218,6 +219,43 @@ def test_fused_layer_matches_torch(device, kind, norm_first, case):
     assert_parameter_grads_match(ours, theirs)
 
 
+TORCH_GELUS = {"gelu": ("gelu", "gelu"), "gelu_tanh": (nn.GELU(approximate="tanh"),
+                                                     torch.nn.GELU(approximate="tanh"))}
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("norm_first", [False, True])
+@pytest.mark.parametrize("form", sorted(TORCH_GELUS))
+def test_gelu_layer_matches_torch(kind, norm_first, form):
+    """A GELU layer (BERT's: eps 1e-12, a key padding mask) with both blocks fused against PyTorch's."""
+    B, L, S, H, E = 2, 5, 3, 2, 6
+    rng = np.random.default_rng(70)
+    ours_activation, their_activation = TORCH_GELUS[form]
+    options = dict(dim_feedforward=7, dropout=0.0, layer_norm_eps=1e-12, norm_first=norm_first)
+    theirs = TORCH_LAYERS[kind](E, H, batch_first=True, activation=their_activation, **options).double()
+    with torch.no_grad():
+        for p in theirs.parameters():
+            p.copy_(torch.tensor(rng.standard_normal(tuple(p.shape)) * 0.5))
+    ours = load_from_torch(LAYERS[kind](E, H, activation=ours_activation, **options), theirs, "cpu")
+    padding = np.arange(L)[None, :] < np.array([L, 3])[:, None]  # (B, L) True = a real token
+    x, memory, upstream = (rng.standard_normal(s) for s in [(B, L, E), (B, S, E), (B, L, E)])
+    t_x, t_memory = torch.tensor(x, requires_grad=True), torch.tensor(memory, requires_grad=True)
+    if kind == "encoder":
+        t_out = theirs(t_x, src_key_padding_mask=torch.tensor(~padding))
+    else:
+        t_out = theirs(t_x, t_memory, tgt_key_padding_mask=torch.tensor(~padding))
+    (t_out * torch.tensor(upstream)).sum().backward()
+    inputs = [leaf(x, "cpu")] + ([leaf(memory, "cpu")] if kind == "decoder" else [])
+    out = call(ours, inputs, self_mask=ta.tensor(padding[:, None, None, :]))
+    assert BLOCKS <= node_types(out)
+    out.backward(ta.tensor(upstream))
+    np.testing.assert_allclose(out.numpy(), t_out.detach().numpy(), rtol=1e-9, atol=1e-10)
+    np.testing.assert_allclose(inputs[0].grad, t_x.grad.numpy(), rtol=1e-9, atol=1e-10)
+    if kind == "decoder":
+        np.testing.assert_allclose(inputs[1].grad, t_memory.grad.numpy(), rtol=1e-9, atol=1e-10)
+    assert_parameter_grads_match(ours, theirs)
+
+
 # ----------------------------------------------------------------------------- finite differences
 
 
@@ -260,14 +298,15 @@ def test_gradcheck_self_attention_block(device, norm_first, mask):
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("norm_first", [False, True])
 @pytest.mark.parametrize("shape", [(2, 3, 4), (5, 4)])  # x (…, E)
-def test_gradcheck_feed_forward_block(device, norm_first, shape):
+@pytest.mark.parametrize("activation", ["relu", "gelu", "gelu_tanh"])
+def test_gradcheck_feed_forward_block(device, norm_first, shape, activation):
     rng = np.random.default_rng(11)
     E, F_ = shape[-1], 5
     shapes = [shape, (E,), (E,), (F_, E), (F_,), (E, F_), (E,)]  # x, norm weight, bias, w1, b1, w2, b2
     inputs = [leaf(rng.standard_normal(s) * (1.0 if i == 0 else 0.5), device) for i, s in enumerate(shapes)]
 
     def block(*args):
-        out = FeedForwardBlock.apply(*args, norm_first=norm_first, eps=1e-5)
+        out = FeedForwardBlock.apply(*args, norm_first=norm_first, eps=1e-5, activation=activation)
         assert out.shape == shape and (isinstance(out._ctx, FeedForwardBlock) or not ta.is_grad_enabled())
         return out
 
@@ -334,7 +373,7 @@ FALLBACKS = {
     "keep_attn_weights": ({"FeedForwardBlock"}, {"SelfAttentionBlock"}),
     "dropout_in_training": (set(), BLOCKS),
     "float_mask_needing_grad": ({"FeedForwardBlock", "PackedSelfAttention"}, {"SelfAttentionBlock"}),
-    "gelu": ({"SelfAttentionBlock"}, {"FeedForwardBlock"}),
+    "tanh_activation": ({"SelfAttentionBlock"}, {"FeedForwardBlock"}),
     "norm1_subclass": ({"FeedForwardBlock"}, {"SelfAttentionBlock"}),
     "linear1_subclass": ({"SelfAttentionBlock"}, {"FeedForwardBlock"}),
     "out_proj_subclass": ({"FeedForwardBlock", "PackedSelfAttention"}, {"SelfAttentionBlock"}),
@@ -354,7 +393,7 @@ def fallback_layer(how, kind, norm_first, seed, device):
     """``(layer, the replaced part that records its calls or None)``: a layer that the blocks cannot run."""
     E, H, ff = 6, 2, 5
     options = dict(dim_feedforward=ff, dropout=0.3 if how == "dropout_in_training" else 0.0, norm_first=norm_first,
-                   activation="gelu" if how == "gelu" else "relu")
+                   activation=ta.tanh if how == "tanh_activation" else "relu")
     cls = None
     if how.endswith("block_overridden"):
         cls = OVERRIDDEN[kind, "HalvedSelfAttention" if how.startswith("sa") else "HalvedFeedForward"]
@@ -424,7 +463,7 @@ def test_fallback_to_composed_nodes(device, kind, norm_first, how):
 
 
 FROZEN = {
-    "norm1_and_linear2": ("norm1.", "linear2."),
+    "norm1_and_linear2": ("norm1.", "linear2."),  # linear2: GELU's block then never multiplies A = Z ∘ Φ again
     "scattered": ("self_attn.q_proj.", "self_attn.out_proj.bias", "linear1.weight", "norm2.bias"),
     "every_parameter": ("",),
     "the_input": (),
@@ -435,10 +474,12 @@ FROZEN = {
 @pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("norm_first", [False, True])
 @pytest.mark.parametrize("frozen", sorted(FROZEN))
-def test_parameters_that_need_no_gradient_get_none(device, kind, norm_first, frozen):
+@pytest.mark.parametrize("activation", ["relu", "gelu"])
+def test_parameters_that_need_no_gradient_get_none(device, kind, norm_first, frozen, activation):
     B, L, S, H, E = 2, 3, 4, 2, 4
     rng = np.random.default_rng(30)
-    layer = make_layer(kind, E, H, rng, device, dim_feedforward=6, dropout=0.0, norm_first=norm_first)
+    layer = make_layer(kind, E, H, rng, device, dim_feedforward=6, dropout=0.0, norm_first=norm_first,
+                       activation=activation)
     inputs = layer_inputs(kind, B, L, S, E, rng, device)
     names = [name for name, _ in layer.named_parameters()]
     for name, p in layer.named_parameters():
@@ -461,7 +502,7 @@ def test_parameters_that_need_no_gradient_get_none(device, kind, norm_first, fro
 
 @pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("norm_first", [False, True])
-@pytest.mark.parametrize("activation", ["relu", "gelu"])  # gelu: the self-attention block's output meets a sum
+@pytest.mark.parametrize("activation", ["relu", "gelu", ta.tanh])  # tanh: the self-attention block's output meets a sum
 @pytest.mark.parametrize("B, L", [(1, 1), (2, 3)])
 def test_gradients_share_no_memory_and_upstream_is_unchanged(kind, norm_first, activation, B, L):
     E, H, S = 4, 2, 2
@@ -473,7 +514,7 @@ def test_gradients_share_no_memory_and_upstream_is_unchanged(kind, norm_first, a
     kept = upstream.copy()
     out = call(layer, inputs, is_causal=True)
     assert "SelfAttentionBlock" in node_types(out)
-    assert ("FeedForwardBlock" in node_types(out)) == (activation == "relu")
+    assert ("FeedForwardBlock" in node_types(out)) == (activation in ("relu", "gelu"))
     out.backward(upstream)
     np.testing.assert_array_equal(upstream, kept)
     arrays = [("upstream", upstream)] + [(f"input {i}", t.grad) for i, t in enumerate(inputs)]
@@ -564,10 +605,13 @@ def test_backward_twice(device, kind, norm_first):
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("norm_first", [False, True])
-def test_float32_in_float32_out(device, kind, norm_first):
+@pytest.mark.parametrize("activation", ["relu", "gelu", nn.GELU(approximate="tanh")], ids=["relu", "gelu", "tanh"])
+def test_float32_in_float32_out(device, kind, norm_first, activation):
+    """float32 throughout; the fused GELU (float32 erf kernel) within float32 rounding of the reference (scipy)."""
     B, L, S, H, E = 2, 4, 3, 2, 8
     ta.manual_seed(60)
-    layer = LAYERS[kind](E, H, dim_feedforward=12, dropout=0.0, norm_first=norm_first).to(device)
+    layer = LAYERS[kind](E, H, dim_feedforward=12, dropout=0.0, norm_first=norm_first, activation=activation)
+    layer = layer.to(device)
     rng = np.random.default_rng(60)
     shapes = [(B, L, E)] + ([(B, S, E)] if kind == "decoder" else [])
     inputs = [leaf(rng.standard_normal(s).astype(np.float32), device) for s in shapes]

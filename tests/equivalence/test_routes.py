@@ -1,6 +1,7 @@
 """The switch and the dispatcher: ``ta.use_fast_paths``, ``TINYATTN_FAST``, the ``why_not_*`` reasons
 and ``ta.explain``, each read from ``tinyattn.routes``, the one module that decides."""
 
+import functools
 import io
 import os
 import subprocess
@@ -82,13 +83,78 @@ def test_layer_reasons():
     assert "dropout" in routes.why_not_self_attention_block(layer, x, None)
     assert "dropout" in routes.why_not_feed_forward_block(layer, layer.norm2, x, layer.dropout2)
     layer.eval()
-    assert routes.encoder_layer(layer, x, None) == (True, True)
+    assert routes.encoder_layer(layer, x, None) == (True, "relu")
     layer.keep_attn_weights = True
     assert "keep_attn_weights" in routes.why_not_self_attention_block(layer, x, None)
-    gelu = nn.TransformerEncoderLayer(8, 2, dim_feedforward=16, activation="gelu").eval()
-    assert "gelu" in routes.why_not_feed_forward_block(gelu, gelu.norm2, x, gelu.dropout2)
+    other = nn.TransformerEncoderLayer(8, 2, dim_feedforward=16, activation=ta.tanh).eval()
+    assert routes.why_not_feed_forward_block(other, other.norm2, x, other.dropout2) == \
+        "the activation is tanh, not relu or gelu"
     float_mask = ta.zeros(3, 3, requires_grad=True)
-    assert "gradient" in routes.why_not_self_attention_block(gelu, x, float_mask)
+    assert "gradient" in routes.why_not_self_attention_block(other, x, float_mask)
+
+
+class OwnGELU(nn.GELU):
+    """A GELU subclass with its own forward: the block would not compute what it does."""
+
+    def forward(self, input):
+        return super().forward(input) * 2
+
+
+class PlainGELU(nn.GELU):
+    """A subclass that keeps GELU's forward: still not the library's class, so not fused either."""
+
+
+ACTIVATIONS = [  # (the layer's activation argument, the name the block knows it by or None)
+    ("relu", "relu"), (F.relu, "relu"), (nn.ReLU(), "relu"),
+    ("gelu", "gelu"), (F.gelu, "gelu"), (nn.GELU(), "gelu"), (nn.GELU(approximate="tanh"), "gelu_tanh"),
+    (functools.partial(F.gelu, approximate="tanh"), "gelu_tanh"), (functools.partial(F.gelu), "gelu"),
+    (OwnGELU(), None), (PlainGELU(), None), (ta.tanh, None),
+]
+
+
+@pytest.mark.parametrize("activation, name", ACTIVATIONS, ids=[str(i) for i in range(len(ACTIVATIONS))])
+def test_the_feed_forward_block_takes_relu_and_gelu_in_both_forms(activation, name):
+    """The route (``LayerRoute.feed_forward_block``, ``ta.explain``) and the node that runs agree."""
+    layer = nn.TransformerEncoderLayer(8, 2, dim_feedforward=16, dropout=0.0, activation=activation)
+    x = ta.randn(2, 3, 8, requires_grad=True)
+    assert routes.encoder_layer(layer, x, None).feed_forward_block == name
+    out = layer(x)
+    assert (type(out._ctx).__name__ == "FeedForwardBlock") == (name is not None)
+    if name is not None:
+        assert out._ctx.activation == name
+    lines = ta.explain(layer, x, file=io.StringIO()).splitlines()
+    expected = f"fast.FeedForwardBlock ({name})" if name else "reference (the activation is"
+    assert any(line.startswith(f"  feed-forward residual: {expected}") for line in lines), lines
+    if isinstance(activation, nn.Module):  # the activation module itself: inside the block when fused
+        inside = "activation (" + type(activation).__name__ + "): inside a fused node of its parent"
+        assert (inside in lines) == (name is not None), lines
+
+
+def test_gelu_blocks_take_float32_and_float64_only():
+    layer = nn.TransformerEncoderLayer(8, 2, dim_feedforward=16, dropout=0.0, activation="gelu").to(np.float16)
+    x = ta.randn(2, 3, 8).to(np.float16)
+    assert routes.why_not_feed_forward_block(layer, layer.norm2, x, layer.dropout2) == \
+        "GELU's kernels take float32 and float64, not float16"
+
+
+@pytest.mark.parametrize("eps", [1e-12, 1e-5])
+def test_a_bert_layer_with_its_padding_mask_runs_both_blocks(eps):
+    """BERT's post-norm GELU layer (``tinyattn.pretrained``'s), eps 1e-12, with the boolean
+    ``(B, 1, 1, L)`` key mask its ``attention_mask`` becomes: both residual blocks are fused."""
+    from tinyattn.pretrained.bert import BertModel, key_mask
+
+    config = dict(vocab_size=50, hidden_size=8, num_hidden_layers=2, num_attention_heads=2, intermediate_size=16,
+                  max_position_embeddings=16, layer_norm_eps=eps)
+    model = BertModel(config).eval()
+    ids, attention_mask = ta.tensor([[1, 5, 7, 2], [1, 9, 2, 0]]), ta.tensor([[1, 1, 1, 1], [1, 1, 1, 0]])
+    layer, h = model.encoder.layers[0], ta.randn(2, 4, 8)
+    assert layer.norm1.eps == layer.norm2.eps == eps
+    assert routes.encoder_layer(layer, h, key_mask(attention_mask)) == (True, "gelu")
+    lines = ta.explain(model, ids, attention_mask=attention_mask, file=io.StringIO()).splitlines()
+    for i in range(2):
+        assert f"encoder.layers.{i} (TransformerEncoderLayer)" in lines
+    assert lines.count("  feed-forward residual: fast.FeedForwardBlock (gelu)") == 2
+    assert sum(line.startswith("  self-attention residual: fast.SelfAttentionBlock") for line in lines) == 2
 
 
 def test_explain_prints_each_submodule_and_why():

@@ -65,3 +65,19 @@ def test_benchmark_writes_its_table_and_the_profiler_its_top_entries(tmp_path):
     result = subprocess.run([sys.executable, str(BENCHMARKS / "profile_step.py"), "--steps", "5", "--top", "5"],
                             check=True, capture_output=True, text=True, timeout=300)
     assert "tottime" in result.stdout and "tinyattn" in result.stdout
+
+
+def test_the_bert_rows_run_and_the_peak_counts_each_product(tmp_path):
+    table = tmp_path / "bert.json"
+    subprocess.run([sys.executable, str(BENCHMARKS / "run.py"), "--cases", "bert_layer,bert6", "--sizes", "small",
+                    "--repeat", "3", "--json", str(table)], check=True, capture_output=True, timeout=300)
+    rows = json.loads(table.read_text())
+    assert [(r["case"], r["size"], r["pass"]) for r in rows] == [
+        ("bert_layer", "small", "fwd"), ("bert_layer", "small", "fwd+bwd"), ("bert6", "batch8", "inference")]
+    assert all(r["tinyattn_ms"] > 0 and r["pytorch_ms"] > 0 for r in rows)
+
+    import run  # benchmarks/run.py
+
+    assert run.SIZES["small"] == (2, 16, 32, 4)  # M = B·L = 32 rows, d = 32, F = 4·d = 128
+    products = 2 * 32 * 32 * 96 + 2 * 32 * 32 * 32 + 2 * (2 * 32 * 32 * 128) + 2 * (2 * 2 * 16 * 16 * 32)
+    assert run.encoder_flops("small") == (products, 3 * products)

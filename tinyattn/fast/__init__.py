@@ -7,6 +7,7 @@ it equal to that definition, values and gradients. ``tinyattn.routes`` decides w
 (``ta.explain`` prints where and why); ``ta.use_fast_paths(False)`` turns them all off.
 
     kernels.py   array-level steps (LayerNorm rows, masked softmax, attention, projections)
+    activations.py  GELU's kernels (normal CDF, both forms, and its backward) and a float32 erf
     nodes.py     Linear, Normalize, CrossEntropy, MaskedSoftmax, SplitHeads, MergeHeads,
                  InProjection, Attention, PackedSelfAttention
     blocked.py   BlockedAttention: keys a block at a time, with a running softmax

@@ -1,19 +1,20 @@
 """A Transformer layer's residual blocks, each as one graph node.
 
 Composed, a pre-norm encoder layer is ten graph nodes: LayerNorm, the q/k/v projection,
-attention, the output projection, the residual sum, LayerNorm, two linear layers around a ReLU,
-and the second sum. On a small model the Python that builds, walks and runs a node costs about as much as the
-arithmetic inside it. So where no dropout acts, the layers run each residual block as one node:
+attention, the output projection, the residual sum, LayerNorm, two linear layers around a ReLU
+(or the half-dozen nodes of a GELU), and the second sum. On a small model the Python that builds,
+walks and runs a node costs about as much as the arithmetic inside it. So where no dropout acts,
+the layers run each residual block as one node:
 
     SelfAttentionBlock   pre-norm:   y = x + out_proj(attention(in_proj(norm(x))))
                          post-norm:  y = norm(x + out_proj(attention(in_proj(x))))
-    FeedForwardBlock     pre-norm:   y = x + linear2(relu(linear1(norm(x))))
-                         post-norm:  y = norm(x + linear2(relu(linear1(x))))
+    FeedForwardBlock     pre-norm:   y = x + linear2(act(linear1(norm(x))))
+                         post-norm:  y = norm(x + linear2(act(linear1(x))))      act: ReLU or GELU
 
 Each block is written out straight, forward and backward side by side, on the same array-level
 steps as the fused nodes it replaces (``kernels.layer_norm_rows``, ``kernels.in_projection``,
-``kernels.packed_attention`` and their backwards), operation for operation. The activations are
-handled as rows ``(M, E)``, ``M = B·L``. ``routes.why_not_self_attention_block`` and
+``kernels.packed_attention`` and their backwards; GELU's in ``activations``), operation for
+operation. The activations are handled as rows ``(M, E)``, ``M = B·L``. ``routes.why_not_self_attention_block`` and
 ``routes.why_not_feed_forward_block`` decide when a block runs; the equivalence table proves each
 equal to the layer's reference ``forward`` (``with ta.use_fast_paths(False):``).
 A block skips the products for a weight or bias that needs no gradient (a frozen parameter); the
@@ -27,6 +28,7 @@ import numpy as np
 from .. import backend
 from ..masks import checked_mask, per_batch_mask
 from ..tensor import Function
+from .activations import gelu_backward, normal_cdf
 from .kernels import (
     bias_relu,
     column_sums,
@@ -134,42 +136,61 @@ class SelfAttentionBlock(_ResidualBlock):
 
 
 class FeedForwardBlock(_ResidualBlock):
-    """The feed-forward block (ReLU) with its LayerNorm and residual sum, as one node.
+    """The feed-forward block (ReLU or GELU) with its LayerNorm and residual sum, as one node.
 
-    ``forward(x, norm_weight, norm_bias, w1, b1, w2, b2, *, norm_first, eps)``: ``x (…, E)``,
-    ``W1 (F, E)``, ``W2 (E, F)``.
+    ``forward(x, norm_weight, norm_bias, w1, b1, w2, b2, *, norm_first, eps, activation="relu")``:
+    ``x (…, E)``, ``W1 (F, E)``, ``W2 (E, F)``; ``activation`` is ``"relu"``, ``"gelu"`` (exact,
+    with erf) or ``"gelu_tanh"`` (GELU's tanh approximation).
 
-        h = norm(x) (pre-norm) or x       A = relu(h W1ᵀ + b1)  (M, F)
+        h = norm(x) (pre-norm) or x       Z = h W1ᵀ + b1  (M, F)       A = act(Z)
         s = x + A W2ᵀ + b2                y = s (pre-norm) or norm(s)
 
     Backward, with ``G = ∂L/∂y`` (``∂s = G``, or ``∂norm(G)`` post-norm):
 
-        ∂W2 = ∂sᵀ A    ∂b2 = Σ_rows ∂s    ∂Z = (∂s W2) ∘ [A > 0]    ∂W1 = ∂Zᵀ h    ∂b1 = Σ_rows ∂Z
+        ∂W2 = ∂sᵀ A    ∂b2 = Σ_rows ∂s    ∂Z = (∂s W2) ∘ act'(Z)    ∂W1 = ∂Zᵀ h    ∂b1 = Σ_rows ∂Z
         ∂h = ∂Z W1     ∂x = ∂s + (∂norm(∂h) pre-norm, ∂h post-norm)
 
-    ReLU acts in place: the block keeps one ``(M, F)`` array, ``A``.
+    ReLU: ``act'(Z) = [A > 0]``; it acts in place, and the block keeps one ``(M, F)`` array, ``A``.
+    GELU: ``A = Z ∘ Φ(Z)``, ``act'(Z) = Φ + Z Φ'(Z)`` (``fast.activations``); the block keeps ``Z``
+    and ``Φ`` and multiplies ``A = Z ∘ Φ`` again in backward (one pass; ``Φ`` from ``Z`` alone would
+    cost the whole erf again).
     """
 
     # backward reads x (as h, post-norm), the norm's weight, W1 and W2; never its output (see Function)
     saved_inputs, saves_output = (0, 1, 3, 5), False
 
-    def forward(self, x, norm_weight, norm_bias, w1, b1, w2, b2, *, norm_first, eps):
+    def forward(self, x, norm_weight, norm_bias, w1, b1, w2, b2, *, norm_first, eps, activation="relu"):
         rows = x.reshape(-1, x.shape[-1])  # (M, E)
         h = self._norm_input(rows, norm_weight, norm_bias, eps, norm_first)  # (M, E)
-        hidden = h @ w1.T  # (M, F), a fresh array
-        self.h, self.hidden = h, bias_relu(hidden, b1)  # A = relu(Z + b1), in place
-        self.w1, self.w2 = w1, w2
-        return self._output(self.hidden, w2, b2, rows, norm_weight, norm_bias, eps).reshape(x.shape)
+        hidden = h @ w1.T  # Z (M, F), a fresh array
+        self.h, self.w1, self.w2, self.activation = h, w1, w2, activation
+        if activation == "relu":
+            self.hidden = bias_relu(hidden, b1)  # A = relu(Z + b1), in place
+            a = self.hidden
+        else:
+            hidden += b1
+            self.hidden, self.cdf = hidden, normal_cdf(hidden, _APPROXIMATE[activation])  # Z, Φ(Z) (M, F)
+            a = hidden * self.cdf  # A (M, F)
+        return self._output(a, w2, b2, rows, norm_weight, norm_bias, eps).reshape(x.shape)
 
     def backward(self, grad):
         parents = self.parents  # a weight's or bias's product runs only when it needs its gradient
+        a = self.hidden  # A (ReLU); Z (GELU), whose shape is A's
+        if self.activation != "relu" and parents[5].requires_grad:
+            a = self.hidden * self.cdf  # A = Z ∘ Φ, for ∂W2
         grad_s, grad_hidden, grad_w2, grad_b2, grad_norm = self._grad_of_output(
-            grad, self.hidden, self.w2, parents[5], parents[6])  # ∂s, ∂A (M, F), ∂W2, ∂b2
-        relu_backward(grad_hidden, self.hidden)  # ∂Z = ∂A ∘ [A > 0], in place
+            grad, a, self.w2, parents[5], parents[6])  # ∂s, ∂A (M, F), ∂W2, ∂b2
+        if self.activation == "relu":
+            relu_backward(grad_hidden, self.hidden)  # ∂Z = ∂A ∘ [A > 0], in place
+        else:
+            gelu_backward(grad_hidden, self.hidden, self.cdf, _APPROXIMATE[self.activation], out=grad_hidden)  # ∂Z
         grad_w1 = grad_hidden.T @ self.h if parents[3].requires_grad else None  # (F, E)
         grad_b1 = column_sums(grad_hidden) if parents[4].requires_grad else None  # (F,)
         grad_h = grad_hidden @ self.w1  # (M, E)
         return self._grad_of_input(grad_h, grad_s, grad_norm, grad.shape) + (grad_w1, grad_b1, grad_w2, grad_b2)
+
+
+_APPROXIMATE = {"gelu": "none", "gelu_tanh": "tanh"}  # FeedForwardBlock's activation -> GELU's approximate
 
 
 def self_attention_block(x, norm, attention, attn_mask, is_causal, norm_first):
@@ -188,7 +209,8 @@ def self_attention_block(x, norm, attention, attn_mask, is_causal, norm_first):
     )  # (B, L, E)
 
 
-def feed_forward_block(x, norm, linear1, linear2, norm_first):
-    """``FeedForwardBlock`` on a layer's parts: its LayerNorm and its two linear layers."""
+def feed_forward_block(x, norm, linear1, linear2, norm_first, activation="relu"):
+    """``FeedForwardBlock`` on a layer's parts: its LayerNorm, its two linear layers and the
+    activation's name (``"relu"``, ``"gelu"``, ``"gelu_tanh"``; ``routes.feed_forward_activation``)."""
     return FeedForwardBlock.apply(x, norm.weight, norm.bias, linear1.weight, linear1.bias, linear2.weight,
-                                  linear2.bias, norm_first=norm_first, eps=norm.eps)  # (…, E)
+                                  linear2.bias, norm_first=norm_first, eps=norm.eps, activation=activation)  # (…, E)

@@ -8,7 +8,7 @@ after each block (``dropout1``, ``dropout2``, ``dropout3``) and after the feed-f
 
 Each ``forward`` reads as PyTorch's. While fast paths are on and nothing random acts (eval mode,
 or dropout 0), ``routes.encoder_layer`` / ``routes.decoder_layer`` may run a residual block
-(self-attention, and a ReLU feed-forward block, each with its LayerNorm and sum) as one node of
+(self-attention, and a ReLU or GELU feed-forward block, each with its LayerNorm and sum) as one node of
 ``tinyattn.fast.blocks`` computing the same; ``ta.explain(layer, x)`` says which, and
 ``with ta.use_fast_paths(False):`` runs the lines below as written.
 
@@ -155,8 +155,9 @@ class TransformerEncoderLayer(Module):
             x = x + self._sa_block(self.norm1(x), src_mask, is_causal)
         else:
             x = self.norm1(x + self._sa_block(x, src_mask, is_causal))
-        if route.feed_forward_block:
-            x = fast.feed_forward_block(x, self.norm2, self.linear1, self.linear2, self.norm_first)
+        if route.feed_forward_block:  # the activation's name: "relu", "gelu" or "gelu_tanh"
+            x = fast.feed_forward_block(x, self.norm2, self.linear1, self.linear2, self.norm_first,
+                                        route.feed_forward_block)
         elif self.norm_first:
             x = x + self._ff_block(self.norm2(x))
         else:
@@ -232,8 +233,9 @@ class TransformerDecoderLayer(Module):
             x = x + self._ca_block(self.norm2(x), memory, memory_mask)
         else:
             x = self.norm2(x + self._ca_block(x, memory, memory_mask))
-        if route.feed_forward_block:
-            x = fast.feed_forward_block(x, self.norm3, self.linear1, self.linear2, self.norm_first)
+        if route.feed_forward_block:  # the activation's name: "relu", "gelu" or "gelu_tanh"
+            x = fast.feed_forward_block(x, self.norm3, self.linear1, self.linear2, self.norm_first,
+                                        route.feed_forward_block)
         elif self.norm_first:
             x = x + self._ff_block(self.norm3(x))
         else:
