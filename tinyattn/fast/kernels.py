@@ -42,6 +42,9 @@ def layer_norm_rows(rows, weight, bias, eps):
     xp = backend.namespace(rows)
     M, N = rows.shape
     average = backend.filled(N, 1 / max(N, 1), rows.dtype, xp)  # (N,), 1/N each
+    ranges = parallel.pieces(M, N)
+    if parallel.whole(rows, ranges):  # one piece: the same steps on the whole array, fewer Python calls
+        return _layer_norm_whole(rows, weight, bias, eps, average)
     x_hat, rstd = xp.empty_like(rows), xp.empty((M, 1), dtype=rows.dtype)  # (M, N), (M, 1)
     out = x_hat if weight is None else xp.empty(rows.shape, dtype=xp.result_type(rows, weight, bias))
 
@@ -60,8 +63,26 @@ def layer_norm_rows(rows, weight, bias, eps):
             y[...] = centered * weight  # the product's own dtype first, as the composed form rounds
         y += bias
 
-    parallel.run(normalize, parallel.pieces(M, N), rows)
+    parallel.run(normalize, ranges, rows)
     return out, (x_hat, rstd, average, weight)
+
+
+def _layer_norm_whole(rows, weight, bias, eps, average):
+    """``layer_norm_rows`` in one piece: ``normalize`` above, on all rows at once, into fresh arrays."""
+    xp = backend.namespace(rows)
+    centered = rows - (rows @ average)[:, None]  # (M, N), a fresh array
+    variance = (centered * centered) @ average  # (M,); two passes, as the textbook's formula
+    rstd = (1 / xp.sqrt(variance + eps))[:, None]  # (M, 1)
+    centered *= rstd  # x̂
+    saved = (centered, rstd, average, weight)
+    if weight is None:
+        return centered, saved
+    out = centered * weight  # (M, N), a fresh array
+    if bias.dtype == out.dtype:
+        out += bias
+    else:
+        out = out + bias  # mixed dtypes promote, as the composed form does
+    return out, saved
 
 
 def layer_norm_rows_backward(grad, saved):
@@ -73,6 +94,9 @@ def layer_norm_rows_backward(grad, saved):
     x_hat, rstd, average, weight = saved
     xp = backend.namespace(grad)
     M, N = x_hat.shape
+    ranges = parallel.pieces(M, N)
+    if parallel.whole(grad, ranges):  # one piece: the same steps on the whole array, fewer Python calls
+        return _layer_norm_whole_backward(grad, x_hat, rstd, average, weight)
     dtype = grad.dtype if weight is None else xp.result_type(grad, weight)
     grad_x = xp.empty((M, N), dtype=dtype)
     grad_times_x_hat = None if weight is None else xp.empty((M, N), dtype=xp.result_type(grad, x_hat))
@@ -88,10 +112,24 @@ def layer_norm_rows_backward(grad, saved):
         gx -= x * ((g * x) @ average)[:, None]
         gx *= rstd[start:stop]
 
-    parallel.run(backward, parallel.pieces(M, N), grad)
+    parallel.run(backward, ranges, grad)
     if weight is None:
         return grad_x, None, None
     return grad_x, column_sums(grad_times_x_hat), column_sums(grad)  # (M, N), (N,), (N,)
+
+
+def _layer_norm_whole_backward(grad, x_hat, rstd, average, weight):
+    """``layer_norm_rows_backward`` in one piece: ``backward`` above, on all rows at once."""
+    grad_weight = grad_bias = None
+    if weight is not None:
+        grad_weight, grad_bias = column_sums(grad * x_hat), column_sums(grad)  # (N,)
+        grad = grad * weight  # ĝ
+    if grad.dtype != average.dtype:
+        average = average.astype(grad.dtype)
+    grad_x = grad - (grad @ average)[:, None]  # (M, N), a fresh array: updated in place
+    grad_x -= x_hat * ((grad * x_hat) @ average)[:, None]
+    grad_x *= rstd
+    return grad_x, grad_weight, grad_bias
 
 
 # ----------------------------------------------------------------------------- ReLU
@@ -106,7 +144,11 @@ def bias_relu(z, bias):
         piece += bias
         xp.maximum(piece, 0, out=piece)
 
-    parallel.run(activate, parallel.pieces(z.shape[0], z.shape[1]), z)
+    ranges = parallel.pieces(z.shape[0], z.shape[1])
+    if parallel.pays(z, ranges):
+        parallel.run(activate, ranges, z)
+    else:  # one thread: elementwise, so the whole array at once is the same
+        activate(0, z.shape[0])
     return z
 
 
@@ -117,7 +159,11 @@ def relu_backward(grad, activation):
     def gate(start, stop):
         grad[start:stop] *= activation[start:stop] > 0
 
-    parallel.run(gate, parallel.pieces(grad.shape[0], grad.shape[1]), grad)
+    ranges = parallel.pieces(grad.shape[0], grad.shape[1])
+    if parallel.pays(grad, ranges):
+        parallel.run(gate, ranges, grad)
+    else:  # one thread: elementwise, so the whole array at once is the same
+        gate(0, grad.shape[0])
     return grad
 
 
@@ -232,14 +278,17 @@ def attention(query, key, value, attn_mask, allowed, is_causal, scale, dropout_p
     ``allowed`` (boolean, ``True`` = may attend) and ``is_causal`` forbid keys; both broadcast."""
     xp = backend.namespace(query)
     Lq, Lk, E, Ev = query.shape[-2], key.shape[-2], query.shape[-1], value.shape[-1]
-    batch = tuple(np.broadcast_shapes(query.shape[:-2], key.shape[:-2]))
+    batch = query.shape[:-2]
+    if key.shape[:-2] != batch:
+        batch = tuple(np.broadcast_shapes(batch, key.shape[:-2]))
     weights = xp.empty(batch + (Lq, Lk), dtype=query.dtype)  # P, kept for backward
     keep = None
     if dropout_p > 0.0:  # F.dropout's draw, kept as a mask for backward
         uniform = backend.random_uniform(weights.shape, weights.dtype, backend.device_of(weights))
         keep = (uniform >= dropout_p).astype(weights.dtype) * (0.0 if dropout_p == 1 else 1 / (1 - dropout_p))
     if out is None:
-        out = xp.empty(tuple(np.broadcast_shapes(batch, value.shape[:-2])) + (Lq, Ev), dtype=query.dtype)
+        out_batch = batch if value.shape[:-2] == batch else tuple(np.broadcast_shapes(batch, value.shape[:-2]))
+        out = xp.empty(out_batch + (Lq, Ev), dtype=query.dtype)
     key_t = key.swapaxes(-1, -2)  # (…, E, Lk), a view
 
     def attend(start, stop):  # queries start:stop of every (…) slice

@@ -71,13 +71,25 @@ def run(task, ranges, like, elements=None):
     writes), on the pool when it applies to ``like`` (an array of the pass) and ``elements`` (the
     pass's size; ``like.size`` when ``None``) reaches ``routes.settings.pool_min_elements``; else one
     after another on this thread. The first exception a task raises is raised here."""
-    elements = like.size if elements is None else elements
-    if (len(ranges) < 2 or type(like) is not np.ndarray or not routes.settings.enabled
-            or elements < routes.settings.pool_min_elements or _in_task.active):
+    if not pays(like, ranges, elements):
         for start, stop in ranges:
             task(start, stop)
         return
     _pool().run(task, ranges)
+
+
+def whole(like, ranges):
+    """Whether a kernel may take its whole-array form instead of ``ranges``: one piece, or an array the
+    pool never takes (CuPy). Bit for bit the pieces' result then (a row's BLAS sum can depend on how
+    many rows a call has, so several pieces always go as pieces, pooled or not)."""
+    return len(ranges) == 1 or type(like) is not np.ndarray
+
+
+def pays(like, ranges, elements=None):
+    """Whether ``run`` would hand ``ranges`` to the pool (see ``run``)."""
+    elements = like.size if elements is None else elements
+    return not (len(ranges) < 2 or type(like) is not np.ndarray or not routes.settings.enabled
+                or elements < routes.settings.pool_min_elements or _in_task.active)
 
 
 _in_task = threading.local()  # .active: this thread is running a pooled task
