@@ -17,6 +17,7 @@ import threading
 
 import numpy as np
 import pytest
+import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -84,6 +85,25 @@ def test_relu_pooled_is_bit_identical(M, F, dtype, pieces, seed):
         return a, kernels.relu_backward(grad.copy(), a)
 
     assert_identical(*pooled_and_single(run, pieces))
+
+
+@settings(max_examples=40, deadline=None)
+@given(M=st.integers(1, 40), F=st.integers(1, 24), dtype=dtypes, approximate=st.sampled_from(["none", "tanh"]),
+       pieces=piece_sizes, seed=st.integers(0, 2**31 - 1))
+def test_gelu_pooled_is_bit_identical(M, F, dtype, approximate, pieces, seed):
+    rng = np.random.default_rng(seed)
+    z, bias, grad = (rng.standard_normal(shape).astype(dtype) * 3 for shape in ((M, F), (F,), (M, F)))
+
+    def run():
+        z_plus_b = z.copy()
+        cdf, a = kernels.bias_gelu(z_plus_b, bias, approximate)
+        return z_plus_b, cdf, a, kernels.gelu_backward_rows(grad.copy(), z_plus_b, cdf, approximate)
+
+    pooled, single = pooled_and_single(run, pieces)
+    assert_identical(pooled, single)
+    z_plus_b, cdf, a, _ = pooled  # and the pieces compute GELU: A = Z Φ(Z) against torch's gelu
+    expected = torch.nn.functional.gelu(torch.from_numpy(z + bias).double(), approximate=approximate).numpy()
+    np.testing.assert_allclose(a, expected, rtol=1e-5 if dtype == np.float32 else 1e-12, atol=1e-6)
 
 
 @st.composite

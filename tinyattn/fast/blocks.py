@@ -28,10 +28,11 @@ import numpy as np
 from .. import backend
 from ..masks import checked_mask, per_batch_mask
 from ..tensor import Function
-from .activations import gelu_backward, normal_cdf
 from .kernels import (
+    bias_gelu,
     bias_relu,
     column_sums,
+    gelu_backward_rows,
     in_projection,
     in_projection_backward,
     layer_norm_rows,
@@ -168,9 +169,8 @@ class FeedForwardBlock(_ResidualBlock):
             self.hidden = bias_relu(hidden, b1)  # A = relu(Z + b1), in place
             a = self.hidden
         else:
-            hidden += b1
-            self.hidden, self.cdf = hidden, normal_cdf(hidden, _APPROXIMATE[activation])  # Z, Φ(Z) (M, F)
-            a = hidden * self.cdf  # A (M, F)
+            self.cdf, a = bias_gelu(hidden, b1, _APPROXIMATE[activation])  # Φ(Z), A = Z ∘ Φ (M, F); Z in place
+            self.hidden = hidden  # Z
         return self._output(a, w2, b2, rows, norm_weight, norm_bias, eps).reshape(x.shape)
 
     def backward(self, grad):
@@ -183,7 +183,7 @@ class FeedForwardBlock(_ResidualBlock):
         if self.activation == "relu":
             relu_backward(grad_hidden, self.hidden)  # ∂Z = ∂A ∘ [A > 0], in place
         else:
-            gelu_backward(grad_hidden, self.hidden, self.cdf, _APPROXIMATE[self.activation], out=grad_hidden)  # ∂Z
+            gelu_backward_rows(grad_hidden, self.hidden, self.cdf, _APPROXIMATE[self.activation])  # ∂Z, in place
         grad_w1 = grad_hidden.T @ self.h if parents[3].requires_grad else None  # (F, E)
         grad_b1 = column_sums(grad_hidden) if parents[4].requires_grad else None  # (F,)
         grad_h = grad_hidden @ self.w1  # (M, E)

@@ -12,6 +12,7 @@ import numpy as np
 
 from .. import backend, ops
 from . import parallel
+from .activations import gelu_backward, normal_cdf
 
 # ----------------------------------------------------------------------------- sums as products
 
@@ -144,11 +145,7 @@ def bias_relu(z, bias):
         piece += bias
         xp.maximum(piece, 0, out=piece)
 
-    ranges = parallel.pieces(z.shape[0], z.shape[1])
-    if parallel.pays(z, ranges):
-        parallel.run(activate, ranges, z)
-    else:  # one thread: elementwise, so the whole array at once is the same
-        activate(0, z.shape[0])
+    _elementwise(activate, z)
     return z
 
 
@@ -159,12 +156,45 @@ def relu_backward(grad, activation):
     def gate(start, stop):
         grad[start:stop] *= activation[start:stop] > 0
 
-    ranges = parallel.pieces(grad.shape[0], grad.shape[1])
-    if parallel.pays(grad, ranges):
-        parallel.run(gate, ranges, grad)
-    else:  # one thread: elementwise, so the whole array at once is the same
-        gate(0, grad.shape[0])
+    _elementwise(gate, grad)
     return grad
+
+
+def bias_gelu(z, bias, approximate):
+    """``(Φ, A)`` for ``z (M, F)``: ``Z = z + b`` in place, ``Φ = Φ(Z)`` (``activations.normal_cdf``, exact or
+    ``"tanh"``) and ``A = Z ∘ Φ``, fresh ``(M, F)`` arrays. Elementwise, in pieces of rows over the pool."""
+    xp = backend.namespace(z)
+    cdf, a = xp.empty_like(z), xp.empty_like(z)
+
+    def activate(start, stop):
+        piece = z[start:stop]
+        piece += bias
+        normal_cdf(piece, approximate, out=cdf[start:stop])
+        xp.multiply(piece, cdf[start:stop], out=a[start:stop])
+
+    _elementwise(activate, z)
+    return cdf, a
+
+
+def gelu_backward_rows(grad, z, cdf, approximate):
+    """``∂Z = ∂A ∘ (Φ + Z Φ'(Z))`` in place for ``grad = ∂A (M, F)`` (``activations.gelu_backward``);
+    returns ``grad``. In pieces of rows over the pool."""
+
+    def gate(start, stop):
+        gelu_backward(grad[start:stop], z[start:stop], cdf[start:stop], approximate, out=grad[start:stop])
+
+    _elementwise(gate, grad)
+    return grad
+
+
+def _elementwise(task, array):
+    """``task(start, stop)`` over pieces of ``array``'s rows, on the pool when it pays, else over all rows at
+    once (elementwise work gives the same bits however the rows are cut)."""
+    ranges = parallel.pieces(array.shape[0], math.prod(array.shape[1:]))
+    if parallel.pays(array, ranges):
+        parallel.run(task, ranges, array)
+    else:
+        task(0, array.shape[0])
 
 
 # ----------------------------------------------------------------------------- masked softmax
