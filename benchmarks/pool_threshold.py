@@ -43,11 +43,14 @@ def passes(rows):
         np.maximum(x[start:stop], 0, out=out[start:stop])
 
     threads = parallel.thread_count()
-    quarter = -(-rows // (2 * threads))
-    halves = [(start, min(start + quarter, rows)) for start in range(0, rows, quarter)]  # two pieces a thread
+    per_piece = -(-rows // (2 * threads))
+    two_a_thread = [(start, min(start + per_piece, rows)) for start in range(0, rows, per_piece)]
 
     def run(task):
-        return lambda pooled: parallel.run(task, halves if pooled else [(0, rows)], x, elements=x.size)
+        def timed(pooled):
+            with ta.use_fast_paths(pool_min_elements=0):  # the pool at every size: where does it start to pay?
+                parallel.run(task, two_a_thread if pooled else [(0, rows)], x)
+        return timed
 
     def layer_norm(pooled):
         size = max(1, x.size // (2 * threads)) if pooled else 1 << 62

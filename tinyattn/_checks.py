@@ -125,6 +125,8 @@ def linear_args(input, weight, bias):
     tensor("linear", "input", input)
     tensor("linear", "weight", weight)
     one_dtype("linear", ("input", input), ("weight", weight))
+    if bias is not None:
+        one_dtype("linear", ("input", input), ("bias", bias))
     if bias is None or bias.shape == weight.shape[:1]:
         return None
     tensor("linear", "bias", bias)

@@ -77,9 +77,15 @@ def test_fused_linear_is_one_node_and_keeps_float32():
     assert y.dtype == x.grad.dtype == w.grad.dtype == b.grad.dtype == np.float32
 
 
-def test_fused_linear_promotes_mixed_dtypes_as_the_composed_form():
+def test_linear_refuses_a_bias_of_another_dtype_as_pytorch_does():
+    import torch
+
     x, w, b = ta.ones(2, 3), ta.ones(4, 3), ta.tensor(np.ones(4))  # float32, float32, float64
-    assert F.linear(x, w, b).dtype == (x @ w.T + b).dtype == np.float64
+    with pytest.raises(RuntimeError):
+        torch.nn.functional.linear(torch.ones(2, 3), torch.ones(4, 3), torch.ones(4, dtype=torch.float64))
+    for fast_paths in (True, False):
+        with ta.use_fast_paths(fast_paths), pytest.raises(RuntimeError, match="bias is float64"):
+            F.linear(x, w, b)
 
 
 # ----------------------------------------------------------------------------- layer norm
@@ -470,3 +476,15 @@ def test_replaced_submodules_keep_their_own_forward_on_the_fast_paths():
     layer.activation = lambda t: t.relu()  # the composed path, as the reference
     np.testing.assert_allclose(changed, layer(x).numpy(), rtol=1e-12, atol=1e-12)
     assert not np.allclose(changed, plain)
+
+
+def test_an_in_place_change_to_a_layer_norm_output_without_weight_is_refused():
+    """Without an affine weight, ``fast.Normalize``'s output is the x̂ its backward reads: writing to it in
+    place makes backward refuse instead of using the changed values."""
+    x = ta.randn(3, 4, requires_grad=True)
+    y = ta.nn.functional.layer_norm(x, (4,))
+    assert type(y._ctx).__name__ == "Normalize"
+    with ta.no_grad():
+        y.mul_(2.0)
+    with pytest.raises(RuntimeError, match="Normalize saved for its backward was modified"):
+        y.backward(np.ones((3, 4), np.float32))

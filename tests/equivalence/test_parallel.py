@@ -281,3 +281,19 @@ def test_the_interpreter_exits_with_the_pool_started():
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=env)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "(100, 16)"
+
+
+def test_a_pooled_pass_from_a_thread_of_the_users_own():
+    """A large pass started from a thread the library did not make (a web server's, say) runs on the pool
+    and gives what the main thread gets."""
+    import threading
+
+    z = np.random.default_rng(5).standard_normal((600, 1024)).astype(np.float32)  # above the pool's threshold
+    bias = np.ones(1024, np.float32)
+    expected = kernels.bias_relu(z.copy(), bias)
+    results = []
+    thread = threading.Thread(target=lambda: results.append(kernels.bias_relu(z.copy(), bias)))
+    thread.start()
+    thread.join()
+    assert len(results) == 1
+    np.testing.assert_array_equal(results[0], expected)

@@ -410,7 +410,7 @@ x = ta.tensor(np.arange(6.0).reshape(2, 3))
     (lambda: ta.tensor(1.0).transpose(0, 1), IndexError, r"transpose: dim1 1 is out of range \[-1, 0\]"),
     (lambda: ta.tensor(1.0).expand(-1, 2), ValueError, "expand: invalid size -1 at position 0"),
     (lambda: ta.tensor(2.0) @ ta.tensor(3.0), RuntimeError, "matmul: both operands need at least one dimension"),
-    # promoted, where torch refuses: float32 @ float64
+    # refused, as torch refuses them (they were promoted): float32 @ float64, mixed LayerNorm, sdpa
     (lambda: x.float() @ x.double().T, RuntimeError, "matmul: the left operand is float32 and the right operand is "
      "float64; matmul needs one dtype"),
     (lambda: nn.LayerNorm(3)(x.double()), RuntimeError, "layer_norm: input is float64 and weight is float32"),
@@ -418,6 +418,8 @@ x = ta.tensor(np.arange(6.0).reshape(2, 3))
      "scaled_dot_product_attention: query is float32 and key is float64"),
     (lambda: nn.Linear(3, 2)(x.double()), RuntimeError, "Linear: input is float64 and weight is float32"),
     (lambda: F.linear(x.float(), x.double()), RuntimeError, "linear: input is float32 and weight is float64"),
+    (lambda: F.linear(x.float(), x.float(), x.double()[0]), RuntimeError,
+     "linear: input is float32 and bias is float64"),
     # NumPy's own words
     (lambda: x.sum((0, 0)), ValueError, r"sum: dim \(0, 0\) names the same dimension twice"),
     (lambda: nn.Linear(-1, 2), ValueError, "Linear: in_features must be a non-negative integer, got -1"),

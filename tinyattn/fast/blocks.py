@@ -180,6 +180,7 @@ class FeedForwardBlock(_ResidualBlock):
             a = self.hidden * self.cdf  # A = Z ∘ Φ, for ∂W2
         grad_s, grad_hidden, grad_w2, grad_b2, grad_norm = self._grad_of_output(
             grad, a, self.w2, parents[5], parents[6])  # ∂s, ∂A (M, F), ∂W2, ∂b2
+        del a  # GELU: the recomputed A is done with; one (M, F) array less through the rest
         if self.activation == "relu":
             relu_backward(grad_hidden, self.hidden)  # ∂Z = ∂A ∘ [A > 0], in place
         else:

@@ -61,6 +61,7 @@ class Normalize(Function):
         if weight is not None:
             weight, bias = weight.reshape(size), bias.reshape(size)  # (N,)
         out, self.saved = kernels.layer_norm_rows(rows, weight, bias, eps)
+        self.saves_output = weight is None  # without a weight the output is x̂, which backward reads
         self.shape = x.shape
         return out.reshape(x.shape)
 

@@ -92,8 +92,11 @@ def pays(like, ranges, elements=None):
                 or elements < routes.settings.pool_min_elements or _in_task.active)
 
 
-_in_task = threading.local()  # .active: this thread is running a pooled task
-_in_task.active = False
+class _TaskFlag(threading.local):
+    active = False  # this thread is running a pooled task (False in every thread until it does)
+
+
+_in_task = _TaskFlag()
 
 
 class _Pool:
@@ -101,7 +104,6 @@ class _Pool:
 
     def __init__(self, count):
         self.inboxes = [queue.SimpleQueue() for _ in range(count - 1)]
-        self.done = queue.SimpleQueue()
         self.busy = threading.Lock()  # one pass at a time: a second caller runs its pieces itself
         self.threads = [threading.Thread(target=self._serve, args=(inbox,), daemon=True, name=f"tinyattn-pool-{i}")
                         for i, inbox in enumerate(self.inboxes)]
@@ -114,13 +116,16 @@ class _Pool:
                 task(start, stop)
             return
         try:
-            job = (task, ranges, itertools.count(), [])  # next(count) is atomic under the GIL
+            # next(count) is atomic under the GIL; each pass has its own queue of "done" tokens, so a pass
+            # interrupted while it waits (KeyboardInterrupt) leaves no late token for the next pass to count
+            done = queue.SimpleQueue()
+            job = (task, ranges, itertools.count(), [], done)
             helpers = self.inboxes[: len(ranges) - 1]
             for inbox in helpers:
                 inbox.put(job)
             _work(job)
             for _ in helpers:
-                self.done.get()
+                done.get()
         finally:
             self.busy.release()
         errors = job[3]
@@ -128,14 +133,13 @@ class _Pool:
             raise errors[0]
 
     def _serve(self, inbox):
-        _in_task.active = False
         while True:
             job = inbox.get()
             if job is None:
                 return
             _work(job)
-            job = None  # drop the task and the arrays it holds before waiting for the next one
-            self.done.put(None)
+            done, job = job[4], None  # drop the task and the arrays it holds before waiting for the next one
+            done.put(None)
 
     def close(self):
         for inbox in self.inboxes:
@@ -146,8 +150,8 @@ class _Pool:
 
 def _work(job):
     """Take pieces of ``job`` until none is left (or one has failed)."""
-    task, ranges, counter, errors = job
-    previous, _in_task.active = getattr(_in_task, "active", False), True
+    task, ranges, counter, errors, _ = job
+    previous, _in_task.active = _in_task.active, True
     try:
         for index in counter:
             if index >= len(ranges) or errors:
