@@ -6,13 +6,14 @@ nodes of a reference definition (``nn.functional``, ``nn.sdpa``, ``nn.attention`
 it equal to that definition, values and gradients. ``tinyattn.routes`` decides when one runs
 (``ta.explain`` prints where and why); ``ta.use_fast_paths(False)`` turns them all off.
 
-    kernels.py   array-level steps (LayerNorm rows, masked softmax, attention, projections)
+    kernels.py      array-level steps (LayerNorm rows, ReLU and GELU rows, masked softmax, attention in
+                    pieces of query rows and keys, projections)
     activations.py  GELU's kernels (normal CDF, both forms, and its backward) and a float32 erf
-    nodes.py     Linear, Normalize, CrossEntropy, MaskedSoftmax, SplitHeads, MergeHeads,
-                 InProjection, Attention, PackedSelfAttention
-    blocked.py   BlockedAttention: keys a block at a time, with a running softmax
-    blocks.py    SelfAttentionBlock, FeedForwardBlock: a Transformer layer's residual blocks
-    parallel.py  a small thread pool: a large pass goes in pieces of rows over every core
+    nodes.py        Linear, Normalize, CrossEntropy, MaskedSoftmax, SplitHeads, MergeHeads,
+                    InProjection, Attention, PackedSelfAttention
+    blocked.py      BlockedAttention: keys a block at a time, with a running softmax
+    blocks.py       SelfAttentionBlock, FeedForwardBlock: a Transformer layer's residual blocks
+    parallel.py     a small thread pool: a large pass goes in pieces of rows over every core
 
 This package sits beside ``nn.functional`` and never imports the layers (``tinyattn.nn``).
 """

@@ -19,9 +19,10 @@ scratch arrays stay in the cache. With ``a = |x|``:
 ``S`` and ``R`` are near-minimax fits (Lawson's iteration on a dense grid, in float64, relative
 error 3e-9 for ``S`` on ``[0, 0.8]``, 1.2e-8 for ``R`` on ``a ∈ [0, 4]``; past 4, ``erfc`` is
 below float32's resolution of 1 and ``t → 0`` keeps ``R`` bounded). Evaluated in float32 the
-result is within 1.2e-7 of erf (2.5 ulp) for every float32 input: the test suite sweeps a dense
-grid and random bit patterns (subnormals, ±0, ±inf, NaN) against ``scipy.special.erf`` in
-float64. ``a`` is clamped at 10.5 first (``exp(-10.5²)`` is 0 in float32), so nothing overflows.
+result was within 1.2e-7 of erf (2.4 ulp) over 46 million float32 inputs (a dense grid and random
+bit patterns: subnormals, ±0, ±inf, NaN) against ``scipy.special.erf`` in float64; the test suite
+sweeps them and holds it to 1.3e-7 and 2.6 ulp. ``a`` is clamped at 10.5 first (``exp(-10.5²)`` is 0
+in float32), so nothing overflows.
 
 The exact GELU's ``Φ`` needs only the tail: ``Φ(z) = erfc(|z|/√2) / 2`` for ``z < 0`` and
 ``1 - erfc(|z|/√2) / 2`` otherwise, within 2.5e-7 of ``Φ`` (and within 6e-5 relatively

@@ -1,7 +1,8 @@
 """The array-level steps the fast nodes share: NumPy/CuPy arrays in, arrays out, no graph.
 
 Each function is the forward or the backward of one piece of a Transformer layer, written for
-speed (reductions as matrix-vector products, whole-array shifts, in-place updates); the nodes in
+speed (reductions as matrix-vector products, one softmax shift per piece of rows rather than per row,
+in-place updates, large passes cut into pieces of rows for ``fast.parallel``'s pool); the nodes in
 ``fast.nodes`` and ``fast.blocks`` are built from them, and the test suite proves every node
 equal to the reference definition in ``nn.functional``.
 """
@@ -200,15 +201,12 @@ def _elementwise(task, array):
 # ----------------------------------------------------------------------------- masked softmax
 
 
-def masked_softmax(scores, allowed, scratch=False):
+def masked_softmax(scores, allowed):
     """Softmax of ``scores`` over the last axis among the ``allowed`` entries (``None``: all), as a
-    fresh array; forbidden entries and rows with none allowed get 0. ``scratch=True`` lets it
-    write the mask into ``scores`` instead of into a copy. (``softmax_into`` does the work.)"""
+    fresh array; forbidden entries and rows with none allowed get 0. (``softmax_into`` does the work.)"""
     xp = backend.namespace(scores)
-    if allowed is not None and scratch:
-        xp.copyto(scores, -math.inf, where=~allowed)  # (…, Lq, Lk); a forbidden key scores -inf
-    elif allowed is not None:
-        scores = xp.where(allowed, scores, -math.inf)
+    if allowed is not None:
+        scores = xp.where(allowed, scores, -math.inf)  # (…, Lq, Lk), a copy; a forbidden key scores -inf
     out = xp.empty(scores.shape, dtype=scores.dtype)
     if scores.size:
         softmax_into(scores, out)
@@ -295,10 +293,19 @@ def _rows(mask, start, stop):
 
 
 def _query_pieces(like, Lq, Lk, batch, head_size):
-    """Runs of query rows: each piece's scores about ``piece_elements``, its GEMMs on one BLAS thread."""
+    """``(ranges, elements)``: runs of query rows, and the pass's size for the pool's choice (0: never pooled).
+
+    Each piece's scores are about ``piece_elements``. Where that many rows keep its GEMMs on one BLAS thread,
+    the pieces go over the pool. With long keys they would be a few rows each, and every piece reads all of K
+    and V again for little work: there a piece has at least ``head_size`` rows (re-reading K and V then costs no
+    more than the scores), and the pieces go one after another, each GEMM on the BLAS's own threads."""
     if type(like) is not np.ndarray:  # CuPy (and the strict test backend): the whole at once
-        return [(0, Lq)]
-    return parallel.pieces(Lq, math.prod(batch) * Lk, parallel.BLAS_ONE_THREAD_MNK // max(1, Lk * head_size))
+        return [(0, Lq)], 0
+    per_row = math.prod(batch) * Lk  # scores per query row
+    one_thread_rows = parallel.BLAS_ONE_THREAD_MNK // max(1, Lk * head_size)
+    if one_thread_rows >= head_size:
+        return parallel.pieces(Lq, per_row, one_thread_rows), Lq * per_row
+    return parallel.pieces(Lq, per_row, least_items=head_size), 0
 
 
 def attention(query, key, value, attn_mask, allowed, is_causal, scale, dropout_p, out=None):
@@ -338,7 +345,8 @@ def attention(query, key, value, attn_mask, allowed, is_causal, scale, dropout_p
         dropped = scores if keep is None else scores * keep[rows]  # P̃
         xp.matmul(dropped, value, out=out[rows])  # O = P̃ V  (…, R, Ev)
 
-    parallel.run(attend, _query_pieces(query, Lq, Lk, batch, max(E, Ev)), weights)
+    ranges, elements = _query_pieces(query, Lq, Lk, batch, max(E, Ev))
+    parallel.run(attend, ranges, weights, elements)
     return out, weights, keep
 
 
@@ -377,8 +385,10 @@ def attention_backward(grad, query, key, value, weights, keep, scale, mask_shape
         grad_key[keys] *= scale  # dK = dSᵀ Q·scale  (…, C, E)
 
     size = max(E, Ev)
-    parallel.run(scores_grad, _query_pieces(grad, Lq, Lk, lead, size), grad_scores)
-    parallel.run(keys_grad, _query_pieces(grad, Lk, Lq, lead, size), grad_scores)
+    ranges, elements = _query_pieces(grad, Lq, Lk, lead, size)
+    parallel.run(scores_grad, ranges, grad_scores, elements)
+    ranges, elements = _query_pieces(grad, Lk, Lq, lead, size)  # keys, a run at a time
+    parallel.run(keys_grad, ranges, grad_scores, elements)
     grad_mask = None
     if mask_shape is not None:
         grad_mask = ops.sum_to(grad_scores, mask_shape)

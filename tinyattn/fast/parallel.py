@@ -15,7 +15,8 @@ every thread takes the next piece until none is left.
 - **One thread per core.** As many threads as the BLAS uses (``OPENBLAS_NUM_THREADS``,
   ``OMP_NUM_THREADS``, else the cores this process may run on), at most ``MAX_THREADS``. A kernel keeps
   the BLAS calls inside its pieces small enough that OpenBLAS runs them on one thread
-  (``BLAS_ONE_THREAD_MNK``), so a pooled pass never asks for more threads than cores.
+  (``BLAS_ONE_THREAD_MNK``), so a pooled pass asks for no more threads than cores (with the default
+  ``piece_elements``; much larger pieces could hand OpenBLAS a product it splits).
 
 >>> import numpy as np
 >>> x = np.arange(12.0).reshape(6, 2)
@@ -52,13 +53,15 @@ def thread_count():
     return max(1, min(cores, MAX_THREADS))
 
 
-def pieces(count, elements_per_item, most_items=None):
+def pieces(count, elements_per_item, most_items=None, least_items=1):
     """``[(start, stop), …]``: ``range(count)`` cut into equal runs of items (rows, say) of about
     ``routes.settings.piece_elements`` elements each (``elements_per_item`` per item), at most
-    ``most_items`` items each; one piece when the whole is that small. Depends on the shape only."""
+    ``most_items`` and at least ``least_items`` items each; one piece when the whole is that small.
+    Depends on the shape only."""
     per_piece = max(1, routes.settings.piece_elements // max(1, elements_per_item))
     if most_items is not None:
         per_piece = max(1, min(per_piece, most_items))
+    per_piece = max(per_piece, least_items)
     if per_piece >= count:
         return [(0, count)]
     number = -(-count // per_piece)
