@@ -297,3 +297,14 @@ def test_a_pooled_pass_from_a_thread_of_the_users_own():
     thread.join()
     assert len(results) == 1
     np.testing.assert_array_equal(results[0], expected)
+
+
+def test_attention_pieces_with_long_keys_are_not_a_few_rows_each():
+    """With long keys, pieces that kept each GEMM on one BLAS thread would be 2 query rows each, every one
+    reading all of K and V again (L = 4096 took 5× longer): they have at least head_size rows, unpooled."""
+    like = np.empty(1, np.float32)
+    ranges, elements = kernels._query_pieces(like, 4096, 4096, (1, 8), 64)
+    assert min(stop - start for start, stop in ranges) >= 64 and elements == 0
+    ranges, elements = kernels._query_pieces(like, 128, 128, (8, 8), 32)  # medium: pooled, one BLAS thread each
+    assert len(ranges) > 1 and elements == 128 * 8 * 8 * 128
+    assert max(stop - start for start, stop in ranges) * 128 * 32 <= parallel.BLAS_ONE_THREAD_MNK
