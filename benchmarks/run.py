@@ -83,24 +83,15 @@ def synchronize(device):
         torch.cuda.synchronize()
 
 
-def encoder_cases(size, backward, device="cpu"):
-    """``{variant: step_function}`` for one pre-norm encoder layer."""
+def layer_steps(ours, theirs, x_np, g_np, backward, device):
+    """``{"tinyattn": step, "pytorch": step}`` for one layer of each library on the same input ``x_np``:
+    forward, and with ``backward`` the gradients of ``g_np`` (each step clears the previous ones)."""
     import tinyattn as ta
-    import tinyattn.nn as nn
 
     torch = _torch()
-    B, L, d, H = SIZES[size]
-    rng = np.random.default_rng(0)
-    x_np = rng.standard_normal((B, L, d), dtype=np.float32)
-    g_np = rng.standard_normal((B, L, d), dtype=np.float32)
-
-    ta.manual_seed(0)
-    ours = nn.TransformerEncoderLayer(d, H, 4 * d, dropout=0.0, norm_first=True).to(device)
-    theirs = torch.nn.TransformerEncoderLayer(d, H, 4 * d, dropout=0.0, norm_first=True, batch_first=True).to(device)
     x_ta, g_ta = ta.tensor(x_np, requires_grad=backward, device=device), ta.tensor(g_np, device=device)
     x_t = torch.tensor(x_np, device=device, requires_grad=backward)
     g_t = torch.tensor(g_np, device=device)
-    params = numpy_encoder.init_params(d, H, 4 * d)
 
     def tinyattn_step():
         y = ours(x_ta)
@@ -118,7 +109,25 @@ def encoder_cases(size, backward, device="cpu"):
             with torch.no_grad():
                 theirs(x_t)
 
-    cases = {"tinyattn": tinyattn_step, "pytorch": torch_step}
+    return {"tinyattn": tinyattn_step, "pytorch": torch_step}
+
+
+def encoder_cases(size, backward, device="cpu"):
+    """``{variant: step_function}`` for one pre-norm encoder layer."""
+    import tinyattn as ta
+    import tinyattn.nn as nn
+
+    torch = _torch()
+    B, L, d, H = SIZES[size]
+    rng = np.random.default_rng(0)
+    x_np = rng.standard_normal((B, L, d), dtype=np.float32)
+    g_np = rng.standard_normal((B, L, d), dtype=np.float32)
+
+    ta.manual_seed(0)
+    ours = nn.TransformerEncoderLayer(d, H, 4 * d, dropout=0.0, norm_first=True).to(device)
+    theirs = torch.nn.TransformerEncoderLayer(d, H, 4 * d, dropout=0.0, norm_first=True, batch_first=True).to(device)
+    params = numpy_encoder.init_params(d, H, 4 * d)
+    cases = layer_steps(ours, theirs, x_np, g_np, backward, device)
     if backward and device == "cpu":
         cases["numpy floor"] = lambda: numpy_encoder.forward_backward(x_np, g_np, params, H)
     return cases
@@ -281,27 +290,7 @@ def bert_layer_cases(size, backward, device="cpu"):
     theirs = torch.nn.TransformerEncoderLayer(d, H, 4 * d, batch_first=True, **options)
     theirs.load_state_dict({k: torch.tensor(v) for k, v in ta.interop.to_torch(ours.state_dict()).items()})
     ours, theirs = ours.to(device), theirs.to(device)
-    x_ta, g_ta = ta.tensor(x_np, requires_grad=backward, device=device), ta.tensor(g_np, device=device)
-    x_t = torch.tensor(x_np, device=device, requires_grad=backward)
-    g_t = torch.tensor(g_np, device=device)
-
-    def tinyattn_step():
-        y = ours(x_ta)
-        if backward:
-            ours.zero_grad()
-            x_ta.grad = None
-            y.backward(g_ta)
-
-    def torch_step():
-        if backward:
-            theirs.zero_grad()
-            x_t.grad = None
-            theirs(x_t).backward(g_t)
-        else:
-            with torch.no_grad():
-                theirs(x_t)
-
-    return {"tinyattn": tinyattn_step, "pytorch": torch_step}
+    return layer_steps(ours, theirs, x_np, g_np, backward, device)
 
 
 BERT6 = dict(layers=6, d=384, heads=12, ff=1536, lengths=[25, 5, 12, 18, 9, 21, 14, 7])  # 8 sentences, padded

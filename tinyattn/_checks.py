@@ -199,6 +199,15 @@ def attention_inputs(name, *named):
             floating(name, arg, t)
 
 
+def attention_sizes(name, embed_dim, num_heads, dropout):
+    """Multi-head attention's sizes: ``embed_dim`` a positive multiple of ``num_heads``, ``dropout`` in [0, 1]."""
+    sizes(name, embed_dim=embed_dim, num_heads=num_heads)
+    if embed_dim <= 0 or num_heads <= 0 or embed_dim % num_heads:
+        raise ValueError(f"{name}: embed_dim ({embed_dim}) must be a positive multiple of num_heads ({num_heads})")
+    if not 0.0 <= dropout <= 1.0:
+        raise ValueError(f"{name}: dropout must be in [0, 1], got {dropout}")
+
+
 def transformer_sizes(name, d_model, nhead, dim_feedforward):
     """A Transformer layer's sizes: ``d_model`` and ``nhead`` positive, ``dim_feedforward`` non-negative."""
     positive(name, "d_model", d_model)

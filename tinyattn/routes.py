@@ -281,10 +281,14 @@ def why_not_feed_forward_block(layer, norm, x, output_dropout):
     """``None`` when a Transformer layer's feed-forward residual (``norm``, ``linear1``, the
     activation (ReLU or GELU), ``dropout``, ``linear2``, ``output_dropout`` and the sum) runs as one
     ``fast.FeedForwardBlock``."""
+    return _why_not_feed_forward_block(layer, norm, x, output_dropout, feed_forward_activation(layer.activation))
+
+
+def _why_not_feed_forward_block(layer, norm, x, output_dropout, activation):
+    """``why_not_feed_forward_block`` with the activation's name (``feed_forward_activation``) already found."""
     if not settings.enabled:
         return FAST_OFF
     linear1, linear2, dropout = layer.linear1, layer.linear2, layer.dropout
-    activation = feed_forward_activation(layer.activation)
     if activation is None:
         name = getattr(layer.activation, "__name__", type(layer.activation).__name__)
         return f"the activation is {name}, not relu or gelu"
@@ -326,8 +330,9 @@ def decoder_layer(layer, tgt, tgt_mask):
 
 def _layer_route(layer, x, attn_mask, ff_norm, ff_dropout):
     sa_reason = why_not_self_attention_block(layer, x, attn_mask)
-    ff_reason = why_not_feed_forward_block(layer, ff_norm, x, ff_dropout)
-    activation = None if ff_reason else feed_forward_activation(layer.activation)  # "relu", "gelu", "gelu_tanh"
+    activation = feed_forward_activation(layer.activation)  # "relu", "gelu", "gelu_tanh" or None
+    ff_reason = _why_not_feed_forward_block(layer, ff_norm, x, ff_dropout, activation)
+    activation = None if ff_reason else activation
     if _TRACE is not None:
         keys, threshold = x.shape[1], settings.blocked_attention_min_keys
         whole_matrix = f" ({keys} keys, under the blocked-attention threshold {threshold})"

@@ -48,7 +48,7 @@ def layer_norm_rows(rows, weight, bias, eps):
     if parallel.whole(rows, ranges):  # one piece: the same steps on the whole array, fewer Python calls
         return _layer_norm_whole(rows, weight, bias, eps, average)
     x_hat, rstd = xp.empty_like(rows), xp.empty((M, 1), dtype=rows.dtype)  # (M, N), (M, 1)
-    out = x_hat if weight is None else xp.empty(rows.shape, dtype=xp.result_type(rows, weight, bias))
+    out = x_hat if weight is None else xp.empty_like(rows)  # weight and bias share the rows' dtype (the callers check)
 
     def normalize(start, stop):  # rows start:stop, every array below a piece of the ones above
         x, centered, r = rows[start:stop], x_hat[start:stop], rstd[start:stop]
@@ -59,10 +59,7 @@ def layer_norm_rows(rows, weight, bias, eps):
         if weight is None:
             return
         y = out[start:stop]
-        if weight.dtype == y.dtype:
-            xp.multiply(centered, weight, out=y)
-        else:
-            y[...] = centered * weight  # the product's own dtype first, as the composed form rounds
+        xp.multiply(centered, weight, out=y)
         y += bias
 
     parallel.run(normalize, ranges, rows)
@@ -80,10 +77,7 @@ def _layer_norm_whole(rows, weight, bias, eps, average):
     if weight is None:
         return centered, saved
     out = centered * weight  # (M, N), a fresh array
-    if bias.dtype == out.dtype:
-        out += bias
-    else:
-        out = out + bias  # mixed dtypes promote, as the composed form does
+    out += bias
     return out, saved
 
 

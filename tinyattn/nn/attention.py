@@ -77,13 +77,7 @@ class MultiHeadAttention(Module):
 
     def __init__(self, embed_dim, num_heads, dropout=0.0, bias=True, kdim=None, vdim=None, device=None, dtype=None):
         super().__init__()
-        check.sizes("MultiHeadAttention", embed_dim=embed_dim, num_heads=num_heads)
-        if embed_dim <= 0 or num_heads <= 0 or embed_dim % num_heads:
-            raise ValueError(
-                f"MultiHeadAttention: embed_dim ({embed_dim}) must be a positive multiple of num_heads ({num_heads})"
-            )
-        if not 0.0 <= dropout <= 1.0:
-            raise ValueError(f"MultiHeadAttention: dropout must be in [0, 1], got {dropout}")
+        check.attention_sizes("MultiHeadAttention", embed_dim, num_heads, dropout)
         self.embed_dim, self.num_heads, self.dropout = embed_dim, num_heads, dropout
         self.head_dim = embed_dim // num_heads
         self.kdim = embed_dim if kdim is None else kdim

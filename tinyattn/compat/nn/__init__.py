@@ -158,13 +158,7 @@ class MultiheadAttention(Module):
     def __init__(self, embed_dim, num_heads, dropout=0.0, bias=True, add_bias_kv=False, add_zero_attn=False,
                  kdim=None, vdim=None, batch_first=False, device=None, dtype=None):
         super().__init__()
-        check.sizes("MultiheadAttention", embed_dim=embed_dim, num_heads=num_heads)
-        if embed_dim <= 0 or num_heads <= 0 or embed_dim % num_heads:
-            raise ValueError(
-                f"MultiheadAttention: embed_dim ({embed_dim}) must be a positive multiple of num_heads ({num_heads})"
-            )
-        if not 0.0 <= dropout <= 1.0:
-            raise ValueError(f"MultiheadAttention: dropout must be in [0, 1], got {dropout}")
+        check.attention_sizes("MultiheadAttention", embed_dim, num_heads, dropout)
         self.embed_dim, self.num_heads, self.dropout, self.batch_first = embed_dim, num_heads, dropout, batch_first
         self.head_dim = embed_dim // num_heads
         self.kdim = embed_dim if kdim is None else kdim
