@@ -96,10 +96,10 @@ def tensor(name, arg, value):
 
 def floating(name, arg, value):
     """A floating-point tensor (PyTorch refuses integer and boolean inputs to these operations)."""
-    if type(value) is Tensor and value.data.dtype.kind == "f":
+    if type(value) is Tensor and value._data.dtype.kind == "f":
         return value
     tensor(name, arg, value)
-    if value.data.dtype.kind != "f":
+    if value._data.dtype.kind != "f":
         raise TypeError(f"{name}: {arg} must be a floating-point tensor, got dtype {value.data.dtype} "
                         "(convert it with .float())")
     return value
@@ -195,7 +195,7 @@ def attention_scale(query, scale):
 def attention_inputs(name, *named):
     """Query, key, value (``(argument name, value)`` pairs): floating-point tensors."""
     for arg, t in named:
-        if t is not None and (type(t) is not Tensor or t.data.dtype.kind != "f"):  # (the common case: two tests)
+        if t is not None and (type(t) is not Tensor or t._data.dtype.kind != "f"):  # (the common case: two tests)
             floating(name, arg, t)
 
 

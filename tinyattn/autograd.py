@@ -76,7 +76,7 @@ class _Node(_NativeFunction):
         """The user's gradients as arrays, each summed back to its input's shape (a gradient of a
         broadcast shape, as PyTorch allows)."""
         grads = self.user.backward(self.ctx, grads)
-        return tuple(None if g is None else sum_to(g.data if isinstance(g, Tensor) else g, p.shape)
+        return tuple(None if g is None else sum_to(g._data if isinstance(g, Tensor) else g, p.shape)
                      for g, p in zip(grads, self.parents))
 
 
@@ -154,9 +154,9 @@ class Function:
             return output
         user = _ByPosition(cls, [i for i, a in enumerate(args) if isinstance(a, Tensor)], len(args))
         if not isinstance(output, tuple):
-            return _Node.apply(*tensors, user=user, ctx=ctx, output=output.data)
-        hub = _Outputs.apply(*tensors, user=user, ctx=ctx, output=tuple(o.data for o in outputs))
-        return tuple(_Pick.apply(hub, index=i, array=o.data) if keep else o
+            return _Node.apply(*tensors, user=user, ctx=ctx, output=output._data)
+        hub = _Outputs.apply(*tensors, user=user, ctx=ctx, output=tuple(o._data for o in outputs))
+        return tuple(_Pick.apply(hub, index=i, array=o._data) if keep else o
                      for i, (o, keep) in enumerate(zip(outputs, differentiable)))
 
 

@@ -115,8 +115,8 @@ def tensor(data, requires_grad=False, dtype=None, device=None):
     >>> t.numpy(), t.dtype
     (array([0., 0.]), dtype('float64'))
     """
-    source = data.data if isinstance(data, Tensor) else data
+    source = data._data if isinstance(data, Tensor) else data
     t = Tensor(source, requires_grad=requires_grad, dtype=dtype, device=device)
-    if t.data is source:
-        t.data = source.copy()
+    if t._data is source:
+        t._data = source.copy()
     return t

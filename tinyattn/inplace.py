@@ -82,7 +82,7 @@ class CopySlices(Function):
 
 def _alias(t, copy):
     """A second tensor for ``t``'s value and graph position, on a copy of its array if asked."""
-    old = Tensor._wrap(t.data.copy() if copy else t.data)
+    old = Tensor._wrap(t._data.copy() if copy else t._data)
     old.requires_grad, old._ctx = t.requires_grad, t._ctx
     return old
 
@@ -121,7 +121,7 @@ def _write(t, compute, name):
             raise RuntimeError(f"{name}: the result's dtype {new.dtype} cannot be cast to the tensor's {t.dtype}")
         new = new._to_dtype(t.dtype)
     try:
-        t.data[...] = new.data
+        t._data[...] = new._data
     except ValueError as error:  # an expanded tensor's array is read-only
         raise RuntimeError(f"{name}: cannot write into this tensor ({error}); clone() it first") from None
     t._version[0] += 1
@@ -163,7 +163,7 @@ def masked_fill_(self, mask, value):
 
 def index_fill_(self, dim, index, value):
     """Set every slice ``index[i]`` along ``dim`` to ``value``."""
-    positions = index.data if isinstance(index, Tensor) else np.asarray(index)
+    positions = index._data if isinstance(index, Tensor) else np.asarray(index)
     value = _as_value(value, self)._to_dtype(self.dtype)
     return _write(self, lambda old: SetItem.apply(old, value, index=_along_dim(dim, positions, self.ndim)),
                   "index_fill_")
@@ -174,7 +174,7 @@ def scatter_(self, dim, index, src=None, *, value=None):
     from .ops_extra import _along
 
     source = value if src is None else src
-    positions = index.data if isinstance(index, Tensor) else index
+    positions = index._data if isinstance(index, Tensor) else index
     dim = dim % self.ndim
     if isinstance(source, Tensor):
         source = source[tuple(slice(0, n) for n in positions.shape)]  # the part of src that index covers
@@ -184,7 +184,7 @@ def scatter_(self, dim, index, src=None, *, value=None):
 
 def _filled(value):
     def compute(old):
-        return Tensor._wrap(backend.namespace(old.data).full(old.shape, value, dtype=old.dtype))
+        return Tensor._wrap(backend.namespace(old._data).full(old.shape, value, dtype=old.dtype))
 
     return compute
 

@@ -74,7 +74,7 @@ def _on_host(state_dict, name):
     host = {}
     for key, value in state_dict.items():
         if isinstance(value, Tensor):
-            value = value.data
+            value = value._data
         host[key] = backend.to_numpy(value) if backend.is_array(value) else np.asarray(value)
     return host
 

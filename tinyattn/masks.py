@@ -61,7 +61,7 @@ def split_mask(attn_mask):
     if attn_mask is None:
         return (), None
     if attn_mask.dtype == np.bool_:
-        return (), attn_mask.data
+        return (), attn_mask._data
     return (attn_mask,), None
 
 

@@ -393,9 +393,9 @@ class Expand(Function):
 
 def _unwrap_index(index):
     if isinstance(index, Tensor):
-        return index.data
+        return index._data
     if isinstance(index, tuple):
-        return tuple(i.data if isinstance(i, Tensor) else i for i in index)
+        return tuple(i._data if isinstance(i, Tensor) else i for i in index)
     return index
 
 
@@ -465,7 +465,7 @@ def _lift(value, like):
     if isinstance(value, Tensor):
         return value
     if backend.is_array(value):
-        return Tensor._wrap(value)
+        return Tensor._wrap(value, like)
     dtype = like.dtype
     if dtype.kind not in "fc" and isinstance(value, float):
         dtype = np.float32
@@ -473,12 +473,12 @@ def _lift(value, like):
         dtype = np.int64  # bool tensor + 2: int64, as in PyTorch
     if not isinstance(value, (int, float)) and not isinstance(value, numbers.Number):  # (the abc check is slow)
         return Tensor(value, device=like.device)
-    return Tensor._wrap(backend.namespace(like.data).asarray(value, dtype=dtype))
+    return Tensor._wrap(backend.namespace(like._data).asarray(value, dtype=dtype), like)
 
 
 def _float_if_integer(a, b):
     """An integer or boolean tensor meeting a Python float is computed in float32, as in PyTorch."""
-    if a.data.dtype.kind in "biu" and isinstance(b, float):
+    if a._data.dtype.kind in "biu" and isinstance(b, float):
         return a.float()
     return a
 
@@ -499,14 +499,14 @@ def result_type(a, b):
     >>> result_type(ta.arange(3), ta.ones(3)), result_type(ta.ones(3), ta.tensor(np.float64(2.0)))
     (dtype('float32'), dtype('float32'))
     """
-    da, db = a.data.dtype, b.data.dtype
+    da, db = a._data.dtype, b._data.dtype
     if da == db:
         return da
     ka, kb = _CATEGORY[da.kind], _CATEGORY[db.kind]
     if (a.ndim == 0) != (b.ndim == 0):  # one 0-d tensor meets a tensor with dimensions
         dimensioned, zero_d = (a, b) if b.ndim == 0 else (b, a)
-        return zero_d.data.dtype if _CATEGORY[zero_d.data.dtype.kind] > _CATEGORY[dimensioned.data.dtype.kind] \
-            else dimensioned.data.dtype
+        return zero_d._data.dtype if _CATEGORY[zero_d._data.dtype.kind] > _CATEGORY[dimensioned._data.dtype.kind] \
+            else dimensioned._data.dtype
     if ka != kb:
         return da if ka > kb else db
     return np.promote_types(da, db)
@@ -516,7 +516,7 @@ def _operands(a, b):
     """``a`` and ``b`` as tensors of one dtype, chosen as PyTorch chooses it (see ``result_type``)."""
     a = _float_if_integer(a, b)
     b = _lift(b, a)
-    if a.data.dtype != b.data.dtype:
+    if a._data.dtype != b._data.dtype:
         dtype = result_type(a, b)
         a, b = a._to_dtype(dtype), b._to_dtype(dtype)
     return a, b
@@ -537,7 +537,7 @@ def mul(a, b):
 def div(a, b):
     """True division: integer operands give float32, as in PyTorch."""
     a, b = _operands(a, b)
-    if a.data.dtype.kind in "biu":
+    if a._data.dtype.kind in "biu":
         a, b = a.float(), b.float()
     return Div.apply(a, b)
 
@@ -548,7 +548,7 @@ def pow(a, b):
 
 def matmul(a, b):
     b = _lift(b, a)
-    if a.data.dtype.kind == "b" or b.data.dtype.kind == "b":
+    if a._data.dtype.kind == "b" or b._data.dtype.kind == "b":
         raise TypeError(f"matmul: boolean operands are not supported, got {a.data.dtype} and {b.data.dtype}")
     return MatMul.apply(a, b)
 
@@ -592,11 +592,11 @@ def sum(x, dim=None, keepdim=False):
 def _count(x, dim, name):
     """How many elements a reduction over ``dim`` (``None``: all) combines."""
     axes = _normalize_dims(dim, x.ndim, name)
-    return x.data.size if axes is None else int(np.prod([x.shape[d] for d in axes]))
+    return x._data.size if axes is None else int(np.prod([x.shape[d] for d in axes]))
 
 
 def _floating_reduction(name, x):
-    if x.data.dtype.kind not in "fc":
+    if x._data.dtype.kind not in "fc":
         raise TypeError(f"{name}: the input must be a floating-point tensor, got dtype {x.data.dtype} "
                         "(convert it with .float())")
 
@@ -633,7 +633,7 @@ def where(condition, a, b):
         a = Tensor(a, device=condition.device)
     like = a if isinstance(a, Tensor) else b
     a, b = _lift(a, like), _lift(b, like)
-    if a.data.dtype != b.data.dtype:
+    if a._data.dtype != b._data.dtype:
         dtype = result_type(a, b)
         a, b = a._to_dtype(dtype), b._to_dtype(dtype)
     return Where.apply(condition, a, b)
@@ -644,10 +644,10 @@ def masked_fill(x, mask, value):
 
     The result keeps ``x``'s dtype; ``value`` is a number or a 0-d tensor (differentiable)."""
     check.tensor("masked_fill", "mask", mask)
-    if mask.data.dtype.kind != "b":
+    if mask._data.dtype.kind != "b":
         raise TypeError(f"masked_fill: mask must be a boolean tensor, got dtype {mask.data.dtype}")
     value = value._to_dtype(x.dtype) if isinstance(value, Tensor) else \
-        Tensor._wrap(backend.namespace(x.data).asarray(value, dtype=x.dtype))
+        Tensor._wrap(backend.namespace(x._data).asarray(value, dtype=x.dtype), x)
     try:
         return Where.apply(mask, value, x)
     except ValueError:
@@ -798,14 +798,14 @@ def chunk(x, chunks, dim=0):
     return split(x, -(-length // chunks), dim)
 
 
-def _no_grad_result(array):
-    """A result with no gradient (comparisons, logic); NumPy's 0-d scalars become arrays."""
-    return Tensor._wrap(np.asarray(array) if isinstance(array, np.generic) else array)
+def _no_grad_result(array, like):
+    """A result with no gradient (comparisons, logic) of ``like``'s kind; NumPy's 0-d scalars become arrays."""
+    return Tensor._wrap(np.asarray(array) if isinstance(array, np.generic) else array, like)
 
 
 def _compare(op):
     def compare(a, b):
-        return _no_grad_result(op(a.data, b.data if isinstance(b, Tensor) else b))
+        return _no_grad_result(op(a._data, b._data if isinstance(b, Tensor) else b), a)
 
     return compare
 
@@ -832,7 +832,7 @@ Tensor.__gt__ = _compare(lambda a, b: a > b)
 Tensor.__ge__ = _compare(lambda a, b: a >= b)
 Tensor.__eq__ = _compare(lambda a, b: a == b)
 Tensor.__ne__ = _compare(lambda a, b: a != b)
-Tensor.__invert__ = lambda a: _no_grad_result(~a.data)
+Tensor.__invert__ = lambda a: _no_grad_result(~a._data, a)
 Tensor.__and__ = _compare(lambda a, b: a & b)
 Tensor.__or__ = _compare(lambda a, b: a | b)
 Tensor.matmul = matmul

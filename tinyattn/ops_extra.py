@@ -123,7 +123,7 @@ def _along(index, dim):
 def gather(input, dim, index):
     """``out[i][j][k] = input[i][index[i][j][k]][k]`` (for ``dim=1``); differentiable in ``input``."""
     dim = _normalize_dims(dim, input.ndim)[0]
-    index = index.data if isinstance(index, Tensor) else index
+    index = index._data if isinstance(index, Tensor) else index
     return getitem(input, _along(index, dim))
 
 
@@ -132,23 +132,28 @@ MinResult = collections.namedtuple("min", ["values", "indices"])
 TopkResult = collections.namedtuple("topk", ["values", "indices"])
 
 
-def _no_grad(array):
-    return Tensor._wrap(np.asarray(array) if isinstance(array, np.generic) else array)
+def _array_or_value(other):
+    return other._data if isinstance(other, Tensor) else other
+
+
+def _no_grad(array, like):
+    """A result with no gradient (indices, logic) of ``like``'s kind (``None``: a plain Tensor)."""
+    return Tensor._wrap(np.asarray(array) if isinstance(array, np.generic) else array, like)
 
 
 def argmax(input, dim=None, keepdim=False):
     """The index of the largest element (of the flattened tensor when ``dim`` is ``None``)."""
     if dim is None:
-        return _no_grad(input.data.argmax())
+        return _no_grad(input._data.argmax(), input)
     dim = _normalize_dims(dim, input.ndim)[0]
-    return _no_grad(input.data.argmax(axis=dim, keepdims=keepdim))
+    return _no_grad(input._data.argmax(axis=dim, keepdims=keepdim), input)
 
 
 def argmin(input, dim=None, keepdim=False):
     if dim is None:
-        return _no_grad(input.data.argmin())
+        return _no_grad(input._data.argmin(), input)
     dim = _normalize_dims(dim, input.ndim)[0]
-    return _no_grad(input.data.argmin(axis=dim, keepdims=keepdim))
+    return _no_grad(input._data.argmin(axis=dim, keepdims=keepdim), input)
 
 
 def _pick(input, indices, dim, keepdim):
@@ -167,8 +172,8 @@ def max(input, dim=None, keepdim=False):
     if dim is None:
         return amax(input)
     dim = _normalize_dims(dim, input.ndim)[0]
-    indices = input.data.argmax(axis=dim, keepdims=True)
-    return MaxResult(_pick(input, indices, dim, keepdim), _no_grad(indices if keepdim else indices.squeeze(dim)))
+    indices = input._data.argmax(axis=dim, keepdims=True)
+    return MaxResult(_pick(input, indices, dim, keepdim), _no_grad(indices if keepdim else indices.squeeze(dim), input))
 
 
 def min(input, dim=None, keepdim=False):
@@ -178,8 +183,8 @@ def min(input, dim=None, keepdim=False):
     if dim is None:
         return -amax(-input)
     dim = _normalize_dims(dim, input.ndim)[0]
-    indices = input.data.argmin(axis=dim, keepdims=True)
-    return MinResult(_pick(input, indices, dim, keepdim), _no_grad(indices if keepdim else indices.squeeze(dim)))
+    indices = input._data.argmin(axis=dim, keepdims=True)
+    return MinResult(_pick(input, indices, dim, keepdim), _no_grad(indices if keepdim else indices.squeeze(dim), input))
 
 
 def maximum(input, other):
@@ -193,12 +198,12 @@ def minimum(input, other):
 def topk(input, k, dim=-1, largest=True, sorted=True):
     """The ``k`` largest (or smallest) elements along ``dim`` and their indices, largest first."""
     dim = _normalize_dims(dim, input.ndim)[0]
-    xp = backend.namespace(input.data)
+    xp = backend.namespace(input._data)
     if not 0 <= k <= input.shape[dim]:
         raise ValueError(f"topk: k={k} is out of range for dim {dim} of size {input.shape[dim]}")
-    order = xp.argsort(-input.data if largest else input.data, axis=dim, kind="stable")
+    order = xp.argsort(-input._data if largest else input._data, axis=dim, kind="stable")
     indices = xp.take(order, xp.arange(k), axis=dim)
-    return TopkResult(gather(input, dim, indices), _no_grad(indices))
+    return TopkResult(gather(input, dim, indices), _no_grad(indices, input))
 
 
 # ----------------------------------------------------------------------------- composed from primitives
@@ -242,14 +247,14 @@ def repeat_interleave(input, repeats, dim=None, *, output_size=None):
     if dim is None:
         input, dim = input.flatten(), 0
     dim = _normalize_dims(dim, input.ndim)[0]
-    xp = backend.namespace(input.data)
-    counts = repeats.data if isinstance(repeats, Tensor) else repeats
+    xp = backend.namespace(input._data)
+    counts = repeats._data if isinstance(repeats, Tensor) else repeats
     positions = xp.repeat(xp.arange(input.shape[dim]), counts)
     return getitem(input, (slice(None),) * dim + (positions,))
 
 
 def _triangle(input, diagonal, lower):
-    xp = backend.namespace(input.data)
+    xp = backend.namespace(input._data)
     rows, cols = input.shape[-2:]
     keep = xp.tri(rows, cols, diagonal, dtype=bool) if lower else ~xp.tri(rows, cols, diagonal - 1, dtype=bool)
     return masked_fill(input, Tensor._wrap(~keep), 0)
@@ -289,21 +294,21 @@ def log_softmax(input, dim, dtype=None):
 
 def all(input, dim=None, keepdim=False):
     axes = _normalize_dims(dim, input.ndim)
-    return _no_grad(input.data.astype(bool).all(axis=axes, keepdims=keepdim))
+    return _no_grad(input._data.astype(bool).all(axis=axes, keepdims=keepdim), input)
 
 
 def any(input, dim=None, keepdim=False):
     axes = _normalize_dims(dim, input.ndim)
-    return _no_grad(input.data.astype(bool).any(axis=axes, keepdims=keepdim))
+    return _no_grad(input._data.astype(bool).any(axis=axes, keepdims=keepdim), input)
 
 
 def nonzero(input, *, as_tuple=False):
     """The indices of the non-zero elements: ``(n, ndim)`` int64, or a tuple of 1-D tensors."""
-    xp = backend.namespace(input.data)
-    found = xp.nonzero(input.data)
+    xp = backend.namespace(input._data)
+    found = xp.nonzero(input._data)
     if as_tuple:
-        return tuple(_no_grad(i.astype(np.int64)) for i in found)
-    return _no_grad(xp.stack(found, axis=1).astype(np.int64) if found else xp.zeros((0, 0), dtype=np.int64))
+        return tuple(_no_grad(i.astype(np.int64), input) for i in found)
+    return _no_grad(xp.stack(found, axis=1).astype(np.int64) if found else xp.zeros((0, 0), dtype=np.int64), input)
 
 
 def multinomial(input, num_samples, replacement=False, *, generator=None):
@@ -315,7 +320,7 @@ def multinomial(input, num_samples, replacement=False, *, generator=None):
     """
     if generator is not None:
         raise NotImplementedError("multinomial: draws come from the library's generator (ta.manual_seed)")
-    weights = input.data.astype(np.float64)
+    weights = input._data.astype(np.float64)
     if (weights < 0).any() or not (weights.sum(axis=-1) > 0).all():
         raise RuntimeError("multinomial: weights must be non-negative with a positive sum in every row")
     if not replacement and num_samples > weights.shape[-1]:
@@ -333,7 +338,7 @@ def multinomial(input, num_samples, replacement=False, *, generator=None):
         with np.errstate(divide="ignore"):
             keys = xp.log(u) / rows  # -inf where the weight is 0
         draws = xp.argsort(-keys, axis=1, kind="stable")[:, :num_samples]
-    return _no_grad(draws.reshape(weights.shape[:-1] + (num_samples,)).astype(np.int64))
+    return _no_grad(draws.reshape(weights.shape[:-1] + (num_samples,)).astype(np.int64), input)
 
 
 def randint(low, high=None, size=None, *, dtype=None, device=None):
@@ -341,7 +346,7 @@ def randint(low, high=None, size=None, *, dtype=None, device=None):
     if size is None:
         low, high, size = 0, low, high
     draws = backend.random_uniform(tuple(size), np.dtype(np.float64), device or "cpu")
-    return _no_grad((low + draws * (high - low)).astype(dtype or np.int64))
+    return _no_grad((low + draws * (high - low)).astype(dtype or np.int64), None)
 
 
 def from_numpy(ndarray):
@@ -372,13 +377,13 @@ def _type(self, dtype=None):
 
 
 def _contiguous(self):
-    return self if self.data.flags.c_contiguous else clone(self)
+    return self if self._data.flags.c_contiguous else clone(self)
 
 
 def _new(fill):
     def new(self, *size, dtype=None, device=None, requires_grad=False):
         xp = backend.namespace_for(device or self.device)
-        t = Tensor._wrap(xp.full(_sizes(size), fill, dtype=dtype or self.dtype))
+        t = Tensor._wrap(xp.full(_sizes(size), fill, dtype=dtype or self.dtype), self)
         return t.requires_grad_(True) if requires_grad else t
 
     return new
@@ -408,11 +413,11 @@ Tensor.lt = _compare_method(Tensor.__lt__)
 Tensor.le = _compare_method(Tensor.__le__)
 Tensor.gt = _compare_method(Tensor.__gt__)
 Tensor.ge = _compare_method(Tensor.__ge__)
-Tensor.__xor__ = lambda self, other: _no_grad(self.data ^ (other.data if isinstance(other, Tensor) else other))
-Tensor.logical_not = lambda self: _no_grad(~self.data.astype(bool))
+Tensor.__xor__ = lambda self, other: _no_grad(self._data ^ _array_or_value(other), self)
+Tensor.logical_not = lambda self: _no_grad(~self._data.astype(bool), self)
 Tensor.__rand__ = lambda self, other: self & other
 Tensor.__ror__ = lambda self, other: self | other
-Tensor.contiguous, Tensor.is_contiguous = _contiguous, lambda self: bool(self.data.flags.c_contiguous)
+Tensor.contiguous, Tensor.is_contiguous = _contiguous, lambda self: bool(self._data.flags.c_contiguous)
 Tensor.dim = lambda self: self.ndim
 Tensor.mT = property(lambda self: self.transpose(-2, -1))
 Tensor.type, Tensor.type_as = _type, lambda self, other: self.to(other.dtype)
@@ -426,6 +431,6 @@ Tensor.is_cuda = property(lambda self: self.device == "cuda")
 Tensor.is_floating_point = lambda self: self.dtype.kind == "f"
 Tensor.element_size = lambda self: self.dtype.itemsize
 Tensor.unbind = lambda self, dim=0: tuple(t.squeeze(dim) for t in self.split(1, dim))
-Tensor.__rfloordiv__ = lambda self, other: _no_grad(_lift(other, self).data // self.data)
-Tensor.__floordiv__ = lambda self, other: _no_grad(self.data // (other.data if isinstance(other, Tensor) else other))
-Tensor.__mod__ = lambda self, other: _no_grad(self.data % (other.data if isinstance(other, Tensor) else other))
+Tensor.__rfloordiv__ = lambda self, other: _no_grad(_lift(other, self)._data // self._data, self)
+Tensor.__floordiv__ = lambda self, other: _no_grad(self._data // _array_or_value(other), self)
+Tensor.__mod__ = lambda self, other: _no_grad(self._data % _array_or_value(other), self)

@@ -129,9 +129,9 @@ class Function:
     @classmethod
     def apply(cls, *inputs, **options):
         try:
-            device = type(inputs[0].data)
+            device = type(inputs[0]._data)
             for t in inputs:
-                if type(t.data) is not device:
+                if type(t._data) is not device:
                     raise RuntimeError(
                         f"{cls.__name__.lower()}: tensors on different devices: "
                         f"{', '.join(repr(i.device) for i in inputs)}; move them with .to(device)"
@@ -140,14 +140,14 @@ class Function:
             raise _apply_error(cls, inputs) from None
         fn = cls()
         try:
-            out = fn.forward(*[t.data for t in inputs], **options)
+            out = fn.forward(*[t._data for t in inputs], **options)
         except TypeError as error:
             if _pytorch_style(cls):
                 raise _apply_error(cls, inputs) from error
             raise
         if type(out) is not device and isinstance(out, np.generic):  # NumPy turns 0-d results into scalars
             out = np.asarray(out)
-        result = Tensor._wrap(out)
+        result = Tensor._wrap(out, _kind_of(inputs) if _SUBCLASS_RESULTS[0] else None)
         if fn.is_view:
             result._version, result._view = inputs[0]._version, _view_record(inputs[0], cls, options)
         if _GRAD_ENABLED[0]:
@@ -166,11 +166,24 @@ class Function:
         self.released = True
 
 
+#: True once a subclass of Tensor names its own ``_result_class`` (``tinyattn.compat``'s tensor): results
+#: then take the class of their inputs (``_kind_of``); until then every result is a plain Tensor.
+_SUBCLASS_RESULTS = [False]
+
+
+def _kind_of(inputs):
+    """The input whose ``_result_class`` a result takes: the first one of a subclass's kind, else none."""
+    for t in inputs:
+        if t._result_class is not Tensor:
+            return t
+    return None
+
+
 def _versions(fn, inputs, result):
     """``(counter, version)`` for each tensor whose array ``fn``'s backward may read."""
     saved_inputs, saves_output = fn.saved_inputs, fn.saves_output
     if saves_output is None:  # is the output's array one of the node's attributes? (ids compared in C)
-        saves_output = id(result.data) in map(id, fn.__dict__.values())
+        saves_output = id(result._data) in map(id, fn.__dict__.values())
     if saved_inputs is None:
         watched = inputs
     elif saved_inputs:
@@ -247,13 +260,13 @@ def _accumulate_leaf(t, grad, may_keep=True):
     array passed down here (PyTorch's ``AccumulateGrad`` steals a gradient the same way). The
     caller's array, an array that a node still waits on or that another leaf holds: each is
     referred to elsewhere, so it is copied, in the leaf's dtype, as is anything from other nodes."""
-    if t.grad is not None:
-        t.grad += grad
-    elif (may_keep and sys.getrefcount(grad) <= _FRESH_REFERENCES and type(grad) is type(t.data)
-          and grad.dtype == t.data.dtype and backend.owns_memory(grad)):
-        t.grad = grad
+    if t._grad is not None:
+        t._grad += grad
+    elif (may_keep and sys.getrefcount(grad) <= _FRESH_REFERENCES and type(grad) is type(t._data)
+          and grad.dtype == t._data.dtype and backend.owns_memory(grad)):
+        t._grad = grad
     else:
-        t.grad = backend.namespace(t.data).array(grad, dtype=t.data.dtype)
+        t._grad = backend.namespace(t._data).array(grad, dtype=t._data.dtype)
 
 
 def _fresh_references():
@@ -330,12 +343,14 @@ class Tensor:
 
     # _version: a one-element list, the count of in-place writes to the array, shared with views
     # _view: None, or (base tensor, the view operations from it) for a view of another tensor
-    __slots__ = ("data", "grad", "requires_grad", "_ctx", "_version", "_view", "__weakref__")
+    # _data, _grad: the backend array and its gradient (the public ``data`` and ``grad`` below read them;
+    #   the library's own code reads these slots, so that a subclass may give ``data``/``grad`` another face)
+    __slots__ = ("_data", "_grad", "requires_grad", "_ctx", "_version", "_view", "__weakref__")
     __array_ufunc__ = None  # ``ndarray + tensor`` defers to Tensor.__radd__
 
     def __init__(self, data, requires_grad=False, dtype=None, device=None):
         if isinstance(data, Tensor):
-            data = data.data
+            data = data._data
         if backend.is_array(data):
             if device is not None and backend.device_of(data) != device:
                 data = backend.to_device(data, device)
@@ -358,18 +373,32 @@ class Tensor:
                 f"requires_grad=True needs a floating-point tensor, got dtype {array.dtype}; "
                 "convert with .float() first (integer tensors hold indices and targets)"
             )
-        self.data = array
-        self.grad = None
+        self._data = array
+        self._grad = None
         self.requires_grad = bool(requires_grad)
         self._ctx = None
         self._version, self._view = [0], None
 
     # ----------------------------------------------------------------- properties
 
-    shape = property(operator.attrgetter("data.shape"))  # a tuple on every backend; attrgetter: no Python frame
-    ndim = property(operator.attrgetter("data.ndim"))
-    dtype = property(operator.attrgetter("data.dtype"))
-    device = property(lambda self: backend.device_of(self.data))
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if "_result_class" in cls.__dict__:
+            _SUBCLASS_RESULTS[0] = True
+
+    def _set_data(self, value):
+        self._data = value._data if isinstance(value, Tensor) else value
+
+    def _set_grad(self, value):
+        self._grad = value._data if isinstance(value, Tensor) else value
+
+    data = property(operator.attrgetter("_data"), _set_data, doc="The backend array (NumPy or CuPy).")
+    grad = property(operator.attrgetter("_grad"), _set_grad,
+                    doc="``None``, or the accumulated gradient: a backend array of the tensor's shape and dtype.")
+    shape = property(operator.attrgetter("_data.shape"))  # a tuple on every backend; attrgetter: no Python frame
+    ndim = property(operator.attrgetter("_data.ndim"))
+    dtype = property(operator.attrgetter("_data.dtype"))
+    device = property(lambda self: backend.device_of(self._data))
     is_leaf = property(lambda self: self._ctx is None)
 
     def size(self, dim=None):
@@ -380,7 +409,7 @@ class Tensor:
         raise IndexError(f"size(): dim {dim!r} is out of range [{-self.ndim}, {self.ndim - 1}] for shape {self.shape}")
 
     def numel(self):
-        return int(self.data.size)
+        return int(self._data.size)
 
     def __len__(self):
         if self.ndim == 0:
@@ -388,7 +417,7 @@ class Tensor:
         return self.shape[0]
 
     def __repr__(self):
-        body = np.array2string(backend.to_numpy(self.data), separator=", ", prefix="tensor(")
+        body = np.array2string(backend.to_numpy(self._data), separator=", ", prefix="tensor(")
         extra = ""
         if self.dtype != np.float32 and self.dtype != np.int64 and self.dtype != np.bool_:
             extra += f", dtype={self.dtype}"
@@ -421,14 +450,14 @@ class Tensor:
                 "computation had requires_grad=True (or it was computed under no_grad)"
             )
         if grad is None:
-            if self.data.size != 1:
+            if self._data.size != 1:
                 raise RuntimeError(
                     f"backward() without grad works only for a one-element tensor; this one "
                     f"has shape {self.shape}: pass grad, an array of that shape"
                 )
-            grad = backend.namespace(self.data).ones(self.data.shape, dtype=self.dtype)
+            grad = backend.namespace(self._data).ones(self._data.shape, dtype=self.dtype)
         else:
-            grad = grad.data if isinstance(grad, Tensor) else grad
+            grad = grad._data if isinstance(grad, Tensor) else grad
             if not backend.is_array(grad):
                 try:
                     grad = backend.to_device(np.asarray(grad, dtype=self.dtype), self.device)
@@ -439,7 +468,7 @@ class Tensor:
                 raise RuntimeError(
                     f"backward(): grad has shape {tuple(grad.shape)}, expected the tensor's shape {self.shape}"
                 )
-            if type(grad) is not type(self.data):
+            if type(grad) is not type(self._data):
                 raise RuntimeError(
                     f"backward(): grad is on device {backend.device_of(grad)!r}, "
                     f"the tensor on {self.device!r}"
@@ -450,7 +479,7 @@ class Tensor:
 
     def detach(self):
         """The same data, cut from the graph."""
-        return Tensor._wrap(self.data)
+        return Tensor._wrap(self._data, self)
 
     def requires_grad_(self, requires_grad=True):
         if requires_grad and self.dtype.kind not in "fc":
@@ -459,30 +488,32 @@ class Tensor:
         return self
 
     @staticmethod
-    def _wrap(array):
-        """A leaf tensor around an existing backend array (no checks, no copy)."""
-        t = Tensor.__new__(Tensor)
-        t.data, t.grad, t.requires_grad, t._ctx, t._version, t._view = array, None, False, None, [0], None
+    def _wrap(array, like=None):
+        """A leaf tensor around an existing backend array (no checks, no copy), of ``like``'s kind:
+        a result has the class its first input names in ``_result_class`` (``Tensor``, or a subclass
+        such as ``tinyattn.compat``'s, whose results stay of that class)."""
+        t = Tensor.__new__(Tensor if like is None else like._result_class)
+        t._data, t._grad, t.requires_grad, t._ctx, t._version, t._view = array, None, False, None, [0], None
         return t
 
     # ----------------------------------------------------------------- conversion
 
     def numpy(self):
         """A NumPy copy of the data (copied from the GPU if need be)."""
-        return backend.to_numpy(self.data)
+        return backend.to_numpy(self._data)
 
     def item(self):
-        if self.data.size != 1:
+        if self._data.size != 1:
             raise ValueError(f"item(): only one-element tensors convert to a Python number, shape is {self.shape}")
-        return self.data.item()
+        return self._data.item()
 
     def __bool__(self):
-        if self.data.size != 1:
+        if self._data.size != 1:
             raise RuntimeError(
                 f"bool() of a tensor of shape {self.shape} is ambiguous: only a one-element tensor "
                 "has a truth value (reduce it first, or test t.numpy())"
             )
-        return bool(self.data.item())
+        return bool(self._data.item())
 
     def __float__(self):
         return float(self.item())
@@ -520,7 +551,7 @@ class Tensor:
         if dtype == self.dtype:
             return self
         if dtype.kind not in "fc":  # an integer or boolean result carries no gradient
-            return Tensor._wrap(self.data.astype(dtype))
+            return Tensor._wrap(self._data.astype(dtype), self)
         return To.apply(self, dtype=dtype)
 
     def float(self):
@@ -537,3 +568,6 @@ class Tensor:
 
     def cuda(self):
         return self.to("cuda")
+
+
+Tensor._result_class = Tensor  # the class of a result computed from this tensor (see ``Tensor._wrap``)

@@ -41,7 +41,7 @@ def _objective(fn, inputs, upstreams):
     """``sum_i sum(out_i * upstream_i)`` on the host, in float64, without a graph."""
     with no_grad():
         outputs = _outputs(fn(*inputs))
-    return float(sum((backend.to_numpy(o.data).astype(np.float64) * u).sum() for o, u in zip(outputs, upstreams)))
+    return float(sum((backend.to_numpy(o._data).astype(np.float64) * u).sum() for o, u in zip(outputs, upstreams)))
 
 
 def gradcheck(fn, inputs, eps=1e-6, atol=1e-5, rtol=1e-3, seed=0):
@@ -70,10 +70,10 @@ def gradcheck(fn, inputs, eps=1e-6, atol=1e-5, rtol=1e-3, seed=0):
                 "inputs (convert with .double())"
             )
 
-    saved_grads = [inputs[i].grad for i in checked]
+    saved_grads = [inputs[i]._grad for i in checked]
     try:
         for i in checked:
-            inputs[i].grad = None
+            inputs[i]._grad = None
         outputs = _outputs(fn(*inputs))
         for k, o in enumerate(outputs):
             if o.dtype != np.float64:
@@ -85,31 +85,31 @@ def gradcheck(fn, inputs, eps=1e-6, atol=1e-5, rtol=1e-3, seed=0):
         analytic = {}
         for i in checked:
             t = inputs[i]
-            if t.grad is None:
+            if t._grad is None:
                 analytic[i] = np.zeros(t.shape)
                 continue
-            if tuple(t.grad.shape) != t.shape or t.grad.dtype != t.dtype:
+            if tuple(t._grad.shape) != t.shape or t._grad.dtype != t.dtype:
                 raise GradcheckError(
                     f"gradcheck: gradient of input {i} has shape {tuple(t.grad.shape)} and dtype "
                     f"{t.grad.dtype}, expected the input's shape {t.shape} and dtype {t.dtype}"
                 )
-            analytic[i] = backend.to_numpy(t.grad)
+            analytic[i] = backend.to_numpy(t._grad)
     finally:
         for i, g in zip(checked, saved_grads):
-            inputs[i].grad = g
+            inputs[i]._grad = g
 
     for i in checked:
         t = inputs[i]
-        original, device = t.data, t.device
+        original, device = t._data, t.device
         host = backend.to_numpy(original)
         try:
             for index in np.ndindex(*host.shape):
                 value = host[index]
                 host[index] = value + eps
-                t.data = backend.to_device(host.copy(), device)
+                t._data = backend.to_device(host.copy(), device)
                 plus = _objective(fn, inputs, upstreams)
                 host[index] = value - eps
-                t.data = backend.to_device(host.copy(), device)
+                t._data = backend.to_device(host.copy(), device)
                 minus = _objective(fn, inputs, upstreams)
                 host[index] = value
                 numeric = (plus - minus) / (2 * eps)
@@ -121,7 +121,7 @@ def gradcheck(fn, inputs, eps=1e-6, atol=1e-5, rtol=1e-3, seed=0):
                         f"atol + rtol*|numeric| = {atol} + {rtol}*{abs(numeric):.3g}"
                     )
         finally:
-            t.data = original
+            t._data = original
     return True
 
 

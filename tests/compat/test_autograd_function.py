@@ -90,7 +90,7 @@ def _compare(use, arrays, upstream_seed=0):
         total = sum((o * lib.tensor(rng.standard_normal(tuple(o.shape)))).sum() for o in outputs)
         total.backward()
         results.append(([o.detach().numpy() for o in outputs],
-                        [None if t.grad is None else np.asarray(t.grad if lib is compat else t.grad.numpy())
+                        [None if t.grad is None else t.grad.numpy()
                          for t in inputs]))
     (outs1, grads1), (outs2, grads2) = results
     for a, b in zip(outs1, outs2):

@@ -17,7 +17,7 @@ RTOL, ATOL = 1e-9, 1e-10
 
 def _grads_by_torch_name(model):
     """Our parameter gradients, renamed to torch's layout."""
-    return to_torch({name: backend.to_numpy(p.grad) for name, p in model.named_parameters() if p.grad is not None})
+    return to_torch({name: p.grad.numpy() for name, p in model.named_parameters() if p.grad is not None})
 
 
 def _assert_same_grads(ours, theirs):

@@ -159,7 +159,7 @@ def test_self_attention_with_one_tensor_and_dropout_in_eval_matches_torch():
         t = lib.tensor(x, requires_grad=True)
         out, _ = model(t, t, t)
         out.backward(lib.tensor(np.ones_like(x) * 0.5 + x))
-        outs.append((out.detach().numpy(), t.grad if lib is compat else t.grad.numpy()))
+        outs.append((out.detach().numpy(), t.grad.numpy()))
     np.testing.assert_allclose(outs[0][0], outs[1][0], rtol=RTOL, atol=ATOL)
     np.testing.assert_allclose(outs[0][1], outs[1][1], rtol=RTOL, atol=ATOL)
 

@@ -4,19 +4,18 @@
     import tinyattn.compat.nn as nn
     import tinyattn.compat.nn.functional as F
 
-Where the native API already follows PyTorch, the names here are the native objects themselves.
+Where the native API already follows PyTorch, the names here are the native objects themselves,
+except that tensors are compat's own ``Tensor`` (a subclass of the native one): its ``.data`` and
+``.grad`` are tensors sharing the arrays, as in torch (``p.grad.zero_()``, ``p.data.mul_(0.5)``), where
+the native API gives the arrays themselves. Compat's creation functions and modules make such tensors,
+and every result computed from one is one.
+
 Where PyTorch's conventions differ (sequence-first attention, ``True`` = masked, packed
 ``in_proj_weight`` in the state dict), ``compat.nn`` holds thin adapters over the native layers.
 A name that is missing says so, in every submodule: ``tinyattn.compat has no `x` yet``.
 
 Known differences from PyTorch (each pinned by a test in ``tests/compat``):
 
-* ``.data`` and ``.grad`` are the native backend arrays (NumPy or CuPy), not tensors: the tensor is
-  the native one, and the native API, whose operations all read them, promises arrays. Reading,
-  assigning and updating them with operators run as in torch (``p.grad is None`` before backward,
-  ``p -= lr * p.grad`` under ``no_grad``, ``p.data *= 0.5``, ``p.data = q.data``); tensor methods on
-  them do not (``p.grad.zero_()``, ``p.data.mul_(0.5)``, ``p.grad.norm()``, ``p.grad.numpy()``). Write
-  ``p.grad[...] = 0``, ``p.detach().mul_(0.5)`` (it shares ``p``'s array) or ``p.detach().clone()``.
 * A query whose keys are all masked gets an output of zeros (``out_proj``'s bias after the
   projection) and weights of zeros, never NaN. ``torch.nn.MultiheadAttention`` gives NaN there when
   it returns the weights (its math path), and zeros as here when it does not.
@@ -37,12 +36,12 @@ AttributeError: tinyattn.compat has no `fft` yet
 
 import numpy as _np
 
+import tinyattn as _native
+
 from .. import (
-    Tensor,
     abs,
     all,
     any,
-    arange,
     argmax,
     argmin,
     bmm,
@@ -53,14 +52,11 @@ from .. import (
     clone,
     concat,
     cos,
-    empty,
     enable_grad,
     exp,
     flatten,
     float32,
     float64,
-    from_numpy,
-    full,
     gather,
     int32,
     int64,
@@ -82,13 +78,8 @@ from .. import (
     no_grad,
     nonzero,
     norm,
-    ones,
-    ones_like,
     permute,
     pow,
-    rand,
-    randint,
-    randn,
     relu,
     repeat_interleave,
     reshape,
@@ -103,7 +94,6 @@ from .. import (
     std,
     sum,
     tanh,
-    tensor,
     topk,
     transpose,
     tril,
@@ -112,10 +102,10 @@ from .. import (
     unsqueeze,
     var,
     where,
-    zeros,
-    zeros_like,
 )
+from .. import creation as _creation
 from . import autograd, nn, optim  # noqa: F401
+from ._tensor import Tensor, as_compat
 
 float, double, half = float32, float64, _np.float16
 Size = tuple
@@ -124,6 +114,23 @@ Size = tuple
 def device(type):
     """PyTorch's ``torch.device("cpu")``: here the device's name, which every ``device=`` accepts."""
     return str(type)
+
+
+def _making_compat(make):
+    """``make`` (a native creation function) returning compat tensors."""
+
+    def compat_make(*args, **kwargs):
+        return as_compat(make(*args, **kwargs))
+
+    compat_make.__name__ = compat_make.__qualname__ = make.__name__
+    compat_make.__doc__ = make.__doc__
+    return compat_make
+
+
+arange, empty, from_numpy, full, ones, ones_like, rand, randint, randn, tensor, zeros, zeros_like = (
+    _making_compat(getattr(_creation if hasattr(_creation, name) else _native, name))
+    for name in ("arange", "empty", "from_numpy", "full", "ones", "ones_like", "rand", "randint", "randn",
+                 "tensor", "zeros", "zeros_like"))
 
 
 def FloatTensor(*data):

@@ -202,7 +202,7 @@ def self_attention_block(x, norm, attention, attn_mask, is_causal, norm_first):
     if attn_mask is not None:
         B, L, _ = x.shape
         mask = checked_mask(per_batch_mask(attn_mask), x, (B, attention.num_heads, L, L))
-        float_mask, allowed = (None, mask.data) if mask.dtype == np.bool_ else (mask.data, None)
+        float_mask, allowed = (None, mask._data) if mask.dtype == np.bool_ else (mask._data, None)
     return SelfAttentionBlock.apply(
         x, norm.weight, norm.bias, q.weight, k.weight, v.weight, q.bias, k.bias, v.bias, out.weight, out.bias,
         num_heads=attention.num_heads, norm_first=norm_first, eps=norm.eps, attn_mask=float_mask,

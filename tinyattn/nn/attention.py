@@ -93,7 +93,7 @@ class MultiHeadAttention(Module):
         """Xavier-uniform input projections, zero biases (see the class docstring)."""
         packed = self.kdim == self.vdim == self.embed_dim
         for projection in (self.q_proj, self.k_proj, self.v_proj):
-            weight = projection.weight.data
+            weight = projection.weight._data
             fan_out = 3 * self.embed_dim if packed else self.embed_dim
             bound = math.sqrt(6.0 / (projection.in_features + fan_out))
             uniform = backend.random_uniform(weight.shape, weight.dtype, backend.device_of(weight))
@@ -101,7 +101,7 @@ class MultiHeadAttention(Module):
         self.out_proj.reset_parameters()
         for projection in (self.q_proj, self.k_proj, self.v_proj, self.out_proj):
             if projection.bias is not None:
-                projection.bias.data[...] = 0
+                projection.bias._data[...] = 0
 
     def forward(self, query, key=None, value=None, attn_mask=None, is_causal=False, need_weights=True):
         check.attention_inputs("MultiHeadAttention", ("query", query), ("key", key), ("value", value))

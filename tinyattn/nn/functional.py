@@ -136,7 +136,7 @@ def softmax(input, dim):
     tensor([0.5, 0.5])
     """
     dim = check.reduction_input("softmax", input, dim)
-    if input.data.size == 0:  # nothing to normalise
+    if input._data.size == 0:  # nothing to normalise
         return input.reshape(input.shape)
     return Softmax.apply(input, dim=dim)
 
@@ -149,7 +149,7 @@ def log_softmax(input, dim):
     tensor([     0., -10000.])
     """
     dim = check.reduction_input("log_softmax", input, dim)
-    if input.data.size == 0:  # nothing to normalise
+    if input._data.size == 0:  # nothing to normalise
         return input.reshape(input.shape)
     return LogSoftmax.apply(input, dim=dim)
 
@@ -250,9 +250,9 @@ def dropout(input, p=0.5, training=True):
 
 def _index_array(indices, like, name):
     """``indices`` (tensor, backend array, list) as an integer array on ``like``'s device."""
-    data = indices.data if isinstance(indices, Tensor) else indices
+    data = indices._data if isinstance(indices, Tensor) else indices
     if not backend.is_array(data):
-        data = Tensor(data, device=like.device).data
+        data = Tensor(data, device=like.device)._data
     if data.dtype.kind not in "iu":
         raise TypeError(f"{name}: indices must be integers (int64 as in PyTorch), got dtype {data.dtype}")
     if backend.device_of(data) != like.device:
@@ -367,7 +367,7 @@ def _cross_entropy(logits, target, ignore_index, reduction, label_smoothing):
     losses = -(1 - label_smoothing) * picked
     if label_smoothing:
         losses = losses - (label_smoothing / num_classes) * log_p.sum(dim=1)
-    losses = ops.where(Tensor._wrap(valid), losses, 0.0)  # ignored positions count zero
+    losses = ops.where(Tensor._wrap(valid, losses), losses, 0.0)  # ignored positions count zero
     if reduction == "none":
         return losses.reshape(_target_shape(logits.shape))
     if reduction == "sum":
@@ -422,18 +422,18 @@ def pad(input, pad, mode="constant", value=0.0):
         dim, before, after = input.ndim - 1 - i, pad[2 * i], pad[2 * i + 1]
         shape[dim] += before + after
         index[dim] = slice(before, before + input.shape[dim])
-    out = Tensor._wrap(backend.namespace(input.data).full(shape, value, dtype=input.dtype))
+    out = Tensor._wrap(backend.namespace(input._data).full(shape, value, dtype=input.dtype), input)
     out[tuple(index)] = input  # differentiable in input (an in-place write into a new tensor)
     return out
 
 
 def one_hot(tensor, num_classes=-1):
     """int64 ``(…, num_classes)`` with a 1 at each index (``num_classes`` = max + 1 by default)."""
-    indices = tensor.data
+    indices = tensor._data
     if num_classes == -1:
         num_classes = int(indices.max()) + 1
     xp = backend.namespace(indices)
-    return Tensor._wrap((indices[..., None] == xp.arange(num_classes)).astype("int64"))
+    return Tensor._wrap((indices[..., None] == xp.arange(num_classes)).astype("int64"), tensor)
 
 
 def kl_div(input, target, reduction="mean", log_target=False):

@@ -64,11 +64,11 @@ class Linear(Module):
 
     def reset_parameters(self):
         """Fresh PyTorch-default values: ``U(-1/√fan_in, 1/√fan_in)``."""
-        weight = self.weight.data
+        weight = self.weight._data
         bound = 1 / math.sqrt(self.in_features) if self.in_features > 0 else 0.0
         weight[...] = _uniform(weight.shape, bound, weight.dtype, backend.device_of(weight))
         if self.bias is not None:
-            self.bias.data[...] = _uniform(self.bias.shape, bound, weight.dtype, backend.device_of(weight))
+            self.bias._data[...] = _uniform(self.bias.shape, bound, weight.dtype, backend.device_of(weight))
 
     def forward(self, input):
         check.floating("Linear", "input", input)
@@ -104,6 +104,8 @@ class LazyLinear(Linear):
     ((2, 4), Linear(in_features=3, out_features=4, bias=True))
     """
 
+    cls_to_become = Linear  # PyTorch's name: the class the module takes at its first call
+
     def __init__(self, out_features, bias=True, device=None, dtype=None):
         super().__init__(0, out_features, bias=bias, device=device, dtype=dtype)
 
@@ -117,11 +119,11 @@ class LazyLinear(Linear):
         if input.ndim == 0:
             raise ValueError("LazyLinear: the input must have at least one dimension (…, in_features), "
                              "got a 0-d tensor")
-        weight = self.weight.data
+        weight = self.weight._data
         self.in_features = input.shape[-1]
-        self.weight.data = backend.namespace(weight).empty((self.out_features, self.in_features), dtype=weight.dtype)
+        self.weight._data = backend.namespace(weight).empty((self.out_features, self.in_features), dtype=weight.dtype)
         self.reset_parameters()
-        self.__class__ = Linear  # as PyTorch's cls_to_become
+        self.__class__ = self.cls_to_become
 
 
 class Embedding(Module):
@@ -155,7 +157,7 @@ class Embedding(Module):
 
     def reset_parameters(self):
         """Fresh N(0, 1) values, with the padding row zeroed."""
-        weight = self.weight.data
+        weight = self.weight._data
         weight[...] = backend.random_normal(weight.shape, weight.dtype, backend.device_of(weight))
         if self.padding_idx is not None:
             weight[self.padding_idx] = 0
@@ -195,9 +197,9 @@ class LayerNorm(Module):
 
     def reset_parameters(self):
         if self.weight is not None:
-            self.weight.data[...] = 1
+            self.weight._data[...] = 1
         if self.bias is not None:
-            self.bias.data[...] = 0
+            self.bias._data[...] = 0
 
     def forward(self, input):
         return F.layer_norm(input, self.normalized_shape, self.weight, self.bias, self.eps)

@@ -264,10 +264,10 @@ class Module:
     def zero_grad(self, set_to_none=True):
         """Forget the accumulated gradients (``None``, or zeros with ``set_to_none=False``)."""
         for _, param in self._all_parameters():
-            if set_to_none or param.grad is None:
-                param.grad = None
+            if set_to_none or param._grad is None:
+                param._grad = None
             else:
-                param.grad[...] = 0
+                param._grad[...] = 0
 
     def requires_grad_(self, requires_grad=True):
         for param in self.parameters():
@@ -311,9 +311,9 @@ class Module:
             for tensor in list(module._parameters.values()) + list(module._buffers.values()):
                 if tensor is None:
                     continue
-                tensor.data = convert(tensor.data)
-                if tensor.grad is not None:
-                    tensor.grad = convert(tensor.grad)
+                tensor._data = convert(tensor._data)
+                if tensor._grad is not None:
+                    tensor._grad = convert(tensor._grad)
         return self
 
     def float(self):
@@ -406,10 +406,10 @@ class Module:
             )
         arrays = {}  # first every host -> device copy, so that a failure here leaves the model untouched
         for name, value in values.items():
-            target = own[name].data
+            target = own[name]._data
             arrays[name] = backend.to_device(value.astype(target.dtype, copy=False), backend.device_of(target))
         for name, array in arrays.items():
-            own[name].data[...] = array
+            own[name]._data[...] = array
         return IncompatibleKeys(missing, unexpected)
 
     # ----------------------------------------------------------------- repr

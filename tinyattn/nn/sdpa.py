@@ -121,11 +121,11 @@ def _attention(query, key, value, attn_mask, dropout_p, is_causal, scale, fast_s
     scores = (query * scale) @ key.transpose(-2, -1)  # (…, Lq, Lk); scaling the queries is the cheaper side
     allowed = None  # boolean, broadcasting to (…, Lq, Lk): True where a key may be attended
     if attn_mask is not None and attn_mask.dtype == np.bool_:
-        allowed = attn_mask.data
+        allowed = attn_mask._data
     elif attn_mask is not None:
         scores = scores + attn_mask  # (…, Lq, Lk); -inf forbids a key
     if is_causal:
-        causal = causal_mask(Lq, Lk, query.device).data  # (Lq, Lk): key j <= query i
+        causal = causal_mask(Lq, Lk, query.device)._data  # (Lq, Lk): key j <= query i
         allowed = causal if allowed is None else allowed & causal
     if fast_softmax:
         weights = fast.MaskedSoftmax.apply(scores, *(() if allowed is None else (Tensor._wrap(allowed),)))
@@ -142,7 +142,7 @@ def _softmax_over_allowed(scores, allowed):
     key left would divide 0 by 0: its row is zeroed instead (weights, and so its gradients)."""
     if allowed is not None:
         scores = scores.masked_fill(Tensor._wrap(~allowed), -math.inf)  # (…, Lq, Lk)
-    empty = (scores.data == -math.inf).all(axis=-1, keepdims=True)  # (…, Lq, 1): rows with no key
+    empty = (scores._data == -math.inf).all(axis=-1, keepdims=True)  # (…, Lq, 1): rows with no key
     if not empty.any():
         return F.softmax(scores, dim=-1)
     empty = Tensor._wrap(empty)
@@ -172,7 +172,7 @@ def padding_mask(lengths, max_len):
            [ True,  True,  True]])
     """
     if isinstance(lengths, Tensor):
-        lengths = lengths.data
+        lengths = lengths._data
     elif not backend.is_array(lengths):
         lengths = np.asarray(lengths)
     if lengths.ndim != 1 or lengths.dtype.kind not in "iu":

@@ -26,7 +26,7 @@ def clip_grad_norm_(parameters, max_norm, norm_type=2.0):
     check.real("clip_grad_norm_", "max_norm", max_norm)  # a NaN would turn every gradient into NaN
     if isinstance(parameters, Tensor):
         parameters = [parameters]
-    grads = [p.grad for p in parameters if p.grad is not None]
+    grads = [p._grad for p in parameters if p._grad is not None]
     if not grads:
         return 0.0
     norm_type = float(norm_type)

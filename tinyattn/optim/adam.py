@@ -54,23 +54,23 @@ class Adam(Optimizer):
             lr, eps, weight_decay = float(group["lr"]), float(group["eps"]), float(group["weight_decay"])
             beta1, beta2 = (float(beta) for beta in group["betas"])
             for p in group["params"]:
-                if p.grad is None:
+                if p._grad is None:
                     continue
                 state = self.state.setdefault(p, {})
                 if not state:
-                    xp = backend.namespace(p.data)
+                    xp = backend.namespace(p._data)
                     state["step"] = 0
-                    state["exp_avg"] = xp.zeros_like(p.data)
-                    state["exp_avg_sq"] = xp.zeros_like(p.data)
+                    state["exp_avg"] = xp.zeros_like(p._data)
+                    state["exp_avg_sq"] = xp.zeros_like(p._data)
                 state["step"] += 1
                 step, exp_avg, exp_avg_sq = state["step"], state["exp_avg"], state["exp_avg_sq"]
 
                 grad = grad_of(p)
                 if weight_decay != 0:
                     if self.decoupled_weight_decay:
-                        p.data *= 1 - lr * weight_decay
+                        p._data *= 1 - lr * weight_decay
                     else:
-                        grad = grad + weight_decay * p.data
+                        grad = grad + weight_decay * p._data
 
                 _lerp_(exp_avg, grad, 1 - beta1)
                 exp_avg_sq *= beta2
@@ -80,7 +80,7 @@ class Adam(Optimizer):
                 bias_correction2 = 1 - beta2**step
                 step_size = lr / bias_correction1
                 denom = backend.namespace(exp_avg_sq).sqrt(exp_avg_sq) / math.sqrt(bias_correction2) + eps
-                p.data -= step_size * exp_avg / denom
+                p._data -= step_size * exp_avg / denom
         return loss
 
 

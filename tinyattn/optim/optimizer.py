@@ -92,12 +92,12 @@ class Optimizer:
         """Forget every parameter's gradient: ``None`` (the default, as in PyTorch) or zeros in place."""
         for group in self.param_groups:
             for p in group["params"]:
-                if p.grad is None:
+                if p._grad is None:
                     continue
                 if set_to_none:
-                    p.grad = None
+                    p._grad = None
                 else:
-                    p.grad[...] = 0
+                    p._grad[...] = 0
 
     def step(self, closure=None):
         raise NotImplementedError
@@ -196,16 +196,16 @@ def non_negative(value, what, arg):
 
 def grad_of(p):
     """``p.grad``, which must have ``p``'s shape: an optimizer never broadcasts a gradient over its parameter."""
-    if p.grad.shape != p.data.shape:
+    if p._grad.shape != p._data.shape:
         raise RuntimeError(f"optimizer step: a parameter of shape {p.shape} has a .grad of shape "
                            f"{tuple(p.grad.shape)}; a gradient must have its parameter's shape")
-    return p.grad
+    return p._grad
 
 
 def _state_value(value, param, index, name):
     """A copy of one loaded state entry on ``param``'s device (and dtype, if floating-point)."""
     if isinstance(value, Tensor):
-        value = value.data
+        value = value._data
     if isinstance(value, np.generic):  # a NumPy scalar step would make the update's scalars float64
         return value.item()
     if value is None or isinstance(value, (bool, int, float)):

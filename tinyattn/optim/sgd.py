@@ -42,11 +42,11 @@ class SGD(Optimizer):
             # Python floats, so that a float32 parameter is never promoted by a NumPy float64 scalar
             lr, momentum, weight_decay = float(group["lr"]), float(group["momentum"]), float(group["weight_decay"])
             for p in group["params"]:
-                if p.grad is None:
+                if p._grad is None:
                     continue
                 grad = grad_of(p)
                 if weight_decay != 0:
-                    grad = grad + weight_decay * p.data
+                    grad = grad + weight_decay * p._data
                 if momentum != 0:
                     state = self.state.setdefault(p, {})
                     buf = state.get("momentum_buffer")
@@ -56,5 +56,5 @@ class SGD(Optimizer):
                         buf *= momentum
                         buf += grad
                     grad = grad + momentum * buf if group["nesterov"] else buf
-                p.data -= lr * grad
+                p._data -= lr * grad
         return loss

@@ -17,35 +17,21 @@ from ... import _checks as check
 from ... import nn as _native
 from ...creation import empty, full, zeros
 from ...interop import from_torch, to_torch
-from ...nn import (  # noqa: F401
-    GELU,
-    CrossEntropyLoss,
-    Dropout,
-    Embedding,
-    Flatten,
-    Identity,
-    KLDivLoss,
-    LayerNorm,
-    LazyLinear,
-    Linear,
-    LogSoftmax,
-    MSELoss,
-    NLLLoss,
-    Parameter,
-    ReLU,
-    Softmax,
-    Tanh,
-)
 from ...nn import functional as _native_F
 from ...nn.attention import _merge_heads, _split_heads
 from ...nn.functional import linear
 from ...ops import cat
 from ...ops_extra import triu
+from .._tensor import Parameter, as_compat
 from . import functional, init, utils  # noqa: F401
 
 
 class Module(_native.Module):
-    """The native ``Module`` whose ``state_dict`` and ``load_state_dict`` speak PyTorch's key layout."""
+    """The native ``Module`` whose ``state_dict`` and ``load_state_dict`` speak PyTorch's key layout, and
+    whose parameters and buffers are compat's (``.data`` and ``.grad`` as tensors), a native submodule's too."""
+
+    def _registered(self, name, value):
+        super()._registered(name, as_compat(value))
 
     def state_dict(self):
         return OrderedDict(to_torch(super().state_dict()))
@@ -57,6 +43,31 @@ class Module(_native.Module):
         kept = {name: value for name, value in state_dict.items() if name in own}
         converted = from_torch({name: value for name, value in state_dict.items() if name not in own})
         return super().load_state_dict({**kept, **converted}, strict=strict)
+
+
+def _compat_layer(native):
+    """``native`` (a layer whose conventions are already PyTorch's) as a compat ``Module``: compat
+    parameters, PyTorch's state-dict keys; otherwise the native class itself."""
+    return type(native.__name__, (Module, native), {"__module__": __name__, "__doc__": native.__doc__})
+
+
+GELU = _compat_layer(_native.GELU)
+CrossEntropyLoss = _compat_layer(_native.CrossEntropyLoss)
+Dropout = _compat_layer(_native.Dropout)
+Embedding = _compat_layer(_native.Embedding)
+Flatten = _compat_layer(_native.Flatten)
+Identity = _compat_layer(_native.Identity)
+KLDivLoss = _compat_layer(_native.KLDivLoss)
+LayerNorm = _compat_layer(_native.LayerNorm)
+LazyLinear = _compat_layer(_native.LazyLinear)
+Linear = _compat_layer(_native.Linear)
+LogSoftmax = _compat_layer(_native.LogSoftmax)
+MSELoss = _compat_layer(_native.MSELoss)
+NLLLoss = _compat_layer(_native.NLLLoss)
+ReLU = _compat_layer(_native.ReLU)
+Softmax = _compat_layer(_native.Softmax)
+Tanh = _compat_layer(_native.Tanh)
+LazyLinear.cls_to_become = Linear
 
 
 class Sequential(Module, _native.Sequential):

@@ -1,0 +1,114 @@
+"""compat's ``Tensor`` and ``Parameter``: the native ones, with ``.data`` and ``.grad`` as tensors.
+
+The native API promises backend arrays for ``t.data`` and ``t.grad`` (every native operation reads
+them). PyTorch code calls tensor methods on them (``p.grad.zero_()``, ``p.data.mul_(0.5)``,
+``p.grad.norm()``), so here they are tensors that *share* the arrays: a write through them is a write
+to the parameter's values or gradient, as in torch. Like torch's ``.data``, such a tensor is cut from
+the graph (``requires_grad=False``) and has its own version counter: autograd does not see writes made
+through it.
+
+A result computed from a compat tensor is a compat tensor (``Tensor._result_class``), so ``out.data``
+and ``out.argmax(1)`` stay in this world; compat's creation functions and modules make compat
+tensors and parameters (``as_compat``).
+
+>>> import tinyattn.compat as torch
+>>> w = torch.nn.Parameter(torch.ones(2))
+>>> (w * 3).sum().backward()
+>>> w.grad
+tensor([3., 3.])
+>>> w.grad.zero_()
+tensor([0., 0.])
+>>> w.grad.norm().item(), type(w.data).__name__
+(0.0, 'Tensor')
+"""
+
+from .. import backend
+from ..nn.module import Parameter as _NativeParameter
+from ..tensor import Tensor as _NativeTensor
+
+
+def _tensor_of(array, owner):
+    """A compat tensor sharing ``array`` (no copy), cut from the graph, with a fresh version counter."""
+    return _NativeTensor._wrap(array, owner)
+
+
+def _array_of(name, value, owner):
+    """The backend array to store for ``owner.name = value`` (a tensor or an array, as torch takes)."""
+    if isinstance(value, _NativeTensor):
+        value = value._data
+    if not backend.is_array(value):
+        raise TypeError(f"assigned {name} must be a Tensor, got {type(value).__name__}")
+    if type(value) is not type(owner._data):
+        raise RuntimeError(f"assigned {name} is on device {backend.device_of(value)!r}, "
+                           f"the tensor on {owner.device!r}")
+    return value
+
+
+def _get_data(self):
+    return _tensor_of(self._data, self)
+
+
+def _set_data(self, value):
+    self._data = _array_of("data", value, self)
+
+
+def _get_grad(self):
+    return None if self._grad is None else _tensor_of(self._grad, self)
+
+
+def _set_grad(self, value):
+    if value is None:
+        self._grad = None
+        return
+    array = _array_of("grad", value, self)
+    if tuple(array.shape) != self.shape or array.dtype != self.dtype:
+        raise RuntimeError(f"assigned grad has shape {tuple(array.shape)} and dtype {array.dtype}, "
+                           f"expected the tensor's shape {self.shape} and dtype {self.dtype}")
+    self._grad = array
+
+
+class Tensor(_NativeTensor):
+    """The native tensor whose ``.data`` and ``.grad`` are tensors sharing its arrays (see the module)."""
+
+    __slots__ = ()
+    _result_class = None  # set below: results computed from a compat tensor are compat tensors
+
+    data = property(_get_data, _set_data, doc="A tensor sharing this tensor's array, cut from the graph.")
+    grad = property(_get_grad, _set_grad, doc="``None``, or a tensor sharing the accumulated gradient's array.")
+
+    def __array__(self, dtype=None, copy=None):
+        """``numpy.asarray(t)``, as torch's CPU tensors allow (a copy from the GPU)."""
+        array = backend.to_numpy(self._data)
+        return array if dtype is None else array.astype(dtype, copy=False)
+
+
+Tensor._result_class = Tensor
+
+
+class Parameter(_NativeParameter, Tensor):
+    """``nn.Parameter`` whose ``.data`` and ``.grad`` are tensors (see the module)."""
+
+    __slots__ = ()
+
+
+def as_compat(value):
+    """``value`` made compat in place (a native tensor's or parameter's class changed; no copy) and
+    returned; a module's parameters and buffers too, recursively; anything else as it is."""
+    if isinstance(value, _NativeTensor):
+        if type(value) is _NativeTensor:
+            value.__class__ = Tensor
+        elif type(value) is _NativeParameter:
+            value.__class__ = Parameter
+        return value
+    if isinstance(value, tuple):  # (values, indices) and similar results
+        for item in value:
+            as_compat(item)
+        return value
+    modules = getattr(value, "modules", None)
+    if callable(modules) and hasattr(value, "_parameters"):
+        for module in modules():
+            for table in (module._parameters, module._buffers):
+                for item in table.values():
+                    if item is not None:
+                        as_compat(item)
+    return value
