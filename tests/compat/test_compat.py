@@ -9,7 +9,6 @@ import pytest
 import torch
 
 import tinyattn.compat as compat
-from tinyattn import backend
 from tinyattn.interop import to_torch
 
 RTOL, ATOL = 1e-9, 1e-10
