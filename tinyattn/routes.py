@@ -383,7 +383,10 @@ def _fit(dtype, shape, tensors):
     """Every one of ``tensors`` is a tensor (not ``None``) of ``dtype`` and ``shape``, as the reference
     takes it. A plain loop: the layers ask this on every call."""
     for t in tensors:
-        if t is None or t.dtype != dtype or t.shape != shape:
+        if t is None:
+            return False
+        array = t._data
+        if array.shape != shape or array.dtype != dtype:
             return False
     return True
 

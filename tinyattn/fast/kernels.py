@@ -12,6 +12,7 @@ import math
 import numpy as np
 
 from .. import backend, ops
+from ..routes import settings
 from . import parallel
 from .activations import gelu_backward, normal_cdf
 
@@ -44,9 +45,9 @@ def layer_norm_rows(rows, weight, bias, eps):
     xp = backend.namespace(rows)
     M, N = rows.shape
     average = backend.filled(N, 1 / max(N, 1), rows.dtype, xp)  # (N,), 1/N each
+    if M * N <= settings.piece_elements or type(rows) is not np.ndarray:  # one piece (parallel.pieces):
+        return _layer_norm_whole(rows, weight, bias, eps, average)  # the same steps on the whole array
     ranges = parallel.pieces(M, N)
-    if parallel.whole(rows, ranges):  # one piece: the same steps on the whole array, fewer Python calls
-        return _layer_norm_whole(rows, weight, bias, eps, average)
     x_hat, rstd = xp.empty_like(rows), xp.empty((M, 1), dtype=rows.dtype)  # (M, N), (M, 1)
     out = x_hat if weight is None else xp.empty_like(rows)  # weight and bias share the rows' dtype (the callers check)
 
@@ -90,9 +91,9 @@ def layer_norm_rows_backward(grad, saved):
     x_hat, rstd, average, weight = saved
     xp = backend.namespace(grad)
     M, N = x_hat.shape
+    if M * N <= settings.piece_elements or type(grad) is not np.ndarray:  # one piece (parallel.pieces):
+        return _layer_norm_whole_backward(grad, x_hat, rstd, average, weight)  # the steps on the whole array
     ranges = parallel.pieces(M, N)
-    if parallel.whole(grad, ranges):  # one piece: the same steps on the whole array, fewer Python calls
-        return _layer_norm_whole_backward(grad, x_hat, rstd, average, weight)
     dtype = grad.dtype if weight is None else xp.result_type(grad, weight)
     grad_x = xp.empty((M, N), dtype=dtype)
     grad_times_x_hat = None if weight is None else xp.empty((M, N), dtype=xp.result_type(grad, x_hat))
@@ -134,6 +135,9 @@ def _layer_norm_whole_backward(grad, x_hat, rstd, average, weight):
 def bias_relu(z, bias):
     """``A = relu(Z + b)`` in place for ``z (M, F)``, ``bias (F,)``; returns ``z``. Pieces of rows over the pool."""
     xp = backend.namespace(z)
+    if z.size < settings.pool_min_elements:  # too small for the pool: the step below on the whole array
+        z += bias
+        return xp.maximum(z, 0, out=z)
 
     def activate(start, stop):
         piece = z[start:stop]
@@ -147,6 +151,9 @@ def bias_relu(z, bias):
 def relu_backward(grad, activation):
     """``∂Z = ∂A ∘ [A > 0]`` in place for ``grad = ∂A (M, F)`` and the ReLU's output ``activation``;
     returns ``grad``. Pieces of rows over the pool."""
+    if grad.size < settings.pool_min_elements:  # too small for the pool: the step below on the whole array
+        grad *= activation > 0
+        return grad
 
     def gate(start, stop):
         grad[start:stop] *= activation[start:stop] > 0
@@ -312,11 +319,11 @@ def attention(query, key, value, attn_mask, allowed, is_causal, scale, dropout_p
     batch = query.shape[:-2]
     if key.shape[:-2] != batch:
         batch = tuple(np.broadcast_shapes(batch, key.shape[:-2]))
+    ranges, elements = _query_pieces(query, Lq, Lk, batch, max(E, Ev))
+    if len(ranges) == 1:  # one piece: the same steps on whole arrays, fewer Python and NumPy calls
+        return _attention_whole(query, key, value, attn_mask, allowed, is_causal, scale, dropout_p, out)
     weights = xp.empty(batch + (Lq, Lk), dtype=query.dtype)  # P, kept for backward
-    keep = None
-    if dropout_p > 0.0:  # F.dropout's draw, kept as a mask for backward
-        uniform = backend.random_uniform(weights.shape, weights.dtype, backend.device_of(weights))
-        keep = (uniform >= dropout_p).astype(weights.dtype) * (0.0 if dropout_p == 1 else 1 / (1 - dropout_p))
+    keep = _dropout_keep(weights, dropout_p)
     if out is None:
         out_batch = batch if value.shape[:-2] == batch else tuple(np.broadcast_shapes(batch, value.shape[:-2]))
         out = xp.empty(out_batch + (Lq, Ev), dtype=query.dtype)
@@ -339,8 +346,35 @@ def attention(query, key, value, attn_mask, allowed, is_causal, scale, dropout_p
         dropped = scores if keep is None else scores * keep[rows]  # P̃
         xp.matmul(dropped, value, out=out[rows])  # O = P̃ V  (…, R, Ev)
 
-    ranges, elements = _query_pieces(query, Lq, Lk, batch, max(E, Ev))
     parallel.run(attend, ranges, weights, elements)
+    return out, weights, keep
+
+
+def _dropout_keep(weights, dropout_p):
+    """F.dropout's draw over the weights' shape, kept as a scaled mask for backward (``None``: no dropout)."""
+    if dropout_p == 0.0:
+        return None
+    uniform = backend.random_uniform(weights.shape, weights.dtype, backend.device_of(weights))
+    return (uniform >= dropout_p).astype(weights.dtype) * (0.0 if dropout_p == 1 else 1 / (1 - dropout_p))
+
+
+def _attention_whole(query, key, value, attn_mask, allowed, is_causal, scale, dropout_p, out):
+    """``attention`` as one piece: each step once over the whole arrays (the pieces' steps, in order)."""
+    xp = backend.namespace(query)
+    Lq, Lk = query.shape[-2], key.shape[-2]
+    weights = (query * scale) @ key.swapaxes(-1, -2)  # S (…, Lq, Lk), a fresh array: the weights in place
+    if attn_mask is not None:
+        weights += attn_mask
+    forbidden = None if allowed is None else ~allowed
+    if is_causal:
+        above = xp.arange(Lk) > xp.arange(Lq)[:, None]  # (Lq, Lk)
+        forbidden = above if forbidden is None else forbidden | above
+    if forbidden is not None:
+        xp.copyto(weights, -math.inf, where=forbidden)
+    if weights.size:
+        softmax_into(weights, weights)  # P
+    keep = _dropout_keep(weights, dropout_p)
+    out = xp.matmul(weights if keep is None else weights * keep, value, out=out)  # O = P̃ V  (…, Lq, Ev)
     return out, weights, keep
 
 
@@ -355,6 +389,11 @@ def attention_backward(grad, query, key, value, weights, keep, scale, mask_shape
     xp = backend.namespace(grad)
     lead, (Lq, Lk) = grad.shape[:-2], weights.shape[-2:]
     E, Ev = query.shape[-1], value.shape[-1]
+    size = max(E, Ev)
+    query_ranges, query_elements = _query_pieces(grad, Lq, Lk, lead, size)
+    key_ranges, key_elements = _query_pieces(grad, Lk, Lq, lead, size)  # keys, a run at a time
+    if len(query_ranges) == 1 and len(key_ranges) == 1:  # one piece each: whole arrays, fewer calls
+        return _attention_backward_whole(grad, query, key, value, weights, keep, scale, mask_shape, out)
     if out is None:
         out = tuple(xp.empty(lead + (n, size), dtype=grad.dtype) for n, size in ((Lq, E), (Lk, E), (Lk, Ev)))
     grad_query, grad_key, grad_value = out
@@ -378,14 +417,33 @@ def attention_backward(grad, query, key, value, weights, keep, scale, mask_shape
         xp.matmul(grad_scores[columns].swapaxes(-1, -2), query, out=grad_key[keys])
         grad_key[keys] *= scale  # dK = dSᵀ Q·scale  (…, C, E)
 
-    size = max(E, Ev)
-    ranges, elements = _query_pieces(grad, Lq, Lk, lead, size)
-    parallel.run(scores_grad, ranges, grad_scores, elements)
-    ranges, elements = _query_pieces(grad, Lk, Lq, lead, size)  # keys, a run at a time
-    parallel.run(keys_grad, ranges, grad_scores, elements)
+    parallel.run(scores_grad, query_ranges, grad_scores, query_elements)
+    parallel.run(keys_grad, key_ranges, grad_scores, key_elements)
     grad_mask = None
     if mask_shape is not None:
         grad_mask = ops.sum_to(grad_scores, mask_shape)
+    return grad_query, grad_key, grad_value, grad_mask
+
+
+def _attention_backward_whole(grad, query, key, value, weights, keep, scale, mask_shape, out):
+    """``attention_backward`` as one piece: each step once over the whole arrays. The scale goes onto
+    ``dS`` once, before both products (the pieces scale each product: the same up to round-off)."""
+    xp = backend.namespace(grad)
+    grad_scores = grad @ value.swapaxes(-1, -2)  # G Vᵀ  (…, Lq, Lk), a fresh array
+    if keep is not None:
+        grad_scores *= keep  # dP
+    masked_softmax_backward(grad_scores, weights, out=grad_scores)  # dS, in place
+    grad_mask = None
+    if mask_shape is not None:
+        grad_mask = ops.sum_to(grad_scores, mask_shape)
+        if grad_mask is grad_scores:
+            grad_mask = grad_scores.copy()  # dS is scaled in place below
+    grad_scores *= scale  # dS·scale
+    grad_query, grad_key, grad_value = (None, None, None) if out is None else out
+    grad_query = xp.matmul(grad_scores, key, out=grad_query)  # dQ = dS K·scale  (…, Lq, E)
+    grad_key = xp.matmul(grad_scores.swapaxes(-1, -2), query, out=grad_key)  # dK = dSᵀ Q·scale  (…, Lk, E)
+    dropped = weights if keep is None else weights * keep  # P̃
+    grad_value = xp.matmul(dropped.swapaxes(-1, -2), grad, out=grad_value)  # dV = P̃ᵀ G  (…, Lk, Ev)
     return grad_query, grad_key, grad_value, grad_mask
 
 

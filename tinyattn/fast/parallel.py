@@ -58,7 +58,10 @@ def pieces(count, elements_per_item, most_items=None, least_items=1):
     ``routes.settings.piece_elements`` elements each (``elements_per_item`` per item), at most
     ``most_items`` and at least ``least_items`` items each; one piece when the whole is that small.
     Depends on the shape only."""
-    per_piece = max(1, routes.settings.piece_elements // max(1, elements_per_item))
+    piece_elements = routes.settings.piece_elements
+    if count * max(1, elements_per_item) <= piece_elements and (most_items is None or most_items >= count):
+        return [(0, count)]  # small: one piece (what the steps below give, without them)
+    per_piece = max(1, piece_elements // max(1, elements_per_item))
     if most_items is not None:
         per_piece = max(1, min(per_piece, most_items))
     per_piece = max(per_piece, least_items)
@@ -79,13 +82,6 @@ def run(task, ranges, like, elements=None):
             task(start, stop)
         return
     _pool().run(task, ranges)
-
-
-def whole(like, ranges):
-    """Whether a kernel may take its whole-array form instead of ``ranges``: one piece, or an array the
-    pool never takes (CuPy). Bit for bit the pieces' result then (a row's BLAS sum can depend on how
-    many rows a call has, so several pieces always go as pieces, pooled or not)."""
-    return len(ranges) == 1 or type(like) is not np.ndarray
 
 
 def pays(like, ranges, elements=None):
