@@ -42,6 +42,11 @@ class _Settings:
     # half a core's L2 cache
 
 
+    def __setattr__(self, name, value):
+        object.__setattr__(self, name, value)
+        changed()  # a route may now be another
+
+
 settings = _Settings()
 
 
@@ -328,7 +333,42 @@ def decoder_layer(layer, tgt, tgt_mask):
     return _layer_route(layer, tgt, tgt_mask, layer.norm3, layer.dropout3)
 
 
+# A layer asks for its route on every call, and the answer reads some thirty attributes of its parts
+# (on a small model that costs as much as a tenth of the step). The answer changes only when one of
+# them does: a module's attribute is set (a submodule or parameter replaced, training mode, a
+# dropout's p: ``Module.__setattr__``, ``train``, ``eval``), a parameter's array is replaced
+# (``Tensor.data``, ``Module.to``), or a setting changes (``use_fast_paths``). Each of those calls
+# ``changed()``, which forgets every remembered route. The input's shape and dtype, the mask's kind and
+# the layer class's own block methods are part of the key; ``explain`` always asks afresh.
+
+_REMEMBERED = {}  # (id(layer), x's shape, x's dtype, mask kind, _sa_block, _ff_block) -> LayerRoute
+
+
+def changed():
+    """Forget the remembered layer routes: a module, a parameter's array or a setting has changed."""
+    if _REMEMBERED:
+        _REMEMBERED.clear()
+
+
+def _mask_kind(attn_mask):
+    """What of a mask a route reads: ``None``, or whether it is boolean and whether it needs a gradient."""
+    if attn_mask is None:
+        return None
+    return getattr(attn_mask, "dtype", None) == np.bool_, getattr(attn_mask, "requires_grad", False)
+
+
 def _layer_route(layer, x, attn_mask, ff_norm, ff_dropout):
+    if _TRACE is None:
+        cls = type(layer)
+        key = (id(layer), x.shape, x.dtype, _mask_kind(attn_mask), cls._sa_block, cls._ff_block)
+        route = _REMEMBERED.get(key)
+        if route is None:
+            route = _REMEMBERED[key] = _find_layer_route(layer, x, attn_mask, ff_norm, ff_dropout)
+        return route
+    return _find_layer_route(layer, x, attn_mask, ff_norm, ff_dropout)
+
+
+def _find_layer_route(layer, x, attn_mask, ff_norm, ff_dropout):
     sa_reason = why_not_self_attention_block(layer, x, attn_mask)
     activation = feed_forward_activation(layer.activation)  # "relu", "gelu", "gelu_tanh" or None
     ff_reason = _why_not_feed_forward_block(layer, ff_norm, x, ff_dropout, activation)

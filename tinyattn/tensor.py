@@ -179,6 +179,14 @@ def _kind_of(inputs):
     return None
 
 
+def _array_replaced():
+    """A tensor's array was replaced (``t.data = …``): a layer's remembered route (``routes``), which
+    read its parameters' shapes and dtypes, may be stale."""
+    from . import routes  # (routes sits above the engine; imported here, on this rare path)
+
+    routes.changed()
+
+
 def _versions(fn, inputs, result):
     """``(counter, version)`` for each tensor whose array ``fn``'s backward may read."""
     saved_inputs, saves_output = fn.saved_inputs, fn.saves_output
@@ -388,6 +396,7 @@ class Tensor:
 
     def _set_data(self, value):
         self._data = value._data if isinstance(value, Tensor) else value
+        _array_replaced()
 
     def _set_grad(self, value):
         self._grad = value._data if isinstance(value, Tensor) else value

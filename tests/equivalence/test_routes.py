@@ -10,6 +10,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 import tinyattn as ta
 import tinyattn.nn as nn
@@ -191,3 +193,105 @@ def test_the_fast_layer_never_imports_the_layers_and_only_routes_decides():
         assert "from ..nn" not in source and "import tinyattn.nn" not in source, path
     for path in (ROOT / "tinyattn" / "nn").glob("*.py"):  # the layers ask routes, never read its settings' switch
         assert "settings.enabled" not in path.read_text(), path
+
+
+# ----------------------------------------------------------------------------- remembered routes
+#
+# A layer's route is remembered until something it reads changes (routes.changed). Each change below
+# is one a user can make between two calls; after every one the remembered route must be the one the
+# checks give afresh, and the layer's output must be the reference's.
+
+class _OwnLinear(nn.Linear):
+    pass
+
+
+def _change(layer, what, rng):
+    E = layer.self_attn.embed_dim
+    if what == "train":
+        layer.train()
+    elif what == "eval":
+        layer.eval()
+    elif what == "dropout1.p":
+        layer.dropout1.p = float(rng.choice([0.0, 0.3]))
+    elif what == "dropout.p":
+        layer.dropout.p = float(rng.choice([0.0, 0.3]))
+    elif what == "attention dropout":
+        layer.self_attn.dropout = float(rng.choice([0.0, 0.3]))
+    elif what == "keep_attn_weights":
+        layer.keep_attn_weights = not layer.keep_attn_weights
+    elif what == "norm1.weight.data of another shape":
+        layer.norm1.weight.data = ta.ones(E + 1, dtype=layer.norm1.weight.dtype).data
+    elif what == "norm1.weight.data of its shape":
+        layer.norm1.weight.data = ta.ones(E, dtype=layer.norm1.weight.dtype).data
+    elif what == "double":
+        layer.double()
+    elif what == "float":
+        layer.float()
+    elif what == "linear1 replaced":
+        layer.linear1 = _OwnLinear(E, layer.linear1.out_features)
+    elif what == "linear1 plain":
+        layer.linear1 = nn.Linear(E, layer.linear1.out_features)
+    elif what == "norm2.forward on the instance":
+        layer.norm2.forward = functools.partial(nn.LayerNorm.forward, layer.norm2)
+    elif what == "activation gelu":
+        layer.activation = F.gelu
+    elif what == "activation tanh":
+        layer.activation = ta.tanh
+    elif what == "fast paths off":
+        ta.use_fast_paths(False)
+    elif what == "fast paths on":
+        ta.use_fast_paths(True)
+    elif what == "blocked threshold 4":
+        ta.use_fast_paths(routes.settings.enabled, blocked_attention_min_keys=4)
+    elif what == "blocked threshold 512":
+        ta.use_fast_paths(routes.settings.enabled, blocked_attention_min_keys=512)
+
+
+CHANGES = ["train", "eval", "dropout1.p", "dropout.p", "attention dropout", "keep_attn_weights",
+           "norm1.weight.data of another shape", "norm1.weight.data of its shape", "double", "float",
+           "linear1 replaced", "linear1 plain", "norm2.forward on the instance", "activation gelu",
+           "activation tanh", "fast paths off", "fast paths on", "blocked threshold 4", "blocked threshold 512"]
+
+
+@given(changes=st.lists(st.sampled_from(CHANGES), min_size=1, max_size=8), seed=st.integers(0, 2**16),
+       mask=st.sampled_from(["none", "bool", "float", "float with grad"]),
+       dtype=st.sampled_from(["float32", "float64"]))
+def test_a_remembered_route_is_the_route_the_checks_give_after_any_change(changes, seed, mask, dtype):
+    rng = np.random.default_rng(seed)
+    E, L = 8, 5
+    layer = nn.TransformerEncoderLayer(E, 2, 16, dropout=0.0, norm_first=bool(seed % 2))
+    x = rng.standard_normal((2, L, E))
+    attn_mask = {"none": None, "bool": ta.tensor((rng.random((L, L)) > 0.3) | np.eye(L, dtype=bool)),
+                 "float": ta.tensor(rng.standard_normal((L, L)), dtype=dtype),
+                 "float with grad": ta.tensor(rng.standard_normal((L, L)), dtype=dtype, requires_grad=True)}[mask]
+    with ta.use_fast_paths(True):  # the changes below switch settings; leaving restores them
+        for what in [None] + changes:
+            if what is not None:
+                _change(layer, what, rng)
+            xi = ta.tensor(x, dtype=layer.linear2.weight.dtype)
+            remembered = routes.encoder_layer(layer, xi, attn_mask)
+            again = routes.encoder_layer(layer, xi, attn_mask)
+            fresh = routes._find_layer_route(layer, xi, attn_mask, layer.norm2, layer.dropout2)
+            assert remembered == again == fresh, (what, remembered, fresh)
+        layer.eval()
+        for what in ("norm1.weight.data of its shape", "linear1 plain"):  # a layer that runs
+            _change(layer, what, rng)
+        layer.to(np.dtype(dtype))
+        xi = ta.tensor(x, dtype=dtype)
+        mask_i = attn_mask if attn_mask is None or attn_mask.dtype == np.bool_ else attn_mask.to(xi.dtype)
+        out = layer(xi, mask_i).numpy()
+        with ta.use_fast_paths(False):
+            reference = layer(xi, mask_i).numpy()
+    np.testing.assert_allclose(out, reference, rtol=1e-4, atol=1e-5)
+
+
+def test_a_route_is_remembered_until_a_change():
+    layer = nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0)
+    x = ta.randn(2, 5, 8)
+    first = routes.encoder_layer(layer, x, None)
+    key = next(k for k in routes._REMEMBERED if k[0] == id(layer))
+    assert routes._REMEMBERED[key] is first and routes.encoder_layer(layer, x, None) is first
+    layer.dropout1.p = 0.5  # a module's attribute: forgotten, and asked afresh
+    assert not routes._REMEMBERED
+    layer.train()
+    assert routes.encoder_layer(layer, x, None).self_attention_block is False

@@ -22,7 +22,7 @@ tensor([0., 0.])
 (0.0, 'Tensor')
 """
 
-from .. import backend
+from .. import backend, routes
 from ..nn.module import Parameter as _NativeParameter
 from ..tensor import Tensor as _NativeTensor
 
@@ -50,6 +50,7 @@ def _get_data(self):
 
 def _set_data(self, value):
     self._data = _array_of("data", value, self)
+    routes.changed()  # a layer's remembered route read the old array's shape and dtype
 
 
 def _get_grad(self):

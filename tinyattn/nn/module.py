@@ -30,7 +30,7 @@ from collections import OrderedDict, namedtuple
 
 import numpy as np
 
-from .. import backend
+from .. import backend, routes
 from ..tensor import Tensor
 
 
@@ -103,6 +103,7 @@ class Module:
             raise AttributeError(
                 f"cannot assign {name!r} before Module.__init__() has run: call super().__init__() first"
             )
+        routes.changed()  # a layer's remembered route may now be another
         if isinstance(value, (Parameter, Module)):
             for table in (self._parameters, self._buffers, self._modules):
                 table.pop(name, None)
@@ -129,6 +130,7 @@ class Module:
         attribute lookup, and invalidate every cached parameter list."""
         object.__setattr__(self, name, value)
         _REGISTRATIONS[0] += 1
+        routes.changed()
 
     def __getattr__(self, name):
         # only called when normal lookup fails (a table changed behind __setattr__'s back)
@@ -255,6 +257,7 @@ class Module:
             raise ValueError(f"train(mode): mode must be a bool, got {mode!r}")
         for module in self.modules():
             object.__setattr__(module, "training", mode)
+        routes.changed()
         return self
 
     def eval(self):
@@ -314,6 +317,7 @@ class Module:
                 tensor._data = convert(tensor._data)
                 if tensor._grad is not None:
                     tensor._grad = convert(tensor._grad)
+        routes.changed()
         return self
 
     def float(self):
