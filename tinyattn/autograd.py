@@ -152,7 +152,7 @@ class Function:
         differentiable = [o.dtype.kind == "f" and id(o) not in ctx._non_differentiable for o in outputs]
         if not tensors or not any(ctx.needs_input_grad) or not any(differentiable):
             return output
-        user = _ByPosition(cls, [i for i, a in enumerate(args) if isinstance(a, Tensor)], len(args))
+        user = _ByPosition(cls, [i for i, a in enumerate(args) if isinstance(a, Tensor)], len(args), type(outputs[0]))
         if not isinstance(output, tuple):
             return _Node.apply(*tensors, user=user, ctx=ctx, output=output._data)
         hub = _Outputs.apply(*tensors, user=user, ctx=ctx, output=tuple(o._data for o in outputs))
@@ -163,12 +163,12 @@ class Function:
 class _ByPosition:
     """The user's ``backward`` on tensors, its gradients picked at the tensor arguments' positions."""
 
-    def __init__(self, cls, positions, count):
-        self.cls, self.positions, self.count = cls, positions, count
+    def __init__(self, cls, positions, count, kind):
+        self.cls, self.positions, self.count, self.kind = cls, positions, count, kind  # kind: a class, for Tensor._wrap
 
     def backward(self, ctx, grads):
         with no_grad():
-            grads = self.cls.backward(ctx, *[None if g is None else Tensor._wrap(g) for g in grads])
+            grads = self.cls.backward(ctx, *[None if g is None else Tensor._wrap(g, self.kind) for g in grads])
         grads = grads if isinstance(grads, tuple) else (grads,)
         if len(grads) != self.count:
             raise RuntimeError(

@@ -803,9 +803,17 @@ def _no_grad_result(array, like):
     return Tensor._wrap(np.asarray(array) if isinstance(array, np.generic) else array, like)
 
 
+def _kind_of_pair(a, b):
+    """The tensor whose class a result of ``a`` and ``b`` takes (``Tensor._wrap``): ``b`` when it is a
+    tensor of a subclass's kind (a compat tensor) and ``a`` is not, else ``a``."""
+    if isinstance(b, Tensor) and b._result_class is not Tensor and a._result_class is Tensor:
+        return b
+    return a
+
+
 def _compare(op):
     def compare(a, b):
-        return _no_grad_result(op(a._data, b._data if isinstance(b, Tensor) else b), a)
+        return _no_grad_result(op(a._data, b._data if isinstance(b, Tensor) else b), _kind_of_pair(a, b))
 
     return compare
 

@@ -24,7 +24,7 @@ import numbers
 import numpy as np
 
 from . import backend
-from .ops import _lift, _normalize_dims, amax, getitem, masked_fill, matmul, sqrt, sum, var, where
+from .ops import _kind_of_pair, _lift, _normalize_dims, amax, getitem, masked_fill, matmul, sqrt, sum, var, where
 from .tensor import Function, Tensor
 
 # ----------------------------------------------------------------------------- new primitives
@@ -413,7 +413,7 @@ Tensor.lt = _compare_method(Tensor.__lt__)
 Tensor.le = _compare_method(Tensor.__le__)
 Tensor.gt = _compare_method(Tensor.__gt__)
 Tensor.ge = _compare_method(Tensor.__ge__)
-Tensor.__xor__ = lambda self, other: _no_grad(self._data ^ _array_or_value(other), self)
+Tensor.__xor__ = lambda self, other: _no_grad(self._data ^ _array_or_value(other), _kind_of_pair(self, other))
 Tensor.logical_not = lambda self: _no_grad(~self._data.astype(bool), self)
 Tensor.__rand__ = lambda self, other: self & other
 Tensor.__ror__ = lambda self, other: self | other
@@ -425,12 +425,13 @@ Tensor.view_as = Tensor.reshape_as = lambda self, other: self.reshape(other.shap
 Tensor.expand_as = lambda self, other: self.expand(other.shape)
 Tensor.new_zeros, Tensor.new_ones = _new(0), _new(1)
 Tensor.new_full = lambda self, size, fill_value, **kwargs: _new(fill_value)(self, size, **kwargs)
-Tensor.new_tensor = lambda self, data, dtype=None: Tensor(data, dtype=dtype or self.dtype, device=self.device)
+Tensor.new_tensor = lambda self, data, dtype=None: Tensor._wrap(
+    Tensor(data, dtype=dtype or self.dtype, device=self.device)._data, self)
 Tensor.int, Tensor.bool = lambda self: self.to(np.int32), lambda self: self.to(np.bool_)
 Tensor.is_cuda = property(lambda self: self.device == "cuda")
 Tensor.is_floating_point = lambda self: self.dtype.kind == "f"
 Tensor.element_size = lambda self: self.dtype.itemsize
 Tensor.unbind = lambda self, dim=0: tuple(t.squeeze(dim) for t in self.split(1, dim))
 Tensor.__rfloordiv__ = lambda self, other: _no_grad(_lift(other, self)._data // self._data, self)
-Tensor.__floordiv__ = lambda self, other: _no_grad(self._data // _array_or_value(other), self)
-Tensor.__mod__ = lambda self, other: _no_grad(self._data % _array_or_value(other), self)
+Tensor.__floordiv__ = lambda self, other: _no_grad(self._data // _array_or_value(other), _kind_of_pair(self, other))
+Tensor.__mod__ = lambda self, other: _no_grad(self._data % _array_or_value(other), _kind_of_pair(self, other))

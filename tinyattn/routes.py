@@ -26,6 +26,7 @@ True
 """
 
 import os
+import weakref
 from collections import namedtuple
 from functools import partial
 
@@ -341,11 +342,13 @@ def decoder_layer(layer, tgt, tgt_mask):
 # ``changed()``, which forgets every remembered route. The input's shape and dtype, the mask's kind and
 # the layer class's own block methods are part of the key; ``explain`` always asks afresh.
 
-_REMEMBERED = {}  # (id(layer), x's shape, x's dtype, mask kind, _sa_block, _ff_block) -> LayerRoute
+_REMEMBERED = {}  # (id(layer), x's shape, x's dtype, mask kind, _sa_block, _ff_block) -> (weakref(layer), route)
+_GENERATION = [0]  # how many times they were forgotten: a route found across a change is not kept
 
 
 def changed():
     """Forget the remembered layer routes: a module, a parameter's array or a setting has changed."""
+    _GENERATION[0] += 1
     if _REMEMBERED:
         _REMEMBERED.clear()
 
@@ -358,14 +361,18 @@ def _mask_kind(attn_mask):
 
 
 def _layer_route(layer, x, attn_mask, ff_norm, ff_dropout):
-    if _TRACE is None:
-        cls = type(layer)
-        key = (id(layer), x.shape, x.dtype, _mask_kind(attn_mask), cls._sa_block, cls._ff_block)
-        route = _REMEMBERED.get(key)
-        if route is None:
-            route = _REMEMBERED[key] = _find_layer_route(layer, x, attn_mask, ff_norm, ff_dropout)
-        return route
-    return _find_layer_route(layer, x, attn_mask, ff_norm, ff_dropout)
+    if _TRACE is not None:
+        return _find_layer_route(layer, x, attn_mask, ff_norm, ff_dropout)
+    cls = type(layer)
+    key = (id(layer), x.shape, x.dtype, _mask_kind(attn_mask), cls._sa_block, cls._ff_block)
+    remembered = _REMEMBERED.get(key)
+    if remembered is not None and remembered[0]() is layer:  # (a copy or unpickled layer may reuse a dead one's id)
+        return remembered[1]
+    generation = _GENERATION[0]
+    route = _find_layer_route(layer, x, attn_mask, ff_norm, ff_dropout)
+    if _GENERATION[0] == generation:  # nothing changed while the checks ran (another thread, say)
+        _REMEMBERED[key] = (weakref.ref(layer), route)
+    return route
 
 
 def _find_layer_route(layer, x, attn_mask, ff_norm, ff_dropout):
@@ -403,9 +410,12 @@ def _library():
 
 
 def _runs_own_forward(module, class_name):
-    """``module`` is exactly the library's ``class_name`` and its ``forward`` is the class's (not one set
-    on the instance, such as a wrapper that records activations): a fused path computes what it would."""
-    return type(module) is (_LIBRARY or _library())[class_name] and "forward" not in module.__dict__
+    """``module`` is exactly the library's ``class_name`` (or its ``tinyattn.compat`` twin, which names it
+    in its own ``_routes_as``) and its ``forward`` is the class's (not one set on the instance, such as a
+    wrapper that records activations): a fused path computes what it would."""
+    cls = type(module)
+    return (cls.__dict__.get("_routes_as", cls) is (_LIBRARY or _library())[class_name]
+            and "forward" not in module.__dict__)
 
 
 def _own_methods(name):

@@ -499,8 +499,9 @@ class Tensor:
     @staticmethod
     def _wrap(array, like=None):
         """A leaf tensor around an existing backend array (no checks, no copy), of ``like``'s kind:
-        a result has the class its first input names in ``_result_class`` (``Tensor``, or a subclass
-        such as ``tinyattn.compat``'s, whose results stay of that class)."""
+        the class that ``like`` (a tensor the result comes from, or a tensor class) names in
+        ``_result_class`` (``Tensor``, or a subclass such as ``tinyattn.compat``'s, whose results stay
+        of that class); a plain ``Tensor`` when ``like`` is ``None``."""
         t = Tensor.__new__(Tensor if like is None else like._result_class)
         t._data, t._grad, t.requires_grad, t._ctx, t._version, t._view = array, None, False, None, [0], None
         return t

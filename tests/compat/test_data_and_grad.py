@@ -218,3 +218,46 @@ def test_the_native_api_keeps_arrays():
     layer(ta.randn(4, 3)).sum().backward()
     assert type(layer.weight.data) is np.ndarray and type(layer.weight.grad) is np.ndarray
     assert type(layer.weight) is ta.nn.Parameter and type(layer(ta.randn(1, 3))) is ta.Tensor
+
+
+def test_a_result_of_a_native_and_a_compat_tensor_is_compat_whichever_comes_first():
+    x, native = compat.randn(3, 4), ta.randn(3, 4)
+    mask, native_mask = x > 0, native > 0
+    for code, result in {"native > x": native > x, "native_mask & mask": native_mask & mask,
+                         "native_mask | mask": native_mask | mask, "native_mask ^ mask": native_mask ^ mask,
+                         "native // x": native // x, "native % x": native % x, "native + x": native + x,
+                         "ta.where(native_mask, native, x)": ta.where(native_mask, native, x)}.items():
+        assert type(result) is compat.Tensor, code
+    assert type(native > native) is ta.Tensor and type(native + native) is ta.Tensor
+
+
+def test_a_custom_functions_backward_gets_compat_gradients():
+    seen = []
+
+    class Double(compat.autograd.Function):
+        @staticmethod
+        def forward(ctx, a):
+            return a * 2
+
+        @staticmethod
+        def backward(ctx, grad):
+            seen.append((type(grad), type(grad.data)))
+            return grad * 2
+
+    x = compat.randn(3, requires_grad=True)
+    Double.apply(x).sum().backward()
+    assert seen == [(compat.Tensor, compat.Tensor)] and type(x.grad) is compat.Tensor
+
+
+def test_compat_layers_inside_a_transformer_layer_are_compat_and_keep_the_fused_route():
+    from tinyattn import routes
+
+    layer = compat.nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0, batch_first=True, activation=compat.nn.GELU())
+    assert isinstance(layer.linear1, compat.nn.Linear) and isinstance(layer.norm1, compat.nn.LayerNorm)
+    touched = []
+    layer.apply(lambda m: touched.append(m) if isinstance(m, compat.nn.Linear) else None)  # torch's init idiom
+    assert len(touched) == 2 + 4  # linear1, linear2; q, k, v and out projections
+    x = compat.randn(2, 5, 8)
+    assert routes.encoder_layer(layer, x, None) == routes.LayerRoute(True, "gelu")
+    assert type(compat.nn.Transformer.generate_square_subsequent_mask(3)) is compat.Tensor
+    assert type(x.new_tensor([1.0, 2.0])) is compat.Tensor

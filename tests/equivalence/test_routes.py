@@ -290,8 +290,34 @@ def test_a_route_is_remembered_until_a_change():
     x = ta.randn(2, 5, 8)
     first = routes.encoder_layer(layer, x, None)
     key = next(k for k in routes._REMEMBERED if k[0] == id(layer))
-    assert routes._REMEMBERED[key] is first and routes.encoder_layer(layer, x, None) is first
+    assert routes._REMEMBERED[key][1] is first and routes.encoder_layer(layer, x, None) is first
     layer.dropout1.p = 0.5  # a module's attribute: forgotten, and asked afresh
     assert not routes._REMEMBERED
     layer.train()
     assert routes.encoder_layer(layer, x, None).self_attention_block is False
+
+
+def test_a_remembered_route_is_never_handed_to_another_layer_at_the_same_address():
+    """A copy is built without ``Module.__setattr__``: it may take a dead layer's ``id``, not its route."""
+    import copy
+
+    base = nn.TransformerEncoderLayer(8, 2, 16, dropout=0.5)  # training: dropout acts, no fused block
+    x = ta.randn(2, 5, 8)
+    for _ in range(20):  # CPython hands a freed layer's address to the next copy, often at once
+        evaluated = copy.deepcopy(base)
+        evaluated.eval()
+        evaluated(x)  # remembered: fused
+        del evaluated
+        training = copy.deepcopy(base)
+        fresh = routes._find_layer_route(training, x, None, training.norm2, training.dropout2)
+        assert fresh.self_attention_block is False
+        assert routes.encoder_layer(training, x, None) == fresh
+
+
+def test_deleting_an_instance_forward_brings_the_fused_route_back():
+    layer = nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0)
+    x = ta.randn(2, 5, 8)
+    layer.norm1.forward = layer.norm1.forward  # a forward on the instance: the composed route
+    assert routes.encoder_layer(layer, x, None).self_attention_block is False
+    del layer.norm1.forward
+    assert routes.encoder_layer(layer, x, None).self_attention_block is True

@@ -4,11 +4,13 @@
     import tinyattn.compat.nn as nn
     import tinyattn.compat.nn.functional as F
 
-Where the native API already follows PyTorch, the names here are the native objects themselves,
-except that tensors are compat's own ``Tensor`` (a subclass of the native one): its ``.data`` and
-``.grad`` are tensors sharing the arrays, as in torch (``p.grad.zero_()``, ``p.data.mul_(0.5)``), where
-the native API gives the arrays themselves. Compat's creation functions and modules make such tensors,
-and every result computed from one is one.
+Where the native API already follows PyTorch, the names here are the native functions and
+layers themselves, with one difference: tensors are compat's own ``Tensor`` (a subclass of the native
+one), whose ``.data`` and ``.grad`` are tensors sharing the arrays, as in torch (``p.grad.zero_()``,
+``p.data.mul_(0.5)``), where the native API gives the arrays. Compat's creation functions make such
+tensors, every result computed from one is one, and compat's layers (``nn.Linear``… are subclasses of
+the native ones, which the router treats as the native ones) hold compat parameters; a native layer
+attached to a compat module takes its compat class, in place.
 
 Where PyTorch's conventions differ (sequence-first attention, ``True`` = masked, packed
 ``in_proj_weight`` in the state dict), ``compat.nn`` holds thin adapters over the native layers.
@@ -16,6 +18,8 @@ A name that is missing says so, in every submodule: ``tinyattn.compat has no `x`
 
 Known differences from PyTorch (each pinned by a test in ``tests/compat``):
 
+* ``p.grad`` and ``p.data`` are a new tensor at each access (sharing the same array), so
+  ``p.grad is p.grad`` is false, where torch gives the same object.
 * A query whose keys are all masked gets an output of zeros (``out_proj``'s bias after the
   projection) and weights of zeros, never NaN. ``torch.nn.MultiheadAttention`` gives NaN there when
   it returns the weights (its math path), and zeros as here when it does not.
@@ -35,8 +39,6 @@ AttributeError: tinyattn.compat has no `fft` yet
 """
 
 import numpy as _np
-
-import tinyattn as _native
 
 from .. import (
     abs,
@@ -104,6 +106,7 @@ from .. import (
     where,
 )
 from .. import creation as _creation
+from .. import ops_extra as _ops_extra
 from . import autograd, nn, optim  # noqa: F401
 from ._tensor import Tensor, as_compat
 
@@ -127,10 +130,18 @@ def _making_compat(make):
     return compat_make
 
 
-arange, empty, from_numpy, full, ones, ones_like, rand, randint, randn, tensor, zeros, zeros_like = (
-    _making_compat(getattr(_creation if hasattr(_creation, name) else _native, name))
-    for name in ("arange", "empty", "from_numpy", "full", "ones", "ones_like", "rand", "randint", "randn",
-                 "tensor", "zeros", "zeros_like"))
+arange = _making_compat(_creation.arange)
+empty = _making_compat(_creation.empty)
+from_numpy = _making_compat(_ops_extra.from_numpy)
+full = _making_compat(_creation.full)
+ones = _making_compat(_creation.ones)
+ones_like = _making_compat(_creation.ones_like)
+rand = _making_compat(_creation.rand)
+randint = _making_compat(_ops_extra.randint)
+randn = _making_compat(_creation.randn)
+tensor = _making_compat(_creation.tensor)
+zeros = _making_compat(_creation.zeros)
+zeros_like = _making_compat(_creation.zeros_like)
 
 
 def FloatTensor(*data):

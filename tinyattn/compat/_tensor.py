@@ -92,9 +92,14 @@ class Parameter(_NativeParameter, Tensor):
     __slots__ = ()
 
 
+#: native layer class -> its compat twin (``compat.nn``'s ``_compat_layer`` fills it)
+TWINS = {}
+
+
 def as_compat(value):
     """``value`` made compat in place (a native tensor's or parameter's class changed; no copy) and
-    returned; a module's parameters and buffers too, recursively; anything else as it is."""
+    returned; a module's parameters and buffers too, and each of its modules of a native layer class
+    with a compat twin (``compat.nn.Linear``…) takes the twin's class, recursively; anything else as it is."""
     if isinstance(value, _NativeTensor):
         if type(value) is _NativeTensor:
             value.__class__ = Tensor
@@ -108,6 +113,9 @@ def as_compat(value):
     modules = getattr(value, "modules", None)
     if callable(modules) and hasattr(value, "_parameters"):
         for module in modules():
+            twin = TWINS.get(type(module))
+            if twin is not None:
+                module.__class__ = twin
             for table in (module._parameters, module._buffers):
                 for item in table.values():
                     if item is not None:

@@ -284,6 +284,8 @@ def masked_softmax_backward(grad, y, out=None):
 # scores fit in a core's cache (``fast.parallel.pieces``), so mask, softmax and product read them
 # while they are hot, and the pieces run on every core. Each BLAS call in a piece is small enough
 # that OpenBLAS runs it on one thread (``parallel.BLAS_ONE_THREAD_MNK``): one thread per core.
+# Attention small enough to be one piece runs the same steps once over the whole arrays
+# (``_attention_whole``, ``_attention_backward_whole``): no slicing, no products into strided views.
 
 
 def _rows(mask, start, stop):

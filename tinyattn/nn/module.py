@@ -147,8 +147,10 @@ class Module:
                 self._non_persistent_buffers.discard(name)
                 self.__dict__.pop(name, None)
                 _REGISTRATIONS[0] += 1
+                routes.changed()
                 return
         object.__delattr__(self, name)
+        routes.changed()  # an attribute set on the instance (a forward, a block method) is gone
 
     def register_parameter(self, name, param):
         """Register ``param`` (a ``Parameter`` or ``None``) under ``name``."""

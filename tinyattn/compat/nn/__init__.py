@@ -22,7 +22,7 @@ from ...nn.attention import _merge_heads, _split_heads
 from ...nn.functional import linear
 from ...ops import cat
 from ...ops_extra import triu
-from .._tensor import Parameter, as_compat
+from .._tensor import TWINS, Parameter, as_compat
 from . import functional, init, utils  # noqa: F401
 
 
@@ -47,8 +47,12 @@ class Module(_native.Module):
 
 def _compat_layer(native):
     """``native`` (a layer whose conventions are already PyTorch's) as a compat ``Module``: compat
-    parameters, PyTorch's state-dict keys; otherwise the native class itself."""
-    return type(native.__name__, (Module, native), {"__module__": __name__, "__doc__": native.__doc__})
+    parameters, PyTorch's state-dict keys; otherwise the native class itself, which the router takes it
+    for (``_routes_as``). A native layer attached to a compat module takes this class (``as_compat``)."""
+    twin = type(native.__name__, (Module, native), {"__module__": __name__, "__doc__": native.__doc__,
+                                                    "_routes_as": native})
+    TWINS[native] = twin
+    return twin
 
 
 GELU = _compat_layer(_native.GELU)
@@ -353,7 +357,7 @@ class Transformer(Module):
     @staticmethod
     def generate_square_subsequent_mask(sz, device=None, dtype=None):
         """PyTorch's float causal mask: ``-inf`` above the diagonal, ``0`` elsewhere."""
-        return triu(full((sz, sz), float("-inf"), dtype=dtype, device=device), diagonal=1)
+        return as_compat(triu(full((sz, sz), float("-inf"), dtype=dtype, device=device), diagonal=1))
 
 
 def __getattr__(name):
