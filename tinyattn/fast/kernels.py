@@ -376,8 +376,13 @@ def _attention_whole(query, key, value, attn_mask, allowed, is_causal, scale, dr
     if weights.size:
         softmax_into(weights, weights)  # P
     keep = _dropout_keep(weights, dropout_p)
-    out = xp.matmul(weights if keep is None else weights * keep, value, out=out)  # O = P̃ V  (…, Lq, Ev)
+    out = _product(weights if keep is None else weights * keep, value, out)  # O = P̃ V  (…, Lq, Ev)
     return out, weights, keep
+
+
+def _product(a, b, out):
+    """``a @ b``, written into ``out`` when it is given (NumPy's ``matmul`` is slower with ``out=None``)."""
+    return a @ b if out is None else backend.namespace(a).matmul(a, b, out=out)
 
 
 def attention_backward(grad, query, key, value, weights, keep, scale, mask_shape=None, out=None):
@@ -430,7 +435,6 @@ def attention_backward(grad, query, key, value, weights, keep, scale, mask_shape
 def _attention_backward_whole(grad, query, key, value, weights, keep, scale, mask_shape, out):
     """``attention_backward`` as one piece: each step once over the whole arrays. The scale goes onto
     ``dS`` once, before both products (the pieces scale each product: the same up to round-off)."""
-    xp = backend.namespace(grad)
     grad_scores = grad @ value.swapaxes(-1, -2)  # G Vᵀ  (…, Lq, Lk), a fresh array
     if keep is not None:
         grad_scores *= keep  # dP
@@ -442,10 +446,10 @@ def _attention_backward_whole(grad, query, key, value, weights, keep, scale, mas
             grad_mask = grad_scores.copy()  # dS is scaled in place below
     grad_scores *= scale  # dS·scale
     grad_query, grad_key, grad_value = (None, None, None) if out is None else out
-    grad_query = xp.matmul(grad_scores, key, out=grad_query)  # dQ = dS K·scale  (…, Lq, E)
-    grad_key = xp.matmul(grad_scores.swapaxes(-1, -2), query, out=grad_key)  # dK = dSᵀ Q·scale  (…, Lk, E)
+    grad_query = _product(grad_scores, key, grad_query)  # dQ = dS K·scale  (…, Lq, E)
+    grad_key = _product(grad_scores.swapaxes(-1, -2), query, grad_key)  # dK = dSᵀ Q·scale  (…, Lk, E)
     dropped = weights if keep is None else weights * keep  # P̃
-    grad_value = xp.matmul(dropped.swapaxes(-1, -2), grad, out=grad_value)  # dV = P̃ᵀ G  (…, Lk, Ev)
+    grad_value = _product(dropped.swapaxes(-1, -2), grad, grad_value)  # dV = P̃ᵀ G  (…, Lk, Ev)
     return grad_query, grad_key, grad_value, grad_mask
 
 
