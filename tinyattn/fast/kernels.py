@@ -45,8 +45,10 @@ def layer_norm_rows(rows, weight, bias, eps):
     xp = backend.namespace(rows)
     M, N = rows.shape
     average = backend.filled(N, 1 / max(N, 1), rows.dtype, xp)  # (N,), 1/N each
-    if M * N <= settings.piece_elements or type(rows) is not np.ndarray:  # one piece (parallel.pieces):
-        return _layer_norm_whole(rows, weight, bias, eps, average)  # the same steps on the whole array
+    # One piece (what parallel.pieces gives), or CuPy: the same steps on the whole array. Several pieces
+    # always go as pieces, pooled or not: a row's BLAS sum can depend on how many rows a call has.
+    if M * N <= settings.piece_elements or type(rows) is not np.ndarray:
+        return _layer_norm_whole(rows, weight, bias, eps, average)
     ranges = parallel.pieces(M, N)
     x_hat, rstd = xp.empty_like(rows), xp.empty((M, 1), dtype=rows.dtype)  # (M, N), (M, 1)
     out = x_hat if weight is None else xp.empty_like(rows)  # weight and bias share the rows' dtype (the callers check)
@@ -91,8 +93,8 @@ def layer_norm_rows_backward(grad, saved):
     x_hat, rstd, average, weight = saved
     xp = backend.namespace(grad)
     M, N = x_hat.shape
-    if M * N <= settings.piece_elements or type(grad) is not np.ndarray:  # one piece (parallel.pieces):
-        return _layer_norm_whole_backward(grad, x_hat, rstd, average, weight)  # the steps on the whole array
+    if M * N <= settings.piece_elements or type(grad) is not np.ndarray:  # one piece, or CuPy (see above)
+        return _layer_norm_whole_backward(grad, x_hat, rstd, average, weight)
     ranges = parallel.pieces(M, N)
     dtype = grad.dtype if weight is None else xp.result_type(grad, weight)
     grad_x = xp.empty((M, N), dtype=dtype)
