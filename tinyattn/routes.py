@@ -42,7 +42,6 @@ class _Settings:
     piece_elements = 1 << 18  # about this many elements per piece of a pooled pass: 1 MiB of float32,
     # half a core's L2 cache
 
-
     def __setattr__(self, name, value):
         object.__setattr__(self, name, value)
         changed()  # a route may now be another
@@ -287,14 +286,10 @@ def why_not_feed_forward_block(layer, norm, x, output_dropout):
     """``None`` when a Transformer layer's feed-forward residual (``norm``, ``linear1``, the
     activation (ReLU or GELU), ``dropout``, ``linear2``, ``output_dropout`` and the sum) runs as one
     ``fast.FeedForwardBlock``."""
-    return _why_not_feed_forward_block(layer, norm, x, output_dropout, feed_forward_activation(layer.activation))
-
-
-def _why_not_feed_forward_block(layer, norm, x, output_dropout, activation):
-    """``why_not_feed_forward_block`` with the activation's name (``feed_forward_activation``) already found."""
     if not settings.enabled:
         return FAST_OFF
     linear1, linear2, dropout = layer.linear1, layer.linear2, layer.dropout
+    activation = feed_forward_activation(layer.activation)
     if activation is None:
         name = getattr(layer.activation, "__name__", type(layer.activation).__name__)
         return f"the activation is {name}, not relu or gelu"
@@ -334,10 +329,10 @@ def decoder_layer(layer, tgt, tgt_mask):
     return _layer_route(layer, tgt, tgt_mask, layer.norm3, layer.dropout3)
 
 
-# A layer asks for its route on every call, and the answer reads some thirty attributes of its parts
-# (on a small model that costs as much as a tenth of the step). The answer changes only when one of
-# them does: a module's attribute is set (a submodule or parameter replaced, training mode, a
-# dropout's p: ``Module.__setattr__``, ``train``, ``eval``), a parameter's array is replaced
+# A layer asks for its route on every call, and the answer reads some thirty attributes of its parts,
+# a cost that shows on a small model. The answer changes only when one of them does: a module's
+# attribute is set or deleted (a submodule or parameter replaced, training mode, a dropout's p:
+# ``Module.__setattr__``, ``__delattr__``, ``train``, ``eval``), a parameter's array is replaced
 # (``Tensor.data``, ``Module.to``), or a setting changes (``use_fast_paths``). Each of those calls
 # ``changed()``, which forgets every remembered route. The input's shape and dtype, the mask's kind and
 # the layer class's own block methods are part of the key; ``explain`` always asks afresh.
@@ -377,9 +372,8 @@ def _layer_route(layer, x, attn_mask, ff_norm, ff_dropout):
 
 def _find_layer_route(layer, x, attn_mask, ff_norm, ff_dropout):
     sa_reason = why_not_self_attention_block(layer, x, attn_mask)
-    activation = feed_forward_activation(layer.activation)  # "relu", "gelu", "gelu_tanh" or None
-    ff_reason = _why_not_feed_forward_block(layer, ff_norm, x, ff_dropout, activation)
-    activation = None if ff_reason else activation
+    ff_reason = why_not_feed_forward_block(layer, ff_norm, x, ff_dropout)
+    activation = None if ff_reason else feed_forward_activation(layer.activation)  # "relu", "gelu", "gelu_tanh"
     if _TRACE is not None:
         keys, threshold = x.shape[1], settings.blocked_attention_min_keys
         whole_matrix = f" ({keys} keys, under the blocked-attention threshold {threshold})"
@@ -433,10 +427,7 @@ def _fit(dtype, shape, tensors):
     """Every one of ``tensors`` is a tensor (not ``None``) of ``dtype`` and ``shape``, as the reference
     takes it. A plain loop: the layers ask this on every call."""
     for t in tensors:
-        if t is None:
-            return False
-        array = t._data
-        if array.shape != shape or array.dtype != dtype:
+        if t is None or t.dtype != dtype or t.shape != shape:
             return False
     return True
 

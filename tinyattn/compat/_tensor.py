@@ -27,11 +27,6 @@ from ..nn.module import Parameter as _NativeParameter
 from ..tensor import Tensor as _NativeTensor
 
 
-def _tensor_of(array, owner):
-    """A compat tensor sharing ``array`` (no copy), cut from the graph, with a fresh version counter."""
-    return _NativeTensor._wrap(array, owner)
-
-
 def _array_of(name, value, owner):
     """The backend array to store for ``owner.name = value`` (a tensor or an array, as torch takes)."""
     if isinstance(value, _NativeTensor):
@@ -44,8 +39,8 @@ def _array_of(name, value, owner):
     return value
 
 
-def _get_data(self):
-    return _tensor_of(self._data, self)
+def _get_data(self):  # a compat tensor sharing the array, cut from the graph, with its own version counter
+    return _NativeTensor._wrap(self._data, self)
 
 
 def _set_data(self, value):
@@ -54,7 +49,7 @@ def _set_data(self, value):
 
 
 def _get_grad(self):
-    return None if self._grad is None else _tensor_of(self._grad, self)
+    return None if self._grad is None else _NativeTensor._wrap(self._grad, self)
 
 
 def _set_grad(self, value):

@@ -136,32 +136,24 @@ def _layer_norm_whole_backward(grad, x_hat, rstd, average, weight):
 
 def bias_relu(z, bias):
     """``A = relu(Z + b)`` in place for ``z (M, F)``, ``bias (F,)``; returns ``z``. Pieces of rows over the pool."""
-    xp = backend.namespace(z)
-    if z.size < settings.pool_min_elements:  # too small for the pool: the step below on the whole array
-        z += bias
-        return xp.maximum(z, 0, out=z)
-
-    def activate(start, stop):
-        piece = z[start:stop]
-        piece += bias
-        xp.maximum(piece, 0, out=piece)
-
-    _elementwise(activate, z)
+    _by_rows(_bias_relu, (z,), bias, backend.namespace(z))
     return z
+
+
+def _bias_relu(z, bias, xp):  # rows of z
+    z += bias
+    xp.maximum(z, 0, out=z)
 
 
 def relu_backward(grad, activation):
     """``∂Z = ∂A ∘ [A > 0]`` in place for ``grad = ∂A (M, F)`` and the ReLU's output ``activation``;
     returns ``grad``. Pieces of rows over the pool."""
-    if grad.size < settings.pool_min_elements:  # too small for the pool: the step below on the whole array
-        grad *= activation > 0
-        return grad
-
-    def gate(start, stop):
-        grad[start:stop] *= activation[start:stop] > 0
-
-    _elementwise(gate, grad)
+    _by_rows(_relu_gate, (grad, activation))
     return grad
+
+
+def _relu_gate(grad, activation):  # rows of both
+    grad *= activation > 0
 
 
 def bias_gelu(z, bias, approximate):
@@ -169,36 +161,38 @@ def bias_gelu(z, bias, approximate):
     ``"tanh"``) and ``A = Z ∘ Φ``, fresh ``(M, F)`` arrays. Elementwise, in pieces of rows over the pool."""
     xp = backend.namespace(z)
     cdf, a = xp.empty_like(z), xp.empty_like(z)
-
-    def activate(start, stop):
-        piece = z[start:stop]
-        piece += bias
-        normal_cdf(piece, approximate, out=cdf[start:stop])
-        xp.multiply(piece, cdf[start:stop], out=a[start:stop])
-
-    _elementwise(activate, z)
+    _by_rows(_bias_gelu, (z, cdf, a), bias, approximate, xp)
     return cdf, a
+
+
+def _bias_gelu(z, cdf, a, bias, approximate, xp):  # rows of z, cdf and a
+    z += bias
+    normal_cdf(z, approximate, out=cdf)
+    xp.multiply(z, cdf, out=a)
 
 
 def gelu_backward_rows(grad, z, cdf, approximate):
     """``∂Z = ∂A ∘ (Φ + Z Φ'(Z))`` in place for ``grad = ∂A (M, F)`` (``activations.gelu_backward``);
     returns ``grad``. In pieces of rows over the pool."""
-
-    def gate(start, stop):
-        gelu_backward(grad[start:stop], z[start:stop], cdf[start:stop], approximate, out=grad[start:stop])
-
-    _elementwise(gate, grad)
+    _by_rows(_gelu_gate, (grad, z, cdf), approximate)
     return grad
 
 
-def _elementwise(task, array):
-    """``task(start, stop)`` over pieces of ``array``'s rows, on the pool when it pays, else over all rows at
-    once (elementwise work gives the same bits however the rows are cut)."""
-    ranges = parallel.pieces(array.shape[0], math.prod(array.shape[1:]))
-    if parallel.pays(array, ranges):
-        parallel.run(task, ranges, array)
-    else:
-        task(0, array.shape[0])
+def _gelu_gate(grad, z, cdf, approximate):  # rows of grad, z and cdf
+    gelu_backward(grad, z, cdf, approximate, out=grad)
+
+
+def _by_rows(step, rows, *args):
+    """``step(*rows, *args)``, elementwise work on the arrays ``rows`` (of one shape): in pieces of rows on
+    the pool when it pays, else once on the whole arrays (elementwise work gives the same bits however
+    the rows are cut)."""
+    first = rows[0]
+    if first.size >= settings.pool_min_elements:  # (smaller passes never go to the pool: no pieces to cut)
+        ranges = parallel.pieces(first.shape[0], math.prod(first.shape[1:]))
+        if parallel.pays(first, ranges):
+            parallel.run(lambda start, stop: step(*[r[start:stop] for r in rows], *args), ranges, first)
+            return
+    step(*rows, *args)
 
 
 # ----------------------------------------------------------------------------- masked softmax

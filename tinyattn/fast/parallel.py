@@ -58,10 +58,7 @@ def pieces(count, elements_per_item, most_items=None, least_items=1):
     ``routes.settings.piece_elements`` elements each (``elements_per_item`` per item), at most
     ``most_items`` and at least ``least_items`` items each; one piece when the whole is that small.
     Depends on the shape only."""
-    piece_elements = routes.settings.piece_elements
-    if count * max(1, elements_per_item) <= piece_elements and (most_items is None or most_items >= count):
-        return [(0, count)]  # small: one piece (what the steps below give, without them)
-    per_piece = max(1, piece_elements // max(1, elements_per_item))
+    per_piece = max(1, routes.settings.piece_elements // max(1, elements_per_item))
     if most_items is not None:
         per_piece = max(1, min(per_piece, most_items))
     per_piece = max(per_piece, least_items)
