@@ -239,10 +239,15 @@ def filled(n, value, dtype, xp):
     return vector
 
 
-def owns_memory(array):
-    """True for a NumPy or CuPy array that is not a view of another (``base is None``). A strict
-    array answers False: its wrapper does not tell whether another wrapper shares the memory."""
-    return type(array) is not StrictArray and array.base is None
+def filled_like(n, value, like):
+    """``filled(n, value, like.dtype, namespace(like))``, the same cached vector, found by the array's type
+    (which decides its namespace) without asking ``namespace``: the kernels' sums ask it many times a step."""
+    key = (n, value, like.dtype, type(like))
+    vector = _FILLED.get(key)
+    if vector is None:
+        vector = filled(n, value, like.dtype, namespace(like))
+        _FILLED[key] = vector
+    return vector
 
 
 def is_array(obj):

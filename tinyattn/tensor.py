@@ -206,14 +206,12 @@ def _versions(fn, inputs, result):
     return versions
 
 
-def _check_versions(fn):
-    for counter, version in fn.versions:
-        if counter[0] != version:
-            raise RuntimeError(
-                f"one of the arrays {type(fn).__name__} saved for its backward was modified by an in-place "
-                f"operation (its version is now {counter[0]}, it was {version} when the graph was recorded); "
-                "use the out-of-place form (x = x + y rather than x += y), or clone() the tensor first"
-            )
+def _modified(fn, now, version):
+    raise RuntimeError(
+        f"one of the arrays {type(fn).__name__} saved for its backward was modified by an in-place "
+        f"operation (its version is now {now}, it was {version} when the graph was recorded); "
+        "use the out-of-place form (x = x + y rather than x += y), or clone() the tensor first"
+    )
 
 
 def _view_record(source, cls, options):
@@ -271,7 +269,8 @@ def _accumulate_leaf(t, grad, may_keep=True):
     if t._grad is not None:
         t._grad += grad
     elif (may_keep and sys.getrefcount(grad) <= _FRESH_REFERENCES and type(grad) is type(t._data)
-          and grad.dtype == t._data.dtype and backend.owns_memory(grad)):
+          and grad.dtype == t._data.dtype and type(grad) is not backend.StrictArray and grad.base is None):
+        # (not a view; a strict array's wrapper does not tell whether another wrapper shares its memory)
         t._grad = grad
     else:
         t._grad = backend.namespace(t._data).array(grad, dtype=t._data.dtype)
@@ -316,7 +315,9 @@ def _run_backward(root, grad, retain_graph):
                 f"{type(fn).__name__} were freed after the first backward(). "
                 "Call backward(retain_graph=True) the first time to walk it again."
             )
-        _check_versions(fn)
+        for counter, version in fn.versions:  # was an array it saved written to since?
+            if counter[0] != version:
+                _modified(fn, counter[0], version)
         input_grads = fn.backward(grad)
         if not retain_graph:
             fn.release()

@@ -22,7 +22,7 @@ from .activations import gelu_backward, normal_cdf
 def column_sums(matrix):
     """``(M, N) -> (N,)``: the sum of the rows, as ``ones(M) @ matrix``: one BLAS call, faster than
     ``matrix.sum(axis=0)`` at every size a Transformer layer meets here."""
-    return backend.filled(matrix.shape[0], 1, matrix.dtype, backend.namespace(matrix)) @ matrix  # (N,)
+    return backend.filled_like(matrix.shape[0], 1, matrix) @ matrix  # (N,)
 
 
 def row_sums(a):
@@ -30,7 +30,7 @@ def row_sums(a):
     product (faster than NumPy's reduction along short rows)."""
     n = a.shape[-1]
     rows = a.reshape(math.prod(a.shape[:-1]), n)  # (R, N), a view
-    return (rows @ backend.filled(n, 1, a.dtype, backend.namespace(a))).reshape(a.shape[:-1] + (1,))
+    return (rows @ backend.filled_like(n, 1, a)).reshape(a.shape[:-1] + (1,))
 
 
 # ----------------------------------------------------------------------------- layer norm
@@ -42,13 +42,13 @@ def layer_norm_rows(rows, weight, bias, eps):
     σ² the biased variance; ``saved`` is what ``layer_norm_rows_backward`` needs. The means are
     matrix-vector products with a vector of ``1/N`` (one BLAS call instead of a reduction). Rows
     are independent: a large array goes in pieces of rows over the pool (``fast.parallel``)."""
-    xp = backend.namespace(rows)
     M, N = rows.shape
-    average = backend.filled(N, 1 / max(N, 1), rows.dtype, xp)  # (N,), 1/N each
+    average = backend.filled_like(N, 1 / max(N, 1), rows)  # (N,), 1/N each
     # One piece (what parallel.pieces gives), or CuPy: the same steps on the whole array. Several pieces
     # always go as pieces, pooled or not: a row's BLAS sum can depend on how many rows a call has.
     if M * N <= settings.piece_elements or type(rows) is not np.ndarray:
         return _layer_norm_whole(rows, weight, bias, eps, average)
+    xp = backend.namespace(rows)
     ranges = parallel.pieces(M, N)
     x_hat, rstd = xp.empty_like(rows), xp.empty((M, 1), dtype=rows.dtype)  # (M, N), (M, 1)
     out = x_hat if weight is None else xp.empty_like(rows)  # weight and bias share the rows' dtype (the callers check)
@@ -91,10 +91,10 @@ def layer_norm_rows_backward(grad, saved):
     ``dbias = Σ_rows g``. A constant row has x̂ = 0 and a finite gradient. Rows go in pieces over the
     pool; the sums over rows are one BLAS call each, on the whole."""
     x_hat, rstd, average, weight = saved
-    xp = backend.namespace(grad)
     M, N = x_hat.shape
     if M * N <= settings.piece_elements or type(grad) is not np.ndarray:  # one piece, or CuPy (see above)
         return _layer_norm_whole_backward(grad, x_hat, rstd, average, weight)
+    xp = backend.namespace(grad)
     ranges = parallel.pieces(M, N)
     dtype = grad.dtype if weight is None else xp.result_type(grad, weight)
     grad_x = xp.empty((M, N), dtype=dtype)
@@ -246,7 +246,7 @@ def _row_sums(a):
     """``a.sum(-1, keepdims=True)`` as matrix-vector products, for a contiguous array or a view."""
     if a.flags.c_contiguous:
         return row_sums(a)
-    return (a @ backend.filled(a.shape[-1], 1, a.dtype, backend.namespace(a)))[..., None]
+    return (a @ backend.filled_like(a.shape[-1], 1, a))[..., None]
 
 
 _FINFO = {}
@@ -291,6 +291,14 @@ def _rows(mask, start, stop):
     return mask[..., start:stop, :]
 
 
+def _one_piece(like, Lq, Lk, batch, head_size):
+    """Whether ``_query_pieces`` gives one piece both ways (queries and keys): all the scores within
+    ``piece_elements`` and their GEMMs on one BLAS thread, or not NumPy. Asked first, as it is cheap."""
+    return type(like) is not np.ndarray or (
+        Lq * Lk * math.prod(batch) <= settings.piece_elements
+        and Lq * Lk * head_size <= parallel.BLAS_ONE_THREAD_MNK)
+
+
 def _query_pieces(like, Lq, Lk, batch, head_size):
     """``(ranges, elements)``: runs of query rows, and the pass's size for the pool's choice (0: never pooled).
 
@@ -312,14 +320,15 @@ def attention(query, key, value, attn_mask, allowed, is_causal, scale, dropout_p
     (written into ``out`` when given, e.g. a view laid out as merged heads), the weights ``P (…, Lq, Lk)``
     and dropout's scaled keep-mask ``M`` (or ``None``). ``attn_mask`` is added to the scores,
     ``allowed`` (boolean, ``True`` = may attend) and ``is_causal`` forbid keys; both broadcast."""
-    xp = backend.namespace(query)
     Lq, Lk, E, Ev = query.shape[-2], key.shape[-2], query.shape[-1], value.shape[-1]
     batch = query.shape[:-2]
     if key.shape[:-2] != batch:
         batch = tuple(np.broadcast_shapes(batch, key.shape[:-2]))
-    ranges, elements = _query_pieces(query, Lq, Lk, batch, max(E, Ev))
-    if len(ranges) == 1:  # one piece: the same steps on whole arrays, fewer Python and NumPy calls
+    ranges = None if _one_piece(query, Lq, Lk, batch, max(E, Ev)) else _query_pieces(query, Lq, Lk, batch, max(E, Ev))
+    if ranges is None or len(ranges[0]) == 1:  # one piece: the same steps on whole arrays, fewer calls
         return _attention_whole(query, key, value, attn_mask, allowed, is_causal, scale, dropout_p, out)
+    ranges, elements = ranges
+    xp = backend.namespace(query)
     weights = xp.empty(batch + (Lq, Lk), dtype=query.dtype)  # P, kept for backward
     keep = _dropout_keep(weights, dropout_p)
     if out is None:
@@ -372,13 +381,10 @@ def _attention_whole(query, key, value, attn_mask, allowed, is_causal, scale, dr
     if weights.size:
         softmax_into(weights, weights)  # P
     keep = _dropout_keep(weights, dropout_p)
-    out = _product(weights if keep is None else weights * keep, value, out)  # O = P̃ V  (…, Lq, Ev)
+    dropped = weights if keep is None else weights * keep  # P̃
+    # O = P̃ V  (…, Lq, Ev); `@` when there is no `out` (NumPy's matmul is slower with out=None)
+    out = dropped @ value if out is None else xp.matmul(dropped, value, out=out)
     return out, weights, keep
-
-
-def _product(a, b, out):
-    """``a @ b``, written into ``out`` when it is given (NumPy's ``matmul`` is slower with ``out=None``)."""
-    return a @ b if out is None else backend.namespace(a).matmul(a, b, out=out)
 
 
 def attention_backward(grad, query, key, value, weights, keep, scale, mask_shape=None, out=None):
@@ -393,9 +399,12 @@ def attention_backward(grad, query, key, value, weights, keep, scale, mask_shape
     lead, (Lq, Lk) = grad.shape[:-2], weights.shape[-2:]
     E, Ev = query.shape[-1], value.shape[-1]
     size = max(E, Ev)
-    query_ranges, query_elements = _query_pieces(grad, Lq, Lk, lead, size)
-    key_ranges, key_elements = _query_pieces(grad, Lk, Lq, lead, size)  # keys, a run at a time
-    if len(query_ranges) == 1 and len(key_ranges) == 1:  # one piece each: whole arrays, fewer calls
+    whole = _one_piece(grad, Lq, Lk, lead, size)
+    if not whole:
+        query_ranges, query_elements = _query_pieces(grad, Lq, Lk, lead, size)
+        key_ranges, key_elements = _query_pieces(grad, Lk, Lq, lead, size)  # keys, a run at a time
+        whole = len(query_ranges) == 1 and len(key_ranges) == 1
+    if whole:  # one piece each way: the same steps on whole arrays, fewer calls
         return _attention_backward_whole(grad, query, key, value, weights, keep, scale, mask_shape, out)
     if out is None:
         out = tuple(xp.empty(lead + (n, size), dtype=grad.dtype) for n, size in ((Lq, E), (Lk, E), (Lk, Ev)))
@@ -441,12 +450,12 @@ def _attention_backward_whole(grad, query, key, value, weights, keep, scale, mas
         if grad_mask is grad_scores:
             grad_mask = grad_scores.copy()  # dS is scaled in place below
     grad_scores *= scale  # dS·scale
-    grad_query, grad_key, grad_value = (None, None, None) if out is None else out
-    grad_query = _product(grad_scores, key, grad_query)  # dQ = dS K·scale  (…, Lq, E)
-    grad_key = _product(grad_scores.swapaxes(-1, -2), query, grad_key)  # dK = dSᵀ Q·scale  (…, Lk, E)
     dropped = weights if keep is None else weights * keep  # P̃
-    grad_value = _product(dropped.swapaxes(-1, -2), grad, grad_value)  # dV = P̃ᵀ G  (…, Lk, Ev)
-    return grad_query, grad_key, grad_value, grad_mask
+    products = ((grad_scores, key), (grad_scores.swapaxes(-1, -2), query), (dropped.swapaxes(-1, -2), grad))
+    if out is None:  # dQ = dS K·scale (…, Lq, E), dK = dSᵀ Q·scale (…, Lk, E), dV = P̃ᵀ G (…, Lk, Ev)
+        return (*[a @ b for a, b in products], grad_mask)
+    matmul = backend.namespace(grad).matmul
+    return (*[matmul(a, b, out=o) for (a, b), o in zip(products, out)], grad_mask)  # the same, into `out`
 
 
 def packed_attention(qkv, attn_mask, allowed, is_causal, scale, dropout_p):
