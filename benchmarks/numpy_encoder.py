@@ -98,3 +98,43 @@ def forward_backward(x, grad_y, p, nhead, eps=1e-5):
     g_rows, grads["norm1.weight"], grads["norm1.bias"] = _layer_norm_backward(g_h, p["norm1.weight"], ln1)
     grads["x"] = (g_rows + g_x1).reshape(B, L, d)
     return y.reshape(B, L, d), grads
+
+
+def products_only(B, L, d, nhead, dim_feedforward, dtype=np.float32, seed=0):
+    """A step function that runs only the matrix products of one forward+backward of this layer, each
+    ``np.matmul`` into an array allocated once, on arrays laid out as the products want them: what the
+    layer's GEMMs cost NumPy's BLAS with nothing else in the step. No elementwise work, no reductions,
+    no softmax: a lower bound on any NumPy implementation of the layer (the values are not the layer's).
+
+        forward:   [q k v] = h W_inᵀ     S = q kᵀ (per head)    a = P v     a W_oᵀ     Z = h W1ᵀ    A W2ᵀ
+        backward:  two products of each forward one's size (the gradients of both factors)
+    """
+    rng = np.random.default_rng(seed)
+    M, F, H, D = B * L, dim_feedforward, nhead, d // nhead
+
+    def array(*shape):
+        return rng.standard_normal(shape, dtype=dtype)
+
+    h, w_in, w_o, w1, w2 = array(M, d), array(3 * d, d), array(d, d), array(F, d), array(d, F)
+    q, k, v, p, g_scores = array(B * H, L, D), array(B * H, L, D), array(B * H, L, D), array(B * H, L, L), \
+        array(B * H, L, L)
+    a, z, g, g_z, g_qkv = array(M, d), array(M, F), array(M, d), array(M, F), array(M, 3 * d)
+    products = [  # (left, right, out): forward, then backward
+        (h, w_in.T, np.empty((M, 3 * d), dtype)), (q, k.transpose(0, 2, 1), np.empty((B * H, L, L), dtype)),
+        (p, v, np.empty((B * H, L, D), dtype)), (a, w_o.T, np.empty((M, d), dtype)),
+        (h, w1.T, np.empty((M, F), dtype)), (z, w2.T, np.empty((M, d), dtype)),
+        (g, w2, np.empty((M, F), dtype)), (g.T, z, np.empty((d, F), dtype)),  # ∂A, ∂W2
+        (g_z, w1, np.empty((M, d), dtype)), (g_z.T, h, np.empty((F, d), dtype)),  # ∂h, ∂W1
+        (g, w_o, np.empty((M, d), dtype)), (g.T, a, np.empty((d, d), dtype)),  # ∂a, ∂W_o
+        (q, v.transpose(0, 2, 1), np.empty((B * H, L, L), dtype)),  # ∂P = G Vᵀ
+        (g_scores, k, np.empty((B * H, L, D), dtype)), (g_scores.transpose(0, 2, 1), q, np.empty((B * H, L, D), dtype)),
+        (p.transpose(0, 2, 1), q, np.empty((B * H, L, D), dtype)),  # ∂Q, ∂K, ∂V
+        (g_qkv, w_in, np.empty((M, d), dtype)), (g_qkv.T, h, np.empty((3 * d, d), dtype)),  # ∂h, ∂W_in
+    ]
+
+    def step():
+        for left, right, out in products:
+            np.matmul(left, right, out=out)
+
+    step.flops = sum(2 * out.size * left.shape[-1] for left, _, out in products)  # 2 per multiply-add
+    return step

@@ -11,7 +11,10 @@ Cases (``--cases``, comma-separated; the default runs all but ``longattn`` and `
     sdpa        scaled dot-product attention, forward and forward+backward, at each size
     mha         multi-head attention, likewise
     encoder     a pre-norm ReLU encoder layer (``dim_feedforward = 4·d``), likewise; beside it the
-                same layer written directly in NumPy with hand-derived gradients (the floor)
+                same layer written directly in NumPy with hand-derived gradients (the floor), and
+                the layer's matrix products alone in NumPy, forward and backward, into buffers made
+                once (``numpy_encoder.products_only``: what no NumPy implementation can go below),
+                as a fraction of PyTorch's whole step (``÷ pytorch``)
     bert_layer  a BERT-style encoder layer: post-norm, exact GELU, ``layer_norm_eps=1e-12``,
                 dropout 0, ``dim_feedforward = 4·d``, against ``torch.nn.TransformerEncoderLayer(
                 activation="gelu", norm_first=False, layer_norm_eps=1e-12, batch_first=True)`` with
@@ -130,6 +133,7 @@ def encoder_cases(size, backward, device="cpu"):
     cases = layer_steps(ours, theirs, x_np, g_np, backward, device)
     if backward and device == "cpu":
         cases["numpy floor"] = lambda: numpy_encoder.forward_backward(x_np, g_np, params, H)
+        cases["numpy products"] = numpy_encoder.products_only(B, L, d, H, 4 * d)  # the layer's GEMMs alone
     return cases
 
 
@@ -511,7 +515,7 @@ def main():
 
     rows = []
     header = (f"{'case':<12}{'size':<8}{'pass':<10}{'tinyattn ms':>12}{'pytorch ms':>12}{'ratio':>8}"
-              f"{'floor ms':>10}{'÷ floor':>9}")
+              f"{'floor ms':>10}{'÷ floor':>9}{'products ms':>13}{'÷ pytorch':>12}")
     print(header)
     print("-" * len(header))
     for case in args.cases.split(","):
@@ -557,11 +561,16 @@ def main():
                 if "numpy floor" in medians:
                     row["floor_ms"] = medians["numpy floor"] * 1e3
                     row["ratio_to_floor"] = medians["tinyattn"] / medians["numpy floor"]
+                if "numpy products" in medians:  # NumPy's GEMMs alone: what no NumPy layer can go below
+                    row["products_ms"] = medians["numpy products"] * 1e3
+                    row["products_over_pytorch"] = medians["numpy products"] / medians["pytorch"]
                 if args.memory and backward:
                     row["tinyattn_peak_mib"] = peak_memory(case, size, "tinyattn")
                     row["pytorch_peak_mib"] = peak_memory(case, size, "pytorch")
                 rows.append(row)
                 floor = f"{row['floor_ms']:>10.3f}{row['ratio_to_floor']:>9.2f}" if "floor_ms" in row else ""
+                if "products_ms" in row:
+                    floor += f"{row['products_ms']:>13.3f}{row['products_over_pytorch']:>12.2f}"
                 print(f"{case:<12}{size:<8}{row['pass']:<10}{row['tinyattn_ms']:>12.3f}{row['pytorch_ms']:>12.3f}"
                       f"{row['ratio']:>8.2f}{floor}", flush=True)
                 if "tinyattn_peak_mib" in row:

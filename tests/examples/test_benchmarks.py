@@ -61,6 +61,7 @@ def test_benchmark_writes_its_table_and_the_profiler_its_top_entries(tmp_path):
     assert backward["tinyattn_ms"] > 0 and backward["pytorch_ms"] > 0 and backward["floor_ms"] > 0
     assert backward["ratio"] == pytest.approx(backward["tinyattn_ms"] / backward["pytorch_ms"])
     assert backward["ratio_to_floor"] == pytest.approx(backward["tinyattn_ms"] / backward["floor_ms"])
+    assert backward["products_over_pytorch"] == pytest.approx(backward["products_ms"] / backward["pytorch_ms"])
 
     result = subprocess.run([sys.executable, str(BENCHMARKS / "profile_step.py"), "--steps", "5", "--top", "5"],
                             check=True, capture_output=True, text=True, timeout=300)
@@ -81,3 +82,6 @@ def test_the_bert_rows_run_and_the_peak_counts_each_product(tmp_path):
     assert run.SIZES["small"] == (2, 16, 32, 4)  # M = B·L = 32 rows, d = 32, F = 4·d = 128
     products = 2 * 32 * 32 * 96 + 2 * 32 * 32 * 32 + 2 * (2 * 32 * 32 * 128) + 2 * (2 * 2 * 16 * 16 * 32)
     assert run.encoder_flops("small") == (products, 3 * products)
+    for size in run.SIZES:  # the products-only step runs exactly the layer's products, forward and backward
+        B, L, d, H = run.SIZES[size]
+        assert numpy_encoder.products_only(B, L, d, H, 4 * d).flops == run.encoder_flops(size)[1]
