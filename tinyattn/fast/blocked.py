@@ -13,7 +13,7 @@ import numpy as np
 from .. import backend, ops
 from ..masks import split_mask
 from ..tensor import Function
-from . import kernels
+from . import kernels, parallel
 
 BLOCK_SIZE = 1024  # the most keys per block
 BLOCK_ELEMENTS = 1 << 22  # and at most this many scores per block over the whole batch: 16 MiB in float32
@@ -48,6 +48,20 @@ def _at_least_2d(mask):
     return None if mask is None else mask.reshape((1,) * (2 - mask.ndim) + tuple(mask.shape))
 
 
+def _add_product(target, a, b, xp, first):
+    """``target += a @ b``, summed to ``target``'s shape over the axes it broadcasts along. ``first``:
+    ``target`` is still all zeros, so a product of its very shape is written straight into it."""
+    if first and target.shape == np.broadcast_shapes(a.shape[:-2], b.shape[:-2]) + (a.shape[-2], b.shape[-1]):
+        xp.matmul(a, b, out=target)
+    else:
+        target += ops.sum_to(a @ b, target.shape)
+
+
+def _flat(array):
+    """``(…, R, C) -> (N, R, C)``, the leading axes as one: a view of an array made contiguous here."""
+    return array.reshape((-1,) + array.shape[-2:])
+
+
 def _view(buffer, shape):
     """The front of a flat scratch ``buffer`` as a contiguous array of ``shape``."""
     return buffer[: math.prod(shape)].reshape(shape)
@@ -73,9 +87,11 @@ class BlockedAttention(Function):
     A row with no key allowed keeps ``l = 0``: its output is 0 and its ``lse`` is ``+inf``, so
     its ``P`` (and every gradient through it) is 0. With ``is_causal`` query ``i`` attends keys
     ``j <= i``: key block ``[j0, j1)`` meets only queries ``j0:``, and blocks past the last query
-    are skipped. Every step works on the whole batch at once (every leading index, e.g. each
-    head): a block holds ``(…, Lq, block_size)`` scores, and no step holds more than two such
-    float arrays (and, with a boolean mask, one boolean array of that size).
+    are skipped. Every product works on the whole batch at once (every leading index, e.g. each
+    head), on the BLAS's own threads; a block's elementwise work (the running softmax's update,
+    backward's ``P`` and ``dS``) goes over ``fast.parallel``'s pool a few batch slices at a time,
+    the same pieces whether pooled or not. A block holds ``(…, Lq, block_size)`` scores, and no
+    step holds more than two such float arrays (and, with a boolean mask, one boolean array of that size).
     """
 
     def forward(self, query, key, value, attn_mask=None, *, allowed, is_causal, scale, block_size):
@@ -94,20 +110,13 @@ class BlockedAttention(Function):
         row_max = xp.full(self.batch + (Lq, 1), -math.inf, dtype=dtype)  # m
         denominator = xp.zeros(self.batch + (Lq, 1), dtype=dtype)  # l
         scores_buffer = self._buffer(xp)  # one block's scores, reused by every block
+        flat = [_flat(a) for a in (row_max, denominator, self.out)]  # (N, Lq, ·) views: the steps write them
         for start, stop, first_row in self._blocks(Lq, Lk):
-            rows = (Ellipsis, slice(first_row, Lq), slice(None))
-            probs = self._scores(xp, start, stop, first_row, scores_buffer)  # (…, R, b)
-            new_max = xp.maximum(row_max[rows], probs.max(axis=-1, keepdims=True))  # (…, R, 1)
-            shift = xp.where(new_max > -math.inf, new_max, 0)  # a row with no key yet: exp(-inf - 0) = 0
-            rescale = xp.exp(row_max[rows] - shift)  # exp(m - m'); 0 while m = -inf
-            probs -= shift
-            xp.exp(probs, out=probs)  # exp(S_b - m')
-            denominator[rows] *= rescale
-            denominator[rows] += kernels.row_sums(probs)
-            acc = self.out[rows]  # (…, R, Ev), a view
-            acc *= rescale
-            acc += probs @ self.value[..., start:stop, :]
-            row_max[rows] = new_max
+            probs = self._scores(xp, start, stop, first_row, scores_buffer)  # (…, R, b); its GEMM on the BLAS's threads
+            # the running softmax's update, a few batch slices at a time over the pool (rows are independent)
+            self._by_slices(_online_softmax_step, [_flat(probs)] + [a[:, first_row:] for a in flat], xp)
+            # acc += exp(S_b - m') V_b; the first block covers every row, and acc is 0 until it comes
+            _add_product(self.out[..., first_row:, :], probs, self.value[..., start:stop, :], xp, first=start == 0)
         attended = denominator > 0  # (…, Lq, 1)
         safe_denominator = xp.where(attended, denominator, 1)
         self.out /= safe_denominator  # a row with no key: 0 / 1 = 0
@@ -123,28 +132,40 @@ class BlockedAttention(Function):
         grad_query, grad_key, grad_value = grads[:3]
         grad_mask = _at_least_2d(grads[3]) if len(grads) > 3 else None  # a view: accumulating fills grads[3]
         probs_buffer, grad_scores_buffer = self._buffer(xp), self._buffer(xp)
+        flat_lse, flat_D = _flat(self.lse), _flat(D)  # (N, Lq, 1)
         for start, stop, first_row in self._blocks(Lq, Lk):
             rows, keys = (Ellipsis, slice(first_row, Lq), slice(None)), (Ellipsis, slice(start, stop), slice(None))
             probs = self._scores(xp, start, stop, first_row, probs_buffer)  # (…, R, b)
-            probs -= self.lse[rows]
-            xp.exp(probs, out=probs)  # P = exp(S_b - lse)
             grad_out = grad[rows]  # (…, R, Ev)
-            if grad_value is not None:  # dV_b += Pᵀ dO, summed over the axes V broadcasts along
-                grad_value[keys] += ops.sum_to(probs.swapaxes(-1, -2) @ grad_out, grad_value[keys].shape)
             grad_scores = _view(grad_scores_buffer, probs.shape)
             xp.matmul(grad_out, self.value[keys].swapaxes(-1, -2), out=grad_scores)  # dP = dO V_bᵀ
-            grad_scores -= D[rows]
-            grad_scores *= probs  # dS = P ∘ (dP - D)
-            if grad_query is not None:  # dQ += dS K_b (· scale, once at the end)
-                grad_query[rows] += ops.sum_to(grad_scores @ self.key[keys], grad_query[rows].shape)
-            if grad_key is not None:  # dK_b += dSᵀ (Q · scale)
-                grad_key[keys] += ops.sum_to(grad_scores.swapaxes(-1, -2) @ self.query[rows], grad_key[keys].shape)
+            # P = exp(S_b - lse), dS = P ∘ (dP - D): a few batch slices at a time over the pool
+            self._by_slices(_probs_and_grad_scores_step, [_flat(probs), _flat(grad_scores), flat_lse[:, first_row:],
+                                                          flat_D[:, first_row:]], xp)
+            if grad_value is not None:  # dV_b = Pᵀ dO (each block of keys comes once)
+                _add_product(grad_value[keys], probs.swapaxes(-1, -2), grad_out, xp, first=True)
+            if grad_query is not None:  # dQ += dS K_b (· scale, once at the end); the first block covers every row
+                _add_product(grad_query[rows], grad_scores, self.key[keys], xp, first=start == 0)
+            if grad_key is not None:  # dK_b = dSᵀ (Q · scale)
+                _add_product(grad_key[keys], grad_scores.swapaxes(-1, -2), self.query[rows], xp, first=True)
             if grad_mask is not None:  # dmask_b += dS, summed over the axes the mask broadcasts
                 block = _block_index(grad_mask, first_row, start, stop)
                 grad_mask[block] += ops.sum_to(grad_scores, grad_mask[block].shape)
         if grad_query is not None:
             grad_query *= self.scale
         return tuple(grads)
+
+    @staticmethod
+    def _by_slices(step, arrays, xp):
+        """``step(*arrays, xp)`` over pieces of the batch slices: every array is ``(N, R, ·)``, its first
+        axis the flattened batch (the first one a block's scores ``(N, R, b)``). The pieces are about
+        ``piece_elements`` scores each, cut by the shape alone, and go over the pool when it pays; each
+        row's work reads only its own row, and the same pieces run pooled or not: the same bits."""
+        if type(arrays[0]) is not np.ndarray:  # CuPy (and the strict backend): the whole at once
+            step(*arrays, xp)
+            return
+        N, R, b = arrays[0].shape
+        parallel.run(lambda n0, n1: step(*[a[n0:n1] for a in arrays], xp), parallel.pieces(N, R * b), arrays[0])
 
     def _blocks(self, Lq, Lk):
         """``(start, stop, first_row)`` for each block of keys; causal attention skips the queries
@@ -176,3 +197,28 @@ class BlockedAttention(Function):
             corner = scores[..., : stop - start, :]  # (…, ≤b, b): the rows that cross the diagonal
             xp.copyto(corner, -math.inf, where=self.above_diagonal[: corner.shape[-2], : stop - start])
         return scores
+
+
+def _online_softmax_step(probs, row_max, denominator, acc, xp):
+    """One key block's update of the running softmax, in place, for some batch slices: ``probs``
+    ``(n, R, b)`` holds ``S_b`` and becomes ``exp(S_b - m')``; ``row_max`` (m), ``denominator`` (l)
+    ``(n, R, 1)`` and ``acc`` ``(n, R, Ev)`` are rescaled to the new maximum ``m'``."""
+    new_max = xp.maximum(row_max, probs.max(axis=-1, keepdims=True))  # (n, R, 1)
+    shift = xp.where(new_max > -math.inf, new_max, 0)  # a row with no key yet: exp(-inf - 0) = 0
+    rescale = xp.exp(row_max - shift)  # exp(m - m'); 0 while m = -inf
+    probs -= shift
+    xp.exp(probs, out=probs)  # exp(S_b - m')
+    denominator *= rescale
+    denominator += kernels.row_sums(probs)
+    acc *= rescale
+    row_max[...] = new_max
+
+
+def _probs_and_grad_scores_step(probs, grad_scores, lse, D, xp):
+    """Backward's elementwise work on one key block, in place, for some batch slices (``(n, R, b)``
+    arrays, ``lse`` and ``D`` ``(n, R, 1)``): ``probs``: ``S_b`` -> ``P = exp(S_b - lse)``;
+    ``grad_scores``: ``dP`` -> ``dS = P ∘ (dP - D)``."""
+    probs -= lse
+    xp.exp(probs, out=probs)
+    grad_scores -= D
+    grad_scores *= probs
