@@ -103,25 +103,50 @@ class BlockedAttention(Function):
         self.key, self.value = xp.ascontiguousarray(key), xp.ascontiguousarray(value)  # (…, Lk, E), (…, Lk, Ev)
         self.mask, self.allowed = _at_least_2d(attn_mask), _at_least_2d(allowed)  # (…, Lq or 1, Lk or 1)
         self.is_causal, self.scale, self.block_size = is_causal, scale, max(1, min(block_size, Lk))
-        self.scores_cover_batch = tuple(np.broadcast_shapes(query.shape[:-2], key.shape[:-2])) == self.batch
         self.above_diagonal = xp.triu(xp.ones((self.block_size,) * 2, dtype=bool), 1) if is_causal else None
 
         self.out = xp.zeros(self.batch + (Lq, Ev), dtype=dtype)  # acc, then acc / l
         row_max = xp.full(self.batch + (Lq, 1), -math.inf, dtype=dtype)  # m
         denominator = xp.zeros(self.batch + (Lq, 1), dtype=dtype)  # l
-        scores_buffer = self._buffer(xp)  # one block's scores, reused by every block
-        flat = [_flat(a) for a in (row_max, denominator, self.out)]  # (N, Lq, ·) views: the steps write them
-        for start, stop, first_row in self._blocks(Lq, Lk):
-            probs = self._scores(xp, start, stop, first_row, scores_buffer)  # (…, R, b); its GEMM on the BLAS's threads
-            # the running softmax's update, a few batch slices at a time over the pool (rows are independent)
-            self._by_slices(_online_softmax_step, [_flat(probs)] + [a[:, first_row:] for a in flat], xp)
-            # acc += exp(S_b - m') V_b; the first block covers every row, and acc is 0 until it comes
-            _add_product(self.out[..., first_row:, :], probs, self.value[..., start:stop, :], xp, first=start == 0)
+        if self._in_slices():
+            self._forward_in_slices(xp, row_max, denominator)
+        else:
+            self._forward_whole_batch(xp, row_max, denominator)
         attended = denominator > 0  # (…, Lq, 1)
         safe_denominator = xp.where(attended, denominator, 1)
         self.out /= safe_denominator  # a row with no key: 0 / 1 = 0
         self.lse = xp.where(attended, row_max + xp.log(safe_denominator), math.inf)  # (…, Lq, 1)
         return self.out
+
+    def _forward_whole_batch(self, xp, row_max, denominator):
+        """Each key block over the whole batch: its products on the BLAS's threads, the running softmax's
+        update a few batch slices at a time over the pool (rows are independent)."""
+        Lq, Lk = self.query.shape[-2], self.key.shape[-2]
+        whole = (self.query, self.key, self.mask, self.allowed, self.batch)
+        scores_buffer = self._buffer(xp, math.prod(self.batch))  # one block's scores, reused by every block
+        flat = [_flat(a) for a in (row_max, denominator, self.out)]  # (N, Lq, ·) views: the steps write them
+        for start, stop, first_row in self._blocks(Lq, Lk):
+            probs = self._scores(xp, whole, start, stop, first_row, scores_buffer)  # (…, R, b)
+            self._by_slices(_online_softmax_step, [_flat(probs)] + [a[:, first_row:] for a in flat], xp)
+            # acc += exp(S_b - m') V_b; the first block covers every row, and acc is 0 until it comes
+            _add_product(self.out[..., first_row:, :], probs, self.value[..., start:stop, :], xp, first=start == 0)
+
+    def _forward_in_slices(self, xp, row_max, denominator):
+        """A few batch slices at a time over the pool, each piece through every key block: its products
+        (one BLAS thread per pool thread) and its running softmax, while the piece's scores are in the cache."""
+        Lq, Lk = self.query.shape[-2], self.key.shape[-2]
+        value, out, row_max, denominator = (_flat(a) for a in (self.value, self.out, row_max, denominator))
+
+        def attend(n0, n1):  # batch slices n0:n1
+            part, buffer = self._part(n0, n1), self._buffer(xp, n1 - n0)
+            for start, stop, first_row in self._blocks(Lq, Lk):
+                probs = self._scores(xp, part, start, stop, first_row, buffer)  # (n, R, b)
+                acc = out[n0:n1, first_row:]  # (n, R, Ev)
+                _online_softmax_step(probs, row_max[n0:n1, first_row:], denominator[n0:n1, first_row:], acc, xp)
+                _add_product(acc, probs, value[n0:n1, start:stop], xp, first=start == 0)
+
+        with parallel.one_blas_thread():
+            parallel.run(attend, self._slice_ranges(), self.query, out.shape[0] * Lq * Lk)
 
     def backward(self, grad):
         xp = backend.namespace(grad)
@@ -131,11 +156,17 @@ class BlockedAttention(Function):
         grads = [xp.zeros(t.shape, dtype=dtype) if need else None for t, need in zip(self.parents, needs)]
         grad_query, grad_key, grad_value = grads[:3]
         grad_mask = _at_least_2d(grads[3]) if len(grads) > 3 else None  # a view: accumulating fills grads[3]
-        probs_buffer, grad_scores_buffer = self._buffer(xp), self._buffer(xp)
+        if grad_mask is None and self._in_slices():
+            self._backward_in_slices(xp, grad, D, grads[:3])
+            if grad_query is not None:
+                grad_query *= self.scale
+            return tuple(grads)
+        whole = (self.query, self.key, self.mask, self.allowed, self.batch)
+        probs_buffer, grad_scores_buffer = (self._buffer(xp, math.prod(self.batch)) for _ in range(2))
         flat_lse, flat_D = _flat(self.lse), _flat(D)  # (N, Lq, 1)
         for start, stop, first_row in self._blocks(Lq, Lk):
             rows, keys = (Ellipsis, slice(first_row, Lq), slice(None)), (Ellipsis, slice(start, stop), slice(None))
-            probs = self._scores(xp, start, stop, first_row, probs_buffer)  # (…, R, b)
+            probs = self._scores(xp, whole, start, stop, first_row, probs_buffer)  # (…, R, b)
             grad_out = grad[rows]  # (…, R, Ev)
             grad_scores = _view(grad_scores_buffer, probs.shape)
             xp.matmul(grad_out, self.value[keys].swapaxes(-1, -2), out=grad_scores)  # dP = dO V_bᵀ
@@ -154,6 +185,55 @@ class BlockedAttention(Function):
         if grad_query is not None:
             grad_query *= self.scale
         return tuple(grads)
+
+    def _backward_in_slices(self, xp, grad, D, grads):
+        """Backward a few batch slices at a time over the pool, as ``_forward_in_slices``: a slice's
+        gradients of Q, K and V come from that slice alone, so the pieces write disjoint parts."""
+        Lq, Lk = self.query.shape[-2], self.key.shape[-2]
+        grad, D, lse = _flat(grad), _flat(D), _flat(self.lse)  # (N, Lq, ·)
+        query, key, value = _flat(self.query), _flat(self.key), _flat(self.value)
+        grad_query, grad_key, grad_value = (None if g is None else _flat(g) for g in grads)  # views of zeros
+
+        def backward(n0, n1):  # batch slices n0:n1
+            part, probs_buffer, grad_scores_buffer = self._part(n0, n1), *(self._buffer(xp, n1 - n0) for _ in range(2))
+            for start, stop, first_row in self._blocks(Lq, Lk):
+                probs = self._scores(xp, part, start, stop, first_row, probs_buffer)  # (n, R, b)
+                grad_out, keys = grad[n0:n1, first_row:], (slice(n0, n1), slice(start, stop))  # (n, R, Ev)
+                grad_scores = _view(grad_scores_buffer, probs.shape)
+                xp.matmul(grad_out, value[keys].swapaxes(-1, -2), out=grad_scores)  # dP = dO V_bᵀ
+                _probs_and_grad_scores_step(probs, grad_scores, lse[n0:n1, first_row:], D[n0:n1, first_row:], xp)
+                if grad_value is not None:  # dV_b = Pᵀ dO
+                    _add_product(grad_value[keys], probs.swapaxes(-1, -2), grad_out, xp, first=True)
+                if grad_query is not None:  # dQ += dS K_b (· scale, once at the end)
+                    _add_product(grad_query[n0:n1, first_row:], grad_scores, key[keys], xp, first=start == 0)
+                if grad_key is not None:  # dK_b = dSᵀ (Q · scale)
+                    _add_product(grad_key[keys], grad_scores.swapaxes(-1, -2), query[n0:n1, first_row:], xp, first=True)
+
+        with parallel.one_blas_thread():
+            parallel.run(backward, self._slice_ranges(), self.query, query.shape[0] * Lq * Lk)
+
+    def _in_slices(self):
+        """Whether the pass goes a few whole batch slices at a time (``_forward_in_slices``): NumPy arrays
+        (CuPy wants few large kernels), and Q, K and V each of the whole batch (no axis broadcast among them)."""
+        return (type(self.query) is np.ndarray
+                and self.query.shape[:-2] == self.key.shape[:-2] == self.value.shape[:-2] == self.batch)
+
+    def _slice_ranges(self):
+        """Pieces of the flattened batch, each about ``piece_elements`` scores per block (the shape alone decides)."""
+        return parallel.pieces(math.prod(self.batch), self.query.shape[-2] * self.block_size)
+
+    def _part(self, n0, n1):
+        """``(query, key, mask, allowed, batch)`` of the flattened batch slices ``n0:n1``, as ``_scores`` takes them."""
+        query, key = _flat(self.query)[n0:n1], _flat(self.key)[n0:n1]  # (n, Lq, E), (n, Lk, E)
+        return query, key, self._mask_part(self.mask, n0, n1), self._mask_part(self.allowed, n0, n1), (n1 - n0,)
+
+    def _mask_part(self, mask, n0, n1):
+        """The part ``(n or 1, Lq or 1, Lk or 1)`` of a mask ``(…, Lq or 1, Lk or 1)`` that covers the
+        flattened batch slices ``n0:n1``: the mask itself when it is the same for every slice, else a copy."""
+        if mask is None or all(n == 1 for n in mask.shape[:-2]):
+            return None if mask is None else mask.reshape((1,) + mask.shape[-2:])
+        every_slice = np.broadcast_to(mask, self.batch + mask.shape[-2:])  # a view
+        return every_slice[np.unravel_index(np.arange(n0, n1), self.batch)]  # (n, ·, ·)
 
     @staticmethod
     def _by_slices(step, arrays, xp):
@@ -175,24 +255,25 @@ class BlockedAttention(Function):
                 return
             yield start, min(start + self.block_size, Lk), start if self.is_causal else 0
 
-    def _buffer(self, xp):
-        """Room for one block of scores over the whole batch, ``(…, Lq, block_size)``."""
-        return xp.empty(math.prod(self.batch) * self.query.shape[-2] * self.block_size, dtype=self.query.dtype)
+    def _buffer(self, xp, slices):
+        """Room for one block of scores over ``slices`` batch slices, ``(slices, Lq, block_size)``."""
+        return xp.empty(slices * self.query.shape[-2] * self.block_size, dtype=self.query.dtype)
 
-    def _scores(self, xp, start, stop, first_row, buffer):
-        """``S_b = Q[first_row:] K[start:stop]ᵀ·scale + mask`` over the whole batch, forbidden keys
-        ``-inf``: a ``(…, R, b)`` array in ``buffer``."""
-        q, k = self.query[..., first_row:, :], self.key[..., start:stop, :]  # (…, R, E), (…, b, E)
-        shape = self.batch + (q.shape[-2], k.shape[-2])
-        scores = _view(buffer, shape)
-        if self.scores_cover_batch:
+    def _scores(self, xp, part, start, stop, first_row, buffer):
+        """``S_b = Q[first_row:] K[start:stop]ᵀ·scale + mask``, forbidden keys ``-inf``, over ``part``
+        (``(query, key, mask, allowed, batch)``: the whole batch, or a few slices of it): a
+        ``(batch…, R, b)`` array in ``buffer``."""
+        query, key, mask, allowed, batch = part
+        q, k = query[..., first_row:, :], key[..., start:stop, :]  # (…, R, E), (…, b, E)
+        scores = _view(buffer, batch + (q.shape[-2], k.shape[-2]))
+        if np.broadcast_shapes(q.shape[:-2], k.shape[:-2]) == batch:
             xp.matmul(q, k.swapaxes(-1, -2), out=scores)
         else:  # V alone brings leading axes: the scores are the same along them
             scores[...] = q @ k.swapaxes(-1, -2)
-        if self.mask is not None:
-            scores += self.mask[_block_index(self.mask, first_row, start, stop)]
-        if self.allowed is not None:
-            xp.copyto(scores, -math.inf, where=~self.allowed[_block_index(self.allowed, first_row, start, stop)])
+        if mask is not None:
+            scores += mask[_block_index(mask, first_row, start, stop)]
+        if allowed is not None:
+            xp.copyto(scores, -math.inf, where=~allowed[_block_index(allowed, first_row, start, stop)])
         if self.is_causal:  # query first_row + r may not attend key start + c > first_row + r
             corner = scores[..., : stop - start, :]  # (…, ≤b, b): the rows that cross the diagonal
             xp.copyto(corner, -math.inf, where=self.above_diagonal[: corner.shape[-2], : stop - start])

@@ -28,6 +28,8 @@ array([ 0.,  4.,  8., 12., 16., 20.])
 """
 
 import atexit
+import contextlib
+import ctypes
 import itertools
 import os
 import queue
@@ -86,6 +88,69 @@ def pays(like, ranges, elements=None):
     elements = like.size if elements is None else elements
     return not (len(ranges) < 2 or type(like) is not np.ndarray or not routes.settings.enabled
                 or elements < routes.settings.pool_min_elements or _in_task.active)
+
+
+# ----------------------------------------------------------------------------- the BLAS's own threads
+#
+# A pass whose pieces each hold whole products (blocked attention, one batch slice's products at a
+# time) runs them on one BLAS thread per pool thread: OpenBLAS's thread count is set to 1 for the
+# pass and set back after it (``one_blas_thread``). Two OpenBLAS calls that each split over every core,
+# from two threads at once, run slower than one after another.
+
+
+@contextlib.contextmanager
+def one_blas_thread():
+    """Within: NumPy's OpenBLAS runs each product on the thread that calls it (``openblas_set_num_threads(1)``;
+    the count it had comes back at the end, when the last of several callers leaves). Nothing changes
+    where NumPy's BLAS is not an OpenBLAS this process can find (another BLAS keeps its own threads)."""
+    functions = _openblas()
+    if functions is None:
+        yield
+        return
+    set_threads, get_threads = functions
+    with _BLAS_LOCK:
+        if _BLAS_USERS[0] == 0:
+            _BLAS_USERS[1] = get_threads()
+            set_threads(1)
+        _BLAS_USERS[0] += 1
+    try:
+        yield
+    finally:
+        with _BLAS_LOCK:
+            _BLAS_USERS[0] -= 1
+            if _BLAS_USERS[0] == 0:
+                set_threads(_BLAS_USERS[1])
+
+
+_BLAS_LOCK = threading.Lock()
+_BLAS_USERS = [0, None]  # callers inside one_blas_thread, and the thread count to restore
+_OPENBLAS = {}
+
+
+def _openblas():
+    """``(set_num_threads, get_num_threads)`` of the OpenBLAS that NumPy loaded, or ``None``; looked up once."""
+    if "functions" not in _OPENBLAS:
+        _OPENBLAS["functions"] = _find_openblas()
+    return _OPENBLAS["functions"]
+
+
+def _find_openblas():
+    try:  # the shared libraries this process has loaded (Linux); NumPy's own first
+        with open("/proc/self/maps") as maps:
+            paths = {line.split()[-1] for line in maps if "openblas" in line.lower() and "/" in line}
+    except OSError:
+        return None
+    for path in sorted(paths, key=lambda path: "numpy" not in path):
+        try:
+            library = ctypes.CDLL(path)
+        except OSError:
+            continue
+        for name in ("scipy_openblas{}64_", "openblas{}64_", "scipy_openblas{}", "openblas{}"):
+            setter = getattr(library, name.format("_set_num_threads"), None)
+            getter = getattr(library, name.format("_get_num_threads"), None)
+            if setter is not None and getter is not None:
+                return setter, getter
+    return None
 
 
 class _TaskFlag(threading.local):
