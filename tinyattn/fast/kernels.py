@@ -282,6 +282,10 @@ def masked_softmax_backward(grad, y, out=None):
 # that OpenBLAS runs it on one thread (``parallel.BLAS_ONE_THREAD_MNK``): one thread per core.
 # Attention small enough to be one piece runs the same steps once over the whole arrays
 # (``_attention_whole``, ``_attention_backward_whole``): no slicing, no products into strided views.
+# Where Q, K and V share their batch and one slice's scores fit a piece, a piece is instead a few whole
+# batch slices (``batch_slices``): its products are whole slices' (larger, faster GEMMs, on one BLAS
+# thread each: ``parallel.one_blas_thread``), and backward needs no second pass by keys, since a
+# slice's dK and dV come from that slice alone (``_attention_by_slices``, ``_attention_backward_by_slices``).
 
 
 def _rows(mask, start, stop):
@@ -327,6 +331,9 @@ def attention(query, key, value, attn_mask, allowed, is_causal, scale, dropout_p
     ranges = None if _one_piece(query, Lq, Lk, batch, max(E, Ev)) else _query_pieces(query, Lq, Lk, batch, max(E, Ev))
     if ranges is None or len(ranges[0]) == 1:  # one piece: the same steps on whole arrays, fewer calls
         return _attention_whole(query, key, value, attn_mask, allowed, is_causal, scale, dropout_p, out)
+    slices = batch_slices(query, (query, key, value), Lq, Lk)
+    if slices is not None:
+        return _attention_by_slices(slices, query, key, value, attn_mask, allowed, is_causal, scale, dropout_p, out)
     ranges, elements = ranges
     xp = backend.namespace(query)
     weights = xp.empty(batch + (Lq, Lk), dtype=query.dtype)  # P, kept for backward
@@ -354,6 +361,65 @@ def attention(query, key, value, attn_mask, allowed, is_causal, scale, dropout_p
         xp.matmul(dropped, value, out=out[rows])  # O = P̃ V  (…, R, Ev)
 
     parallel.run(attend, ranges, weights, elements)
+    return out, weights, keep
+
+
+def batch_slices(like, arrays, Lq, Lk):
+    """Pieces of whole batch slices for an attention pass, or ``None`` where it goes in runs of query rows.
+
+    Each piece is an index ``(i, j, …, slice(h0, h1))``: one position of every leading axis but the last,
+    and a run of the last (the heads): a basic index, a view of any of the pass's arrays, whatever their
+    strides. A piece holds about ``piece_elements`` scores, and its products, each a whole slice's, run
+    on one BLAS thread (``parallel.one_blas_thread``) while its scores are in the cache. Taken where
+    ``arrays`` (Q, K, V, and the gradient in backward) are NumPy arrays of one batch (nothing broadcast),
+    a slice's scores fit a piece, and the slices of one position are not too few to be worth a piece."""
+    batch = arrays[0].shape[:-2]
+    if type(like) is not np.ndarray or not batch or any(a.shape[:-2] != batch for a in arrays):
+        return None
+    per_slice, heads = Lq * Lk, batch[-1]
+    if per_slice > settings.piece_elements or heads * per_slice < settings.piece_elements // 4:
+        return None
+    run = max(1, min(heads, settings.piece_elements // per_slice))  # slices per piece
+    return [position + (slice(h, min(h + run, heads)),) for position in np.ndindex(*batch[:-1])
+            for h in range(0, heads, run)]
+
+
+def _part(mask, batch, index):
+    """The part of a mask that broadcasts to ``(batch…, Lq, Lk)`` covering the batch slices ``index``
+    (``batch_slices``): an axis of size 1 is kept as it is, to broadcast."""
+    if mask is None:
+        return None
+    mask = mask.reshape((1,) * (len(batch) + 2 - mask.ndim) + mask.shape)  # (…, Lq or 1, Lk or 1)
+    return mask[tuple(i if n != 1 else 0 if type(i) is not slice else slice(None)
+                      for n, i in zip(mask.shape[:-2], index))]
+
+
+def _attention_by_slices(slices, query, key, value, attn_mask, allowed, is_causal, scale, dropout_p, out):
+    """``attention`` a few whole batch slices at a time (``batch_slices``), over the pool."""
+    xp, batch, Lq, Lk = backend.namespace(query), query.shape[:-2], query.shape[-2], key.shape[-2]
+    weights = xp.empty(batch + (Lq, Lk), dtype=query.dtype)  # P, kept for backward
+    keep = _dropout_keep(weights, dropout_p)
+    out = xp.empty(batch + (Lq, value.shape[-1]), dtype=query.dtype) if out is None else out
+    above = xp.arange(Lk) > xp.arange(Lq)[:, None] if is_causal else None  # (Lq, Lk): query i attends keys j <= i
+
+    def attend(first, last):  # pieces first:last
+        for index in slices[first:last]:
+            scores = weights[index]  # (n, Lq, Lk), a view of P: the scores become the weights in place
+            xp.matmul(query[index] * scale, key[index].swapaxes(-1, -2), out=scores)
+            if attn_mask is not None:
+                scores += _part(attn_mask, batch, index)
+            forbidden = None if allowed is None else ~_part(allowed, batch, index)
+            if above is not None:
+                forbidden = above if forbidden is None else forbidden | above
+            if forbidden is not None:
+                xp.copyto(scores, -math.inf, where=forbidden)
+            if scores.size:
+                softmax_into(scores, scores)  # P
+            dropped = scores if keep is None else scores * keep[index]  # P̃
+            xp.matmul(dropped, value[index], out=out[index])  # O = P̃ V
+
+    with parallel.one_blas_thread():
+        parallel.run(attend, [(i, i + 1) for i in range(len(slices))], weights)
     return out, weights, keep
 
 
@@ -400,6 +466,9 @@ def attention_backward(grad, query, key, value, weights, keep, scale, mask_shape
     E, Ev = query.shape[-1], value.shape[-1]
     size = max(E, Ev)
     whole = _one_piece(grad, Lq, Lk, lead, size)
+    slices = None if whole else batch_slices(grad, (grad, query, key, value), Lq, Lk)
+    if slices is not None:
+        return _attention_backward_by_slices(slices, grad, query, key, value, weights, keep, scale, mask_shape, out)
     if not whole:
         query_ranges, query_elements = _query_pieces(grad, Lq, Lk, lead, size)
         key_ranges, key_elements = _query_pieces(grad, Lk, Lq, lead, size)  # keys, a run at a time
@@ -456,6 +525,38 @@ def _attention_backward_whole(grad, query, key, value, weights, keep, scale, mas
         return (*[a @ b for a, b in products], grad_mask)
     matmul = backend.namespace(grad).matmul
     return (*[matmul(a, b, out=o) for (a, b), o in zip(products, out)], grad_mask)  # the same, into `out`
+
+
+def _attention_backward_by_slices(slices, grad, query, key, value, weights, keep, scale, mask_shape, out):
+    """``attention_backward`` a few whole batch slices at a time (``batch_slices``), over the pool: a
+    slice's dQ, dK and dV come from that slice alone."""
+    xp, E, Ev = backend.namespace(grad), query.shape[-1], value.shape[-1]
+    lead, (Lq, Lk) = grad.shape[:-2], weights.shape[-2:]
+    if out is None:
+        out = tuple(xp.empty(lead + (n, size), dtype=grad.dtype) for n, size in ((Lq, E), (Lk, E), (Lk, Ev)))
+    grad_query, grad_key, grad_value = out
+    every_grad_scores = None if mask_shape is None else xp.empty(lead + (Lq, Lk), dtype=grad.dtype)  # for dmask
+
+    def backward(first, last):  # pieces first:last
+        for index in slices[first:last]:
+            g, p = grad[index], weights[index]  # (n, Lq, Ev), (n, Lq, Lk)
+            grad_scores = g @ value[index].swapaxes(-1, -2) if every_grad_scores is None else every_grad_scores[index]
+            if every_grad_scores is not None:
+                xp.matmul(g, value[index].swapaxes(-1, -2), out=grad_scores)  # G Vᵀ
+            if keep is not None:
+                grad_scores *= keep[index]  # dP
+            masked_softmax_backward(grad_scores, p, out=grad_scores)  # dS, in place
+            xp.matmul(grad_scores, key[index], out=grad_query[index])
+            grad_query[index] *= scale  # dQ = dS K·scale
+            xp.matmul(grad_scores.swapaxes(-1, -2), query[index], out=grad_key[index])
+            grad_key[index] *= scale  # dK = dSᵀ Q·scale
+            dropped = p if keep is None else p * keep[index]  # P̃
+            xp.matmul(dropped.swapaxes(-1, -2), g, out=grad_value[index])  # dV = P̃ᵀ G
+
+    with parallel.one_blas_thread():
+        parallel.run(backward, [(i, i + 1) for i in range(len(slices))], weights)
+    grad_mask = None if mask_shape is None else ops.sum_to(every_grad_scores, mask_shape)
+    return grad_query, grad_key, grad_value, grad_mask
 
 
 def packed_attention(qkv, attn_mask, allowed, is_causal, scale, dropout_p):
