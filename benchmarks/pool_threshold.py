@@ -4,6 +4,7 @@
     python benchmarks/pool_threshold.py --blas      # which GEMM sizes OpenBLAS runs on more than one thread
     python benchmarks/pool_threshold.py --after-blas  # a pooled pass right after a BLAS call (run it with and
                                                       # without OPENBLAS_THREAD_TIMEOUT=1 in the environment)
+    python benchmarks/pool_threshold.py --gelu      # the exact GELU's Φ over 1M elements, by its block size
 
 The sweep times three passes a Transformer layer makes, each on float32 rows of width 512: ``exp`` in
 place (the softmax), ``maximum(x, 0)`` in place (ReLU) and a LayerNorm forward
@@ -134,15 +135,54 @@ def after_blas(repeat):
               f"min {min(t) * 1e3:.2f} ms, median {statistics.median(t) * 1e3:.2f} ms")
 
 
+def gelu_blocks(repeat):
+    """``fast.activations.normal_cdf`` (the exact GELU's Φ, a few dozen NumPy passes per block of
+    ``activations.BLOCK`` elements) over 1024×1024 float32, in four pieces of rows, one after another and
+    on the pool, for several block sizes. Each pass is one call that holds the GIL on its way in and out:
+    the smaller the block, the more calls, and the more the pool's threads wait for each other."""
+    from tinyattn.fast import activations
+
+    z = np.random.default_rng(0).standard_normal((1024, 1024), dtype=np.float32)
+    out = np.empty_like(z)
+    ranges = [(start, start + 256) for start in range(0, 1024, 256)]
+
+    def cdf(start, stop):
+        activations.normal_cdf(z[start:stop], out=out[start:stop])
+
+    default = activations.BLOCK
+    print(f"{'block':>8} {'one thread ms':>14} {'pooled ms':>10} {'pooled/one':>11}   (activations.BLOCK = {default})")
+    try:
+        for block in [1 << k for k in range(13, 19)]:
+            activations.BLOCK = block
+            times = {False: [], True: []}
+            with ta.use_fast_paths(pool_min_elements=0):
+                for _ in range(repeat):
+                    for pooled in (False, True):
+                        start = time.perf_counter()
+                        if pooled:
+                            parallel.run(cdf, ranges, z)
+                        else:
+                            for piece in ranges:
+                                cdf(*piece)
+                        times[pooled].append(time.perf_counter() - start)
+            one, pooled = (statistics.median(times[p]) for p in (False, True))
+            print(f"{block:>8} {one * 1e3:>14.2f} {pooled * 1e3:>10.2f} {pooled / one:>11.2f}", flush=True)
+    finally:
+        activations.BLOCK = default
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeat", type=int, default=60)
     parser.add_argument("--blas", action="store_true")
     parser.add_argument("--after-blas", action="store_true")
+    parser.add_argument("--gelu", action="store_true")
     args = parser.parse_args()
     print(f"pool threads: {parallel.thread_count()}")
     if args.blas:
         blas_threads()
+    elif args.gelu:
+        gelu_blocks(min(args.repeat, 30))
     elif args.after_blas:
         after_blas(args.repeat)
     else:
