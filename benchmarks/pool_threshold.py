@@ -5,6 +5,8 @@
     python benchmarks/pool_threshold.py --after-blas  # a pooled pass right after a BLAS call (run it with and
                                                       # without OPENBLAS_THREAD_TIMEOUT=1 in the environment)
     python benchmarks/pool_threshold.py --gelu      # the exact GELU's Φ over 1M elements, by its block size
+    python benchmarks/pool_threshold.py --after-gemm  # bias + ReLU and bias + GELU right after a GEMM, by size,
+                                                      # on one thread and pooled (as a feed-forward block runs them)
 
 The sweep times three passes a Transformer layer makes, each on float32 rows of width 512: ``exp`` in
 place (the softmax), ``maximum(x, 0)`` in place (ReLU) and a LayerNorm forward
@@ -171,16 +173,49 @@ def gelu_blocks(repeat):
         activations.BLOCK = default
 
 
+def after_gemm(repeat):
+    """``kernels.bias_relu`` and ``kernels.bias_gelu`` on ``(rows, 1536)`` right after the GEMM that makes
+    their input, as a feed-forward block runs them, with the pool (``pool_min_elements=0``) and without.
+    After a two-thread GEMM, OpenBLAS's second thread spins for a while on the other core, and a pooled
+    pass shares that core with it: the pool pays from a larger size than in the sweep above."""
+    rng = np.random.default_rng(0)
+    width, inner = 1536, 384
+    print(f"{'elements':>10} {'pass':<11} {'one thread ms':>14} {'pooled ms':>10} {'pooled/one':>11}")
+    for rows in (128, 200, 300, 400, 600, 800, 1024, 2048):
+        z = rng.standard_normal((rows, width), dtype=np.float32)
+        bias = rng.standard_normal(width, dtype=np.float32)
+        a = rng.standard_normal((rows, inner), dtype=np.float32)
+        w = rng.standard_normal((width, inner), dtype=np.float32)
+        passes = {"bias+relu": lambda x, b: kernels.bias_relu(x, b),
+                  "bias+gelu": lambda x, b: kernels.bias_gelu(x, b, "none")}
+        for name, step in passes.items():
+            times = {False: [], True: []}
+            for _ in range(repeat):
+                for pooled in (False, True):
+                    with ta.use_fast_paths(pool_min_elements=0 if pooled else 1 << 62):
+                        x = z.copy()
+                        a @ w.T  # the GEMM before the pass (its result is not used)
+                        start = time.perf_counter()
+                        step(x, bias)
+                        times[pooled].append(time.perf_counter() - start)
+            one, pooled = (statistics.median(times[p]) for p in (False, True))
+            print(f"{rows * width:>10} {name:<11} {one * 1e3:>14.2f} {pooled * 1e3:>10.2f} {pooled / one:>11.2f}",
+                  flush=True)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeat", type=int, default=60)
     parser.add_argument("--blas", action="store_true")
     parser.add_argument("--after-blas", action="store_true")
     parser.add_argument("--gelu", action="store_true")
+    parser.add_argument("--after-gemm", action="store_true")
     args = parser.parse_args()
     print(f"pool threads: {parallel.thread_count()}")
     if args.blas:
         blas_threads()
+    elif args.after_gemm:
+        after_gemm(min(args.repeat, 25))
     elif args.gelu:
         gelu_blocks(min(args.repeat, 30))
     elif args.after_blas:
