@@ -274,6 +274,21 @@ def test_a_task_error_reaches_the_caller_and_the_pool_goes_on():
         assert out.sum() == 6
 
 
+@pytest.mark.skipif(parallel._openblas() is None, reason="NumPy's BLAS here is not an OpenBLAS this process finds")
+def test_one_blas_thread_sets_openblas_to_one_thread_and_back():
+    _, get_threads = parallel._openblas()
+    before = get_threads()
+    with parallel.one_blas_thread():
+        assert get_threads() == 1
+        with parallel.one_blas_thread():  # nested (or another caller's): the count comes back when the last leaves
+            assert get_threads() == 1
+        assert get_threads() == 1
+    assert get_threads() == before
+    with pytest.raises(RuntimeError, match="inside"), parallel.one_blas_thread():
+        raise RuntimeError("inside")
+    assert get_threads() == before
+
+
 def test_thread_count_follows_the_blas_setting(monkeypatch):
     monkeypatch.setenv("OPENBLAS_NUM_THREADS", "1")
     assert parallel.thread_count() == 1
