@@ -87,11 +87,14 @@ class BlockedAttention(Function):
     A row with no key allowed keeps ``l = 0``: its output is 0 and its ``lse`` is ``+inf``, so
     its ``P`` (and every gradient through it) is 0. With ``is_causal`` query ``i`` attends keys
     ``j <= i``: key block ``[j0, j1)`` meets only queries ``j0:``, and blocks past the last query
-    are skipped. Every product works on the whole batch at once (every leading index, e.g. each
-    head), on the BLAS's own threads; a block's elementwise work (the running softmax's update,
-    backward's ``P`` and ``dS``) goes over ``fast.parallel``'s pool a few batch slices at a time,
-    the same pieces whether pooled or not. A block holds ``(…, Lq, block_size)`` scores, and no
-    step holds more than two such float arrays (and, with a boolean mask, one boolean array of that size).
+    are skipped. Where Q, K and V share their batch (NumPy arrays), the pass goes a few whole batch
+    slices at a time over ``fast.parallel``'s pool, each piece through every key block, its products
+    on one BLAS thread (``_forward_in_slices``, ``_backward_in_slices``). Otherwise every product
+    works on the whole batch at once (every leading index, e.g. each head) on the BLAS's own threads,
+    and only a block's elementwise work (the running softmax's update, backward's ``P`` and ``dS``)
+    goes over the pool. Either way the pieces depend on the shape alone, the same whether pooled or
+    not. A block holds at most ``(…, Lq, block_size)`` scores, and no step holds more than two such
+    float arrays (and, with a boolean mask, one boolean array of that size).
     """
 
     def forward(self, query, key, value, attn_mask=None, *, allowed, is_causal, scale, block_size):

@@ -15,8 +15,8 @@ every thread takes the next piece until none is left.
 - **One thread per core.** As many threads as the BLAS uses (``OPENBLAS_NUM_THREADS``,
   ``OMP_NUM_THREADS``, else the cores this process may run on), at most ``MAX_THREADS``. A kernel keeps
   the BLAS calls inside its pieces small enough that OpenBLAS runs them on one thread
-  (``BLAS_ONE_THREAD_MNK``), so a pooled pass asks for no more threads than cores (with the default
-  ``piece_elements``; much larger pieces could hand OpenBLAS a product it splits).
+  (``BLAS_ONE_THREAD_MNK``), or runs the pass inside ``one_blas_thread`` (attention's whole batch
+  slices), so a pooled pass asks for no more threads than cores.
 
 >>> import numpy as np
 >>> x = np.arange(12.0).reshape(6, 2)
@@ -92,8 +92,8 @@ def pays(like, ranges, elements=None):
 
 # ----------------------------------------------------------------------------- the BLAS's own threads
 #
-# A pass whose pieces each hold whole products (blocked attention, one batch slice's products at a
-# time) runs them on one BLAS thread per pool thread: OpenBLAS's thread count is set to 1 for the
+# A pass whose pieces each hold whole products (attention, a few batch slices' products at a time)
+# runs them on one BLAS thread per pool thread: OpenBLAS's thread count is set to 1 for the
 # pass and set back after it (``one_blas_thread``). Two OpenBLAS calls that each split over every core,
 # from two threads at once, run slower than one after another.
 
