@@ -45,8 +45,7 @@ from .. import backend
 
 BLOCK = 1 << 17  # elements per block of the float32 kernels on the CPU (512 KiB per scratch array). Smaller
 # blocks stay in a core's cache but make every pass a short call, and the pool's threads take turns holding
-# the GIL between calls: over four runs of `benchmarks/pool_threshold.py --gelu` on two cores, the pooled Φ
-# took 1.0-1.5 times one thread's time with blocks of 2¹⁵, 0.6-0.9 times with 2¹⁷
+# the GIL between calls: pooled, small blocks gain nothing (`benchmarks/pool_threshold.py --gelu` measures it)
 
 # erf(x) = x · S(x²) on |x| < 0.8, coefficients of x⁰, x², …
 _ERF_SMALL = (1.12837916, -0.376126038, 0.112831428, -0.0268221092, 0.00508744121, -0.000654960574)

@@ -328,13 +328,15 @@ def attention(query, key, value, attn_mask, allowed, is_causal, scale, dropout_p
     batch = query.shape[:-2]
     if key.shape[:-2] != batch:
         batch = tuple(np.broadcast_shapes(batch, key.shape[:-2]))
-    ranges = None if _one_piece(query, Lq, Lk, batch, max(E, Ev)) else _query_pieces(query, Lq, Lk, batch, max(E, Ev))
-    if ranges is None or len(ranges[0]) == 1:  # one piece: the same steps on whole arrays, fewer calls
-        return _attention_whole(query, key, value, attn_mask, allowed, is_causal, scale, dropout_p, out)
+    whole = (query, key, value, attn_mask, allowed, is_causal, scale, dropout_p, out)
+    if _one_piece(query, Lq, Lk, batch, max(E, Ev)):  # one piece: the same steps on whole arrays, fewer calls
+        return _attention_whole(*whole)
     slices = batch_slices(query, (query, key, value), Lq, Lk)
     if slices is not None:
-        return _attention_by_slices(slices, query, key, value, attn_mask, allowed, is_causal, scale, dropout_p, out)
-    ranges, elements = ranges
+        return _attention_by_slices(slices, *whole)
+    ranges, elements = _query_pieces(query, Lq, Lk, batch, max(E, Ev))
+    if len(ranges) == 1:
+        return _attention_whole(*whole)
     xp = backend.namespace(query)
     weights = xp.empty(batch + (Lq, Lk), dtype=query.dtype)  # P, kept for backward
     keep = _dropout_keep(weights, dropout_p)
@@ -345,23 +347,30 @@ def attention(query, key, value, attn_mask, allowed, is_causal, scale, dropout_p
 
     def attend(start, stop):  # queries start:stop of every (…) slice
         rows = (Ellipsis, slice(start, stop), slice(None))
-        scores = weights[rows]  # (…, R, Lk), a view of P: the scores become the weights in place
-        xp.matmul(query[rows] * scale, key_t, out=scores)  # S = Q Kᵀ·scale; scaling Q is the cheaper side
-        if attn_mask is not None:
-            scores += _rows(attn_mask, start, stop)  # the mask broadcasts to the scores (checked by the caller)
-        forbidden = None if allowed is None else ~_rows(allowed, start, stop)
-        if is_causal:  # query i may attend key j <= i
-            above = xp.arange(Lk) > xp.arange(start, stop)[:, None]  # (R, Lk)
-            forbidden = above if forbidden is None else forbidden | above
-        if forbidden is not None:
-            xp.copyto(scores, -math.inf, where=forbidden)
-        if scores.size:
-            softmax_into(scores, scores)  # P
-        dropped = scores if keep is None else scores * keep[rows]  # P̃
-        xp.matmul(dropped, value, out=out[rows])  # O = P̃ V  (…, R, Ev)
+        above = xp.arange(Lk) > xp.arange(start, stop)[:, None] if is_causal else None  # (R, Lk)
+        _attend(xp, query[rows], key_t, value, scale, _rows(attn_mask, start, stop), _rows(allowed, start, stop),
+                above, None if keep is None else keep[rows], weights[rows], out[rows])
 
     parallel.run(attend, ranges, weights, elements)
     return out, weights, keep
+
+
+def _attend(xp, query, key_t, value, scale, attn_mask, allowed, above, keep, scores, out):
+    """One piece of ``attention``, in place: ``scores`` (a view of ``P``) becomes the masked softmax of
+    ``Q Kᵀ·scale`` and ``out`` gets ``P̃ V``. ``attn_mask``, ``allowed``, ``above`` (the causal mask) and
+    ``keep`` are the piece's parts of the masks (or ``None``); each broadcasts to ``scores``."""
+    xp.matmul(query * scale, key_t, out=scores)  # S = Q Kᵀ·scale; scaling Q is the cheaper side
+    if attn_mask is not None:
+        scores += attn_mask  # the mask broadcasts to the scores (checked by the caller)
+    forbidden = None if allowed is None else ~allowed
+    if above is not None:  # query i may attend key j <= i
+        forbidden = above if forbidden is None else forbidden | above
+    if forbidden is not None:
+        xp.copyto(scores, -math.inf, where=forbidden)
+    if scores.size:
+        softmax_into(scores, scores)  # P
+    dropped = scores if keep is None else scores * keep  # P̃
+    xp.matmul(dropped, value, out=out)  # O = P̃ V
 
 
 def batch_slices(like, arrays, Lq, Lk):
@@ -402,21 +411,11 @@ def _attention_by_slices(slices, query, key, value, attn_mask, allowed, is_causa
     out = xp.empty(batch + (Lq, value.shape[-1]), dtype=query.dtype) if out is None else out
     above = xp.arange(Lk) > xp.arange(Lq)[:, None] if is_causal else None  # (Lq, Lk): query i attends keys j <= i
 
-    def attend(first, last):  # pieces first:last
+    def attend(first, last):  # pieces first:last, each (n, Lq, ·) views
         for index in slices[first:last]:
-            scores = weights[index]  # (n, Lq, Lk), a view of P: the scores become the weights in place
-            xp.matmul(query[index] * scale, key[index].swapaxes(-1, -2), out=scores)
-            if attn_mask is not None:
-                scores += _part(attn_mask, batch, index)
-            forbidden = None if allowed is None else ~_part(allowed, batch, index)
-            if above is not None:
-                forbidden = above if forbidden is None else forbidden | above
-            if forbidden is not None:
-                xp.copyto(scores, -math.inf, where=forbidden)
-            if scores.size:
-                softmax_into(scores, scores)  # P
-            dropped = scores if keep is None else scores * keep[index]  # P̃
-            xp.matmul(dropped, value[index], out=out[index])  # O = P̃ V
+            _attend(xp, query[index], key[index].swapaxes(-1, -2), value[index], scale, _part(attn_mask, batch, index),
+                    _part(allowed, batch, index), above, None if keep is None else keep[index], weights[index],
+                    out[index])
 
     with parallel.one_blas_thread():
         parallel.run(attend, [(i, i + 1) for i in range(len(slices))], weights)
@@ -465,16 +464,16 @@ def attention_backward(grad, query, key, value, weights, keep, scale, mask_shape
     lead, (Lq, Lk) = grad.shape[:-2], weights.shape[-2:]
     E, Ev = query.shape[-1], value.shape[-1]
     size = max(E, Ev)
-    whole = _one_piece(grad, Lq, Lk, lead, size)
-    slices = None if whole else batch_slices(grad, (grad, query, key, value), Lq, Lk)
+    arguments = (grad, query, key, value, weights, keep, scale, mask_shape, out)
+    if _one_piece(grad, Lq, Lk, lead, size):  # one piece each way: the same steps on whole arrays, fewer calls
+        return _attention_backward_whole(*arguments)
+    slices = batch_slices(grad, (grad, query, key, value), Lq, Lk)
     if slices is not None:
-        return _attention_backward_by_slices(slices, grad, query, key, value, weights, keep, scale, mask_shape, out)
-    if not whole:
-        query_ranges, query_elements = _query_pieces(grad, Lq, Lk, lead, size)
-        key_ranges, key_elements = _query_pieces(grad, Lk, Lq, lead, size)  # keys, a run at a time
-        whole = len(query_ranges) == 1 and len(key_ranges) == 1
-    if whole:  # one piece each way: the same steps on whole arrays, fewer calls
-        return _attention_backward_whole(grad, query, key, value, weights, keep, scale, mask_shape, out)
+        return _attention_backward_by_slices(slices, *arguments)
+    query_ranges, query_elements = _query_pieces(grad, Lq, Lk, lead, size)
+    key_ranges, key_elements = _query_pieces(grad, Lk, Lq, lead, size)  # keys, a run at a time
+    if len(query_ranges) == 1 and len(key_ranges) == 1:
+        return _attention_backward_whole(*arguments)
     if out is None:
         out = tuple(xp.empty(lead + (n, size), dtype=grad.dtype) for n, size in ((Lq, E), (Lk, E), (Lk, Ev)))
     grad_query, grad_key, grad_value = out
