@@ -6,7 +6,7 @@ functions below. Each ``why_not_*`` function returns the reason a fast route doe
 ``None`` when it does (the pattern of PyTorch's ``why_not_sparsity_fast_path``); the layers make
 one call each (``routes.linear``, ``routes.layer_norm``, ``routes.cross_entropy``,
 ``routes.attention``, ``routes.multi_head_attention``, ``routes.encoder_layer``,
-``routes.decoder_layer``), and ``ta.explain`` prints what the same functions answer.
+``routes.decoder_layer``, ``routes.encoder``), and ``ta.explain`` prints what the same functions answer.
 
 The switch: ``ta.use_fast_paths(False)`` (a function, and a context manager that restores the
 previous settings on exit) or ``TINYATTN_FAST=0`` in the environment at import. With fast paths
@@ -331,6 +331,72 @@ def decoder_layer(layer, tgt, tgt_mask):
     return _layer_route(layer, tgt, tgt_mask, layer.norm3, layer.dropout3)
 
 
+def padding_to_zero(encoder, src, mask, is_causal):
+    """The real tokens ``(B, L)`` (``True``) of ``src`` when ``encoder`` (a ``TransformerEncoder``)
+    returns zeros at the padding, else ``None``: PyTorch's nested-tensor conditions (its encoder then
+    computes the real tokens alone, and fills the padding with zeros before the final norm). They are
+    ``enable_nested_tensor`` (the default) on a stack of the library's post-norm encoder layers with
+    ReLU or GELU, equal LayerNorm eps and an even number of heads; layers in eval mode; no graph
+    recorded (``ta.no_grad()``, or nothing needs a gradient); ``is_causal`` False; and as the mask a
+    boolean padding mask ``(B, 1, 1, L)`` (``F.padding_mask``) whose real tokens come first in each row.
+
+    This decides what the encoder returns, and so holds with fast paths on or off; the route below
+    decides only how the real tokens are computed."""
+    layers = encoder.layers
+    if not encoder.enable_nested_tensor or not len(layers) or is_causal or src.ndim != 3:
+        return None
+    first = layers[0]
+    if (not _runs_own_forward(first, "TransformerEncoderLayer") or first.norm_first or first.training
+            or feed_forward_activation(first.activation) is None
+            or first.norm1.eps != first.norm2.eps or first.self_attn.num_heads % 2):
+        return None
+    B, L, _ = src.shape
+    if getattr(mask, "dtype", None) != np.bool_ or mask.shape != (B, 1, 1, L) or not hasattr(mask, "_data"):
+        return None
+    from .backend import namespace
+    from .tensor import is_grad_enabled
+
+    if is_grad_enabled() and (src.requires_grad or any(p.requires_grad for p in encoder.parameters())):
+        return None
+    real = mask._data[:, 0, 0, :]  # (B, L)
+    xp = namespace(real)
+    first_tokens = xp.arange(L)[None, :] < real.sum(axis=1)[:, None]  # each row's real tokens, moved to its start
+    return real if bool((real == first_tokens).all()) else None
+
+
+def why_not_real_tokens_only(encoder, src, mask):
+    """``None`` when an encoder that returns zeros at the padding (``padding_to_zero``) computes its real
+    tokens alone (``fast.encoder_on_real_tokens``): each layer runs both residual blocks as fused nodes."""
+    return _real_tokens_route(encoder, src, mask)[0]
+
+
+def _real_tokens_route(encoder, src, mask):
+    """``(reason, activations)``: ``why_not_real_tokens_only``'s answer, and each layer's activation name."""
+    if not settings.enabled:
+        return FAST_OFF, None
+    activations = []
+    for i, layer in enumerate(encoder.layers):
+        if not _runs_own_forward(layer, "TransformerEncoderLayer"):
+            return f"layers.{i} is not the library's TransformerEncoderLayer with its own forward", None
+        route = encoder_layer(layer, src, mask)
+        if not route.self_attention_block or not route.feed_forward_block:
+            return f"layers.{i} does not run both residual blocks as fused nodes", None
+        activations.append(route.feed_forward_block)
+    return None, activations
+
+
+def encoder(module, src, mask, is_causal):
+    """The route of ``TransformerEncoder.forward``: ``(real, activations)``, the real tokens ``(B, L)``
+    when the padding's outputs are zeros (``padding_to_zero``, else ``None``), and when the real tokens
+    are computed alone (``why_not_real_tokens_only``) each layer's activation name, else ``None``."""
+    real = padding_to_zero(module, src, mask, is_causal)
+    if real is None:
+        return None, None
+    reason, activations = _real_tokens_route(module, src, mask)
+    _record(module, "padding", "fast.encoder_on_real_tokens (the real tokens alone; zeros at the padding)", reason)
+    return real, activations
+
+
 # A layer asks for its route on every call, and the answer reads some thirty attributes of its parts,
 # a cost that shows on a small model. The answer changes only when one of them does: a module's
 # attribute is set or deleted (a submodule or parameter replaced, training mode, a dropout's p:
@@ -398,6 +464,7 @@ def _library():
         _LIBRARY.update(
             Linear=layers.Linear, LayerNorm=layers.LayerNorm, Dropout=layers.Dropout, ReLU=layers.ReLU,
             GELU=layers.GELU, MultiHeadAttention=attention.MultiHeadAttention, relu=(functional.relu,),
+            TransformerEncoderLayer=transformer.TransformerEncoderLayer,
             gelu=(functional.gelu,),
             _sa_block=(transformer.TransformerEncoderLayer._sa_block, transformer.TransformerDecoderLayer._sa_block),
             _ff_block=(transformer.TransformerEncoderLayer._ff_block, transformer.TransformerDecoderLayer._ff_block),

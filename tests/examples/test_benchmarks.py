@@ -76,6 +76,9 @@ def test_the_bert_rows_run_and_the_peak_counts_each_product(tmp_path):
     assert [(r["case"], r["size"], r["pass"]) for r in rows] == [
         ("bert_layer", "small", "fwd"), ("bert_layer", "small", "fwd+bwd"), ("bert6", "batch8", "inference")]
     assert all(r["tinyattn_ms"] > 0 and r["pytorch_ms"] > 0 for r in rows)
+    bert6 = rows[-1]  # both libraries skip the padding; the like-for-like row beside it computes every position
+    assert bert6["ratio_every_position"] == pytest.approx(
+        bert6["tinyattn_every_position_ms"] / bert6["pytorch_every_position_ms"])
 
     import run  # benchmarks/run.py
 

@@ -12,14 +12,21 @@ it equal to that definition, values and gradients. ``tinyattn.routes`` decides w
     nodes.py        Linear, Normalize, CrossEntropy, MaskedSoftmax, SplitHeads, MergeHeads,
                     InProjection, Attention, PackedSelfAttention
     blocked.py      BlockedAttention: keys a block at a time, with a running softmax
-    blocks.py       SelfAttentionBlock, FeedForwardBlock: a Transformer layer's residual blocks
+    blocks.py       SelfAttentionBlock, FeedForwardBlock: a Transformer layer's residual blocks; an
+                    encoder stack on a padded batch's real tokens alone
     parallel.py     a small thread pool: a large pass goes in pieces of rows over every core
 
 This package sits beside ``nn.functional`` and never imports the layers (``tinyattn.nn``).
 """
 
 from .blocked import BlockedAttention, blocked_attention  # noqa: F401
-from .blocks import FeedForwardBlock, SelfAttentionBlock, feed_forward_block, self_attention_block  # noqa: F401
+from .blocks import (  # noqa: F401
+    FeedForwardBlock,
+    SelfAttentionBlock,
+    encoder_on_real_tokens,
+    feed_forward_block,
+    self_attention_block,
+)
 from .nodes import (  # noqa: F401
     Attention,
     CrossEntropy,

@@ -27,7 +27,7 @@ import numpy as np
 
 from .. import backend
 from ..masks import checked_mask, per_batch_mask
-from ..tensor import Function
+from ..tensor import Function, Tensor
 from .kernels import (
     bias_gelu,
     bias_relu,
@@ -98,9 +98,15 @@ class SelfAttentionBlock(_ResidualBlock):
     """Multi-head self-attention with its LayerNorm and residual sum, as one node.
 
     ``forward(x, norm_weight, norm_bias, w_q, w_k, w_v, b_q, b_k, b_v, w_o, b_o, *, num_heads,
-    norm_first, eps, attn_mask, allowed, is_causal)``: ``x (B, L, E)``; ``attn_mask`` a float mask
-    array added to the scores (one that needs no gradient) or ``None``; ``allowed`` a boolean one
-    (``True`` = may attend) or ``None``; no dropout.
+    norm_first, eps, attn_mask, allowed, is_causal, tokens=None)``: ``x (B, L, E)``; ``attn_mask`` a
+    float mask array added to the scores (one that needs no gradient) or ``None``; ``allowed`` a boolean
+    one (``True`` = may attend) or ``None``; no dropout.
+
+    ``tokens``: ``None``, or ``(index, B, L)`` for ``x (T, E)`` that holds only the rows ``index (T,)`` of
+    a padded ``(B·L, E)`` batch, its real tokens (``TransformerEncoder`` skipping the padding). Every step
+    but attention is a step per row and runs on the ``T`` rows; attention scatters ``q``, ``k``, ``v`` into
+    the padded ``(3, B, H, L, D)`` (zero rows where the padding is; the mask keeps them from every key's
+    weight) and keeps the output's ``T`` rows.
 
         h = norm(x) (pre-norm) or x          qkv = in_proj(h)  (3, B, H, L, D)
         a = attention(qkv)  (M, E), heads merged        s = x + a W_oᵀ + b_o
@@ -116,23 +122,34 @@ class SelfAttentionBlock(_ResidualBlock):
     saved_inputs, saves_output = (0, 1, 9), False
 
     def forward(self, x, norm_weight, norm_bias, w_q, w_k, w_v, b_q, b_k, b_v, w_o, b_o, *, num_heads,
-                norm_first, eps, attn_mask, allowed, is_causal):
-        B, L, E = x.shape
-        rows = x.reshape(B * L, E)  # (M, E)
+                norm_first, eps, attn_mask, allowed, is_causal, tokens=None):
+        E = x.shape[-1]
+        B, L = x.shape[:2] if tokens is None else tokens[1:]
+        index, self.tokens = (None if tokens is None else tokens[0]), tokens  # index (T,) or None
+        rows = x.reshape(-1, E)  # (M, E): M = B·L, or T
         h = self._norm_input(rows, norm_weight, norm_bias, eps, norm_first)  # (M, E)
-        qkv, self.w_qkv = in_projection(h, (w_q, w_k, w_v), (b_q, b_k, b_v), (B, L), num_heads)  # (3, B, H, L, D)
+        qkv, self.w_qkv = in_projection(h, (w_q, w_k, w_v), (b_q, b_k, b_v), (B, L), num_heads,
+                                        index)  # (3, B, H, L, D)
         self.scale = 1.0 / math.sqrt(qkv.shape[-1])
         merged, self.weights, _ = packed_attention(qkv, attn_mask, allowed, is_causal, self.scale, 0.0)
-        self.h, self.qkv, self.merged, self.w_o = h, qkv, merged.reshape(B * L, E), w_o  # merged heads a (M, E)
+        merged = merged.reshape(B * L, E) if index is None else merged.reshape(B * L, E)[index]
+        self.h, self.qkv, self.merged, self.w_o = h, qkv, merged, w_o  # merged heads a (M, E)
         return self._output(self.merged, w_o, b_o, rows, norm_weight, norm_bias, eps).reshape(x.shape)
 
     def backward(self, grad):
         parents = self.parents  # a weight's or bias's product runs only when it needs its gradient
         grad_s, grad_merged, grad_w_o, grad_b_o, grad_norm = self._grad_of_output(
             grad, self.merged, self.w_o, parents[9], parents[10])  # ∂s, ∂a (M, E), ∂W_o, ∂b_o
+        index = None
+        if self.tokens is not None:  # ∂a's rows back in the padded batch; the padding's rows are 0
+            index, B, L = self.tokens
+            every_row = backend.namespace(grad_merged).zeros((B * L, grad_merged.shape[1]), dtype=grad_merged.dtype)
+            every_row[index] = grad_merged
+            grad_merged = every_row  # (B·L, E)
         grad_qkv, _ = packed_attention_backward(grad_merged, self.qkv, self.weights, None, self.scale)
         in_proj_needs = [True] + [p.requires_grad for p in parents[3:9]]  # ∂h, then W_q … b_v
-        grad_h, *grad_in_proj = in_projection_backward(grad_qkv, self.h, self.w_qkv, in_proj_needs)  # ∂h (M, E)
+        grad_h, *grad_in_proj = in_projection_backward(grad_qkv, self.h, self.w_qkv, in_proj_needs,
+                                                       index)  # ∂h (M, E)
         return self._grad_of_input(grad_h, grad_s, grad_norm, grad.shape) + (*grad_in_proj, grad_w_o, grad_b_o)
 
 
@@ -194,20 +211,21 @@ class FeedForwardBlock(_ResidualBlock):
 _APPROXIMATE = {"gelu": "none", "gelu_tanh": "tanh"}  # FeedForwardBlock's activation -> GELU's approximate
 
 
-def self_attention_block(x, norm, attention, attn_mask, is_causal, norm_first):
+def self_attention_block(x, norm, attention, attn_mask, is_causal, norm_first, tokens=None):
     """``SelfAttentionBlock`` on a layer's parts: ``norm`` (its LayerNorm), ``attention`` (its
-    multi-head attention with ``q_proj``, ``k_proj``, ``v_proj``, ``out_proj``) and the layer's mask."""
+    multi-head attention with ``q_proj``, ``k_proj``, ``v_proj``, ``out_proj``) and the layer's mask;
+    ``tokens`` as the block's (``x (T, E)``, the real tokens of a padded batch)."""
     q, k, v, out = attention.q_proj, attention.k_proj, attention.v_proj, attention.out_proj
     float_mask = allowed = None
     if attn_mask is not None:
-        B, L, _ = x.shape
+        B, L = x.shape[:2] if tokens is None else tokens[1:]
         mask = checked_mask(per_batch_mask(attn_mask), x, (B, attention.num_heads, L, L))
         float_mask, allowed = (None, mask._data) if mask.dtype == np.bool_ else (mask._data, None)
     return SelfAttentionBlock.apply(
         x, norm.weight, norm.bias, q.weight, k.weight, v.weight, q.bias, k.bias, v.bias, out.weight, out.bias,
         num_heads=attention.num_heads, norm_first=norm_first, eps=norm.eps, attn_mask=float_mask,
-        allowed=allowed, is_causal=is_causal,
-    )  # (B, L, E)
+        allowed=allowed, is_causal=is_causal, tokens=tokens,
+    )  # (B, L, E), or (T, E)
 
 
 def feed_forward_block(x, norm, linear1, linear2, norm_first, activation="relu"):
@@ -215,3 +233,24 @@ def feed_forward_block(x, norm, linear1, linear2, norm_first, activation="relu")
     activation's name (``"relu"``, ``"gelu"``, ``"gelu_tanh"``; ``routes.feed_forward_activation``)."""
     return FeedForwardBlock.apply(x, norm.weight, norm.bias, linear1.weight, linear1.bias, linear2.weight,
                                   linear2.bias, norm_first=norm_first, eps=norm.eps, activation=activation)  # (…, E)
+
+
+def encoder_on_real_tokens(layers, activations, src, mask, real):
+    """A stack of post-norm encoder ``layers`` run on the real tokens of a padded batch alone, without
+    recording a graph: ``src (B, L, E)``, ``mask`` its boolean padding mask ``(B, 1, 1, L)`` and ``real
+    (B, L)`` its real tokens (``True``), ``activations`` each layer's feed-forward activation's name.
+    Returns ``(B, L, E)`` with zeros at the padding, as PyTorch's encoder does with nested tensors.
+
+    The ``T`` real tokens are gathered into ``(T, E)`` rows once; each layer's two residual blocks run
+    on them (``SelfAttentionBlock`` with ``tokens``: only attention sees the padded batch), and the
+    rows are scattered back at the end. Every product and pass per row is ``T`` rows long, not ``B·L``."""
+    xp = backend.namespace(src._data)
+    B, L, E = src.shape
+    index = xp.flatnonzero(real.reshape(-1))  # (T,): the real tokens' positions among the B·L rows
+    x = Tensor._wrap(src._data.reshape(B * L, E)[index], src)  # (T, E), a copy
+    for layer, activation in zip(layers, activations):
+        x = self_attention_block(x, layer.norm1, layer.self_attn, mask, False, False, tokens=(index, B, L))
+        x = feed_forward_block(x, layer.norm2, layer.linear1, layer.linear2, False, activation)
+    out = xp.zeros((B * L, E), dtype=x.dtype)
+    out[index] = x._data
+    return Tensor._wrap(out.reshape(B, L, E), src)  # (B, L, E)

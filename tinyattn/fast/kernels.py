@@ -595,30 +595,40 @@ def merge_heads(x):
     return x.transpose(0, 2, 1, 3).reshape(B, L, H * D)  # (B, H, L, D) -> (B, L, E), a copy
 
 
-def in_projection(rows, weights, biases, batch_shape, num_heads):
+def in_projection(rows, weights, biases, batch_shape, num_heads, tokens=None):
     """``(qkv, W)``: ``rows (B·L, E)`` (``batch_shape = (B, L)``) projected by ``W = [W_q; W_k; W_v]``
     (``(3·H·D, E)``, stacked) and ``b = [b_q; b_k; b_v]`` (``biases`` may be ``None``) in one
-    ``(B·L, 3·H·D)`` product, ``Y = X Wᵀ + b``; ``qkv (3, B, H, L, D)`` is a view of ``Y``, split into heads."""
+    ``(B·L, 3·H·D)`` product, ``Y = X Wᵀ + b``; ``qkv (3, B, H, L, D)`` is a view of ``Y``, split into heads.
+
+    ``tokens``: ``None``, or the positions ``(T,)`` among the ``B·L`` rows of the ``T`` rows given (the
+    real tokens of a padded batch, ``rows (T, E)``); the product is ``T`` rows, and ``Y``'s other rows are 0."""
     xp = backend.namespace(rows)
     weight = xp.concatenate(weights)  # (3·H·D, E)
-    out = rows @ weight.T  # (B·L, 3·H·D), a fresh array
+    out = rows @ weight.T  # (B·L, 3·H·D) or (T, 3·H·D), a fresh array
     if biases is not None:
         out += xp.concatenate(biases)
+    if tokens is not None:
+        every_row = xp.zeros((batch_shape[0] * batch_shape[1], out.shape[1]), dtype=out.dtype)
+        every_row[tokens] = out
+        out = every_row  # (B·L, 3·H·D)
     H, D = num_heads, weights[0].shape[0] // num_heads
     return out.reshape(*batch_shape, 3, H, D).transpose(2, 0, 3, 1, 4), weight  # (3, B, H, L, D)
 
 
-def in_projection_backward(grad, rows, weight, needs):
+def in_projection_backward(grad, rows, weight, needs, tokens=None):
     """``[∂X, ∂W_q, ∂W_k, ∂W_v(, ∂b_q, ∂b_k, ∂b_v)]`` of ``in_projection`` for ``grad = ∂L/∂qkv
     (3, B, H, L, D)``, seen as ``G (B·L, 3·H·D)`` (a view when laid out as ``Y``), ``G = [G_q G_k G_v]``:
 
         ∂X = G W  (B·L, E)    ∂W_q = G_qᵀ X    ∂b_q = Σ_rows G_q    (and so for k, v)
 
     ``needs``: one boolean per input (x, three weights, and three biases or none); ``None`` where
-    False. Each weight's and bias's gradient is its own product: a fresh array a leaf can keep."""
+    False. Each weight's and bias's gradient is its own product: a fresh array a leaf can keep.
+    ``tokens`` as ``in_projection``'s: ``∂X`` is then ``(T, E)``."""
     _, B, H, L, D = grad.shape
     E = H * D
     grad = grad.transpose(1, 3, 0, 2, 4).reshape(B * L, 3 * E)  # G (B·L, 3·H·D)
+    if tokens is not None:
+        grad = grad[tokens]  # G's rows of the tokens given to in_projection (T, 3·H·D)
     parts = (grad[:, :E], grad[:, E:2 * E], grad[:, 2 * E:])  # G_q, G_k, G_v (B·L, H·D), views
     grads = [grad @ weight if needs[0] else None]  # ∂X (B·L, E)
     for part, need in zip(parts, needs[1:4]):

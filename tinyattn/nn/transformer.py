@@ -278,22 +278,40 @@ class TransformerEncoder(Module):
     start equal). ``forward(src, mask=None, is_causal=False)`` passes ``mask`` and ``is_causal``
     to every layer. Use ``norm=nn.LayerNorm(d_model)`` with pre-norm layers.
 
+    ``enable_nested_tensor=True`` (PyTorch's default) gives PyTorch's inference result on a padded
+    batch: where PyTorch's encoder would use nested tensors (post-norm ReLU or GELU layers in eval
+    mode, no graph recorded, a padding mask such as ``F.padding_mask(lengths, S)``; the full list is
+    ``routes.padding_to_zero``), the outputs at the padding are zeros (before ``norm``), and the fast
+    route computes the real tokens alone. Their outputs are what they would be with the padding
+    computed: no real token attends to a padded one.
+
     >>> import tinyattn as ta
-    >>> encoder = TransformerEncoder(TransformerEncoderLayer(4, 1, dim_feedforward=8), num_layers=2)
+    >>> encoder = TransformerEncoder(TransformerEncoderLayer(4, 2, dim_feedforward=8), num_layers=2)
     >>> bool((encoder.layers[0].linear1.weight.numpy() != encoder.layers[1].linear1.weight.numpy()).all())
     True
+    >>> with ta.no_grad():
+    ...     out = encoder.eval()(ta.randn(2, 3, 4), mask=F.padding_mask([3, 1], 3))
+    >>> out.numpy()[1, 1:].tolist()  # the second sentence's two padded positions
+    [[0.0, 0.0, 0.0, 0.0], [0.0, 0.0, 0.0, 0.0]]
     """
 
-    def __init__(self, encoder_layer, num_layers, norm=None):
+    def __init__(self, encoder_layer, num_layers, norm=None, enable_nested_tensor=True):
         super().__init__()
         self.layers = _fresh_copies(encoder_layer, num_layers)
         self.num_layers = num_layers
         self.norm = norm
+        self.enable_nested_tensor = enable_nested_tensor
 
     def forward(self, src, mask=None, is_causal=False):
-        x = src  # (B, S, E)
-        for layer in self.layers:
-            x = layer(x, src_mask=mask, is_causal=is_causal)
+        real, activations = routes.encoder(self, src, mask, is_causal)  # real tokens (B, S), or None
+        if activations:  # the padding skipped: every layer runs on the real tokens alone
+            x = fast.encoder_on_real_tokens(self.layers, activations, src, mask, real)
+        else:
+            x = src  # (B, S, E)
+            for layer in self.layers:
+                x = layer(x, src_mask=mask, is_causal=is_causal)
+            if real is not None:  # PyTorch's nested-tensor result: zeros at the padding
+                x = x.masked_fill(Tensor._wrap(~real[..., None], x), 0.0)
         return x if self.norm is None else self.norm(x)  # (B, S, E)
 
 

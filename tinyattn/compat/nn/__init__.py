@@ -14,6 +14,7 @@
 from collections import OrderedDict
 
 from ... import _checks as check
+from ... import fast, routes
 from ... import nn as _native
 from ...creation import empty, full, zeros
 from ...interop import from_torch, to_torch
@@ -266,6 +267,8 @@ class TransformerEncoderLayer(Module, _native.TransformerEncoderLayer):
     """``torch.nn.TransformerEncoderLayer``: ``forward(src, src_mask=None, src_key_padding_mask=None,
     is_causal=False)``, sequence-first unless ``batch_first``, ``True`` = masked."""
 
+    _routes_as = _native.TransformerEncoderLayer  # the router's: it computes the native layer's forward
+
     def __init__(self, d_model, nhead, dim_feedforward=2048, dropout=0.1, activation="relu", layer_norm_eps=1e-5,
                  batch_first=False, norm_first=False, bias=True, device=None, dtype=None):
         if not bias:
@@ -304,15 +307,28 @@ class TransformerDecoderLayer(Module, _native.TransformerDecoderLayer):
 
 
 class TransformerEncoder(Module, _native.TransformerEncoder):
-    """``torch.nn.TransformerEncoder``: each layer gets PyTorch's arguments."""
+    """``torch.nn.TransformerEncoder``: each layer gets PyTorch's arguments. Where PyTorch's would use
+    nested tensors (``routes.padding_to_zero``, with batch-first layers, a boolean
+    ``src_key_padding_mask`` and no ``mask``), the outputs at the padding are zeros, as PyTorch's are."""
 
     def __init__(self, encoder_layer, num_layers, norm=None, enable_nested_tensor=True, mask_check=True):
-        super().__init__(encoder_layer, num_layers, norm=norm)
+        super().__init__(encoder_layer, num_layers, norm=norm, enable_nested_tensor=enable_nested_tensor)
 
     def forward(self, src, mask=None, src_key_padding_mask=None, is_causal=None):
-        x = src
-        for layer in self.layers:
-            x = layer(x, src_mask=mask, src_key_padding_mask=src_key_padding_mask, is_causal=bool(is_causal))
+        real = activations = None
+        padding = src_key_padding_mask
+        if (mask is None and padding is not None and padding.dtype == bool and src.ndim == 3
+                and getattr(self.layers[0], "batch_first", False)):  # PyTorch's conditions in its conventions
+            allowed = (~padding).reshape(padding.shape[0], 1, 1, padding.shape[-1])  # (B, 1, 1, S), True = real
+            real, activations = routes.encoder(self, src, allowed, bool(is_causal))
+        if activations:  # the padding skipped: every layer runs on the real tokens alone
+            x = fast.encoder_on_real_tokens(self.layers, activations, src, allowed, real)
+        else:
+            x = src
+            for layer in self.layers:
+                x = layer(x, src_mask=mask, src_key_padding_mask=padding, is_causal=bool(is_causal))
+            if real is not None:  # PyTorch's nested-tensor result: zeros at the padding
+                x = x.masked_fill(~allowed.reshape(padding.shape)[..., None], 0.0)
         return x if self.norm is None else self.norm(x)
 
 

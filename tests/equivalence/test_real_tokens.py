@@ -1,0 +1,199 @@
+"""An encoder on a padded batch, as PyTorch's with nested tensors: zeros at the padding, and the real
+tokens computed alone (``fast.encoder_on_real_tokens``, ``SelfAttentionBlock`` with ``tokens``).
+
+- With fast paths on, the real tokens alone; off, every position computed and the padding set to zero
+  afterwards: the two agree to float64 rounding, for ReLU and both GELUs, one or two layers, a
+  final norm or none, any lengths (a sentence of none included), on every backend. The real tokens'
+  outputs are those of the same encoder with ``enable_nested_tensor=False`` (every position kept).
+- ``torch.nn.TransformerEncoder`` with the same weights gives the same outputs, zeros included, where
+  its conditions hold and where each one fails (training, a gradient recorded, pre-norm, an odd
+  number of heads, a padding mask whose real tokens do not come first, ``enable_nested_tensor=False``).
+- ``SelfAttentionBlock`` with ``tokens`` (``x (T, E)``, the real rows) gives the padded block's real rows,
+  and the same gradients, input and parameters, in float64.
+- ``tinyattn.compat``'s encoder takes the same route and matches PyTorch in PyTorch's conventions.
+"""
+
+from unittest import mock
+
+import numpy as np
+import pytest
+import torch
+from graph_checks import EXACT, assert_same, grad_of, leaf
+from hypothesis import given
+from hypothesis import strategies as st
+from torch_parity import host
+
+import tinyattn as ta
+import tinyattn.nn as nn
+import tinyattn.nn.functional as F
+from tinyattn import compat, fast
+from tinyattn.fast import SelfAttentionBlock
+
+DEVICES = ["cpu", "strict", pytest.param("cuda", marks=pytest.mark.cuda)]  # cuda: skipped without a GPU
+ACTIVATIONS = {"relu": "relu", "gelu": "gelu", "gelu_tanh": nn.GELU(approximate="tanh")}
+
+
+def randomized(module, rng):
+    module.double()
+    for p in module.parameters():
+        p.data = rng.standard_normal(p.shape) * 0.5
+    return module
+
+
+def draw_encoder(data, rng, heads=(2, 4), final_norm=None):
+    H = data.draw(st.sampled_from(heads), label="heads")
+    E = H * data.draw(st.integers(1, 3), label="head size")
+    activation = data.draw(st.sampled_from(sorted(ACTIVATIONS)), label="activation")
+    layer = nn.TransformerEncoderLayer(E, H, dim_feedforward=data.draw(st.integers(1, 6), label="ff"), dropout=0.0,
+                                       activation=ACTIVATIONS[activation],
+                                       layer_norm_eps=data.draw(st.sampled_from([1e-5, 1e-12]), label="eps"))
+    with_norm = data.draw(st.booleans(), label="final norm") if final_norm is None else final_norm
+    encoder = nn.TransformerEncoder(layer, data.draw(st.integers(1, 2), label="layers"),
+                                    norm=nn.LayerNorm(E) if with_norm else None)
+    return randomized(encoder, rng).eval(), E
+
+
+def run(encoder, x, mask, fast_paths):
+    with ta.use_fast_paths(fast_paths), ta.no_grad():
+        return encoder(x, mask=mask)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@given(data=st.data())
+def test_real_tokens_alone_equal_the_reference(device, data):
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1), label="seed"))
+    encoder, E = draw_encoder(data, rng)
+    encoder.to(device)
+    B, L = data.draw(st.integers(1, 3), label="B"), data.draw(st.integers(1, 6), label="L")
+    lengths = data.draw(st.lists(st.integers(0, L), min_size=B, max_size=B), label="lengths")
+    x = leaf(rng.standard_normal((B, L, E)), device, requires_grad=False)
+    mask = F.padding_mask(lengths, L).to(device)
+    spy = mock.patch.object(fast, "encoder_on_real_tokens", wraps=fast.encoder_on_real_tokens)
+    with spy as real_tokens:
+        fast_out = host(run(encoder, x, mask, True)._data)
+        assert real_tokens.call_count == 1  # the fast route ran ...
+        reference = host(run(encoder, x, mask, False)._data)
+        assert real_tokens.call_count == 1  # ... and the reference did not
+    assert_same([fast_out], [reference])
+    real = np.arange(L)[None, :] < np.array(lengths)[:, None]
+    padding_out = np.zeros(E) if encoder.norm is None else host(encoder.norm.bias._data)  # norm(0) = its bias
+    np.testing.assert_array_equal(fast_out[~real], np.broadcast_to(padding_out, fast_out[~real].shape))
+    encoder.enable_nested_tensor = False  # every position computed, none zeroed
+    every_position = host(run(encoder, x, mask, True)._data)
+    np.testing.assert_allclose(fast_out[real], every_position[real], **EXACT)
+    if not real.all():
+        assert np.abs(every_position[~real] - padding_out).max() > 1e-3  # the zeros above came from the route
+
+
+# ----------------------------------------------------------------------------- PyTorch's conditions
+
+CONDITIONS = ["nested", "training", "grad enabled", "norm_first", "odd heads", "padding first",
+              "enable_nested_tensor=False"]
+
+
+@pytest.mark.parametrize("condition", CONDITIONS)
+@given(data=st.data())
+def test_zeros_at_the_padding_exactly_where_pytorch_has_them(condition, data):
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1), label="seed"))
+    H = 3 if condition == "odd heads" else 2
+    E, ff = H * data.draw(st.integers(1, 3), label="head size"), data.draw(st.integers(1, 6), label="ff")
+    activation = data.draw(st.sampled_from(["relu", "gelu"]), label="activation")
+    options = dict(dropout=0.0, activation=activation, norm_first=condition == "norm_first")
+    layers, nested = data.draw(st.integers(1, 2), label="layers"), condition != "enable_nested_tensor=False"
+    ours = randomized(nn.TransformerEncoder(nn.TransformerEncoderLayer(E, H, ff, **options), layers,
+                                            enable_nested_tensor=nested), rng)
+    theirs = torch.nn.TransformerEncoder(torch.nn.TransformerEncoderLayer(E, H, ff, batch_first=True, **options),
+                                         layers, enable_nested_tensor=nested).double()
+    theirs.load_state_dict({k: torch.tensor(v) for k, v in ta.interop.to_torch(ours.state_dict()).items()})
+    ours.train(condition == "training"), theirs.train(condition == "training")
+    B, L = data.draw(st.integers(1, 3), label="B"), data.draw(st.integers(2, 6), label="L")
+    lengths = data.draw(st.lists(st.integers(1, L - 1), min_size=B, max_size=B), label="lengths")
+    real = np.arange(L)[None, :] < np.array(lengths)[:, None]  # (B, L)
+    if condition == "padding first":
+        real = real[:, ::-1].copy()  # the same lengths, the padding at the start of each row
+    x = rng.standard_normal((B, L, E))
+    recording = condition == "grad enabled"
+    with ta.enable_grad() if recording else ta.no_grad():
+        out = ours(ta.tensor(x, requires_grad=recording), mask=ta.tensor(real[:, None, None, :]))
+    with torch.enable_grad() if recording else torch.no_grad():
+        expected = theirs(torch.tensor(x, requires_grad=recording), src_key_padding_mask=torch.tensor(~real))
+    out, expected = out.detach().numpy(), expected.detach().numpy()
+    np.testing.assert_allclose(out, expected, rtol=1e-9, atol=1e-10)
+    zeroed = bool((expected[~real] == 0).all())
+    assert zeroed == (condition == "nested")  # PyTorch's own conditions, as this test names them
+    assert bool((out[~real] == 0).all()) == zeroed
+
+
+# ----------------------------------------------------------------------------- the block with tokens
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@given(data=st.data())
+def test_self_attention_block_on_real_tokens_matches_the_padded_block(device, data):
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1), label="seed"))
+    B, L, H = data.draw(st.integers(1, 3), label="B"), data.draw(st.integers(1, 5), label="L"), 2
+    E = H * data.draw(st.integers(1, 3), label="head size")
+    norm_first = data.draw(st.booleans(), label="norm_first")
+    lengths = data.draw(st.lists(st.integers(1, L), min_size=B, max_size=B), label="lengths")
+    real = (np.arange(L)[None, :] < np.array(lengths)[:, None]).reshape(-1)
+    index = np.flatnonzero(real)
+    allowed = F.padding_mask(lengths, L).numpy()
+    params = [leaf(rng.standard_normal(shape) * 0.5, device) for shape in [(E,)] * 2 + [(E, E)] * 3 + [(E,)] * 3 +
+              [(E, E), (E,)]]
+    x = rng.standard_normal((B, L, E))
+    upstream = rng.standard_normal((B * L, E))
+    options = dict(num_heads=H, norm_first=norm_first, eps=1e-5, attn_mask=None, is_causal=False,
+                   allowed=ta.tensor(allowed, device=device)._data)
+    results = []
+    for tokens in (None, (ta.tensor(index, device=device)._data, B, L)):
+        x_in = leaf(x if tokens is None else x.reshape(B * L, E)[index], device)
+        out = SelfAttentionBlock.apply(x_in, *params, tokens=tokens, **options)
+        grad = upstream * real[:, None] if tokens is None else upstream[index]  # the padding's rows: no gradient
+        out.backward(ta.tensor(grad.reshape(out.shape), device=device))
+        rows = host(out._data).reshape(-1, E)
+        grad_x = grad_of(x_in).reshape(-1, E)
+        results.append([rows if tokens else rows[index], grad_x if tokens else grad_x[index]]
+                       + [grad_of(p) for p in params])
+        for p in params:
+            p.grad = None
+    assert_same(*results)
+
+
+# ----------------------------------------------------------------------------- tinyattn.compat
+
+
+@pytest.mark.parametrize("batch_first", [True, False])
+@pytest.mark.parametrize("fast_paths", [True, False])
+def test_compat_encoder_matches_torch_with_a_key_padding_mask(batch_first, fast_paths):
+    rng = np.random.default_rng(7)
+    B, L, E, H = 3, 5, 8, 2
+    ours = compat.nn.TransformerEncoder(compat.nn.TransformerEncoderLayer(E, H, 16, dropout=0.0, activation="gelu",
+                                                                          batch_first=batch_first), 2).double()
+    theirs = torch.nn.TransformerEncoder(torch.nn.TransformerEncoderLayer(E, H, 16, dropout=0.0, activation="gelu",
+                                                                          batch_first=batch_first), 2).double()
+    randomized(ours, rng)
+    theirs.load_state_dict({k: torch.tensor(np.asarray(v)) for k, v in ours.state_dict().items()})
+    ours.eval(), theirs.eval()
+    padding = ~(np.arange(L)[None, :] < np.array([5, 2, 3])[:, None])  # (B, L), True = padding
+    x = rng.standard_normal((B, L, E) if batch_first else (L, B, E))
+    spy = mock.patch.object(fast, "encoder_on_real_tokens", wraps=fast.encoder_on_real_tokens)
+    with spy as real_tokens, ta.use_fast_paths(fast_paths), ta.no_grad():
+        out = ours(compat.tensor(x), src_key_padding_mask=compat.tensor(padding)).numpy()
+    with torch.no_grad():
+        expected = theirs(torch.tensor(x), src_key_padding_mask=torch.tensor(padding)).numpy()
+    np.testing.assert_allclose(out, expected, rtol=1e-9, atol=1e-10)
+    assert real_tokens.call_count == int(batch_first and fast_paths)
+    padded = out[padding] if batch_first else out.transpose(1, 0, 2)[padding]
+    assert bool((padded == 0).all()) == batch_first  # PyTorch uses nested tensors with batch_first only
+
+
+def test_explain_names_the_route_and_why_not():
+    encoder = nn.TransformerEncoder(nn.TransformerEncoderLayer(4, 2, 8, dropout=0.0), 2).eval()
+    x, mask = ta.randn(2, 3, 4), F.padding_mask([3, 1], 3)
+    first_line = ta.explain(encoder, x, mask=mask, file=open("/dev/null", "w")).splitlines()[0]
+    assert first_line == ("TransformerEncoder: fast.encoder_on_real_tokens (the real tokens alone; zeros at the "
+                          "padding)")
+    encoder.layers[1].keep_attn_weights = True
+    first_line = ta.explain(encoder, x, mask=mask, file=open("/dev/null", "w")).splitlines()[0]
+    assert first_line == ("TransformerEncoder: reference (layers.1 does not run both residual blocks as fused "
+                          "nodes)")
