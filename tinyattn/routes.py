@@ -351,14 +351,15 @@ def padding_to_zero(encoder, src, mask, is_causal):
             or first.norm1.eps != first.norm2.eps or first.self_attn.num_heads % 2):
         return None
     B, L, _ = src.shape
-    if getattr(mask, "dtype", None) != np.bool_ or mask.shape != (B, 1, 1, L) or not hasattr(mask, "_data"):
+    mask = getattr(mask, "_data", mask)  # a tensor's array, or an array as it is
+    if getattr(mask, "dtype", None) != np.bool_ or mask.shape != (B, 1, 1, L):
         return None
     from .backend import namespace
     from .tensor import is_grad_enabled
 
     if is_grad_enabled() and (src.requires_grad or any(p.requires_grad for p in encoder.parameters())):
         return None
-    real = mask._data[:, 0, 0, :]  # (B, L)
+    real = mask[:, 0, 0, :]  # (B, L)
     xp = namespace(real)
     first_tokens = xp.arange(L)[None, :] < real.sum(axis=1)[:, None]  # each row's real tokens, moved to its start
     return real if bool((real == first_tokens).all()) else None
