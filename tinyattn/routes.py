@@ -11,7 +11,7 @@ one call each (``routes.linear``, ``routes.layer_norm``, ``routes.cross_entropy`
 The switch: ``ta.use_fast_paths(False)`` (a function, and a context manager that restores the
 previous settings on exit) or ``TINYATTN_FAST=0`` in the environment at import. With fast paths
 off every op and layer runs its reference definition. Its keyword settings move the thresholds:
-``blocked_attention_min_keys`` (512: from this many keys on, attention without weights or dropout
+``blocked_attention_min_keys`` (513: from this many keys on, attention without weights or dropout
 goes a block of keys at a time), ``attention_block_size`` (keys per block; ``None`` chooses),
 ``pool_min_elements`` (from this many elements on, a fast kernel's pass is spread over the cores)
 and ``piece_elements`` (the size of the pieces a large pass is cut into; see ``fast.parallel``).
@@ -35,7 +35,9 @@ import numpy as np
 
 class _Settings:
     enabled = os.environ.get("TINYATTN_FAST", "1") != "0"
-    blocked_attention_min_keys = 512  # from here on the blocked path is as fast and far leaner
+    blocked_attention_min_keys = 513  # past 512 keys the blocked path is faster (and far leaner): up to 512, one
+    # batch slice's scores (512² = 2¹⁸, piece_elements) fit one piece, and the whole-matrix path, slice by slice,
+    # is faster (benchmarks/blocked_threshold.py measures both sides)
     attention_block_size = None  # keys per block: None lets BlockedAttention choose
     pool_min_elements = 3 << 18  # from this many elements on, a fast kernel's pass runs on every core
     # (fast.parallel). A pass alone pays from 2¹⁸ (benchmarks/pool_threshold.py); a layer's passes mostly follow
@@ -529,7 +531,7 @@ def explain(module, *inputs, file=None, **kwargs):
     >>> layer = ta.nn.TransformerEncoderLayer(8, 2, dim_feedforward=16, activation="gelu").eval()
     >>> _ = ta.explain(layer, ta.randn(2, 3, 8))
     TransformerEncoderLayer
-      self-attention residual: fast.SelfAttentionBlock (3 keys, under the blocked-attention threshold 512)
+      self-attention residual: fast.SelfAttentionBlock (3 keys, under the blocked-attention threshold 513)
       feed-forward residual: fast.FeedForwardBlock (gelu)
     self_attn (MultiHeadAttention): inside a fused node of its parent
     self_attn.q_proj (Linear): inside a fused node of its parent

@@ -28,7 +28,7 @@ def test_use_fast_paths_is_a_function_and_a_context_manager_that_restores():
         with ta.use_fast_paths(True, blocked_attention_min_keys=7, attention_block_size=3):
             assert routes.settings.enabled and routes.settings.blocked_attention_min_keys == 7
             assert routes.settings.attention_block_size == 3
-        assert not routes.settings.enabled and routes.settings.blocked_attention_min_keys == 512
+        assert not routes.settings.enabled and routes.settings.blocked_attention_min_keys == 513
         assert routes.settings.attention_block_size is None
     assert routes.settings.enabled
     previous = ta.use_fast_paths(False)  # called as a function, the setting stays
@@ -54,7 +54,7 @@ def test_attention_reasons_name_the_threshold_the_weights_dropout_and_the_dtype(
     assert routes.attention(q, kv, kv, None, 0.0, False) == "blocked"
     short = ta.randn(1, 2, 5, 4)
     reason = routes.why_not_blocked_attention(q, short, short, None, 0.0, False)
-    assert reason == "5 keys, fewer than the blocked-attention threshold of 512"
+    assert reason == "5 keys, fewer than the blocked-attention threshold of 513"
     assert routes.attention(q, short, short, None, 0.0, False) == "fused"
     with ta.use_fast_paths(blocked_attention_min_keys=5):
         assert routes.attention(q, short, short, None, 0.0, False) == "blocked"
@@ -75,8 +75,11 @@ def test_packed_self_attention_reasons():
     assert "need_weights" in routes.why_not_packed_self_attention(mha, x, x, x, True)
     mha.k_proj.forward = mha.k_proj.forward  # a forward set on the instance (a wrapper, say)
     assert "k_proj" in routes.why_not_packed_self_attention(mha, x, x, x, False)
-    long = ta.randn(1, 512, 8)
-    assert "threshold" in routes.why_not_packed_self_attention(nn.MultiHeadAttention(8, 2), long, long, long, False)
+    at_threshold, long = ta.randn(1, 512, 8), ta.randn(1, 513, 8)  # 512 keys: the whole matrix; 513: blocks of keys
+    assert routes.why_not_packed_self_attention(nn.MultiHeadAttention(8, 2), at_threshold, at_threshold,
+                                                at_threshold, False) is None
+    assert "513 keys, at least the blocked-attention threshold of 513" == routes.why_not_packed_self_attention(
+        nn.MultiHeadAttention(8, 2), long, long, long, False)
 
 
 def test_layer_reasons():

@@ -88,3 +88,13 @@ def test_the_bert_rows_run_and_the_peak_counts_each_product(tmp_path):
     for size in run.SIZES:  # the products-only step runs exactly the layer's products, forward and backward
         B, L, d, H = run.SIZES[size]
         assert numpy_encoder.products_only(B, L, d, H, 4 * d).flops == run.encoder_flops(size)[1]
+
+
+def test_the_blocked_threshold_script_times_both_paths():
+    import blocked_threshold  # benchmarks/blocked_threshold.py
+
+    step = blocked_threshold.step_of(1, 8, 8, 2)
+    for threshold in (9, 8):  # the whole matrix, then blocks of keys
+        with ta.use_fast_paths(True, blocked_attention_min_keys=threshold):
+            step()
+    assert all(L > 1 and E % H == 0 for _, L, E, H in blocked_threshold.SHAPES)

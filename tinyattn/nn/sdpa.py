@@ -17,7 +17,7 @@ proven equal to the definition by the test suite's equivalence table:
 - ``need_weights=True``: the definition's nodes, with ``fast.MaskedSoftmax`` as the softmax (the
   returned weights stay part of the graph: a loss may depend on them).
 - ``need_weights=False``: one ``fast.Attention`` node with its backward written out by hand.
-- ``need_weights=False``, no dropout, at least ``blocked_attention_min_keys`` keys (512): the
+- ``need_weights=False``, no dropout, at least ``blocked_attention_min_keys`` keys (513): the
   memory-efficient ``fast.BlockedAttention``, which visits the keys a block at a time with a
   running softmax and never holds the whole ``(…, Lq, Lk)`` scores.
 
