@@ -6,8 +6,11 @@ through the whole score matrix and a block of keys at a time, by the number of k
 
 Each row is ``nn.MultiHeadAttention(E, H)`` (no dropout, ``need_weights=False``) on ``(B, L, E)``
 float32 with a random upstream gradient, run with ``blocked_attention_min_keys`` just above ``L``
-(whole matrix) and at ``L`` (blocked), alternating, median of ``--repeat`` steps each. The
-ratio is whole ÷ blocked: below 1 the whole-matrix path is faster. ``routes.settings.
+(whole matrix) and at ``L`` (blocked), alternating, median of ``--repeat`` steps each: the two
+routes a user's self-attention takes, each as a whole (the whole matrix goes with the packed
+projections, ``InProjection`` + ``PackedSelfAttention``; the blocked path with the three projections
+and ``BlockedAttention``). The ratio is whole ÷ blocked: below 1 the whole-matrix route is faster.
+(Plain scaled dot-product attention at 512 keys is the ``sdpa`` large row of ``benchmarks/run.py``.) ``routes.settings.
 blocked_attention_min_keys`` is the first number of keys from which it is at or above 1. The batch
 shrinks as ``L`` grows, so that every row holds about the same number of tokens.
 """

@@ -36,8 +36,8 @@ import numpy as np
 class _Settings:
     enabled = os.environ.get("TINYATTN_FAST", "1") != "0"
     blocked_attention_min_keys = 513  # past 512 keys the blocked path is faster (and far leaner): up to 512, one
-    # batch slice's scores (512² = 2¹⁸, piece_elements) fit one piece, and the whole-matrix path, slice by slice,
-    # is faster (benchmarks/blocked_threshold.py measures both sides)
+    # batch slice of self-attention's scores (512² = 2¹⁸, piece_elements) fits one piece, and the whole-matrix
+    # path, slice by slice, is faster (benchmarks/blocked_threshold.py measures both routes of self-attention)
     attention_block_size = None  # keys per block: None lets BlockedAttention choose
     pool_min_elements = 3 << 18  # from this many elements on, a fast kernel's pass runs on every core
     # (fast.parallel). A pass alone pays from 2¹⁸ (benchmarks/pool_threshold.py); a layer's passes mostly follow
@@ -343,7 +343,8 @@ def padding_to_zero(encoder, src, mask, is_causal):
     boolean padding mask ``(B, 1, 1, L)`` (``F.padding_mask``) whose real tokens come first in each row.
 
     This decides what the encoder returns, and so holds with fast paths on or off; the route below
-    decides only how the real tokens are computed."""
+    decides only how the real tokens are computed. (PyTorch asks for a gradient of ``src`` and of the
+    first layer's parameters only; here no parameter of the stack may need one.)"""
     layers = encoder.layers
     if not encoder.enable_nested_tensor or not len(layers) or is_causal or src.ndim != 3:
         return None

@@ -13,6 +13,7 @@ tokens computed alone (``fast.encoder_on_real_tokens``, ``SelfAttentionBlock`` w
 - ``tinyattn.compat``'s encoder takes the same route and matches PyTorch in PyTorch's conventions.
 """
 
+import io
 from unittest import mock
 
 import numpy as np
@@ -48,8 +49,10 @@ def draw_encoder(data, rng, heads=(2, 4), final_norm=None):
                                        activation=ACTIVATIONS[activation],
                                        layer_norm_eps=data.draw(st.sampled_from([1e-5, 1e-12]), label="eps"))
     with_norm = data.draw(st.booleans(), label="final norm") if final_norm is None else final_norm
-    encoder = nn.TransformerEncoder(layer, data.draw(st.integers(1, 2), label="layers"),
+    encoder = nn.TransformerEncoder(layer, data.draw(st.integers(1, 3), label="layers"),
                                     norm=nn.LayerNorm(E) if with_norm else None)
+    for later in encoder.layers[1:]:  # PyTorch looks at the first layer's norm order only; the others may differ
+        later.norm_first = data.draw(st.booleans(), label="a later layer's norm_first")
     return randomized(encoder, rng).eval(), E
 
 
@@ -162,9 +165,10 @@ def test_self_attention_block_on_real_tokens_matches_the_padded_block(device, da
 # ----------------------------------------------------------------------------- tinyattn.compat
 
 
+@pytest.mark.parametrize("float_mask", [False, True], ids=["bool mask", "float mask"])
 @pytest.mark.parametrize("batch_first", [True, False])
 @pytest.mark.parametrize("fast_paths", [True, False])
-def test_compat_encoder_matches_torch_with_a_key_padding_mask(batch_first, fast_paths):
+def test_compat_encoder_matches_torch_with_a_key_padding_mask(batch_first, fast_paths, float_mask):
     rng = np.random.default_rng(7)
     B, L, E, H = 3, 5, 8, 2
     ours = compat.nn.TransformerEncoder(compat.nn.TransformerEncoderLayer(E, H, 16, dropout=0.0, activation="gelu",
@@ -175,12 +179,13 @@ def test_compat_encoder_matches_torch_with_a_key_padding_mask(batch_first, fast_
     theirs.load_state_dict({k: torch.tensor(np.asarray(v)) for k, v in ours.state_dict().items()})
     ours.eval(), theirs.eval()
     padding = ~(np.arange(L)[None, :] < np.array([5, 2, 3])[:, None])  # (B, L), True = padding
+    given = np.where(padding, -np.inf, 0.0) if float_mask else padding  # PyTorch's float form: -inf = padding
     x = rng.standard_normal((B, L, E) if batch_first else (L, B, E))
     spy = mock.patch.object(fast, "encoder_on_real_tokens", wraps=fast.encoder_on_real_tokens)
     with spy as real_tokens, ta.use_fast_paths(fast_paths), ta.no_grad():
-        out = ours(compat.tensor(x), src_key_padding_mask=compat.tensor(padding)).numpy()
+        out = ours(compat.tensor(x), src_key_padding_mask=compat.tensor(given)).numpy()
     with torch.no_grad():
-        expected = theirs(torch.tensor(x), src_key_padding_mask=torch.tensor(padding)).numpy()
+        expected = theirs(torch.tensor(x), src_key_padding_mask=torch.tensor(given)).numpy()
     np.testing.assert_allclose(out, expected, rtol=1e-9, atol=1e-10)
     assert real_tokens.call_count == int(batch_first and fast_paths)
     padded = out[padding] if batch_first else out.transpose(1, 0, 2)[padding]
@@ -190,10 +195,10 @@ def test_compat_encoder_matches_torch_with_a_key_padding_mask(batch_first, fast_
 def test_explain_names_the_route_and_why_not():
     encoder = nn.TransformerEncoder(nn.TransformerEncoderLayer(4, 2, 8, dropout=0.0), 2).eval()
     x, mask = ta.randn(2, 3, 4), F.padding_mask([3, 1], 3)
-    first_line = ta.explain(encoder, x, mask=mask, file=open("/dev/null", "w")).splitlines()[0]
+    first_line = ta.explain(encoder, x, mask=mask, file=io.StringIO()).splitlines()[0]
     assert first_line == ("TransformerEncoder: fast.encoder_on_real_tokens (the real tokens alone; zeros at the "
                           "padding)")
     encoder.layers[1].keep_attn_weights = True
-    first_line = ta.explain(encoder, x, mask=mask, file=open("/dev/null", "w")).splitlines()[0]
+    first_line = ta.explain(encoder, x, mask=mask, file=io.StringIO()).splitlines()[0]
     assert first_line == ("TransformerEncoder: reference (layers.1 does not run both residual blocks as fused "
                           "nodes)")

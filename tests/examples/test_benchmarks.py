@@ -77,6 +77,7 @@ def test_the_bert_rows_run_and_the_peak_counts_each_product(tmp_path):
         ("bert_layer", "small", "fwd"), ("bert_layer", "small", "fwd+bwd"), ("bert6", "batch8", "inference")]
     assert all(r["tinyattn_ms"] > 0 and r["pytorch_ms"] > 0 for r in rows)
     bert6 = rows[-1]  # both libraries skip the padding; the like-for-like row beside it computes every position
+    assert bert6["tinyattn_every_position_ms"] > 0 and bert6["pytorch_every_position_ms"] > 0
     assert bert6["ratio_every_position"] == pytest.approx(
         bert6["tinyattn_every_position_ms"] / bert6["pytorch_every_position_ms"])
 
@@ -91,10 +92,15 @@ def test_the_bert_rows_run_and_the_peak_counts_each_product(tmp_path):
 
 
 def test_the_blocked_threshold_script_times_both_paths():
+    from unittest import mock
+
     import blocked_threshold  # benchmarks/blocked_threshold.py
 
+    from tinyattn.fast import BlockedAttention
+
     step = blocked_threshold.step_of(1, 8, 8, 2)
-    for threshold in (9, 8):  # the whole matrix, then blocks of keys
-        with ta.use_fast_paths(True, blocked_attention_min_keys=threshold):
-            step()
-    assert all(L > 1 and E % H == 0 for _, L, E, H in blocked_threshold.SHAPES)
+    for threshold, blocked_calls in ((9, 0), (8, 1)):  # the whole matrix, then blocks of keys
+        with mock.patch.object(BlockedAttention, "forward", autospec=True, side_effect=BlockedAttention.forward) as spy:
+            with ta.use_fast_paths(True, blocked_attention_min_keys=threshold):
+                step()
+        assert spy.call_count == blocked_calls

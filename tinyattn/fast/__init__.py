@@ -3,7 +3,8 @@
 Nothing here is needed to understand what a layer computes: each fused node replaces a run of
 nodes of a reference definition (``nn.functional``, ``nn.sdpa``, ``nn.attention``,
 ``nn.transformer``) with fewer passes over memory, and the test suite's equivalence table proves
-it equal to that definition, values and gradients. ``tinyattn.routes`` decides when one runs
+it equal to that definition, values and gradients (the encoder on real tokens alone, a route with no
+gradients, has its own: ``tests/equivalence/test_real_tokens.py``). ``tinyattn.routes`` decides when one runs
 (``ta.explain`` prints where and why); ``ta.use_fast_paths(False)`` turns them all off.
 
     kernels.py      array-level steps (LayerNorm rows, ReLU and GELU rows, masked softmax, attention in

@@ -2,7 +2,7 @@
 
 Only an ``(…, Lq, block)`` piece of the scores exists at a time, never the whole ``(…, Lq, Lk)``;
 backward recomputes each block's probabilities. ``routes`` decides when it runs (by default from
-512 keys on, with no dropout and the weights not asked for); the equivalence table proves it equal
+513 keys on, with no dropout and the weights not asked for); the equivalence table proves it equal
 to the reference attention.
 """
 

@@ -14,9 +14,10 @@ the layers run each residual block as one node:
 Each block is written out straight, forward and backward side by side, on the same array-level
 steps as the fused nodes it replaces (``kernels.layer_norm_rows``, ``kernels.in_projection``,
 ``kernels.packed_attention`` and their backwards; GELU's in ``activations``), operation for
-operation. The activations are handled as rows ``(M, E)``, ``M = B·L``. ``routes.why_not_self_attention_block`` and
-``routes.why_not_feed_forward_block`` decide when a block runs; the equivalence table proves each
-equal to the layer's reference ``forward`` (``with ta.use_fast_paths(False):``).
+operation. The activations are handled as rows ``(M, E)``, ``M = B·L`` (or ``T``, the real tokens
+alone). ``routes.why_not_self_attention_block`` and ``routes.why_not_feed_forward_block`` decide when a
+block runs; the equivalence table proves each equal to the layer's reference ``forward`` (``with
+ta.use_fast_paths(False):``).
 A block skips the products for a weight or bias that needs no gradient (a frozen parameter); the
 input's and the norm's gradients, cheap beside them, it always computes.
 """
@@ -105,8 +106,8 @@ class SelfAttentionBlock(_ResidualBlock):
     ``tokens``: ``None``, or ``(index, B, L)`` for ``x (T, E)`` that holds only the rows ``index (T,)`` of
     a padded ``(B·L, E)`` batch, its real tokens (``TransformerEncoder`` skipping the padding). Every step
     but attention is a step per row and runs on the ``T`` rows; attention scatters ``q``, ``k``, ``v`` into
-    the padded ``(3, B, H, L, D)`` (zero rows where the padding is; the mask keeps them from every key's
-    weight) and keeps the output's ``T`` rows.
+    the padded ``(3, B, H, L, D)`` (zero rows where the padding is) and keeps the output's ``T`` rows. The
+    mask must forbid the padded keys (a padding mask does): their zero rows would otherwise take weight.
 
         h = norm(x) (pre-norm) or x          qkv = in_proj(h)  (3, B, H, L, D)
         a = attention(qkv)  (M, E), heads merged        s = x + a W_oᵀ + b_o
@@ -124,8 +125,11 @@ class SelfAttentionBlock(_ResidualBlock):
     def forward(self, x, norm_weight, norm_bias, w_q, w_k, w_v, b_q, b_k, b_v, w_o, b_o, *, num_heads,
                 norm_first, eps, attn_mask, allowed, is_causal, tokens=None):
         E = x.shape[-1]
-        B, L = x.shape[:2] if tokens is None else tokens[1:]
-        index, self.tokens = (None if tokens is None else tokens[0]), tokens  # index (T,) or None
+        if tokens is None:
+            (B, L, _), index = x.shape, None
+        else:
+            index, B, L = tokens  # index (T,): the rows of x among the padded batch's B·L
+        self.tokens = tokens
         rows = x.reshape(-1, E)  # (M, E): M = B·L, or T
         h = self._norm_input(rows, norm_weight, norm_bias, eps, norm_first)  # (M, E)
         qkv, self.w_qkv = in_projection(h, (w_q, w_k, w_v), (b_q, b_k, b_v), (B, L), num_heads,
@@ -236,10 +240,11 @@ def feed_forward_block(x, norm, linear1, linear2, norm_first, activation="relu")
 
 
 def encoder_on_real_tokens(layers, activations, src, mask, real):
-    """A stack of post-norm encoder ``layers`` run on the real tokens of a padded batch alone, without
-    recording a graph: ``src (B, L, E)``, ``mask`` its boolean padding mask ``(B, 1, 1, L)`` and ``real
-    (B, L)`` its real tokens (``True``), ``activations`` each layer's feed-forward activation's name.
-    Returns ``(B, L, E)`` with zeros at the padding, as PyTorch's encoder does with nested tensors.
+    """A stack of encoder ``layers`` run on the real tokens of a padded batch alone: ``src (B, L, E)``,
+    ``mask`` its boolean padding mask ``(B, 1, 1, L)`` and ``real (B, L)`` its real tokens (``True``, the
+    mask's last axis), ``activations`` each layer's feed-forward activation's name. Returns ``(B, L, E)``
+    with zeros at the padding, as PyTorch's encoder does with nested tensors; a leaf: the route
+    (``routes.padding_to_zero``) takes it only where no graph is recorded.
 
     The ``T`` real tokens are gathered into ``(T, E)`` rows once; each layer's two residual blocks run
     on them (``SelfAttentionBlock`` with ``tokens``: only attention sees the padded batch), and the
@@ -249,8 +254,9 @@ def encoder_on_real_tokens(layers, activations, src, mask, real):
     index = xp.flatnonzero(real.reshape(-1))  # (T,): the real tokens' positions among the B·L rows
     x = Tensor._wrap(src._data.reshape(B * L, E)[index], src)  # (T, E), a copy
     for layer, activation in zip(layers, activations):
-        x = self_attention_block(x, layer.norm1, layer.self_attn, mask, False, False, tokens=(index, B, L))
-        x = feed_forward_block(x, layer.norm2, layer.linear1, layer.linear2, False, activation)
+        x = self_attention_block(x, layer.norm1, layer.self_attn, mask, False, layer.norm_first,
+                                 tokens=(index, B, L))
+        x = feed_forward_block(x, layer.norm2, layer.linear1, layer.linear2, layer.norm_first, activation)
     out = xp.zeros((B * L, E), dtype=x.dtype)
     out[index] = x._data
     return Tensor._wrap(out.reshape(B, L, E), src)  # (B, L, E)

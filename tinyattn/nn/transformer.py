@@ -310,9 +310,15 @@ class TransformerEncoder(Module):
             x = src  # (B, S, E)
             for layer in self.layers:
                 x = layer(x, src_mask=mask, is_causal=is_causal)
-            if real is not None:  # PyTorch's nested-tensor result: zeros at the padding
-                x = x.masked_fill(Tensor._wrap(~real[..., None], x), 0.0)
+            if real is not None:
+                x = zeros_at_padding(x, real)
         return x if self.norm is None else self.norm(x)  # (B, S, E)
+
+
+def zeros_at_padding(x, real):
+    """``x (B, S, E)`` with zeros where ``real (B, S)`` (an array, ``True`` = a real token) is ``False``:
+    PyTorch's nested-tensor result, where the padding is never computed."""
+    return x.masked_fill(Tensor._wrap(~real[..., None], x), 0.0)
 
 
 class TransformerDecoder(Module):

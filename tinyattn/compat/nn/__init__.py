@@ -21,6 +21,7 @@ from ...interop import from_torch, to_torch
 from ...nn import functional as _native_F
 from ...nn.attention import _merge_heads, _split_heads
 from ...nn.functional import linear
+from ...nn.transformer import zeros_at_padding
 from ...ops import cat
 from ...ops_extra import triu
 from .._tensor import TWINS, Parameter, as_compat
@@ -308,18 +309,19 @@ class TransformerDecoderLayer(Module, _native.TransformerDecoderLayer):
 
 class TransformerEncoder(Module, _native.TransformerEncoder):
     """``torch.nn.TransformerEncoder``: each layer gets PyTorch's arguments. Where PyTorch's would use
-    nested tensors (``routes.padding_to_zero``, with batch-first layers, a boolean
-    ``src_key_padding_mask`` and no ``mask``), the outputs at the padding are zeros, as PyTorch's are."""
+    nested tensors (``routes.padding_to_zero``, with batch-first layers, a ``src_key_padding_mask``
+    and no ``mask``), the outputs at the padding are zeros, as PyTorch's are."""
 
     def __init__(self, encoder_layer, num_layers, norm=None, enable_nested_tensor=True, mask_check=True):
         super().__init__(encoder_layer, num_layers, norm=norm, enable_nested_tensor=enable_nested_tensor)
 
     def forward(self, src, mask=None, src_key_padding_mask=None, is_causal=None):
         real = activations = None
-        padding = src_key_padding_mask
-        if (mask is None and padding is not None and padding.dtype == bool and src.ndim == 3
+        padding = src_key_padding_mask  # (B, S): True (or a non-zero float, -inf say) = padding
+        if (mask is None and padding is not None and src.ndim == 3
                 and getattr(self.layers[0], "batch_first", False)):  # PyTorch's conditions in its conventions
-            allowed = (~padding).reshape(padding.shape[0], 1, 1, padding.shape[-1])  # (B, 1, 1, S), True = real
+            real_tokens = ~padding if padding.dtype == bool else padding == 0  # PyTorch's rule for a float mask too
+            allowed = real_tokens.reshape(padding.shape[0], 1, 1, padding.shape[-1])  # (B, 1, 1, S), True = real
             real, activations = routes.encoder(self, src, allowed, bool(is_causal))
         if activations:  # the padding skipped: every layer runs on the real tokens alone
             x = fast.encoder_on_real_tokens(self.layers, activations, src, allowed, real)
@@ -327,8 +329,8 @@ class TransformerEncoder(Module, _native.TransformerEncoder):
             x = src
             for layer in self.layers:
                 x = layer(x, src_mask=mask, src_key_padding_mask=padding, is_causal=bool(is_causal))
-            if real is not None:  # PyTorch's nested-tensor result: zeros at the padding
-                x = x.masked_fill(~allowed.reshape(padding.shape)[..., None], 0.0)
+            if real is not None:
+                x = zeros_at_padding(x, real)
         return x if self.norm is None else self.norm(x)
 
 
