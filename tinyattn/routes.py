@@ -40,7 +40,7 @@ class _Settings:
     # path, slice by slice, is faster (benchmarks/blocked_threshold.py measures both routes of self-attention)
     attention_block_size = None  # keys per block: None lets BlockedAttention choose
     pool_min_elements = 3 << 18  # from this many elements on, a fast kernel's pass runs on every core
-    # (fast.parallel). A pass alone pays from 2¹⁸ (benchmarks/pool_threshold.py); a layer's passes mostly follow
+    # (fast.parallel). A pass alone pays from 2¹⁸–2¹⁹ (benchmarks/pool_threshold.py); a layer's passes mostly follow
     # a GEMM, whose second BLAS thread then spins on the other core a while, and there it pays later
     # (benchmarks/pool_threshold.py --after-gemm)
     piece_elements = 1 << 18  # about this many elements per piece of a pooled pass: 1 MiB of float32,
