@@ -337,10 +337,11 @@ def padding_to_zero(encoder, src, mask, is_causal):
     """The real tokens ``(B, L)`` (``True``) of ``src`` when ``encoder`` (a ``TransformerEncoder``)
     returns zeros at the padding, else ``None``: PyTorch's nested-tensor conditions (its encoder then
     computes the real tokens alone, and fills the padding with zeros before the final norm). They are
-    ``enable_nested_tensor`` (the default) on a stack of the library's post-norm encoder layers with
-    ReLU or GELU, equal LayerNorm eps and an even number of heads; layers in eval mode; no graph
-    recorded (``ta.no_grad()``, or nothing needs a gradient); ``is_causal`` False; and as the mask a
-    boolean padding mask ``(B, 1, 1, L)`` (``F.padding_mask``) whose real tokens come first in each row.
+    ``enable_nested_tensor`` (the default), and as the first layer (PyTorch looks at no other) the
+    library's post-norm encoder layer with ReLU or GELU, equal LayerNorm eps and an even number of
+    heads, in eval mode; no graph recorded (``ta.no_grad()``, or nothing needs a gradient); ``is_causal``
+    False; and as the mask a boolean padding mask ``(B, 1, 1, L)`` (``F.padding_mask``) whose real tokens
+    come first in each row.
 
     This decides what the encoder returns, and so holds with fast paths on or off; the route below
     decides only how the real tokens are computed. (PyTorch asks for a gradient of ``src`` and of the
