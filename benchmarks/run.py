@@ -333,24 +333,18 @@ def bert6_cases(size, backward, device="cpu"):
     x_ta, mask = ta.tensor(x_np, device=device), F.padding_mask(lengths, L).to(device)  # mask (B, 1, 1, L)
     x_t, padding = torch.tensor(x_np, device=device), torch.tensor(~real, device=device)  # torch: True = padding
 
-    def tinyattn_step():
-        with ta.no_grad():
-            ours(x_ta, mask=mask)
+    return {"tinyattn": inference_step(ta.no_grad, ours, x_ta, mask=mask),
+            "pytorch": inference_step(torch.no_grad, theirs, x_t, src_key_padding_mask=padding),
+            "tinyattn, every position": inference_step(ta.no_grad, ours_every_position, x_ta, mask=mask),
+            "pytorch, every position": inference_step(torch.no_grad, every_position, x_t, src_key_padding_mask=padding)}
 
-    def torch_step():
-        with torch.no_grad():
-            theirs(x_t, src_key_padding_mask=padding)
 
-    def tinyattn_every_position_step():
-        with ta.no_grad():
-            ours_every_position(x_ta, mask=mask)
-
-    def torch_every_position_step():
-        with torch.no_grad():
-            every_position(x_t, src_key_padding_mask=padding)
-
-    return {"tinyattn": tinyattn_step, "pytorch": torch_step, "tinyattn, every position": tinyattn_every_position_step,
-            "pytorch, every position": torch_every_position_step}
+def inference_step(no_grad, model, *args, **kwargs):
+    """A step that calls ``model(*args, **kwargs)`` inside ``no_grad()`` (``ta.no_grad`` or ``torch.no_grad``)."""
+    def step():
+        with no_grad():
+            model(*args, **kwargs)
+    return step
 
 
 def encoder_flops(size, ff_factor=4):
@@ -416,15 +410,8 @@ def minilm_cases(size, backward, device="cpu"):
     ids = torch.tensor(batch.input_ids.numpy())
     mask = torch.tensor(batch.attention_mask.numpy()[:, 0, 0].astype(np.int64))
 
-    def tinyattn_step():
-        with ta.no_grad():
-            model(batch.input_ids, attention_mask=batch.attention_mask)
-
-    def torch_step():
-        with torch.no_grad():
-            reference(input_ids=ids, attention_mask=mask)
-
-    return {"tinyattn": tinyattn_step, "pytorch": torch_step}
+    return {"tinyattn": inference_step(ta.no_grad, model, batch.input_ids, attention_mask=batch.attention_mask),
+            "pytorch": inference_step(torch.no_grad, reference, input_ids=ids, attention_mask=mask)}
 
 
 CASES = {

@@ -92,17 +92,19 @@ def _constants(dtype, values):
     return tuple(dtype.type(v) for v in values)
 
 
-def _erfc_tail(a, out, t):
-    """``erfc(a)`` for ``a ≥ 0`` clamped to ``[0, 10.5]``, into ``out``; ``t`` scratch of ``a``'s shape."""
-    xp = backend.namespace(a)
-    one = a.dtype.type(1)
-    xp.multiply(a, a.dtype.type(_TAIL_SCALE), out=t)
-    t += one
-    xp.divide(one, t, out=t)  # t = 1 / (1 + a/2)
-    _horner(_constants(a.dtype, _ERFC_TAIL), t, out)  # R(t)
+def _erfc_tail(x, out, t, scale=1.0, coefficients=_ERFC_TAIL):
+    """``c · erfc(a)`` for ``a = scale · x``, ``x ≥ 0``, into ``out`` (``c = 1`` with R's own
+    coefficients; ``Φ(-|z|) = erfc(|z|/√2) / 2`` passes ``scale = 1/√2`` and R/2); ``t`` scratch of ``x``'s
+    shape. ``x²`` may overflow to ``inf`` (a huge ``x`` not clamped): ``exp(-inf) = 0``, no warning."""
+    xp, dtype = backend.namespace(x), x.dtype.type
+    xp.multiply(x, dtype(_TAIL_SCALE * scale), out=t)
+    t += dtype(1)
+    xp.divide(dtype(1), t, out=t)  # t = 1 / (1 + a/2)
+    _horner(_constants(x.dtype, coefficients), t, out)  # c · R(t)
     out *= t
-    xp.multiply(a, a, out=t)
-    xp.negative(t, out=t)
+    with np.errstate(over="ignore"):  # (a clamp, np.minimum, would cost a pass as slow as exp)
+        xp.multiply(x, x, out=t)
+    t *= dtype(-scale * scale)  # -a²
     xp.exp(t, out=t)  # exp(-a²)
     out *= t
     return out
@@ -173,19 +175,11 @@ def normal_cdf(z, approximate="none", out=None):
         out += z.dtype.type(1)
         out *= z.dtype.type(0.5)
         return out
-    one, result, half_tail = z.dtype.type(1), _target(z, out), _constants(z.dtype, _HALF_ERFC_TAIL)
-    for z_block, out_block in _blocks(z, result):  # the tail's steps with a = |z| / √2, written in |z|
+    one, result = z.dtype.type(1), _target(z, out)
+    for z_block, out_block in _blocks(z, result):
         abs_z = xp.abs(z_block)
-        t = xp.multiply(abs_z, z.dtype.type(_TAIL_SCALE * _SQRT_HALF))
-        t += one
-        xp.divide(one, t, out=t)  # t = 1 / (1 + a/2)
-        _horner(half_tail, t, out_block)  # R(t) / 2
-        out_block *= t
-        with np.errstate(over="ignore"):  # z² = inf past 1.8e19, and exp(-inf) = 0: no clamp needed (a clamp,
-            xp.multiply(abs_z, abs_z, out=t)  # np.minimum, costs a pass as slow as exp)
-        t *= z.dtype.type(-0.5)
-        xp.exp(t, out=t)  # exp(-a²) = exp(-z²/2)
-        out_block *= t  # Φ(-|z|) = erfc(a) / 2
+        t = xp.empty_like(abs_z)
+        _erfc_tail(abs_z, out_block, t, _SQRT_HALF, _HALF_ERFC_TAIL)  # Φ(-|z|) = erfc(|z| / √2) / 2, unclamped
         w = xp.greater_equal(z_block, 0, out=abs_z)  # 1.0 where z ≥ 0, else 0.0 (abs_z's array, done with)
         xp.subtract(one, out_block, out=t)
         t -= out_block

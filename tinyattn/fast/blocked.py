@@ -124,96 +124,93 @@ class BlockedAttention(Function):
     def _forward_whole_batch(self, xp, row_max, denominator):
         """Each key block over the whole batch: its products on the BLAS's threads, the running softmax's
         update a few batch slices at a time over the pool (rows are independent)."""
-        Lq, Lk = self.query.shape[-2], self.key.shape[-2]
         whole = (self.query, self.key, self.mask, self.allowed, self.batch)
-        scores_buffer = self._buffer(xp, math.prod(self.batch))  # one block's scores, reused by every block
-        flat = [_flat(a) for a in (row_max, denominator, self.out)]  # (N, Lq, ·) views: the steps write them
-        for start, stop, first_row in self._blocks(Lq, Lk):
-            probs = self._scores(xp, whole, start, stop, first_row, scores_buffer)  # (…, R, b)
-            self._by_slices(_online_softmax_step, [_flat(probs)] + [a[:, first_row:] for a in flat], xp)
-            # acc += exp(S_b - m') V_b; the first block covers every row, and acc is 0 until it comes
-            _add_product(self.out[..., first_row:, :], probs, self.value[..., start:stop, :], xp, first=start == 0)
+        self._forward_blocks(xp, whole, self.value, row_max, denominator, self.out, self._pooled(xp))
 
     def _forward_in_slices(self, xp, row_max, denominator):
         """A few batch slices at a time over the pool, each piece through every key block: its products
         (one BLAS thread per pool thread) and its running softmax, while the piece's scores are in the cache."""
-        Lq, Lk = self.query.shape[-2], self.key.shape[-2]
         value, out, row_max, denominator = (_flat(a) for a in (self.value, self.out, row_max, denominator))
 
         def attend(n0, n1):  # batch slices n0:n1
-            part, buffer = self._part(n0, n1), self._buffer(xp, n1 - n0)
-            for start, stop, first_row in self._blocks(Lq, Lk):
-                probs = self._scores(xp, part, start, stop, first_row, buffer)  # (n, R, b)
-                acc = out[n0:n1, first_row:]  # (n, R, Ev)
-                _online_softmax_step(probs, row_max[n0:n1, first_row:], denominator[n0:n1, first_row:], acc, xp)
-                _add_product(acc, probs, value[n0:n1, start:stop], xp, first=start == 0)
+            self._forward_blocks(xp, self._part(n0, n1), value[n0:n1], row_max[n0:n1], denominator[n0:n1],
+                                 out[n0:n1], lambda step, *arrays: step(*arrays, xp))
 
         with parallel.one_blas_thread():
-            parallel.run(attend, self._slice_ranges(), self.query, out.shape[0] * Lq * Lk)
+            parallel.run(attend, self._slice_ranges(), self.query, out.shape[0] * out.shape[1] * self.key.shape[-2])
+
+    def _forward_blocks(self, xp, part, value, row_max, denominator, out, elementwise):
+        """Every key block of the forward over ``part`` (``_scores``'s: the whole batch, or a few flattened
+        slices) and the matching ``value``, ``row_max`` (m), ``denominator`` (l) and ``out`` (acc):
+        ``S_b``, the running softmax's update (``elementwise(step, *arrays)`` runs it) and
+        ``acc += exp(S_b - m') V_b``."""
+        Lq, Lk = self.query.shape[-2], self.key.shape[-2]
+        buffer = self._buffer(xp, math.prod(part[-1]))  # one block's scores, reused by every block
+        for start, stop, first_row in self._blocks(Lq, Lk):
+            rows = (Ellipsis, slice(first_row, Lq), slice(None))
+            probs = self._scores(xp, part, start, stop, first_row, buffer)  # (…, R, b)
+            acc = out[rows]  # (…, R, Ev), a view
+            elementwise(_online_softmax_step, probs, row_max[rows], denominator[rows], acc)
+            # the first block covers every row, and acc is 0 until it comes
+            _add_product(acc, probs, value[..., start:stop, :], xp, first=start == 0)
 
     def backward(self, grad):
         xp = backend.namespace(grad)
         needs = [p.requires_grad for p in self.parents]
-        dtype, Lq, Lk = grad.dtype, self.query.shape[-2], self.key.shape[-2]
         D = xp.einsum("...k,...k->...", grad, self.out)[..., None]  # (…, Lq, 1): rowsum(dO ∘ O), no temporary
-        grads = [xp.zeros(t.shape, dtype=dtype) if need else None for t, need in zip(self.parents, needs)]
-        grad_query, grad_key, grad_value = grads[:3]
+        grads = [xp.zeros(t.shape, dtype=grad.dtype) if need else None for t, need in zip(self.parents, needs)]
         grad_mask = _at_least_2d(grads[3]) if len(grads) > 3 else None  # a view: accumulating fills grads[3]
         if grad_mask is None and self._in_slices():
             self._backward_in_slices(xp, grad, D, grads[:3])
-            if grad_query is not None:
-                grad_query *= self.scale
-            return tuple(grads)
-        whole = (self.query, self.key, self.mask, self.allowed, self.batch)
-        probs_buffer, grad_scores_buffer = (self._buffer(xp, math.prod(self.batch)) for _ in range(2))
-        flat_lse, flat_D = _flat(self.lse), _flat(D)  # (N, Lq, 1)
-        for start, stop, first_row in self._blocks(Lq, Lk):
-            rows, keys = (Ellipsis, slice(first_row, Lq), slice(None)), (Ellipsis, slice(start, stop), slice(None))
-            probs = self._scores(xp, whole, start, stop, first_row, probs_buffer)  # (…, R, b)
-            grad_out = grad[rows]  # (…, R, Ev)
-            grad_scores = _view(grad_scores_buffer, probs.shape)
-            xp.matmul(grad_out, self.value[keys].swapaxes(-1, -2), out=grad_scores)  # dP = dO V_bᵀ
-            # P = exp(S_b - lse), dS = P ∘ (dP - D): a few batch slices at a time over the pool
-            self._by_slices(_probs_and_grad_scores_step, [_flat(probs), _flat(grad_scores), flat_lse[:, first_row:],
-                                                          flat_D[:, first_row:]], xp)
-            if grad_value is not None:  # dV_b = Pᵀ dO (each block of keys comes once)
-                _add_product(grad_value[keys], probs.swapaxes(-1, -2), grad_out, xp, first=True)
-            if grad_query is not None:  # dQ += dS K_b (· scale, once at the end); the first block covers every row
-                _add_product(grad_query[rows], grad_scores, self.key[keys], xp, first=start == 0)
-            if grad_key is not None:  # dK_b = dSᵀ (Q · scale)
-                _add_product(grad_key[keys], grad_scores.swapaxes(-1, -2), self.query[rows], xp, first=True)
-            if grad_mask is not None:  # dmask_b += dS, summed over the axes the mask broadcasts
-                block = _block_index(grad_mask, first_row, start, stop)
-                grad_mask[block] += ops.sum_to(grad_scores, grad_mask[block].shape)
-        if grad_query is not None:
-            grad_query *= self.scale
+        else:
+            whole = (self.query, self.key, self.mask, self.allowed, self.batch)
+            self._backward_blocks(xp, whole, self.value, grad, self.lse, D, grads[:3] + [grad_mask], self._pooled(xp))
+        if grads[0] is not None:
+            grads[0] *= self.scale  # dQ
         return tuple(grads)
 
     def _backward_in_slices(self, xp, grad, D, grads):
         """Backward a few batch slices at a time over the pool, as ``_forward_in_slices``: a slice's
         gradients of Q, K and V come from that slice alone, so the pieces write disjoint parts."""
-        Lq, Lk = self.query.shape[-2], self.key.shape[-2]
-        grad, D, lse = _flat(grad), _flat(D), _flat(self.lse)  # (N, Lq, ·)
-        query, key, value = _flat(self.query), _flat(self.key), _flat(self.value)
-        grad_query, grad_key, grad_value = (None if g is None else _flat(g) for g in grads)  # views of zeros
+        grad, D, lse, value = (_flat(a) for a in (grad, D, self.lse, self.value))  # (N, Lq or Lk, ·)
+        grads = [None if g is None else _flat(g) for g in grads]  # views of zeros
 
         def backward(n0, n1):  # batch slices n0:n1
-            part, probs_buffer, grad_scores_buffer = self._part(n0, n1), *(self._buffer(xp, n1 - n0) for _ in range(2))
-            for start, stop, first_row in self._blocks(Lq, Lk):
-                probs = self._scores(xp, part, start, stop, first_row, probs_buffer)  # (n, R, b)
-                grad_out, keys = grad[n0:n1, first_row:], (slice(n0, n1), slice(start, stop))  # (n, R, Ev)
-                grad_scores = _view(grad_scores_buffer, probs.shape)
-                xp.matmul(grad_out, value[keys].swapaxes(-1, -2), out=grad_scores)  # dP = dO V_bᵀ
-                _probs_and_grad_scores_step(probs, grad_scores, lse[n0:n1, first_row:], D[n0:n1, first_row:], xp)
-                if grad_value is not None:  # dV_b = Pᵀ dO
-                    _add_product(grad_value[keys], probs.swapaxes(-1, -2), grad_out, xp, first=True)
-                if grad_query is not None:  # dQ += dS K_b (· scale, once at the end)
-                    _add_product(grad_query[n0:n1, first_row:], grad_scores, key[keys], xp, first=start == 0)
-                if grad_key is not None:  # dK_b = dSᵀ (Q · scale)
-                    _add_product(grad_key[keys], grad_scores.swapaxes(-1, -2), query[n0:n1, first_row:], xp, first=True)
+            self._backward_blocks(xp, self._part(n0, n1), value[n0:n1], grad[n0:n1], lse[n0:n1], D[n0:n1],
+                                  [None if g is None else g[n0:n1] for g in grads] + [None],
+                                  lambda step, *arrays: step(*arrays, xp))
 
         with parallel.one_blas_thread():
-            parallel.run(backward, self._slice_ranges(), self.query, query.shape[0] * Lq * Lk)
+            parallel.run(backward, self._slice_ranges(), self.query, grad.shape[0] * grad.shape[1] * self.key.shape[-2])
+
+    def _backward_blocks(self, xp, part, value, grad, lse, D, grads, elementwise):
+        """Every key block of the backward over ``part`` (as ``_forward_blocks``) and the matching ``value``,
+        ``grad`` (dO), ``lse``, ``D`` and ``grads`` (dQ, dK, dV, dmask, each ``None`` or zeros to fill): ``P``
+        and ``dS`` (``elementwise(step, *arrays)`` runs them), then each gradient's product."""
+        (query, key, *_), (grad_query, grad_key, grad_value, grad_mask) = part, grads
+        Lq, Lk, slices = self.query.shape[-2], self.key.shape[-2], math.prod(part[-1])
+        probs_buffer, grad_scores_buffer = self._buffer(xp, slices), self._buffer(xp, slices)
+        for start, stop, first_row in self._blocks(Lq, Lk):
+            rows, keys = (Ellipsis, slice(first_row, Lq), slice(None)), (Ellipsis, slice(start, stop), slice(None))
+            probs = self._scores(xp, part, start, stop, first_row, probs_buffer)  # (…, R, b)
+            grad_out = grad[rows]  # (…, R, Ev)
+            grad_scores = _view(grad_scores_buffer, probs.shape)
+            xp.matmul(grad_out, value[keys].swapaxes(-1, -2), out=grad_scores)  # dP = dO V_bᵀ
+            elementwise(_probs_and_grad_scores_step, probs, grad_scores, lse[rows], D[rows])  # P, dS = P ∘ (dP - D)
+            if grad_value is not None:  # dV_b = Pᵀ dO (each block of keys comes once)
+                _add_product(grad_value[keys], probs.swapaxes(-1, -2), grad_out, xp, first=True)
+            if grad_query is not None:  # dQ += dS K_b (· scale, once at the end); the first block covers every row
+                _add_product(grad_query[rows], grad_scores, key[keys], xp, first=start == 0)
+            if grad_key is not None:  # dK_b = dSᵀ (Q · scale)
+                _add_product(grad_key[keys], grad_scores.swapaxes(-1, -2), query[rows], xp, first=True)
+            if grad_mask is not None:  # dmask_b += dS, summed over the axes the mask broadcasts
+                block = _block_index(grad_mask, first_row, start, stop)
+                grad_mask[block] += ops.sum_to(grad_scores, grad_mask[block].shape)
+
+    def _pooled(self, xp):
+        """``elementwise(step, *arrays)`` for the whole batch: ``step`` over pieces of the flattened batch
+        slices (``_by_slices``), on the pool when it pays."""
+        return lambda step, *arrays: self._by_slices(step, [_flat(a) for a in arrays], xp)
 
     def _in_slices(self):
         """Whether the pass goes a few whole batch slices at a time (``_forward_in_slices``): NumPy arrays

@@ -538,10 +538,11 @@ def _attention_backward_by_slices(slices, grad, query, key, value, weights, keep
 
     def backward(first, last):  # pieces first:last
         for index in slices[first:last]:
-            g, p = grad[index], weights[index]  # (n, Lq, Ev), (n, Lq, Lk)
-            grad_scores = g @ value[index].swapaxes(-1, -2) if every_grad_scores is None else every_grad_scores[index]
-            if every_grad_scores is not None:
-                xp.matmul(g, value[index].swapaxes(-1, -2), out=grad_scores)  # G Vᵀ
+            g, p, value_t = grad[index], weights[index], value[index].swapaxes(-1, -2)  # (n, Lq, Ev), (n, Lq, Lk)
+            if every_grad_scores is None:
+                grad_scores = g @ value_t  # G Vᵀ
+            else:  # kept whole for dmask
+                grad_scores = xp.matmul(g, value_t, out=every_grad_scores[index])
             if keep is not None:
                 grad_scores *= keep[index]  # dP
             masked_softmax_backward(grad_scores, p, out=grad_scores)  # dS, in place
