@@ -7,9 +7,11 @@
   float32 (measured on 46 million inputs: 1.17e-7, 2.41 ulp); odd, exactly.
 - The float32 normal CDF (the exact GELU's ``Φ``): within 2.5e-7 of ``scipy.special.ndtr``, and
   within 6e-5 relatively for ``z < 0`` while ``Φ`` is a normal float32 (measured: 2.27e-7, 4.4e-5).
-- The tanh form and both backward kernels against their float64 formulas; float64 inputs keep
-  scipy's erf, bit for bit the reference ``F.gelu``'s ``Φ``.
-- ``out=`` slices of rows give the rows of the whole; the strict backend runs the same code.
+- ``gelu`` (``A`` and its slope, exact and tanh) against the float64 formulas; its ``A`` is ``z · Φ``
+  with ``normal_cdf``'s ``Φ``, bit for bit; float64 inputs keep scipy's erf, bit for bit the reference
+  ``F.gelu``'s ``Φ``.
+- ``out=`` slices of rows give the rows of the whole, ``gelu`` may write over its input; the strict
+  backend runs the same code.
 """
 
 import math
@@ -105,55 +107,59 @@ def float64_formulas(z, approximate):
 @pytest.mark.parametrize("approximate", ["none", "tanh"])
 def test_float32_kernels_against_their_float64_formulas(approximate):
     z = np.random.default_rng(1).standard_normal((300, 257)).astype(F32) * 3  # more than one block of elements
-    grad = np.random.default_rng(2).standard_normal(z.shape).astype(F32)
     cdf = activations.normal_cdf(z, approximate)
-    dz = activations.gelu_backward(grad, z, cdf, approximate)
+    slope = np.empty_like(z)
+    a = activations.gelu(z, approximate, slope=slope)
     exact_cdf, exact_slope = float64_formulas(z.astype(np.float64), approximate)
-    assert cdf.dtype == dz.dtype == F32
+    assert cdf.dtype == a.dtype == slope.dtype == F32
     np.testing.assert_allclose(cdf, exact_cdf, rtol=0, atol=3e-7)
-    np.testing.assert_allclose(dz, grad * exact_slope, rtol=2e-6, atol=2e-6)
+    np.testing.assert_array_equal(a, z * cdf)  # gelu's Φ is normal_cdf's, bit for bit
+    np.testing.assert_allclose(slope, exact_slope, rtol=2e-6, atol=2e-6)
+    np.testing.assert_array_equal(activations.gelu(z, approximate), a)  # with or without the slope
 
 
 @pytest.mark.parametrize("approximate", ["none", "tanh"])
 def test_float64_keeps_scipy_erf_and_the_reference_formulas(approximate):
     z = np.random.default_rng(3).standard_normal((7, 9)) * 3
-    grad = np.random.default_rng(4).standard_normal(z.shape)
     cdf = activations.normal_cdf(z, approximate)
     if approximate == "none":  # the reference F.gelu's Φ, bit for bit
         np.testing.assert_array_equal(cdf, 0.5 * (1 + scipy.special.erf(z * (1 / math.sqrt(2)))))
         np.testing.assert_array_equal(activations.erf(z), scipy.special.erf(z))
     exact_cdf, exact_slope = float64_formulas(z, approximate)
     np.testing.assert_allclose(cdf, exact_cdf, rtol=1e-14, atol=1e-15)
-    np.testing.assert_allclose(activations.gelu_backward(grad, z, cdf, approximate), grad * exact_slope,
-                               rtol=1e-12, atol=1e-14)
+    slope = np.empty_like(z)
+    np.testing.assert_array_equal(activations.gelu(z, approximate, slope=slope), z * cdf)
+    np.testing.assert_allclose(slope, exact_slope, rtol=1e-12, atol=1e-14)
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("approximate", ["none", "tanh"])
 def test_kernels_write_row_slices_into_out(dtype, approximate):
-    """A caller may hand the kernels rows of a larger array, ``out=`` the same rows of the result."""
+    """A caller may hand the kernels rows of a larger array, ``out=`` the same rows of the result; ``gelu``
+    may write over its input."""
     z = (np.random.default_rng(5).standard_normal((40, 3000)) * 2).astype(dtype)
-    grad = np.random.default_rng(6).standard_normal(z.shape).astype(dtype)
     whole_cdf = activations.normal_cdf(z, approximate)
-    whole_grad = activations.gelu_backward(grad, z, whole_cdf, approximate)
-    cdf, dz, erf = np.empty_like(z), np.empty_like(z), np.empty_like(z)
+    whole_slope = np.empty_like(z)
+    whole_gelu = activations.gelu(z, approximate, slope=whole_slope)
+    cdf, a, slope, erf = (np.empty_like(z) for _ in range(4))
     for start, stop in ((0, 13), (13, 29), (29, 40)):
         rows = slice(start, stop)
         activations.normal_cdf(z[rows], approximate, out=cdf[rows])
-        activations.gelu_backward(grad[rows], z[rows], cdf[rows], approximate, out=dz[rows])
+        activations.gelu(z[rows], approximate, out=a[rows], slope=slope[rows])
         activations.erf(z[rows], out=erf[rows])
     np.testing.assert_array_equal(cdf, whole_cdf)
-    np.testing.assert_array_equal(dz, whole_grad)
+    np.testing.assert_array_equal(a, whole_gelu)
+    np.testing.assert_array_equal(slope, whole_slope)
     np.testing.assert_array_equal(erf, activations.erf(z))
-    in_place = grad.copy()
-    activations.gelu_backward(in_place, z, whole_cdf, approximate, out=in_place)
-    np.testing.assert_array_equal(in_place, whole_grad)
+    in_place, in_place_slope = z.copy(), np.empty_like(z)
+    assert activations.gelu(in_place, approximate, out=in_place, slope=in_place_slope) is in_place
+    np.testing.assert_array_equal(in_place, whole_gelu)
+    np.testing.assert_array_equal(in_place_slope, whole_slope)
     columns = slice(100, 2100)  # out= a non-contiguous view: written through, not into a copy
     for kernel, expected in ((lambda o: activations.normal_cdf(z[:, columns], approximate, out=o), whole_cdf),
                              (lambda o: activations.erf(z[:, columns], out=o), activations.erf(z)),
-                             (lambda o: activations.gelu_backward(grad[:, columns], z[:, columns],
-                                                                  whole_cdf[:, columns], approximate, out=o),
-                              whole_grad)):
+                             (lambda o: activations.gelu(z[:, columns], approximate, out=o), whole_gelu),
+                             (lambda o: (activations.gelu(z[:, columns], approximate, slope=o), o)[1], whole_slope)):
         target = np.zeros_like(z)
         assert kernel(target[:, columns]).base is target
         np.testing.assert_array_equal(target[:, columns], expected[:, columns])
@@ -163,16 +169,16 @@ def test_kernels_write_row_slices_into_out(dtype, approximate):
 def test_the_strict_backend_runs_the_same_kernels(dtype):
     """No NumPy-only call: the kernels run on the strict backend (a stand-in for CuPy) and agree."""
     z = (np.random.default_rng(7).standard_normal((5, 6)) * 3).astype(dtype)
-    grad = np.random.default_rng(8).standard_normal(z.shape).astype(dtype)
-    device_z, device_grad = backend.to_device(z, "strict"), backend.to_device(grad, "strict")
+    device_z = backend.to_device(z, "strict")
     for approximate in ("none", "tanh"):
         cdf = activations.normal_cdf(device_z, approximate)
         assert isinstance(cdf, backend.StrictArray)
         np.testing.assert_array_equal(backend.to_numpy(cdf), activations.normal_cdf(z, approximate))
-        dz = activations.gelu_backward(device_grad, device_z, cdf, approximate)
-        np.testing.assert_array_equal(backend.to_numpy(dz),
-                                      activations.gelu_backward(grad, z, activations.normal_cdf(z, approximate),
-                                                                approximate))
+        device_slope, slope = backend.to_device(np.empty_like(z), "strict"), np.empty_like(z)
+        a = activations.gelu(device_z, approximate, slope=device_slope)
+        assert isinstance(a, backend.StrictArray)
+        np.testing.assert_array_equal(backend.to_numpy(a), activations.gelu(z, approximate, slope=slope))
+        np.testing.assert_array_equal(backend.to_numpy(device_slope), slope)
     np.testing.assert_array_equal(backend.to_numpy(activations.erf(device_z)), activations.erf(z))
 
 

@@ -96,15 +96,18 @@ def test_gelu_pooled_is_bit_identical(M, F, dtype, approximate, pieces, seed):
     z, bias, grad = (rng.standard_normal(shape).astype(dtype) * 3 for shape in ((M, F), (F,), (M, F)))
 
     def run():
-        z_plus_b = z.copy()
-        cdf, a = kernels.bias_gelu(z_plus_b, bias, approximate)
-        return z_plus_b, cdf, a, kernels.gelu_backward_rows(grad.copy(), z_plus_b, cdf, approximate)
+        a, slope = kernels.bias_gelu(z.copy(), bias, approximate)
+        return a, slope, kernels.gelu_backward_rows(grad.copy(), slope)
 
     pooled, single = pooled_and_single(run, pieces)
     assert_identical(pooled, single)
-    z_plus_b, cdf, a, _ = pooled  # and the pieces compute GELU: A = Z Φ(Z) against torch's gelu
-    expected = torch.nn.functional.gelu(torch.from_numpy(z + bias).double(), approximate=approximate).numpy()
-    np.testing.assert_allclose(a, expected, rtol=1e-5 if dtype == np.float32 else 1e-12, atol=1e-6)
+    a, slope, grad_z = pooled  # and the pieces compute GELU and its gradient against torch's
+    z_plus_b = torch.from_numpy(z + bias).double().requires_grad_()
+    expected = torch.nn.functional.gelu(z_plus_b, approximate=approximate)
+    expected.backward(torch.from_numpy(grad).double())
+    tolerance = dict(rtol=1e-5, atol=1e-6) if dtype == np.float32 else dict(rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(a, expected.detach().numpy(), **tolerance)
+    np.testing.assert_allclose(grad_z, z_plus_b.grad.numpy(), **tolerance)
 
 
 @st.composite

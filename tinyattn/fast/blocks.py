@@ -28,7 +28,7 @@ import numpy as np
 
 from .. import backend
 from ..masks import checked_mask, per_batch_mask
-from ..tensor import Function, Tensor
+from ..tensor import Function, Tensor, is_grad_enabled
 from .kernels import (
     bias_gelu,
     bias_relu,
@@ -160,7 +160,8 @@ class SelfAttentionBlock(_ResidualBlock):
 class FeedForwardBlock(_ResidualBlock):
     """The feed-forward block (ReLU or GELU) with its LayerNorm and residual sum, as one node.
 
-    ``forward(x, norm_weight, norm_bias, w1, b1, w2, b2, *, norm_first, eps, activation="relu")``:
+    ``forward(x, norm_weight, norm_bias, w1, b1, w2, b2, *, norm_first, eps, activation="relu",
+    for_backward=True)``:
     ``x (…, E)``, ``W1 (F, E)``, ``W2 (E, F)``; ``activation`` is ``"relu"``, ``"gelu"`` (exact,
     with erf) or ``"gelu_tanh"`` (GELU's tanh approximation).
 
@@ -173,39 +174,35 @@ class FeedForwardBlock(_ResidualBlock):
         ∂h = ∂Z W1     ∂x = ∂s + (∂norm(∂h) pre-norm, ∂h post-norm)
 
     ReLU: ``act'(Z) = [A > 0]``; it acts in place, and the block keeps one ``(M, F)`` array, ``A``.
-    GELU: ``A = Z ∘ Φ(Z)``, ``act'(Z) = Φ + Z Φ'(Z)`` (``fast.activations``); the block keeps ``Z``
-    and ``Φ`` and multiplies ``A = Z ∘ Φ`` again in backward (one pass; ``Φ`` from ``Z`` alone would
-    cost the whole erf again).
+    GELU: ``A = Z ∘ Φ(Z)``, ``act'(Z) = Φ + Z Φ'(Z)`` (``fast.activations.gelu``), both computed in
+    forward, where ``Φ`` and ``exp(-Z²/2)`` are at hand; the block keeps ``A`` and ``act'(Z)``, so its
+    backward's GELU is one product. ``for_backward=False`` (no graph recorded: ``feed_forward_block``
+    knows) skips ``act'(Z)``.
     """
 
     # backward reads x (as h, post-norm), the norm's weight, W1 and W2; never its output (see Function)
     saved_inputs, saves_output = (0, 1, 3, 5), False
 
-    def forward(self, x, norm_weight, norm_bias, w1, b1, w2, b2, *, norm_first, eps, activation="relu"):
+    def forward(self, x, norm_weight, norm_bias, w1, b1, w2, b2, *, norm_first, eps, activation="relu",
+                for_backward=True):
         rows = x.reshape(-1, x.shape[-1])  # (M, E)
         h = self._norm_input(rows, norm_weight, norm_bias, eps, norm_first)  # (M, E)
         hidden = h @ w1.T  # Z (M, F), a fresh array
         self.h, self.w1, self.w2, self.activation = h, w1, w2, activation
         if activation == "relu":
             self.hidden = bias_relu(hidden, b1)  # A = relu(Z + b1), in place
-            a = self.hidden
-        else:
-            self.cdf, a = bias_gelu(hidden, b1, _APPROXIMATE[activation])  # Φ(Z), A = Z ∘ Φ (M, F); Z in place
-            self.hidden = hidden  # Z
-        return self._output(a, w2, b2, rows, norm_weight, norm_bias, eps).reshape(x.shape)
+        else:  # A = gelu(Z + b1) over Z, and gelu'(Z) for backward (none when no graph is recorded)
+            self.hidden, self.slope = bias_gelu(hidden, b1, _APPROXIMATE[activation], slope=for_backward)
+        return self._output(self.hidden, w2, b2, rows, norm_weight, norm_bias, eps).reshape(x.shape)
 
     def backward(self, grad):
         parents = self.parents  # a weight's or bias's product runs only when it needs its gradient
-        a = self.hidden  # A (ReLU); Z (GELU), whose shape is A's
-        if self.activation != "relu" and parents[5].requires_grad:
-            a = self.hidden * self.cdf  # A = Z ∘ Φ, for ∂W2
         grad_s, grad_hidden, grad_w2, grad_b2, grad_norm = self._grad_of_output(
-            grad, a, self.w2, parents[5], parents[6])  # ∂s, ∂A (M, F), ∂W2, ∂b2
-        del a  # GELU: the recomputed A is done with; one (M, F) array less through the rest
+            grad, self.hidden, self.w2, parents[5], parents[6])  # ∂s, ∂A (M, F), ∂W2, ∂b2
         if self.activation == "relu":
             relu_backward(grad_hidden, self.hidden)  # ∂Z = ∂A ∘ [A > 0], in place
         else:
-            gelu_backward_rows(grad_hidden, self.hidden, self.cdf, _APPROXIMATE[self.activation])  # ∂Z, in place
+            gelu_backward_rows(grad_hidden, self.slope)  # ∂Z = ∂A ∘ gelu'(Z), in place
         grad_w1 = grad_hidden.T @ self.h if parents[3].requires_grad else None  # (F, E)
         grad_b1 = column_sums(grad_hidden) if parents[4].requires_grad else None  # (F,)
         grad_h = grad_hidden @ self.w1  # (M, E)
@@ -235,8 +232,10 @@ def self_attention_block(x, norm, attention, attn_mask, is_causal, norm_first, t
 def feed_forward_block(x, norm, linear1, linear2, norm_first, activation="relu"):
     """``FeedForwardBlock`` on a layer's parts: its LayerNorm, its two linear layers and the
     activation's name (``"relu"``, ``"gelu"``, ``"gelu_tanh"``; ``routes.feed_forward_activation``)."""
-    return FeedForwardBlock.apply(x, norm.weight, norm.bias, linear1.weight, linear1.bias, linear2.weight,
-                                  linear2.bias, norm_first=norm_first, eps=norm.eps, activation=activation)  # (…, E)
+    inputs = (x, norm.weight, norm.bias, linear1.weight, linear1.bias, linear2.weight, linear2.bias)
+    for_backward = is_grad_enabled() and any(t.requires_grad for t in inputs)  # as Function.apply links a node
+    return FeedForwardBlock.apply(*inputs, norm_first=norm_first, eps=norm.eps, activation=activation,
+                                  for_backward=for_backward)  # (…, E)
 
 
 def encoder_on_real_tokens(layers, activations, src, mask, real):

@@ -14,7 +14,7 @@ import numpy as np
 from .. import backend, ops
 from ..routes import settings
 from . import parallel
-from .activations import gelu_backward, normal_cdf
+from .activations import gelu
 
 # ----------------------------------------------------------------------------- sums as products
 
@@ -156,30 +156,31 @@ def _relu_gate(grad, activation):  # rows of both
     grad *= activation > 0
 
 
-def bias_gelu(z, bias, approximate):
-    """``(Φ, A)`` for ``z (M, F)``: ``Z = z + b`` in place, ``Φ = Φ(Z)`` (``activations.normal_cdf``, exact or
-    ``"tanh"``) and ``A = Z ∘ Φ``, fresh ``(M, F)`` arrays. Elementwise, in pieces of rows over the pool."""
+def bias_gelu(z, bias, approximate, slope=True):
+    """``(A, slope)`` for ``z (M, F)``: ``Z = z + b``, ``A = gelu(Z)`` (``activations.gelu``, exact or
+    ``"tanh"``) written over ``z`` (returned: ``Z`` itself is not kept), and ``∂gelu/∂Z`` as a fresh ``(M, F)``
+    array when ``slope`` (else ``None``). Elementwise, in pieces of rows over the pool."""
     xp = backend.namespace(z)
-    cdf, a = xp.empty_like(z), xp.empty_like(z)
-    _by_rows(_bias_gelu, (z, cdf, a), bias, approximate, xp)
-    return cdf, a
+    slopes = xp.empty_like(z) if slope else None
+    _by_rows(_bias_gelu, (z,) if slopes is None else (z, slopes), bias, approximate)
+    return z, slopes
 
 
-def _bias_gelu(z, cdf, a, bias, approximate, xp):  # rows of z, cdf and a
+def _bias_gelu(z, *slope_and_args):  # rows of z (and of the slope)
+    *slope, bias, approximate = slope_and_args
     z += bias
-    normal_cdf(z, approximate, out=cdf)
-    xp.multiply(z, cdf, out=a)
+    gelu(z, approximate, out=z, slope=slope[0] if slope else None)
 
 
-def gelu_backward_rows(grad, z, cdf, approximate):
-    """``∂Z = ∂A ∘ (Φ + Z Φ'(Z))`` in place for ``grad = ∂A (M, F)`` (``activations.gelu_backward``);
+def gelu_backward_rows(grad, slope):
+    """``∂Z = ∂A ∘ gelu'(Z)`` in place for ``grad = ∂A (M, F)`` and ``slope = gelu'(Z)`` (``bias_gelu``'s);
     returns ``grad``. In pieces of rows over the pool."""
-    _by_rows(_gelu_gate, (grad, z, cdf), approximate)
+    _by_rows(_gelu_gate, (grad, slope))
     return grad
 
 
-def _gelu_gate(grad, z, cdf, approximate):  # rows of grad, z and cdf
-    gelu_backward(grad, z, cdf, approximate, out=grad)
+def _gelu_gate(grad, slope):  # rows of both
+    grad *= slope
 
 
 def _by_rows(step, rows, *args):
