@@ -173,9 +173,15 @@ def gelu_blocks(repeat):
         activations.BLOCK = default
 
 
+def _gate(grad, slope):  # kernels.gelu_backward_rows's product, for pieces of rows
+    grad *= slope
+
+
 def after_gemm(repeat):
     """``kernels.bias_relu`` and ``kernels.bias_gelu`` on ``(rows, 1536)`` right after the GEMM that makes
-    their input, as a feed-forward block runs them, with the pool (``pool_min_elements=0``) and without.
+    their input, as a feed-forward block runs them, with the pool (``pool_min_elements=0``) and without; and
+    backward's GELU gate, ``∂Z = ∂A ∘ gelu'(Z)``, one product in place (``kernels.gelu_backward_rows`` runs it
+    on one thread: here also cut into the pool's pieces, to compare).
     After a two-thread GEMM, OpenBLAS's second thread spins for a while on the other core, and a pooled
     pass shares that core with it: the pool pays from a larger size than in the sweep above."""
     rng = np.random.default_rng(0)
@@ -187,7 +193,8 @@ def after_gemm(repeat):
         a = rng.standard_normal((rows, inner), dtype=np.float32)
         w = rng.standard_normal((width, inner), dtype=np.float32)
         passes = {"bias+relu": lambda x, b: kernels.bias_relu(x, b),
-                  "bias+gelu": lambda x, b: kernels.bias_gelu(x, b, "none")}
+                  "bias+gelu": lambda x, b: kernels.bias_gelu(x, b, "none"),
+                  "gelu gate": lambda x, b: kernels._by_rows(_gate, (x, z))}
         for name, step in passes.items():
             times = {False: [], True: []}
             for _ in range(repeat):

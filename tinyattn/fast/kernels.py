@@ -174,13 +174,10 @@ def _bias_gelu(z, *slope_and_args):  # rows of z (and of the slope)
 
 def gelu_backward_rows(grad, slope):
     """``∂Z = ∂A ∘ gelu'(Z)`` in place for ``grad = ∂A (M, F)`` and ``slope = gelu'(Z)`` (``bias_gelu``'s);
-    returns ``grad``. In pieces of rows over the pool."""
-    _by_rows(_gelu_gate, (grad, slope))
-    return grad
-
-
-def _gelu_gate(grad, slope):  # rows of both
+    returns ``grad``. One product, on this thread: a pass this light is bound by memory, and right after the
+    GEMM that makes ``∂A`` the pool only slows it (``benchmarks/pool_threshold.py --after-gemm``)."""
     grad *= slope
+    return grad
 
 
 def _by_rows(step, rows, *args):
