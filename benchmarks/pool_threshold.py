@@ -194,7 +194,7 @@ def after_gemm(repeat):
         w = rng.standard_normal((width, inner), dtype=np.float32)
         passes = {"bias+relu": lambda x, b: kernels.bias_relu(x, b),
                   "bias+gelu": lambda x, b: kernels.bias_gelu(x, b, "none"),
-                  "gelu gate": lambda x, b: kernels._by_rows(_gate, (x, z))}
+                  "gelu gate": lambda x, b, slope=z: kernels._by_rows(_gate, (x, slope))}
         for name, step in passes.items():
             times = {False: [], True: []}
             for _ in range(repeat):
