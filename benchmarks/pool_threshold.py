@@ -4,12 +4,12 @@
     python benchmarks/pool_threshold.py --blas      # which GEMM sizes OpenBLAS runs on more than one thread
     python benchmarks/pool_threshold.py --after-blas  # a pooled pass right after a BLAS call (run it with and
                                                       # without OPENBLAS_THREAD_TIMEOUT=1 in the environment)
-    python benchmarks/pool_threshold.py --gelu      # the exact GELU's Φ over 1M elements, by its block size
-    python benchmarks/pool_threshold.py --after-gemm  # bias + ReLU and bias + GELU right after a GEMM, by size,
-                                                      # on one thread and pooled (as a feed-forward block runs them)
+    python benchmarks/pool_threshold.py --gelu      # the exact GELU (and its slope) over 1M elements, by block size
+    python benchmarks/pool_threshold.py --after-gemm  # bias + ReLU, bias + GELU and GELU's backward gate right after
+                                                      # a GEMM, by size, on one thread and pooled
 
 The sweep times three passes a Transformer layer makes, each on float32 rows of width 512: ``exp`` in
-place (the softmax), ``maximum(x, 0)`` in place (ReLU) and a LayerNorm forward
+place (the softmax), ReLU as ``clip(x, 0, inf)`` (the feed-forward block's form) and a LayerNorm forward
 (``fast.kernels.layer_norm_rows``), each as one whole pass on this thread and as pieces spread over
 ``fast.parallel``'s pool (two pieces a thread), interleaved, minimum and median of many calls. The
 smallest size at which the pooled pass is clearly faster is ``routes.settings.pool_min_elements``.
@@ -42,8 +42,8 @@ def passes(rows):
     def exp(start, stop):
         np.exp(x[start:stop], out=out[start:stop])
 
-    def relu(start, stop):
-        np.maximum(x[start:stop], 0, out=out[start:stop])
+    def relu(start, stop):  # as the feed-forward block runs it (kernels.bias_relu)
+        np.clip(x[start:stop], np.float32(0), np.float32(np.inf), out=out[start:stop])
 
     threads = parallel.thread_count()
     per_piece = -(-rows // (2 * threads))
@@ -138,18 +138,18 @@ def after_blas(repeat):
 
 
 def gelu_blocks(repeat):
-    """``fast.activations.normal_cdf`` (the exact GELU's Φ, a few dozen NumPy passes per block of
-    ``activations.BLOCK`` elements) over 1024×1024 float32, in four pieces of rows, one after another and
-    on the pool, for several block sizes. Each pass is one call that holds the GIL on its way in and out:
-    the smaller the block, the more calls, and the more the pool's threads wait for each other."""
+    """``fast.activations.gelu`` with its slope (the exact GELU as the feed-forward block runs it, a few dozen
+    NumPy passes per block of ``activations.BLOCK`` elements) over 1024×1024 float32, in four pieces of rows, one
+    after another and on the pool, for several block sizes. Each pass is one call that holds the GIL on its way
+    in and out: the smaller the block, the more calls, and the more the pool's threads wait for each other."""
     from tinyattn.fast import activations
 
     z = np.random.default_rng(0).standard_normal((1024, 1024), dtype=np.float32)
-    out = np.empty_like(z)
+    out, slope = np.empty_like(z), np.empty_like(z)
     ranges = [(start, start + 256) for start in range(0, 1024, 256)]
 
-    def cdf(start, stop):
-        activations.normal_cdf(z[start:stop], out=out[start:stop])
+    def gelu(start, stop):
+        activations.gelu(z[start:stop], out=out[start:stop], slope=slope[start:stop])
 
     default = activations.BLOCK
     print(f"{'block':>8} {'one thread ms':>14} {'pooled ms':>10} {'pooled/one':>11}   (activations.BLOCK = {default})")
@@ -162,10 +162,10 @@ def gelu_blocks(repeat):
                     for pooled in (False, True):
                         start = time.perf_counter()
                         if pooled:
-                            parallel.run(cdf, ranges, z)
+                            parallel.run(gelu, ranges, z)
                         else:
                             for piece in ranges:
-                                cdf(*piece)
+                                gelu(*piece)
                         times[pooled].append(time.perf_counter() - start)
             one, pooled = (statistics.median(times[p]) for p in (False, True))
             print(f"{block:>8} {one * 1e3:>14.2f} {pooled * 1e3:>10.2f} {pooled / one:>11.2f}", flush=True)
