@@ -463,7 +463,7 @@ def test_fallback_to_composed_nodes(device, kind, norm_first, how):
 
 
 FROZEN = {
-    "norm1_and_linear2": ("norm1.", "linear2."),  # linear2: GELU's block then never multiplies A = Z ∘ Φ again
+    "norm1_and_linear2": ("norm1.", "linear2."),  # linear2 frozen: the block skips ∂W2 = ∂sᵀ A
     "scattered": ("self_attn.q_proj.", "self_attn.out_proj.bias", "linear1.weight", "norm2.bias"),
     "every_parameter": ("",),
     "the_input": (),
@@ -704,3 +704,15 @@ def test_in_place_change_to_an_array_a_block_keeps_is_refused(block, watched, no
         node = "FeedForwardBlock" if block == "feed-forward" else "SelfAttentionBlock"
         with pytest.raises(RuntimeError, match=f"{node} saved for its backward was modified"):
             out.backward(np.ones(out.shape))
+
+
+def test_a_gelu_block_run_without_its_slope_refuses_backward_by_name():
+    """``for_backward=False`` (``feed_forward_block`` passes it only when no graph is recorded) keeps no GELU
+    slope; a backward through such a node says so instead of failing inside NumPy."""
+    layer = nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0, activation="gelu")
+    x = ta.randn(2, 3, 8, requires_grad=True)
+    norm, linear1, linear2 = layer.norm2, layer.linear1, layer.linear2
+    y = FeedForwardBlock.apply(x, norm.weight, norm.bias, linear1.weight, linear1.bias, linear2.weight,
+                               linear2.bias, norm_first=False, eps=norm.eps, activation="gelu", for_backward=False)
+    with pytest.raises(RuntimeError, match="for_backward=False"):
+        y.sum().backward()

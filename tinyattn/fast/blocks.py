@@ -201,6 +201,9 @@ class FeedForwardBlock(_ResidualBlock):
             grad, self.hidden, self.w2, parents[5], parents[6])  # ∂s, ∂A (M, F), ∂W2, ∂b2
         if self.activation == "relu":
             relu_backward(grad_hidden, self.hidden)  # ∂Z = ∂A ∘ [A > 0], in place
+        elif self.slope is None:
+            raise RuntimeError("FeedForwardBlock: backward of a forward run with for_backward=False (no GELU slope "
+                               "kept); apply it with for_backward=True when a graph is recorded")
         else:
             gelu_backward_rows(grad_hidden, self.slope)  # ∂Z = ∂A ∘ gelu'(Z), in place
         grad_w1 = grad_hidden.T @ self.h if parents[3].requires_grad else None  # (F, E)
