@@ -89,6 +89,32 @@ def test_relu_pooled_is_bit_identical(M, F, dtype, pieces, seed):
 
 
 @settings(max_examples=40, deadline=None)
+@given(M=st.integers(1, 30), N=st.integers(1, 24), dtype=dtypes, pieces=piece_sizes, seed=st.integers(0, 2**31 - 1),
+       offset=st.sampled_from([0.0, 48.5, 1e3, -7.3e5]))
+def test_layer_norm_rows_of_constant_and_nearly_constant_rows(M, N, dtype, pieces, seed, offset):
+    """A constant row gives exactly 0 (as PyTorch's LayerNorm does), and a row whose spread is far below its mean
+    comes out as the float64 formula gives it on the same values, not as the mean's rounding error times 1/√eps."""
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((M, N))
+    kind = rng.integers(0, 3, M)  # 0: random, 1: constant, 2: nearly constant
+    x[kind == 1] = offset + rng.standard_normal(((kind == 1).sum(), 1))
+    x[kind == 2] = offset + 1e-3 * rng.standard_normal(((kind == 2).sum(), N))
+    x = x.astype(dtype)
+
+    def run():
+        y, saved = kernels.layer_norm_rows(x, None, None, 1e-5)
+        return y, saved[1]
+
+    pooled, single = pooled_and_single(run, pieces)
+    assert_identical(pooled, single)
+    y = pooled[0]
+    assert (y[kind == 1] == 0).all()
+    exact = x.astype(np.float64)
+    exact = (exact - exact.mean(1, keepdims=True)) / np.sqrt(exact.var(1, keepdims=True) + 1e-5)
+    np.testing.assert_allclose(y, exact, rtol=0, atol=1e-4 if dtype == np.float32 else 1e-9)
+
+
+@settings(max_examples=40, deadline=None)
 @given(M=st.integers(1, 40), F=st.integers(1, 24), dtype=dtypes, approximate=st.sampled_from(["none", "tanh"]),
        pieces=piece_sizes, seed=st.integers(0, 2**31 - 1))
 def test_gelu_pooled_is_bit_identical(M, F, dtype, approximate, pieces, seed):

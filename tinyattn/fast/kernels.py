@@ -55,8 +55,7 @@ def layer_norm_rows(rows, weight, bias, eps):
 
     def normalize(start, stop):  # rows start:stop, every array below a piece of the ones above
         x, centered, r = rows[start:stop], x_hat[start:stop], rstd[start:stop]
-        xp.subtract(x, (x @ average)[:, None], out=centered)
-        variance = (centered * centered) @ average  # two passes, as the textbook's formula
+        variance = _center(x, average, centered)
         r[:, 0] = 1 / xp.sqrt(variance + eps)
         centered *= r  # x̂
         if weight is None:
@@ -72,8 +71,8 @@ def layer_norm_rows(rows, weight, bias, eps):
 def _layer_norm_whole(rows, weight, bias, eps, average):
     """``layer_norm_rows`` in one piece: ``normalize`` above, on all rows at once, into fresh arrays."""
     xp = backend.namespace(rows)
-    centered = rows - (rows @ average)[:, None]  # (M, N), a fresh array
-    variance = (centered * centered) @ average  # (M,); two passes, as the textbook's formula
+    centered = xp.empty_like(rows)  # (M, N)
+    variance = _center(rows, average, centered)  # (M,)
     rstd = (1 / xp.sqrt(variance + eps))[:, None]  # (M, 1)
     centered *= rstd  # x̂
     saved = (centered, rstd, average, weight)
@@ -82,6 +81,31 @@ def _layer_norm_whole(rows, weight, bias, eps, average):
     out = centered * weight  # (M, N), a fresh array
     out += bias
     return out, saved
+
+
+_SPREAD = 1e-3  # a row whose standard deviation is below this fraction of its mean is centred again (_center)
+
+
+def _center(x, average, centered):
+    """``centered = x - mean(x)`` for each row of ``x (R, N)`` (into ``centered``), and the rows' biased variance
+    ``(R,)``, in two passes as the textbook's formula; ``average`` is ``N`` entries of ``1/N``.
+
+    The mean, a product with ``1/N``, can be off by an ulp of itself, and a row whose spread is that small (a
+    constant row above all) would come out as that error magnified by ``1/√eps``, where PyTorch gives 0. So a
+    row whose standard deviation is below ``_SPREAD`` of its mean is centred again, shifted by its first entry
+    before its mean is taken: exactly 0 for a constant row. (Such rows cost a second pass over themselves.)"""
+    xp = backend.namespace(x)
+    mean = x @ average  # (R,)
+    xp.subtract(x, mean[:, None], out=centered)
+    variance = (centered * centered) @ average  # (R,)
+    near = variance <= xp.square(mean * _SPREAD)  # (a NaN row is not near: it stays as it is)
+    if near.any():
+        again = xp.flatnonzero(near)
+        shifted = x[again] - x[again, :1]  # (r, N): zeros for a constant row
+        shifted -= (shifted @ average)[:, None]
+        centered[again] = shifted
+        variance[again] = (shifted * shifted) @ average
+    return variance
 
 
 def layer_norm_rows_backward(grad, saved):
