@@ -207,7 +207,7 @@ def _bias_gelu_and_slope(z, slope, bias, approximate):  # rows of z and of the s
 def gelu_backward_rows(grad, slope):
     """``∂Z = ∂A ∘ gelu'(Z)`` in place for ``grad = ∂A (M, F)`` and ``slope = gelu'(Z)`` (``bias_gelu``'s);
     returns ``grad``. One product, on this thread: a pass this light is bound by memory, and right after the
-    GEMM that makes ``∂A`` the pool only slows it (``benchmarks/pool_threshold.py --after-gemm``)."""
+    GEMM that makes ``∂A`` the pool seldom pays for it (``benchmarks/pool_threshold.py --after-gemm``)."""
     grad *= slope
     return grad
 
