@@ -98,7 +98,7 @@ def _center(x, average, centered):
     mean = x @ average  # (R,)
     xp.subtract(x, mean[:, None], out=centered)
     variance = (centered * centered) @ average  # (R,)
-    near = xp.sqrt(variance) <= xp.abs(mean) * _SPREAD  # (R,); a NaN row is not near: it stays as it is
+    near = variance <= xp.square(mean * _SPREAD)  # (a NaN row is not near: it stays as it is)
     if near.any():
         again = xp.flatnonzero(near)
         shifted = x[again] - x[again, :1]  # (r, N): zeros for a constant row
