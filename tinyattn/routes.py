@@ -359,9 +359,9 @@ def padding_to_zero(encoder, src, mask, is_causal):
     if getattr(mask, "dtype", None) != np.bool_ or mask.shape != (B, 1, 1, L):
         return None
     from .backend import namespace
-    from .tensor import is_grad_enabled
+    from .tensor import records_graph
 
-    if is_grad_enabled() and (src.requires_grad or any(p.requires_grad for p in encoder.parameters())):
+    if records_graph([src, *encoder.parameters()]):
         return None
     real = mask[:, 0, 0, :]  # (B, L)
     xp = namespace(real)

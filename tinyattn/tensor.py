@@ -93,6 +93,16 @@ def is_grad_enabled():
     return _GRAD_ENABLED[0]
 
 
+def records_graph(tensors):
+    """Whether an operation on ``tensors`` is linked into the graph (``Function.apply``): gradients are
+    enabled and one of them requires a gradient. A fused node may skip what only its backward needs when not."""
+    if _GRAD_ENABLED[0]:
+        for t in tensors:
+            if t.requires_grad:
+                return True
+    return False
+
+
 class Function:
     """One differentiable operation: ``forward`` on arrays, ``backward`` on gradients.
 
@@ -150,14 +160,11 @@ class Function:
         result = Tensor._wrap(out, _kind_of(inputs) if _SUBCLASS_RESULTS[0] else None)
         if fn.is_view:
             result._version, result._view = inputs[0]._version, _view_record(inputs[0], cls, options)
-        if _GRAD_ENABLED[0]:
-            for t in inputs:
-                if t.requires_grad:
-                    fn.parents, fn.sequence, fn.released = inputs, next(_SEQUENCE), False
-                    fn.edges = tuple([p._ctx for p in inputs])  # their nodes now: an in-place op moves a tensor on
-                    fn.versions = _versions(fn, inputs, result)
-                    result.requires_grad, result._ctx = True, fn
-                    break
+        if records_graph(inputs):
+            fn.parents, fn.sequence, fn.released = inputs, next(_SEQUENCE), False
+            fn.edges = tuple([p._ctx for p in inputs])  # their nodes now: an in-place op moves a tensor on
+            fn.versions = _versions(fn, inputs, result)
+            result.requires_grad, result._ctx = True, fn
         return result
 
     def release(self):

@@ -28,7 +28,7 @@ import numpy as np
 
 from .. import backend
 from ..masks import checked_mask, per_batch_mask
-from ..tensor import Function, Tensor, is_grad_enabled
+from ..tensor import Function, Tensor, records_graph
 from .kernels import (
     bias_gelu,
     bias_relu,
@@ -236,9 +236,8 @@ def feed_forward_block(x, norm, linear1, linear2, norm_first, activation="relu")
     """``FeedForwardBlock`` on a layer's parts: its LayerNorm, its two linear layers and the
     activation's name (``"relu"``, ``"gelu"``, ``"gelu_tanh"``; ``routes.feed_forward_activation``)."""
     inputs = (x, norm.weight, norm.bias, linear1.weight, linear1.bias, linear2.weight, linear2.bias)
-    for_backward = is_grad_enabled() and any(t.requires_grad for t in inputs)  # as Function.apply links a node
     return FeedForwardBlock.apply(*inputs, norm_first=norm_first, eps=norm.eps, activation=activation,
-                                  for_backward=for_backward)  # (…, E)
+                                  for_backward=records_graph(inputs))  # (…, E)
 
 
 def encoder_on_real_tokens(layers, activations, src, mask, real):

@@ -167,8 +167,7 @@ def bias_relu(z, bias):
 def _bias_relu(z, bias, xp):  # rows of z
     z += bias
     xp.clip(z, z.dtype.type(0), z.dtype.type(math.inf), out=z)  # NaN stays NaN, -0.0 stays -0.0 (as torch.relu);
-    # with both bounds given, NumPy's clip loop runs at about 3.5 times np.maximum(z, 0)'s speed here
-    # (0.11 against 0.40 ms per 2²⁰ float32)
+    # with both bounds given NumPy runs its clip loop, faster here than np.maximum(z, 0)'s
 
 
 def relu_backward(grad, activation):
