@@ -83,9 +83,13 @@ def test_relu_pooled_is_bit_identical(M, F, dtype, pieces, seed):
 
     def run():
         a = kernels.bias_relu(z.copy(), bias)
-        return a, kernels.relu_backward(grad.copy(), a)
+        return a, kernels.relu_backward(grad.copy(), a), kernels.bias_relu(np.array(z, order="F"), bias)
 
-    assert_identical(*pooled_and_single(run, pieces))
+    pooled, single = pooled_and_single(run, pieces)
+    assert_identical(pooled, single)
+    a, _, a_f = pooled  # an F-ordered z (as blocks.times_weight_t makes) is worked on in its own order: the same bits
+    assert a_f.flags.f_contiguous
+    np.testing.assert_array_equal(a_f, a)
 
 
 @settings(max_examples=40, deadline=None)
@@ -123,11 +127,17 @@ def test_gelu_pooled_is_bit_identical(M, F, dtype, approximate, pieces, seed):
 
     def run():
         a, slope = kernels.bias_gelu(z.copy(), bias, approximate)
-        return a, slope, kernels.gelu_backward_rows(grad.copy(), slope)
+        return (a, slope, kernels.gelu_backward_rows(grad.copy(), slope),
+                *kernels.bias_gelu(np.array(z, order="F"), bias, approximate),
+                kernels.bias_gelu(np.array(z, order="F"), bias, approximate, slope=False)[0])
 
     pooled, single = pooled_and_single(run, pieces)
     assert_identical(pooled, single)
-    a, slope, grad_z = pooled  # and the pieces compute GELU and its gradient against torch's
+    a, slope, grad_z, a_f, slope_f, a_f_alone = pooled  # an F-ordered z (blocks.times_weight_t's): the same bits
+    assert a_f.flags.f_contiguous and slope_f.flags.f_contiguous
+    for got, expected in ((a_f, a), (slope_f, slope), (a_f_alone, a)):
+        np.testing.assert_array_equal(got, expected)
+    # and the pieces compute GELU and its gradient against torch's
     z_plus_b = torch.from_numpy(z + bias).double().requires_grad_()
     expected = torch.nn.functional.gelu(z_plus_b, approximate=approximate)
     expected.backward(torch.from_numpy(grad).double())

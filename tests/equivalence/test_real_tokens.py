@@ -88,6 +88,32 @@ def test_real_tokens_alone_equal_the_reference(device, data):
         assert np.abs(every_position[~real] - padding_out).max() > 1e-3  # the zeros above came from the route
 
 
+@pytest.mark.parametrize("activation", sorted(ACTIVATIONS))
+def test_inference_on_few_rows_runs_its_products_transposed(activation):
+    """In inference the real tokens' products run as ``(W aᵀ)ᵀ`` (``fast.blocks.times_weight_t``, and
+    ``in_projection`` one weight at a time), on rows that are then F-ordered: float32 outputs as the row-major
+    products give them, to round-off; with a gradient recorded, or past ``FEW_ROWS`` rows, row-major."""
+    rng = np.random.default_rng(11)
+    ta.manual_seed(0)
+    encoder = nn.TransformerEncoder(nn.TransformerEncoderLayer(24, 4, 40, dropout=0.0,
+                                                               activation=ACTIVATIONS[activation]), 2).eval()
+    lengths = [7, 2, 5]
+    x, mask = ta.tensor(rng.standard_normal((3, 7, 24)).astype(np.float32)), F.padding_mask(lengths, 7)
+    spy = mock.patch.object(fast.blocks, "times_weight_t", wraps=fast.blocks.times_weight_t)
+    with spy as products, ta.no_grad():
+        transposed = encoder(x, mask=mask).numpy()
+        assert products.call_count == 6 and all(call.args[2] for call in products.call_args_list)  # 3 a layer
+        with mock.patch.object(fast.blocks, "FEW_ROWS", sum(lengths) - 1):
+            row_major = encoder(x, mask=mask).numpy()
+        assert products.call_count == 12 and not any(call.args[2] for call in products.call_args_list[6:])
+    assert transposed.dtype == np.float32
+    np.testing.assert_allclose(transposed, row_major, rtol=1e-5, atol=1e-5)
+    layer = nn.TransformerEncoderLayer(24, 4, 40, dropout=0.0, activation=ACTIVATIONS[activation])
+    with spy as products:  # a graph recorded: the products that backward is written for
+        layer(ta.tensor(x.numpy().reshape(21, 24)[None], requires_grad=True)).sum().backward()
+        assert products.call_count == 3 and not any(call.args[2] for call in products.call_args_list)
+
+
 # ----------------------------------------------------------------------------- PyTorch's conditions
 
 CONDITIONS = ["nested", "training", "grad enabled", "norm_first", "odd heads", "padding first",

@@ -20,6 +20,11 @@ block runs; the equivalence table proves each equal to the layer's reference ``f
 ta.use_fast_paths(False):``).
 A block skips the products for a weight or bias that needs no gradient (a frozen parameter); the
 input's and the norm's gradients, cheap beside them, it always computes.
+
+In inference on the real tokens of a padded batch (``encoder_on_real_tokens``: rows ``(T, E)``, no graph,
+``T`` up to ``FEW_ROWS``) each product ``a Wᵀ`` runs as ``(W aᵀ)ᵀ`` (``times_weight_t``): the same sums (round-off apart),
+faster on few rows, and the activations come out F-ordered, which the next product reads as it wants
+them; the elementwise kernels work on such rows in their own memory order (``kernels.bias_gelu``).
 """
 
 import math
@@ -65,7 +70,7 @@ class _ResidualBlock(Function):
 
     def _output(self, a, weight, bias, rows, norm_weight, norm_bias, eps):
         """``y`` (M, E) from ``a`` (M, K): ``s = x + a Wᵀ + b``, then the norm post-norm."""
-        s = a @ weight.T  # (M, E), a fresh array
+        s = times_weight_t(a, weight, self.few_rows)  # (M, E), fresh
         s += bias
         s += rows  # the residual sum
         if self.norm_first:
@@ -123,7 +128,7 @@ class SelfAttentionBlock(_ResidualBlock):
     saved_inputs, saves_output = (0, 1, 9), False
 
     def forward(self, x, norm_weight, norm_bias, w_q, w_k, w_v, b_q, b_k, b_v, w_o, b_o, *, num_heads,
-                norm_first, eps, attn_mask, allowed, is_causal, tokens=None):
+                norm_first, eps, attn_mask, allowed, is_causal, tokens=None, for_backward=True):
         E = x.shape[-1]
         if tokens is None:
             (B, L, _), index = x.shape, None
@@ -131,9 +136,10 @@ class SelfAttentionBlock(_ResidualBlock):
             index, B, L = tokens  # index (T,): the rows of x among the padded batch's B·L
         self.tokens = tokens
         rows = x.reshape(-1, E)  # (M, E): M = B·L, or T
+        self.few_rows = inference_rows(x, for_backward)
         h = self._norm_input(rows, norm_weight, norm_bias, eps, norm_first)  # (M, E)
         qkv, self.w_qkv = in_projection(h, (w_q, w_k, w_v), (b_q, b_k, b_v), (B, L), num_heads,
-                                        index)  # (3, B, H, L, D)
+                                        index, self.few_rows)  # (3, B, H, L, D)
         self.scale = 1.0 / math.sqrt(qkv.shape[-1])
         merged, self.weights, _ = packed_attention(qkv, attn_mask, allowed, is_causal, self.scale, 0.0)
         merged = merged.reshape(B * L, E) if index is None else merged.reshape(B * L, E)[index]
@@ -186,8 +192,9 @@ class FeedForwardBlock(_ResidualBlock):
     def forward(self, x, norm_weight, norm_bias, w1, b1, w2, b2, *, norm_first, eps, activation="relu",
                 for_backward=True):
         rows = x.reshape(-1, x.shape[-1])  # (M, E)
+        self.few_rows = inference_rows(x, for_backward)
         h = self._norm_input(rows, norm_weight, norm_bias, eps, norm_first)  # (M, E)
-        hidden = h @ w1.T  # Z (M, F), a fresh array
+        hidden = times_weight_t(h, w1, self.few_rows)  # Z (M, F), fresh
         self.h, self.w1, self.w2, self.activation = h, w1, w2, activation
         if activation == "relu":
             self.hidden = bias_relu(hidden, b1)  # A = relu(Z + b1), in place
@@ -215,6 +222,25 @@ class FeedForwardBlock(_ResidualBlock):
 _APPROXIMATE = {"gelu": "none", "gelu_tanh": "tanh"}  # FeedForwardBlock's activation -> GELU's approximate
 
 
+FEW_ROWS = 512  # inference products over (T, E) rows up to this many run as (W aᵀ)ᵀ (times_weight_t)
+
+
+def inference_rows(x, for_backward):
+    """Whether a block's products run as ``times_weight_t``'s ``(W aᵀ)ᵀ``: in inference (``for_backward``
+    false) on NumPy rows ``x (T, E)`` (``encoder_on_real_tokens``'s real tokens) of at most ``FEW_ROWS``."""
+    return not for_backward and type(x) is np.ndarray and x.ndim == 2 and x.shape[0] <= FEW_ROWS
+
+
+def times_weight_t(a, weight, few_rows):
+    """``a Wᵀ (M, N)`` for ``a (M, K)`` and a weight ``W (N, K)``, a fresh array. With ``few_rows`` it is
+    computed as ``(W aᵀ)ᵀ``, the transpose of an ``(N, M)`` product (a view, F-ordered): OpenBLAS packs its
+    operands faster that way round when ``M`` is small, and ``W aᵀ`` is two C-ordered operands when ``a`` is such
+    a transpose itself. Each entry is the same dot product (summed in another order: round-off apart)."""
+    if few_rows:
+        return (weight @ a.T).T
+    return a @ weight.T
+
+
 def self_attention_block(x, norm, attention, attn_mask, is_causal, norm_first, tokens=None):
     """``SelfAttentionBlock`` on a layer's parts: ``norm`` (its LayerNorm), ``attention`` (its
     multi-head attention with ``q_proj``, ``k_proj``, ``v_proj``, ``out_proj``) and the layer's mask;
@@ -225,10 +251,11 @@ def self_attention_block(x, norm, attention, attn_mask, is_causal, norm_first, t
         B, L = x.shape[:2] if tokens is None else tokens[1:]
         mask = checked_mask(per_batch_mask(attn_mask), x, (B, attention.num_heads, L, L))
         float_mask, allowed = (None, mask._data) if mask.dtype == np.bool_ else (mask._data, None)
+    inputs = (x, norm.weight, norm.bias, q.weight, k.weight, v.weight, q.bias, k.bias, v.bias, out.weight, out.bias)
     return SelfAttentionBlock.apply(
-        x, norm.weight, norm.bias, q.weight, k.weight, v.weight, q.bias, k.bias, v.bias, out.weight, out.bias,
-        num_heads=attention.num_heads, norm_first=norm_first, eps=norm.eps, attn_mask=float_mask,
+        *inputs, num_heads=attention.num_heads, norm_first=norm_first, eps=norm.eps, attn_mask=float_mask,
         allowed=allowed, is_causal=is_causal, tokens=tokens,
+        for_backward=records_graph([t for t in inputs if t is not None]),
     )  # (B, L, E), or (T, E)
 
 

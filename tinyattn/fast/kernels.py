@@ -160,8 +160,18 @@ def _layer_norm_whole_backward(grad, x_hat, rstd, average, weight):
 
 def bias_relu(z, bias):
     """``A = relu(Z + b)`` in place for ``z (M, F)``, ``bias (F,)``; returns ``z``. Pieces of rows over the pool."""
-    _by_rows(_bias_relu, (z,), bias, backend.namespace(z))
+    rows, bias_args = _with_bias(z, bias)
+    _by_rows(_bias_relu, rows, *bias_args, backend.namespace(z))
     return z
+
+
+def _with_bias(z, bias, *others):
+    """``(rows, bias_args)`` for ``_by_rows(step, rows, *bias_args, …)`` with ``step(z, *others, bias, …)``: the
+    rows of ``z`` and ``others`` with the bias an argument, or, for an F-ordered ``z (M, F)`` (as
+    ``blocks.times_weight_t`` makes), the rows of ``zᵀ`` (contiguous) with the bias a column among the rows."""
+    if z.ndim == 2 and not z.flags.c_contiguous and z.T.flags.c_contiguous:
+        return (z.T, *[o.T for o in others], bias[:, None]), ()
+    return (z, *others), (bias,)
 
 
 def _bias_relu(z, bias, xp):  # rows of z
@@ -186,10 +196,12 @@ def bias_gelu(z, bias, approximate, slope=True):
     ``"tanh"``) written over ``z`` (returned: ``Z`` itself is not kept), and ``∂gelu/∂Z`` as a fresh ``(M, F)``
     array when ``slope`` (else ``None``). Elementwise, in pieces of rows over the pool."""
     if not slope:
-        _by_rows(_bias_gelu, (z,), bias, approximate)
+        rows, bias_args = _with_bias(z, bias)
+        _by_rows(_bias_gelu, rows, *bias_args, approximate)
         return z, None
-    slopes = backend.namespace(z).empty_like(z)
-    _by_rows(_bias_gelu_and_slope, (z, slopes), bias, approximate)
+    slopes = backend.namespace(z).empty_like(z)  # in z's order
+    rows, bias_args = _with_bias(z, bias, slopes)
+    _by_rows(_bias_gelu_and_slope, rows, *bias_args, approximate)
     return z, slopes
 
 
@@ -625,18 +637,32 @@ def merge_heads(x):
     return x.transpose(0, 2, 1, 3).reshape(B, L, H * D)  # (B, H, L, D) -> (B, L, E), a copy
 
 
-def in_projection(rows, weights, biases, batch_shape, num_heads, tokens=None):
+def in_projection(rows, weights, biases, batch_shape, num_heads, tokens=None, few_rows=False):
     """``(qkv, W)``: ``rows (B·L, E)`` (``batch_shape = (B, L)``) projected by ``W = [W_q; W_k; W_v]``
     (``(3·H·D, E)``, stacked) and ``b = [b_q; b_k; b_v]`` (``biases`` may be ``None``) in one
     ``(B·L, 3·H·D)`` product, ``Y = X Wᵀ + b``; ``qkv (3, B, H, L, D)`` is a view of ``Y``, split into heads.
 
     ``tokens``: ``None``, or the positions ``(T,)`` among the ``B·L`` rows of the ``T`` rows given (the
-    real tokens of a padded batch, ``rows (T, E)``); the product is ``T`` rows, and ``Y``'s other rows are 0."""
+    real tokens of a padded batch, ``rows (T, E)``); the product is ``T`` rows, and ``Y``'s other rows are 0.
+
+    ``few_rows`` (inference on few rows, ``blocks.times_weight_t``): ``Y`` is the transpose of ``Yᵀ = W Xᵀ``,
+    made one weight at a time (``W_q Xᵀ`` into ``Yᵀ``'s first rows, …), with no stacked copy of ``W``: the ``W``
+    returned is then ``None`` (nothing runs backward)."""
     xp = backend.namespace(rows)
-    weight = xp.concatenate(weights)  # (3·H·D, E)
-    out = rows @ weight.T  # (B·L, 3·H·D) or (T, 3·H·D), a fresh array
-    if biases is not None:
-        out += xp.concatenate(biases)
+    if few_rows:
+        n = weights[0].shape[0]  # H·D
+        out_t = xp.empty((3 * n, rows.shape[0]), dtype=xp.result_type(rows, *weights))  # Yᵀ (3·H·D, M)
+        for i, w in enumerate(weights):
+            part = out_t[i * n:(i + 1) * n]  # (H·D, M), contiguous
+            xp.matmul(w, rows.T, out=part)
+            if biases is not None:
+                part += biases[i][:, None]
+        out, weight = out_t.T, None  # Y (M, 3·H·D), a view
+    else:
+        weight = xp.concatenate(weights)  # (3·H·D, E)
+        out = rows @ weight.T  # (B·L, 3·H·D) or (T, 3·H·D), a fresh array
+        if biases is not None:
+            out += xp.concatenate(biases)
     if tokens is not None:
         every_row = xp.zeros((batch_shape[0] * batch_shape[1], out.shape[1]), dtype=out.dtype)
         every_row[tokens] = out
