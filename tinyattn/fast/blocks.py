@@ -22,9 +22,9 @@ A block skips the products for a weight or bias that needs no gradient (a frozen
 input's and the norm's gradients, cheap beside them, it always computes.
 
 In inference on the real tokens of a padded batch (``encoder_on_real_tokens``: rows ``(T, E)``, no graph,
-``T`` up to ``FEW_ROWS``) each product ``a Wᵀ`` runs as ``(W aᵀ)ᵀ`` (``times_weight_t``): the same sums (round-off apart),
-faster on few rows, and the activations come out F-ordered, which the next product reads as it wants
-them; the elementwise kernels work on such rows in their own memory order (``kernels.bias_gelu``).
+``T`` up to ``FEW_ROWS``) each product ``a Wᵀ`` runs as ``(W aᵀ)ᵀ`` (``times_weight_t``): the same sums
+(round-off apart), faster on few rows. The activations come out F-ordered, as the next product reads them
+best; the elementwise kernels work on such rows in their own memory order (``kernels.bias_gelu``).
 """
 
 import math
@@ -104,9 +104,10 @@ class SelfAttentionBlock(_ResidualBlock):
     """Multi-head self-attention with its LayerNorm and residual sum, as one node.
 
     ``forward(x, norm_weight, norm_bias, w_q, w_k, w_v, b_q, b_k, b_v, w_o, b_o, *, num_heads,
-    norm_first, eps, attn_mask, allowed, is_causal, tokens=None)``: ``x (B, L, E)``; ``attn_mask`` a
-    float mask array added to the scores (one that needs no gradient) or ``None``; ``allowed`` a boolean
-    one (``True`` = may attend) or ``None``; no dropout.
+    norm_first, eps, attn_mask, allowed, is_causal, tokens=None, for_backward=True)``: ``x (B, L, E)``;
+    ``attn_mask`` a float mask array added to the scores (one that needs no gradient) or ``None``; ``allowed``
+    a boolean one (``True`` = may attend) or ``None``; no dropout. ``for_backward=False`` (no graph recorded:
+    ``self_attention_block`` knows) lets few rows run their products as ``times_weight_t`` does.
 
     ``tokens``: ``None``, or ``(index, B, L)`` for ``x (T, E)`` that holds only the rows ``index (T,)`` of
     a padded ``(B·L, E)`` batch, its real tokens (``TransformerEncoder`` skipping the padding). Every step
@@ -183,7 +184,7 @@ class FeedForwardBlock(_ResidualBlock):
     GELU: ``A = Z ∘ Φ(Z)``, ``act'(Z) = Φ + Z Φ'(Z)`` (``fast.activations.gelu``), both computed in
     forward, where ``Φ`` and ``exp(-Z²/2)`` are at hand; the block keeps ``A`` and ``act'(Z)``, so its
     backward's GELU is one product. ``for_backward=False`` (no graph recorded: ``feed_forward_block``
-    knows) skips ``act'(Z)``.
+    knows) skips ``act'(Z)``, and lets few rows run their products as ``times_weight_t`` does.
     """
 
     # backward reads x (as h, post-norm), the norm's weight, W1 and W2; never its output (see Function)
