@@ -6,7 +6,7 @@
     python benchmarks/run.py --device cuda --cases encoder --sizes medium,large   # CuPy against PyTorch CUDA
     python benchmarks/run.py --reference --cases encoder   # tinyattn's reference definitions (fast paths off)
 
-Cases (``--cases``, comma-separated; the default runs all but ``longattn`` and ``minilm``):
+Cases (``--cases``, comma-separated; the default runs all but ``longattn``, ``minilm`` and ``bert6_products``):
 
     sdpa        scaled dot-product attention, forward and forward+backward, at each size
     mha         multi-head attention, likewise
@@ -26,6 +26,9 @@ Cases (``--cases``, comma-separated; the default runs all but ``longattn`` and `
                 fast path, nested tensors included: what its users get). Both skip the padded positions
                 and return zeros there (``enable_nested_tensor=True``, the default of both); beside it
                 both with ``enable_nested_tensor=False``, which computes every position
+    bert6_products  bert6's tinyattn step as it runs (its few rows' products as ``(W aᵀ)ᵀ``,
+                ``fast.blocks.times_weight_t``) beside the same step with those products as ``a Wᵀ``
+                (``fast.blocks.FEW_ROWS`` set to 0 for the step), and PyTorch's: what that choice is worth
     train       one training step of the main example's model against a PyTorch twin
     peak        the share of the BLAS peak the large encoder layer's forward+backward reaches:
                 its matrix-product FLOPs (counted below, ``encoder_flops``) ÷ its time ÷ the speed
@@ -339,6 +342,23 @@ def bert6_cases(size, backward, device="cpu"):
             "pytorch, every position": inference_step(torch.no_grad, every_position, x_t, src_key_padding_mask=padding)}
 
 
+def bert6_products_cases(size, backward, device="cpu"):
+    """``bert6_cases``' tinyattn and PyTorch steps, and tinyattn's with its few rows' products run as ``a Wᵀ``."""
+    from tinyattn.fast import blocks
+
+    cases = bert6_cases(size, backward, device)
+    ours = cases["tinyattn"]
+
+    def row_major_products():
+        saved, blocks.FEW_ROWS = blocks.FEW_ROWS, 0  # no rows count as few: every product as a Wᵀ
+        try:
+            ours()
+        finally:
+            blocks.FEW_ROWS = saved
+
+    return {"tinyattn": ours, "tinyattn, row-major products": row_major_products, "pytorch": cases["pytorch"]}
+
+
 def inference_step(no_grad, model, *args, **kwargs):
     """A step that calls ``model(*args, **kwargs)`` inside ``no_grad()`` (``ta.no_grad`` or ``torch.no_grad``)."""
     def step():
@@ -544,6 +564,20 @@ def main():
                   f"{rows[-1]['pytorch_ms']:>12.3f}{rows[-1]['ratio']:>8.2f}   (both computing the padding too,"
                   f" enable_nested_tensor=False: {ours_every * 1e3:.3f} ms and {every * 1e3:.3f} ms,"
                   f" ratio {rows[-1]['ratio_every_position']:.2f})", flush=True)
+            continue
+        if case == "bert6_products":
+            medians = time_interleaved(bert6_products_cases("batch8", False, device=args.device), args.repeat or 30,
+                                       device=args.device)
+            row_major = medians["tinyattn, row-major products"]
+            rows.append({"case": "bert6_products", "size": "batch8", "pass": "inference",
+                         "tinyattn_ms": medians["tinyattn"] * 1e3, "pytorch_ms": medians["pytorch"] * 1e3,
+                         "ratio": medians["tinyattn"] / medians["pytorch"], "row_major_ms": row_major * 1e3,
+                         "ratio_row_major": row_major / medians["pytorch"],
+                         "transposed_over_row_major": medians["tinyattn"] / row_major})
+            print(f"{'bert6':<12}{'batch8':<8}{'infer':<10}{rows[-1]['tinyattn_ms']:>12.3f}"
+                  f"{rows[-1]['pytorch_ms']:>12.3f}{rows[-1]['ratio']:>8.2f}   (products as a Wᵀ: {row_major * 1e3:.3f}"
+                  f" ms, ratio {rows[-1]['ratio_row_major']:.2f}; (W aᵀ)ᵀ ÷ a Wᵀ"
+                  f" {rows[-1]['transposed_over_row_major']:.3f})", flush=True)
             continue
         if case == "minilm":
             cases = minilm_cases("batch8", False, device=args.device)

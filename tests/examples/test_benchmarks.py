@@ -70,18 +70,35 @@ def test_benchmark_writes_its_table_and_the_profiler_its_top_entries(tmp_path):
 
 def test_the_bert_rows_run_and_the_peak_counts_each_product(tmp_path):
     table = tmp_path / "bert.json"
-    subprocess.run([sys.executable, str(BENCHMARKS / "run.py"), "--cases", "bert_layer,bert6", "--sizes", "small",
-                    "--repeat", "3", "--json", str(table)], check=True, capture_output=True, timeout=300)
+    subprocess.run([sys.executable, str(BENCHMARKS / "run.py"), "--cases", "bert_layer,bert6,bert6_products",
+                    "--sizes", "small", "--repeat", "3", "--json", str(table)], check=True, capture_output=True,
+                   timeout=300)
     rows = json.loads(table.read_text())
     assert [(r["case"], r["size"], r["pass"]) for r in rows] == [
-        ("bert_layer", "small", "fwd"), ("bert_layer", "small", "fwd+bwd"), ("bert6", "batch8", "inference")]
+        ("bert_layer", "small", "fwd"), ("bert_layer", "small", "fwd+bwd"), ("bert6", "batch8", "inference"),
+        ("bert6_products", "batch8", "inference")]
     assert all(r["tinyattn_ms"] > 0 and r["pytorch_ms"] > 0 for r in rows)
-    bert6 = rows[-1]  # both libraries skip the padding; the like-for-like row beside it computes every position
+    bert6 = rows[2]  # both libraries skip the padding; the like-for-like row beside it computes every position
     assert bert6["tinyattn_every_position_ms"] > 0 and bert6["pytorch_every_position_ms"] > 0
     assert bert6["ratio_every_position"] == pytest.approx(
         bert6["tinyattn_every_position_ms"] / bert6["pytorch_every_position_ms"])
+    products = rows[3]
+    assert products["row_major_ms"] > 0
+    assert products["transposed_over_row_major"] == pytest.approx(products["tinyattn_ms"] / products["row_major_ms"])
+
+    from unittest import mock
 
     import run  # benchmarks/run.py
+
+    from tinyattn.fast import blocks
+
+    steps = run.bert6_products_cases("batch8", False)  # the ablation's two tinyattn steps differ in that one choice
+    with mock.patch.object(blocks, "times_weight_t", wraps=blocks.times_weight_t) as spy:
+        steps["tinyattn"]()
+        assert spy.call_count == 18 and all(call.args[2] for call in spy.call_args_list)  # 6 layers, 3 products
+        steps["tinyattn, row-major products"]()
+        assert spy.call_count == 36 and not any(call.args[2] for call in spy.call_args_list[18:])
+    assert blocks.FEW_ROWS == 512  # put back
 
     assert run.SIZES["small"] == (2, 16, 32, 4)  # M = B·L = 32 rows, d = 32, F = 4·d = 128
     products = 2 * 32 * 32 * 96 + 2 * 32 * 32 * 32 + 2 * (2 * 32 * 32 * 128) + 2 * (2 * 2 * 16 * 16 * 32)
