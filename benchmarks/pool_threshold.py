@@ -7,6 +7,8 @@
     python benchmarks/pool_threshold.py --gelu      # the exact GELU (and its slope) over 1M elements, by block size
     python benchmarks/pool_threshold.py --after-gemm  # bias + ReLU, bias + GELU and GELU's backward gate right after
                                                       # a GEMM, by size, on one thread and pooled
+    python benchmarks/pool_threshold.py --products  # a layer's products as a Wᵀ and as (W aᵀ)ᵀ, by number of rows
+                                                    # (fast.blocks.FEW_ROWS)
 
 The sweep times three passes a Transformer layer makes, each on float32 rows of width 512: ``exp`` in
 place (the softmax), ReLU as ``clip(x, 0, inf)`` (the feed-forward block's form) and a LayerNorm forward
@@ -210,6 +212,36 @@ def after_gemm(repeat):
                   flush=True)
 
 
+def transposed_products(repeat):
+    """The four products of a BERT-style layer 384 wide with a 1,536-wide feed-forward (``bert6``'s), by the number
+    of rows ``M``: as ``a Wᵀ`` with ``a`` C-ordered (row-major) and as ``(W aᵀ)ᵀ`` with ``a`` F-ordered (how the
+    blocks run them in inference with ``transposed``, ``fast.blocks.times_weight_t``); interleaved, medians of
+    the four products' summed time."""
+    from tinyattn.fast.blocks import times_weight_t
+
+    rng = np.random.default_rng(0)
+    weights = [rng.standard_normal(shape, dtype=np.float32) for shape in ((1152, 384), (384, 384), (1536, 384),
+                                                                          (384, 1536))]
+    print(f"{'rows':>6} {'a Wᵀ ms':>10} {'(W aᵀ)ᵀ ms':>12} {'ratio':>7}")
+    for M in (32, 111, 256, 512, 768, 1024, 2048):
+        inputs = [rng.standard_normal((M, w.shape[1]), dtype=np.float32) for w in weights]
+        transposed_inputs = [np.asfortranarray(a) for a in inputs]
+        forms = {"row-major": lambda inputs=inputs: [times_weight_t(a, w, False) for a, w in zip(inputs, weights)],
+                 "transposed": lambda inputs=transposed_inputs: [times_weight_t(a, w, True)
+                                                                  for a, w in zip(inputs, weights)]}
+        times = {name: [] for name in forms}
+        for _ in range(3):
+            for form in forms.values():
+                form()
+        for _ in range(repeat):
+            for name, form in forms.items():
+                start = time.perf_counter()
+                form()
+                times[name].append(time.perf_counter() - start)
+        row_major, transposed = (statistics.median(times[name]) * 1e3 for name in forms)
+        print(f"{M:>6} {row_major:>10.3f} {transposed:>12.3f} {transposed / row_major:>7.2f}", flush=True)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeat", type=int, default=60)
@@ -217,12 +249,15 @@ def main():
     parser.add_argument("--after-blas", action="store_true")
     parser.add_argument("--gelu", action="store_true")
     parser.add_argument("--after-gemm", action="store_true")
+    parser.add_argument("--products", action="store_true")
     args = parser.parse_args()
     print(f"pool threads: {parallel.thread_count()}")
     if args.blas:
         blas_threads()
     elif args.after_gemm:
         after_gemm(min(args.repeat, 25))
+    elif args.products:
+        transposed_products(args.repeat)
     elif args.gelu:
         gelu_blocks(min(args.repeat, 30))
     elif args.after_blas:

@@ -91,27 +91,80 @@ def test_real_tokens_alone_equal_the_reference(device, data):
 @pytest.mark.parametrize("activation", sorted(ACTIVATIONS))
 def test_inference_on_few_rows_runs_its_products_transposed(activation):
     """In inference the real tokens' products run as ``(W aᵀ)ᵀ`` (``fast.blocks.times_weight_t``, and
-    ``in_projection`` one weight at a time), on rows that are then F-ordered: float32 outputs as the row-major
-    products give them, to round-off; with a gradient recorded, or past ``FEW_ROWS`` rows, row-major."""
+    ``in_projection`` one weight at a time): float32 outputs as the row-major products give them, to round-off;
+    past ``FEW_ROWS`` rows, row-major."""
     rng = np.random.default_rng(11)
     ta.manual_seed(0)
     encoder = nn.TransformerEncoder(nn.TransformerEncoderLayer(24, 4, 40, dropout=0.0,
                                                                activation=ACTIVATIONS[activation]), 2).eval()
     lengths = [7, 2, 5]
     x, mask = ta.tensor(rng.standard_normal((3, 7, 24)).astype(np.float32)), F.padding_mask(lengths, 7)
-    spy = mock.patch.object(fast.blocks, "times_weight_t", wraps=fast.blocks.times_weight_t)
-    with spy as products, ta.no_grad():
+    products = mock.patch.object(fast.blocks, "times_weight_t", wraps=fast.blocks.times_weight_t)
+    projections = mock.patch.object(fast.blocks, "in_projection", wraps=fast.blocks.in_projection)
+    with products as product, projections as projection, ta.no_grad():
         transposed = encoder(x, mask=mask).numpy()
-        assert products.call_count == 6 and all(call.args[2] for call in products.call_args_list)  # 3 a layer
+        assert product.call_count == 6 and all(call.args[2] for call in product.call_args_list)  # 3 a layer
+        assert projection.call_count == 2 and all(call.args[6] for call in projection.call_args_list)
         with mock.patch.object(fast.blocks, "FEW_ROWS", sum(lengths) - 1):
             row_major = encoder(x, mask=mask).numpy()
-        assert products.call_count == 12 and not any(call.args[2] for call in products.call_args_list[6:])
+        assert product.call_count == 12 and not any(call.args[2] for call in product.call_args_list[6:])
+        assert not any(call.args[6] for call in projection.call_args_list[2:])
     assert transposed.dtype == np.float32
     np.testing.assert_allclose(transposed, row_major, rtol=1e-5, atol=1e-5)
-    layer = nn.TransformerEncoderLayer(24, 4, 40, dropout=0.0, activation=ACTIVATIONS[activation])
-    with spy as products:  # a graph recorded: the products that backward is written for
-        layer(ta.tensor(x.numpy().reshape(21, 24)[None], requires_grad=True)).sum().backward()
-        assert products.call_count == 3 and not any(call.args[2] for call in products.call_args_list)
+
+
+@pytest.mark.parametrize("recording", [False, True], ids=["no graph", "graph recorded"])
+def test_transposed_products_only_where_asked_and_no_graph_is_recorded(recording):
+    """The blocks run their products transposed when ``encoder_on_real_tokens`` asks (``transposed=True``) and no
+    graph is recorded; their output is then F-ordered. With a graph recorded (the same call, the same 2-D real
+    tokens) they run row-major, and backward gives what the row-major blocks give."""
+    rng = np.random.default_rng(12)
+    ta.manual_seed(0)
+    layer = nn.TransformerEncoderLayer(16, 2, 24, dropout=0.0, activation="gelu").double()
+    lengths, L = [5, 3], 5
+    index = np.flatnonzero((np.arange(L)[None, :] < np.array(lengths)[:, None]).reshape(-1))
+    mask, rows = F.padding_mask(lengths, L), rng.standard_normal((len(index), 16))
+    upstream = rng.standard_normal(rows.shape)
+
+    def run(transposed):
+        x = ta.tensor(rows, requires_grad=recording)
+        with ta.enable_grad() if recording else ta.no_grad():
+            y = fast.self_attention_block(x, layer.norm1, layer.self_attn, mask, False, False,
+                                          tokens=(index, 2, L), transposed=transposed)
+            y = fast.feed_forward_block(y, layer.norm2, layer.linear1, layer.linear2, False, "gelu",
+                                        transposed=transposed)
+        if recording:
+            y.backward(ta.tensor(upstream))
+        return y, (grad_of(x) if recording else None)
+
+    with mock.patch.object(fast.blocks, "times_weight_t", wraps=fast.blocks.times_weight_t) as product:
+        (asked, grad_asked), (not_asked, grad_not_asked) = run(True), run(False)
+        flags = [call.args[2] for call in product.call_args_list]
+    assert flags == [not recording] * 3 + [False] * 3
+    assert asked._data.flags.f_contiguous == (not recording) and not_asked._data.flags.c_contiguous
+    np.testing.assert_allclose(asked.numpy(), not_asked.numpy(), rtol=1e-12, atol=1e-12)
+    if recording:
+        np.testing.assert_array_equal(grad_asked, grad_not_asked)
+
+
+@pytest.mark.parametrize("dtypes", [(np.float32, np.float32), (np.float32, np.float64), (np.float64, np.float32)])
+@pytest.mark.parametrize("with_bias", [True, False])
+def test_in_projection_one_weight_at_a_time_matches_the_stacked_product(dtypes, with_bias):
+    rng = np.random.default_rng(13)
+    rows_dtype, weight_dtype = dtypes
+    T, E, H, B, L = 6, 8, 2, 2, 4
+    rows = np.asfortranarray(rng.standard_normal((T, E)).astype(rows_dtype))  # as the blocks' activations are
+    weights = [rng.standard_normal((E, E)).astype(weight_dtype) for _ in range(3)]
+    biases = [rng.standard_normal(E).astype(weight_dtype) for _ in range(3)] if with_bias else None
+    tokens = np.array([0, 1, 2, 4, 5, 6])
+    stacked, weight = fast.kernels.in_projection(rows, weights, biases, (B, L), H, tokens)
+    one_at_a_time, none = fast.kernels.in_projection(rows, weights, biases, (B, L), H, tokens, transposed=True)
+    assert none is None and weight.shape == (3 * E, E)
+    assert one_at_a_time.shape == stacked.shape == (3, B, H, L, E // H) and one_at_a_time.dtype == stacked.dtype
+    tolerance = 1e-5 if np.float32 in (rows_dtype, weight_dtype) else 1e-12
+    np.testing.assert_allclose(one_at_a_time, stacked, rtol=tolerance, atol=tolerance)
+    padding = np.setdiff1d(np.arange(B * L), tokens)
+    assert not one_at_a_time.transpose(1, 3, 0, 2, 4).reshape(B * L, -1)[padding].any()  # the padding's rows: 0
 
 
 # ----------------------------------------------------------------------------- PyTorch's conditions

@@ -5,12 +5,14 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from unittest import mock
 
 import numpy as np
 import pytest
 
 import tinyattn as ta
 import tinyattn.nn as nn
+from tinyattn.fast import blocks
 
 BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
 sys.path.insert(0, str(BENCHMARKS))
@@ -82,23 +84,19 @@ def test_the_bert_rows_run_and_the_peak_counts_each_product(tmp_path):
     assert bert6["tinyattn_every_position_ms"] > 0 and bert6["pytorch_every_position_ms"] > 0
     assert bert6["ratio_every_position"] == pytest.approx(
         bert6["tinyattn_every_position_ms"] / bert6["pytorch_every_position_ms"])
-    products = rows[3]
-    assert products["row_major_ms"] > 0
-    assert products["transposed_over_row_major"] == pytest.approx(products["tinyattn_ms"] / products["row_major_ms"])
-
-    from unittest import mock
+    ablation = rows[3]
+    assert ablation["row_major_ms"] > 0
+    assert ablation["transposed_over_row_major"] == pytest.approx(ablation["tinyattn_ms"] / ablation["row_major_ms"])
 
     import run  # benchmarks/run.py
 
-    from tinyattn.fast import blocks
-
-    steps = run.bert6_products_cases("batch8", False)  # the ablation's two tinyattn steps differ in that one choice
+    steps, few_rows = run.bert6_products_cases("batch8", False), blocks.FEW_ROWS  # two steps, one choice apart
     with mock.patch.object(blocks, "times_weight_t", wraps=blocks.times_weight_t) as spy:
         steps["tinyattn"]()
         assert spy.call_count == 18 and all(call.args[2] for call in spy.call_args_list)  # 6 layers, 3 products
         steps["tinyattn, row-major products"]()
         assert spy.call_count == 36 and not any(call.args[2] for call in spy.call_args_list[18:])
-    assert blocks.FEW_ROWS == 512  # put back
+    assert blocks.FEW_ROWS == few_rows  # put back
 
     assert run.SIZES["small"] == (2, 16, 32, 4)  # M = B·L = 32 rows, d = 32, F = 4·d = 128
     products = 2 * 32 * 32 * 96 + 2 * 32 * 32 * 32 + 2 * (2 * 32 * 32 * 128) + 2 * (2 * 2 * 16 * 16 * 32)
@@ -109,8 +107,6 @@ def test_the_bert_rows_run_and_the_peak_counts_each_product(tmp_path):
 
 
 def test_the_blocked_threshold_script_times_both_paths():
-    from unittest import mock
-
     import blocked_threshold  # benchmarks/blocked_threshold.py
 
     from tinyattn.fast import BlockedAttention
@@ -121,3 +117,14 @@ def test_the_blocked_threshold_script_times_both_paths():
             with ta.use_fast_paths(True, blocked_attention_min_keys=threshold):
                 step()
         assert spy.call_count == blocked_calls
+
+
+def test_the_products_sweep_runs_both_forms_by_rows(capsys):
+    import pool_threshold  # benchmarks/pool_threshold.py
+
+    pool_threshold.transposed_products(1)
+    rows = [line.split() for line in capsys.readouterr().out.splitlines()[1:]]
+    assert [int(row[0]) for row in rows] == [32, 111, 256, 512, 768, 1024, 2048]
+    for _, row_major, transposed, ratio in rows:
+        assert float(row_major) > 0 and float(transposed) > 0
+        assert float(ratio) == pytest.approx(float(transposed) / float(row_major), abs=0.01)

@@ -21,10 +21,12 @@ ta.use_fast_paths(False):``).
 A block skips the products for a weight or bias that needs no gradient (a frozen parameter); the
 input's and the norm's gradients, cheap beside them, it always computes.
 
-In inference on the real tokens of a padded batch (``encoder_on_real_tokens``: rows ``(T, E)``, no graph,
-``T`` up to ``FEW_ROWS``) each product ``a Wᵀ`` runs as ``(W aᵀ)ᵀ`` (``times_weight_t``): the same sums
-(round-off apart), faster on few rows. The activations come out F-ordered, as the next product reads them
-best; the elementwise kernels work on such rows in their own memory order (``kernels.bias_gelu``).
+In inference on the real tokens of a padded batch (``encoder_on_real_tokens`` asks for it with
+``transposed=True``: rows ``(T, E)``, no graph, ``T`` up to ``FEW_ROWS``) each product ``a Wᵀ`` runs as
+``(W aᵀ)ᵀ`` (``times_weight_t``): the same sums, round-off apart, with the operands laid out as OpenBLAS packs
+them fastest when the rows are few (``benchmarks/pool_threshold.py --products`` times both forms). The
+activations come out F-ordered, as the next such product reads them; the elementwise kernels work on such rows
+in their own memory order (``kernels.bias_gelu``).
 """
 
 import math
@@ -70,7 +72,7 @@ class _ResidualBlock(Function):
 
     def _output(self, a, weight, bias, rows, norm_weight, norm_bias, eps):
         """``y`` (M, E) from ``a`` (M, K): ``s = x + a Wᵀ + b``, then the norm post-norm."""
-        s = times_weight_t(a, weight, self.few_rows)  # (M, E), fresh
+        s = times_weight_t(a, weight, self.transposed)  # (M, E), fresh
         s += bias
         s += rows  # the residual sum
         if self.norm_first:
@@ -106,8 +108,8 @@ class SelfAttentionBlock(_ResidualBlock):
     ``forward(x, norm_weight, norm_bias, w_q, w_k, w_v, b_q, b_k, b_v, w_o, b_o, *, num_heads,
     norm_first, eps, attn_mask, allowed, is_causal, tokens=None, for_backward=True)``: ``x (B, L, E)``;
     ``attn_mask`` a float mask array added to the scores (one that needs no gradient) or ``None``; ``allowed``
-    a boolean one (``True`` = may attend) or ``None``; no dropout. ``for_backward=False`` (no graph recorded:
-    ``self_attention_block`` knows) lets few rows run their products as ``times_weight_t`` does.
+    a boolean one (``True`` = may attend) or ``None``; no dropout. ``transposed=True`` with ``for_backward=False``
+    (no graph recorded: ``self_attention_block`` knows) runs few rows' products as ``times_weight_t`` does.
 
     ``tokens``: ``None``, or ``(index, B, L)`` for ``x (T, E)`` that holds only the rows ``index (T,)`` of
     a padded ``(B·L, E)`` batch, its real tokens (``TransformerEncoder`` skipping the padding). Every step
@@ -129,7 +131,7 @@ class SelfAttentionBlock(_ResidualBlock):
     saved_inputs, saves_output = (0, 1, 9), False
 
     def forward(self, x, norm_weight, norm_bias, w_q, w_k, w_v, b_q, b_k, b_v, w_o, b_o, *, num_heads,
-                norm_first, eps, attn_mask, allowed, is_causal, tokens=None, for_backward=True):
+                norm_first, eps, attn_mask, allowed, is_causal, tokens=None, for_backward=True, transposed=False):
         E = x.shape[-1]
         if tokens is None:
             (B, L, _), index = x.shape, None
@@ -137,10 +139,10 @@ class SelfAttentionBlock(_ResidualBlock):
             index, B, L = tokens  # index (T,): the rows of x among the padded batch's B·L
         self.tokens = tokens
         rows = x.reshape(-1, E)  # (M, E): M = B·L, or T
-        self.few_rows = inference_rows(x, for_backward)
+        self.transposed = uses_transposed_products(x, transposed, for_backward)
         h = self._norm_input(rows, norm_weight, norm_bias, eps, norm_first)  # (M, E)
         qkv, self.w_qkv = in_projection(h, (w_q, w_k, w_v), (b_q, b_k, b_v), (B, L), num_heads,
-                                        index, self.few_rows)  # (3, B, H, L, D)
+                                        index, self.transposed)  # (3, B, H, L, D)
         self.scale = 1.0 / math.sqrt(qkv.shape[-1])
         merged, self.weights, _ = packed_attention(qkv, attn_mask, allowed, is_causal, self.scale, 0.0)
         merged = merged.reshape(B * L, E) if index is None else merged.reshape(B * L, E)[index]
@@ -148,6 +150,10 @@ class SelfAttentionBlock(_ResidualBlock):
         return self._output(self.merged, w_o, b_o, rows, norm_weight, norm_bias, eps).reshape(x.shape)
 
     def backward(self, grad):
+        if self.transposed:
+            raise RuntimeError("SelfAttentionBlock: backward of a forward run with transposed products and "
+                               "for_backward=False (no stacked in-projection weight kept); apply it with "
+                               "for_backward=True when a graph is recorded")
         parents = self.parents  # a weight's or bias's product runs only when it needs its gradient
         grad_s, grad_merged, grad_w_o, grad_b_o, grad_norm = self._grad_of_output(
             grad, self.merged, self.w_o, parents[9], parents[10])  # ∂s, ∂a (M, E), ∂W_o, ∂b_o
@@ -184,18 +190,18 @@ class FeedForwardBlock(_ResidualBlock):
     GELU: ``A = Z ∘ Φ(Z)``, ``act'(Z) = Φ + Z Φ'(Z)`` (``fast.activations.gelu``), both computed in
     forward, where ``Φ`` and ``exp(-Z²/2)`` are at hand; the block keeps ``A`` and ``act'(Z)``, so its
     backward's GELU is one product. ``for_backward=False`` (no graph recorded: ``feed_forward_block``
-    knows) skips ``act'(Z)``, and lets few rows run their products as ``times_weight_t`` does.
+    knows) skips ``act'(Z)``; with ``transposed=True`` too, few rows' products run as ``times_weight_t`` does.
     """
 
     # backward reads x (as h, post-norm), the norm's weight, W1 and W2; never its output (see Function)
     saved_inputs, saves_output = (0, 1, 3, 5), False
 
     def forward(self, x, norm_weight, norm_bias, w1, b1, w2, b2, *, norm_first, eps, activation="relu",
-                for_backward=True):
+                for_backward=True, transposed=False):
         rows = x.reshape(-1, x.shape[-1])  # (M, E)
-        self.few_rows = inference_rows(x, for_backward)
+        self.transposed = uses_transposed_products(x, transposed, for_backward)
         h = self._norm_input(rows, norm_weight, norm_bias, eps, norm_first)  # (M, E)
-        hidden = times_weight_t(h, w1, self.few_rows)  # Z (M, F), fresh
+        hidden = times_weight_t(h, w1, self.transposed)  # Z (M, F), fresh
         self.h, self.w1, self.w2, self.activation = h, w1, w2, activation
         if activation == "relu":
             self.hidden = bias_relu(hidden, b1)  # A = relu(Z + b1), in place
@@ -223,29 +229,30 @@ class FeedForwardBlock(_ResidualBlock):
 _APPROXIMATE = {"gelu": "none", "gelu_tanh": "tanh"}  # FeedForwardBlock's activation -> GELU's approximate
 
 
-FEW_ROWS = 512  # inference products over (T, E) rows up to this many run as (W aᵀ)ᵀ (times_weight_t)
+FEW_ROWS = 512  # up to this many rows, transposed products (times_weight_t); benchmarks/pool_threshold.py --products
 
 
-def inference_rows(x, for_backward):
-    """Whether a block's products run as ``times_weight_t``'s ``(W aᵀ)ᵀ``: in inference (``for_backward``
-    false) on NumPy rows ``x (T, E)`` (``encoder_on_real_tokens``'s real tokens) of at most ``FEW_ROWS``."""
-    return not for_backward and type(x) is np.ndarray and x.ndim == 2 and x.shape[0] <= FEW_ROWS
+def uses_transposed_products(x, asked, for_backward):
+    """Whether a block runs its products as ``times_weight_t``'s ``(W aᵀ)ᵀ``: when its caller asks (``asked``:
+    ``encoder_on_real_tokens``), in inference (``for_backward`` false), on NumPy rows ``x (T, E)`` of at most
+    ``FEW_ROWS``. The block's output is then F-ordered."""
+    return asked and not for_backward and type(x) is np.ndarray and x.ndim == 2 and x.shape[0] <= FEW_ROWS
 
 
-def times_weight_t(a, weight, few_rows):
-    """``a Wᵀ (M, N)`` for ``a (M, K)`` and a weight ``W (N, K)``, a fresh array. With ``few_rows`` it is
-    computed as ``(W aᵀ)ᵀ``, the transpose of an ``(N, M)`` product (a view, F-ordered): OpenBLAS packs its
-    operands faster that way round when ``M`` is small, and ``W aᵀ`` is two C-ordered operands when ``a`` is such
-    a transpose itself. Each entry is the same dot product (summed in another order: round-off apart)."""
-    if few_rows:
+def times_weight_t(a, weight, transposed):
+    """``a Wᵀ (M, N)`` for ``a (M, K)`` and a weight ``W (N, K)``, a fresh array. With ``transposed`` it is
+    computed as ``(W aᵀ)ᵀ``, the transpose of an ``(N, M)`` product (a view, F-ordered): ``W`` is then read as it
+    is stored, where ``a Wᵀ`` has OpenBLAS pack ``Wᵀ`` from its transpose, and ``W aᵀ`` has two C-ordered operands
+    when ``a`` is itself such a transpose. Each entry is the same dot product (summed in another order)."""
+    if transposed:
         return (weight @ a.T).T
     return a @ weight.T
 
 
-def self_attention_block(x, norm, attention, attn_mask, is_causal, norm_first, tokens=None):
+def self_attention_block(x, norm, attention, attn_mask, is_causal, norm_first, tokens=None, transposed=False):
     """``SelfAttentionBlock`` on a layer's parts: ``norm`` (its LayerNorm), ``attention`` (its
     multi-head attention with ``q_proj``, ``k_proj``, ``v_proj``, ``out_proj``) and the layer's mask;
-    ``tokens`` as the block's (``x (T, E)``, the real tokens of a padded batch)."""
+    ``tokens`` and ``transposed`` as the block's (``x (T, E)``, the real tokens of a padded batch)."""
     q, k, v, out = attention.q_proj, attention.k_proj, attention.v_proj, attention.out_proj
     float_mask = allowed = None
     if attn_mask is not None:
@@ -255,17 +262,18 @@ def self_attention_block(x, norm, attention, attn_mask, is_causal, norm_first, t
     inputs = (x, norm.weight, norm.bias, q.weight, k.weight, v.weight, q.bias, k.bias, v.bias, out.weight, out.bias)
     return SelfAttentionBlock.apply(
         *inputs, num_heads=attention.num_heads, norm_first=norm_first, eps=norm.eps, attn_mask=float_mask,
-        allowed=allowed, is_causal=is_causal, tokens=tokens,
+        allowed=allowed, is_causal=is_causal, tokens=tokens, transposed=transposed,
         for_backward=records_graph([t for t in inputs if t is not None]),
     )  # (B, L, E), or (T, E)
 
 
-def feed_forward_block(x, norm, linear1, linear2, norm_first, activation="relu"):
+def feed_forward_block(x, norm, linear1, linear2, norm_first, activation="relu", transposed=False):
     """``FeedForwardBlock`` on a layer's parts: its LayerNorm, its two linear layers and the
-    activation's name (``"relu"``, ``"gelu"``, ``"gelu_tanh"``; ``routes.feed_forward_activation``)."""
+    activation's name (``"relu"``, ``"gelu"``, ``"gelu_tanh"``; ``routes.feed_forward_activation``);
+    ``transposed`` as the block's."""
     inputs = (x, norm.weight, norm.bias, linear1.weight, linear1.bias, linear2.weight, linear2.bias)
     return FeedForwardBlock.apply(*inputs, norm_first=norm_first, eps=norm.eps, activation=activation,
-                                  for_backward=records_graph(inputs))  # (…, E)
+                                  for_backward=records_graph(inputs), transposed=transposed)  # (…, E)
 
 
 def encoder_on_real_tokens(layers, activations, src, mask, real):
@@ -284,8 +292,9 @@ def encoder_on_real_tokens(layers, activations, src, mask, real):
     x = Tensor._wrap(src._data.reshape(B * L, E)[index], src)  # (T, E), a copy
     for layer, activation in zip(layers, activations):
         x = self_attention_block(x, layer.norm1, layer.self_attn, mask, False, layer.norm_first,
-                                 tokens=(index, B, L))
-        x = feed_forward_block(x, layer.norm2, layer.linear1, layer.linear2, layer.norm_first, activation)
+                                 tokens=(index, B, L), transposed=True)
+        x = feed_forward_block(x, layer.norm2, layer.linear1, layer.linear2, layer.norm_first, activation,
+                               transposed=True)
     out = xp.zeros((B * L, E), dtype=x.dtype)
     out[index] = x._data
     return Tensor._wrap(out.reshape(B, L, E), src)  # (B, L, E)

@@ -168,8 +168,9 @@ def bias_relu(z, bias):
 def _with_bias(z, bias, *others):
     """``(rows, bias_args)`` for ``_by_rows(step, rows, *bias_args, …)`` with ``step(z, *others, bias, …)``: the
     rows of ``z`` and ``others`` with the bias an argument, or, for an F-ordered ``z (M, F)`` (as
-    ``blocks.times_weight_t`` makes), the rows of ``zᵀ`` (contiguous) with the bias a column among the rows."""
-    if z.ndim == 2 and not z.flags.c_contiguous and z.T.flags.c_contiguous:
+    ``blocks.times_weight_t`` makes) and a bias ``(F,)``, the rows of ``zᵀ`` (contiguous) with the bias a column
+    among the rows."""
+    if z.ndim == 2 and np.ndim(bias) == 1 and not z.flags.c_contiguous and z.T.flags.c_contiguous:
         return (z.T, *[o.T for o in others], bias[:, None]), ()
     return (z, *others), (bias,)
 
@@ -224,7 +225,7 @@ def gelu_backward_rows(grad, slope):
 
 
 def _by_rows(step, rows, *args):
-    """``step(*rows, *args)``, elementwise work on the arrays ``rows`` (of one shape): in pieces of rows on
+    """``step(*rows, *args)``, elementwise work on the arrays ``rows`` (of as many rows each): in pieces of rows on
     the pool when it pays, else once on the whole arrays (elementwise work gives the same bits however
     the rows are cut)."""
     first = rows[0]
@@ -637,19 +638,20 @@ def merge_heads(x):
     return x.transpose(0, 2, 1, 3).reshape(B, L, H * D)  # (B, H, L, D) -> (B, L, E), a copy
 
 
-def in_projection(rows, weights, biases, batch_shape, num_heads, tokens=None, few_rows=False):
+def in_projection(rows, weights, biases, batch_shape, num_heads, tokens=None, transposed=False):
     """``(qkv, W)``: ``rows (B·L, E)`` (``batch_shape = (B, L)``) projected by ``W = [W_q; W_k; W_v]``
     (``(3·H·D, E)``, stacked) and ``b = [b_q; b_k; b_v]`` (``biases`` may be ``None``) in one
-    ``(B·L, 3·H·D)`` product, ``Y = X Wᵀ + b``; ``qkv (3, B, H, L, D)`` is a view of ``Y``, split into heads.
+    ``(B·L, 3·H·D)`` product, ``Y = X Wᵀ + b``; ``qkv (3, B, H, L, D)`` is ``Y`` split into heads (a view of it,
+    or of the padded batch's rows with ``tokens``).
 
     ``tokens``: ``None``, or the positions ``(T,)`` among the ``B·L`` rows of the ``T`` rows given (the
     real tokens of a padded batch, ``rows (T, E)``); the product is ``T`` rows, and ``Y``'s other rows are 0.
 
-    ``few_rows`` (inference on few rows, ``blocks.times_weight_t``): ``Y`` is the transpose of ``Yᵀ = W Xᵀ``,
+    ``transposed`` (``blocks.times_weight_t``'s products, in inference): ``Y`` is the transpose of ``Yᵀ = W Xᵀ``,
     made one weight at a time (``W_q Xᵀ`` into ``Yᵀ``'s first rows, …), with no stacked copy of ``W``: the ``W``
     returned is then ``None`` (nothing runs backward)."""
     xp = backend.namespace(rows)
-    if few_rows:
+    if transposed:
         n = weights[0].shape[0]  # H·D
         out_t = xp.empty((3 * n, rows.shape[0]), dtype=xp.result_type(rows, *weights))  # Yᵀ (3·H·D, M)
         for i, w in enumerate(weights):
