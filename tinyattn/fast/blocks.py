@@ -106,10 +106,11 @@ class SelfAttentionBlock(_ResidualBlock):
     """Multi-head self-attention with its LayerNorm and residual sum, as one node.
 
     ``forward(x, norm_weight, norm_bias, w_q, w_k, w_v, b_q, b_k, b_v, w_o, b_o, *, num_heads,
-    norm_first, eps, attn_mask, allowed, is_causal, tokens=None, for_backward=True)``: ``x (B, L, E)``;
-    ``attn_mask`` a float mask array added to the scores (one that needs no gradient) or ``None``; ``allowed``
-    a boolean one (``True`` = may attend) or ``None``; no dropout. ``transposed=True`` with ``for_backward=False``
-    (no graph recorded: ``self_attention_block`` knows) runs few rows' products as ``times_weight_t`` does.
+    norm_first, eps, attn_mask, allowed, is_causal, tokens=None, for_backward=True, transposed=False)``:
+    ``x (B, L, E)``; ``attn_mask`` a float mask array added to the scores (one that needs no gradient) or
+    ``None``; ``allowed`` a boolean one (``True`` = may attend) or ``None``; no dropout. ``transposed=True`` with
+    ``for_backward=False`` (no graph recorded: ``self_attention_block`` knows) runs few rows' products as
+    ``times_weight_t`` does.
 
     ``tokens``: ``None``, or ``(index, B, L)`` for ``x (T, E)`` that holds only the rows ``index (T,)`` of
     a padded ``(B·L, E)`` batch, its real tokens (``TransformerEncoder`` skipping the padding). Every step
