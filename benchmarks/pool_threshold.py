@@ -8,7 +8,7 @@
     python benchmarks/pool_threshold.py --after-gemm  # bias + ReLU, bias + GELU and GELU's backward gate right after
                                                       # a GEMM, by size, on one thread and pooled
     python benchmarks/pool_threshold.py --products  # a layer's products as a Wᵀ and as (W aᵀ)ᵀ, by number of rows
-                                                    # (fast.blocks.FEW_ROWS)
+                                                    # (routes.settings.transposed_products_rows)
 
 The sweep times three passes a Transformer layer makes, each on float32 rows of width 512: ``exp`` in
 place (the softmax), ReLU as ``clip(x, 0, inf)`` (the feed-forward block's form) and a LayerNorm forward

@@ -28,7 +28,8 @@ Cases (``--cases``, comma-separated; the default runs all but ``longattn``, ``mi
                 both with ``enable_nested_tensor=False``, which computes every position
     bert6_products  bert6's tinyattn step as it runs (its few rows' products as ``(W aᵀ)ᵀ``,
                 ``fast.blocks.times_weight_t``) beside the same step with those products as ``a Wᵀ``
-                (``fast.blocks.FEW_ROWS`` set to 0 for the step), and PyTorch's: what that choice is worth
+                (``ta.use_fast_paths(transposed_products_rows=0)`` around the step; the first step runs
+                inside ``use_fast_paths`` too, with the setting as it is), and PyTorch's: what that choice is worth
     train       one training step of the main example's model against a PyTorch twin
     peak        the share of the BLAS peak the large encoder layer's forward+backward reaches:
                 its matrix-product FLOPs (counted below, ``encoder_flops``) ÷ its time ÷ the speed
@@ -343,20 +344,23 @@ def bert6_cases(size, backward, device="cpu"):
 
 
 def bert6_products_cases(size, backward, device="cpu"):
-    """``bert6_cases``' tinyattn and PyTorch steps, and tinyattn's with its few rows' products run as ``a Wᵀ``."""
-    from tinyattn.fast import blocks
+    """``bert6_cases``' tinyattn and PyTorch steps, and tinyattn's with its few rows' products run as ``a Wᵀ``.
+    Both tinyattn steps run inside ``ta.use_fast_paths`` (which makes the routes be chosen afresh), so that they
+    differ in ``transposed_products_rows`` alone."""
+    import tinyattn as ta
+    from tinyattn.routes import settings
 
     cases = bert6_cases(size, backward, device)
     ours = cases["tinyattn"]
 
-    def row_major_products():
-        saved, blocks.FEW_ROWS = blocks.FEW_ROWS, 0  # no rows count as few: every product as a Wᵀ
-        try:
-            ours()
-        finally:
-            blocks.FEW_ROWS = saved
+    def with_rows(rows):
+        def step():
+            with ta.use_fast_paths(settings.enabled, transposed_products_rows=rows):
+                ours()
+        return step
 
-    return {"tinyattn": ours, "tinyattn, row-major products": row_major_products, "pytorch": cases["pytorch"]}
+    return {"tinyattn": with_rows(settings.transposed_products_rows), "tinyattn, row-major products": with_rows(0),
+            "pytorch": cases["pytorch"]}
 
 
 def inference_step(no_grad, model, *args, **kwargs):

@@ -45,6 +45,9 @@ class _Settings:
     # (benchmarks/pool_threshold.py --after-gemm)
     piece_elements = 1 << 18  # about this many elements per piece of a pooled pass: 1 MiB of float32,
     # half a core's L2 cache
+    transposed_products_rows = 512  # in inference on the real tokens alone, up to this many rows a block's products
+    # run as (W aᵀ)ᵀ (fast.blocks.times_weight_t): past 512 the gain is a few hundredths, and it turns to a loss
+    # (benchmarks/pool_threshold.py --products times both forms by rows)
 
     def __setattr__(self, name, value):
         object.__setattr__(self, name, value)
@@ -56,10 +59,11 @@ settings = _Settings()
 
 class use_fast_paths:
     """``use_fast_paths(enabled=True, *, blocked_attention_min_keys=None, attention_block_size=None,
-    pool_min_elements=None, piece_elements=None)``: turn the fast routes on or off, now; used as a
-    context manager, the previous settings come back on exit. The keywords, when given, set the
-    blocked-attention threshold (keys) and block size, the size from which a fast kernel's pass
-    runs on every core (elements) and the size of the pieces it is cut into (``fast.parallel``).
+    pool_min_elements=None, piece_elements=None, transposed_products_rows=None)``: turn the fast routes on or
+    off, now; used as a context manager, the previous settings come back on exit. The keywords, when given, set
+    the blocked-attention threshold (keys) and block size, the size from which a fast kernel's pass runs on
+    every core (elements), the size of the pieces it is cut into (``fast.parallel``) and the most rows whose
+    products run transposed in inference (``fast.blocks.times_weight_t``; 0: none).
 
     >>> import tinyattn as ta
     >>> layer = ta.nn.TransformerEncoderLayer(8, 2, dim_feedforward=16, dropout=0.0)
@@ -72,7 +76,7 @@ class use_fast_paths:
     """
 
     def __init__(self, enabled=True, *, blocked_attention_min_keys=None, attention_block_size=None,
-                 pool_min_elements=None, piece_elements=None):
+                 pool_min_elements=None, piece_elements=None, transposed_products_rows=None):
         self._previous = tuple(getattr(settings, name) for name in _SETTING_NAMES)
         settings.enabled = bool(enabled)
         if blocked_attention_min_keys is not None:
@@ -83,6 +87,8 @@ class use_fast_paths:
             settings.pool_min_elements = int(pool_min_elements)
         if piece_elements is not None:
             settings.piece_elements = max(1, int(piece_elements))
+        if transposed_products_rows is not None:
+            settings.transposed_products_rows = int(transposed_products_rows)
 
     def __enter__(self):
         return self
@@ -93,7 +99,7 @@ class use_fast_paths:
 
 
 _SETTING_NAMES = ("enabled", "blocked_attention_min_keys", "attention_block_size", "pool_min_elements",
-                  "piece_elements")
+                  "piece_elements", "transposed_products_rows")
 
 
 FAST_OFF = "fast paths are off"  # by ta.use_fast_paths(False), or TINYATTN_FAST=0 at import

@@ -92,7 +92,7 @@ def test_real_tokens_alone_equal_the_reference(device, data):
 def test_inference_on_few_rows_runs_its_products_transposed(activation):
     """In inference the real tokens' products run as ``(W aᵀ)ᵀ`` (``fast.blocks.times_weight_t``, and
     ``in_projection`` one weight at a time): float32 outputs as the row-major products give them, to round-off;
-    past ``FEW_ROWS`` rows, row-major."""
+    past ``transposed_products_rows`` rows, row-major."""
     rng = np.random.default_rng(11)
     ta.manual_seed(0)
     encoder = nn.TransformerEncoder(nn.TransformerEncoderLayer(24, 4, 40, dropout=0.0,
@@ -105,7 +105,7 @@ def test_inference_on_few_rows_runs_its_products_transposed(activation):
         transposed = encoder(x, mask=mask).numpy()
         assert product.call_count == 6 and all(call.args[2] for call in product.call_args_list)  # 3 a layer
         assert projection.call_count == 2 and all(call.args[6] for call in projection.call_args_list)
-        with mock.patch.object(fast.blocks, "FEW_ROWS", sum(lengths) - 1):
+        with ta.use_fast_paths(transposed_products_rows=sum(lengths) - 1):
             row_major = encoder(x, mask=mask).numpy()
         assert product.call_count == 12 and not any(call.args[2] for call in product.call_args_list[6:])
         assert not any(call.args[6] for call in projection.call_args_list[2:])

@@ -90,13 +90,13 @@ def test_the_bert_rows_run_and_the_peak_counts_each_product(tmp_path):
 
     import run  # benchmarks/run.py
 
-    steps, few_rows = run.bert6_products_cases("batch8", False), blocks.FEW_ROWS  # two steps, one choice apart
+    steps, rows = run.bert6_products_cases("batch8", False), ta.routes.settings.transposed_products_rows
     with mock.patch.object(blocks, "times_weight_t", wraps=blocks.times_weight_t) as spy:
         steps["tinyattn"]()
         assert spy.call_count == 18 and all(call.args[2] for call in spy.call_args_list)  # 6 layers, 3 products
         steps["tinyattn, row-major products"]()
         assert spy.call_count == 36 and not any(call.args[2] for call in spy.call_args_list[18:])
-    assert blocks.FEW_ROWS == few_rows  # put back
+    assert ta.routes.settings.transposed_products_rows == rows  # put back
 
     assert run.SIZES["small"] == (2, 16, 32, 4)  # M = B·L = 32 rows, d = 32, F = 4·d = 128
     products = 2 * 32 * 32 * 96 + 2 * 32 * 32 * 32 + 2 * (2 * 32 * 32 * 128) + 2 * (2 * 2 * 16 * 16 * 32)

@@ -22,11 +22,11 @@ A block skips the products for a weight or bias that needs no gradient (a frozen
 input's and the norm's gradients, cheap beside them, it always computes.
 
 In inference on the real tokens of a padded batch (``encoder_on_real_tokens`` asks for it with
-``transposed=True``: rows ``(T, E)``, no graph, ``T`` up to ``FEW_ROWS``) each product ``a Wᵀ`` runs as
-``(W aᵀ)ᵀ`` (``times_weight_t``): the same sums, round-off apart, with the operands laid out as OpenBLAS packs
-them fastest when the rows are few (``benchmarks/pool_threshold.py --products`` times both forms). The
-activations come out F-ordered, as the next such product reads them; the elementwise kernels work on such rows
-in their own memory order (``kernels.bias_gelu``).
+``transposed=True``: rows ``(T, E)``, no graph, ``T`` up to ``routes.settings.transposed_products_rows``) each
+product ``a Wᵀ`` runs as ``(W aᵀ)ᵀ`` (``times_weight_t``): the same sums, round-off apart, with the operands laid
+out as OpenBLAS packs them fastest when the rows are few (``benchmarks/pool_threshold.py --products`` times both
+forms). The activations come out F-ordered, as the next such product reads them; the elementwise kernels work on
+such rows in their own memory order (``kernels.bias_gelu``).
 """
 
 import math
@@ -35,6 +35,7 @@ import numpy as np
 
 from .. import backend
 from ..masks import checked_mask, per_batch_mask
+from ..routes import settings
 from ..tensor import Function, Tensor, records_graph
 from .kernels import (
     bias_gelu,
@@ -230,14 +231,12 @@ class FeedForwardBlock(_ResidualBlock):
 _APPROXIMATE = {"gelu": "none", "gelu_tanh": "tanh"}  # FeedForwardBlock's activation -> GELU's approximate
 
 
-FEW_ROWS = 512  # up to this many rows, transposed products (times_weight_t); benchmarks/pool_threshold.py --products
-
-
 def uses_transposed_products(x, asked, for_backward):
     """Whether a block runs its products as ``times_weight_t``'s ``(W aᵀ)ᵀ``: when its caller asks (``asked``:
     ``encoder_on_real_tokens``), in inference (``for_backward`` false), on NumPy rows ``x (T, E)`` of at most
-    ``FEW_ROWS``. The block's output is then F-ordered."""
-    return asked and not for_backward and type(x) is np.ndarray and x.ndim == 2 and x.shape[0] <= FEW_ROWS
+    ``routes.settings.transposed_products_rows``. The block's output is then F-ordered."""
+    return (asked and not for_backward and type(x) is np.ndarray and x.ndim == 2
+            and x.shape[0] <= settings.transposed_products_rows)
 
 
 def times_weight_t(a, weight, transposed):
@@ -264,7 +263,7 @@ def self_attention_block(x, norm, attention, attn_mask, is_causal, norm_first, t
     return SelfAttentionBlock.apply(
         *inputs, num_heads=attention.num_heads, norm_first=norm_first, eps=norm.eps, attn_mask=float_mask,
         allowed=allowed, is_causal=is_causal, tokens=tokens, transposed=transposed,
-        for_backward=records_graph([t for t in inputs if t is not None]),
+        for_backward=records_graph(inputs),
     )  # (B, L, E), or (T, E)
 
 
