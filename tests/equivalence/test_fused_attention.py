@@ -250,6 +250,87 @@ def test_fused_float32_in_float32_out(device):
     assert out.dtype == np.float32 and wide_mask.grad.dtype == np.float64
 
 
+# ----------------------------------------------------------------------------- Σ dP·P as rowsum(G ∘ O)
+
+# Each of attention_backward's three paths, and a layout that takes it (q, k, v leading shapes, piece_elements)
+BACKWARD_PATHS = {
+    "_attention_backward_whole": ((2, 3), (2, 3), (2, 3), None),
+    "_attention_backward_by_slices": ((2, 3), (2, 3), (2, 3), 64),  # a slice's 6 × 7 scores fit a piece
+    "pieces": ((2, 3), (1, 3), (2, 1), 16),  # K, V broadcast: runs of queries, then of keys
+}
+
+
+@pytest.mark.parametrize("path", sorted(BACKWARD_PATHS))
+@given(seed=st.integers(0, 2**31 - 1), kind=st.sampled_from(["none", "bool", "float_inf"]),
+       dropout=st.sampled_from([0.0, 0.4]), causal=st.booleans())
+def test_attention_backward_reads_each_rows_sum_from_the_output(monkeypatch, path, seed, kind, dropout, causal):
+    """``attention_backward(..., output=O)`` takes each row's ``Σ_k dP·P`` as ``rowsum(G ∘ O)``: on every path
+    the gradients (and the mask's) are those of the pass over the scores, to round-off; with the output changed,
+    they change (it is read); the nodes hand their forward's output to it."""
+    from tinyattn.fast import kernels
+
+    q_lead, k_lead, v_lead, piece_elements = BACKWARD_PATHS[path]
+    rng = np.random.default_rng(seed)
+    Lq, Lk, E, Ev = 6, 7, 3, 2
+    shapes = (q_lead + (Lq, E), k_lead + (Lk, E), v_lead + (Lk, Ev))
+    q, k, v = (rng.standard_normal(shape) for shape in shapes)
+    mask = allowed = None
+    if kind == "bool":
+        allowed = rng.random((2, 1, Lq, Lk)) < 0.7
+        allowed[0, 0, 1] = False  # a row with no key
+    elif kind == "float_inf":
+        mask = np.where(rng.random((Lq, Lk)) < 0.3, -math.inf, rng.standard_normal((Lq, Lk)))
+    calls = []
+    if path != "pieces":
+        spied = getattr(kernels, path)
+        monkeypatch.setattr(kernels, path, lambda *args: calls.append(path) or spied(*args))
+    with ta.use_fast_paths(piece_elements=piece_elements or ta.routes.settings.piece_elements):
+        out, weights, keep = kernels.attention(q, k, v, mask, allowed, causal, 0.7, dropout)
+        grad = rng.standard_normal(out.shape)
+        mask_shape = None if mask is None else mask.shape
+
+        def backward(output):
+            return kernels.attention_backward(grad, q, k, v, weights, keep, 0.7, mask_shape, output=output)
+
+        scanned, from_output = backward(None), backward(out)
+        changed = backward(out + rng.standard_normal(out.shape))
+    assert calls == ([path] * 3 if path != "pieces" else [])
+    for a, b in zip(scanned, from_output):
+        if a is None:
+            assert b is None
+        else:
+            np.testing.assert_allclose(b, a, rtol=1e-10, atol=1e-12)
+    assert not np.allclose(changed[0], scanned[0])  # dQ reads dS, which reads the output's row sums
+
+    recorded = []
+    original = kernels.attention_backward
+    monkeypatch.setattr(kernels, "attention_backward",
+                        lambda *args, **kw: recorded.append(kw.get("output")) or original(*args, **kw))
+    tq, tk, tv = (leaf(a, "cpu") for a in (q, k, v))
+    result = fused(tq, tk, tv, None if mask is None else ta.tensor(mask), is_causal=causal)
+    result.backward(ta.tensor(rng.standard_normal(result.shape)))
+    assert len(recorded) == 1 and recorded[0] is result._data  # Attention passes its output
+
+
+def test_packed_self_attention_and_the_block_pass_their_attention_output(monkeypatch):
+    from tinyattn.fast import kernels
+
+    recorded = []
+    original = kernels.attention_backward
+    monkeypatch.setattr(kernels, "attention_backward",
+                        lambda *args, **kw: recorded.append(kw.get("output")) or original(*args, **kw))
+    rng = np.random.default_rng(3)
+    ta.manual_seed(0)
+    mha = nn.MultiHeadAttention(8, 2)
+    x = leaf(rng.standard_normal((2, 5, 8), dtype=np.float32), "cpu")
+    out, _ = mha(x, need_weights=False)
+    out.backward(ta.tensor(rng.standard_normal(out.shape, dtype=np.float32)))
+    layer = nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0)
+    y = layer(x)
+    y.backward(ta.tensor(rng.standard_normal(y.shape, dtype=np.float32)))
+    assert len(recorded) == 2 and all(o is not None and o.shape == (2, 2, 5, 4) for o in recorded)
+
+
 # ----------------------------------------------------------------------------- InProjection
 
 

@@ -147,6 +147,7 @@ class SelfAttentionBlock(_ResidualBlock):
                                         index, self.transposed)  # (3, B, H, L, D)
         self.scale = 1.0 / math.sqrt(qkv.shape[-1])
         merged, self.weights, _ = packed_attention(qkv, attn_mask, allowed, is_causal, self.scale, 0.0)
+        self.attention_output = merged  # O (B, L, H·D), every row: backward's rowsum(∂O ∘ O)
         merged = merged.reshape(B * L, E) if index is None else merged.reshape(B * L, E)[index]
         self.h, self.qkv, self.merged, self.w_o = h, qkv, merged, w_o  # merged heads a (M, E)
         return self._output(self.merged, w_o, b_o, rows, norm_weight, norm_bias, eps).reshape(x.shape)
@@ -165,7 +166,8 @@ class SelfAttentionBlock(_ResidualBlock):
             every_row = backend.namespace(grad_merged).zeros((B * L, grad_merged.shape[1]), dtype=grad_merged.dtype)
             every_row[index] = grad_merged
             grad_merged = every_row  # (B·L, E)
-        grad_qkv, _ = packed_attention_backward(grad_merged, self.qkv, self.weights, None, self.scale)
+        grad_qkv, _ = packed_attention_backward(grad_merged, self.qkv, self.weights, None, self.scale,
+                                                output=self.attention_output)
         in_proj_needs = [True] + [p.requires_grad for p in parents[3:9]]  # ∂h, then W_q … b_v
         grad_h, *grad_in_proj = in_projection_backward(grad_qkv, self.h, self.w_qkv, in_proj_needs,
                                                        index)  # ∂h (M, E)

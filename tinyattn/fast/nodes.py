@@ -221,22 +221,23 @@ class Attention(Function):
         dV = P̃ᵀ G    dP = (G Vᵀ) ∘ M / (1 - p)    dS = P ∘ (dP - Σ_k dP·P)
         dQ = dS K · scale    dK = dSᵀ Q · scale    dmask = dS
 
-    each summed back over the leading axes its input broadcast along. It replaces the reference
+    each summed back over the leading axes its input broadcast along, with each row's ``Σ_k dP·P``
+    read as ``rowsum(G ∘ O)`` (the same sum: ``kernels.attention_backward``). It replaces the reference
     attention's nodes (scale, transpose, product, mask, softmax, product) and keeps ``P`` (and
-    ``M``) besides its inputs.
+    ``M``) and its output ``O`` besides its inputs.
     """
 
     def forward(self, query, key, value, attn_mask=None, *, allowed, is_causal, scale, dropout_p):
         self.query, self.key, self.value, self.scale = query, key, value, scale
-        out, self.weights, self.keep = kernels.attention(query, key, value, attn_mask, allowed, is_causal, scale,
-                                                         dropout_p)
-        return out  # (…, Lq, Ev)
+        self.out, self.weights, self.keep = kernels.attention(query, key, value, attn_mask, allowed, is_causal,
+                                                              scale, dropout_p)
+        return self.out  # (…, Lq, Ev); backward reads it (rowsum(G ∘ O), kernels.attention_backward)
 
     def backward(self, grad):
         needs = [p.requires_grad for p in self.parents]
         grads = kernels.attention_backward(
             grad, self.query, self.key, self.value, self.weights, self.keep, self.scale,
-            mask_shape=self.parents[3].shape if len(needs) > 3 and needs[3] else None)
+            mask_shape=self.parents[3].shape if len(needs) > 3 and needs[3] else None, output=self.out)
         return tuple(ops.sum_to(g, p.shape) if need else None for g, p, need in zip(grads, self.parents, needs))
 
 
@@ -252,14 +253,15 @@ class PackedSelfAttention(Function):
 
     def forward(self, qkv, attn_mask=None, *, allowed, is_causal, scale, dropout_p):
         self.qkv, self.scale = qkv, scale
-        merged, self.weights, self.keep = kernels.packed_attention(qkv, attn_mask, allowed, is_causal, scale,
-                                                                   dropout_p)
-        return merged  # (B, L, H·D)
+        self.merged, self.weights, self.keep = kernels.packed_attention(qkv, attn_mask, allowed, is_causal, scale,
+                                                                        dropout_p)
+        return self.merged  # (B, L, H·D); backward reads it (rowsum(G ∘ O), kernels.attention_backward)
 
     def backward(self, grad):
         needs_mask = len(self.parents) > 1 and self.parents[1].requires_grad
         return kernels.packed_attention_backward(grad, self.qkv, self.weights, self.keep, self.scale,
-                                                 mask_shape=self.parents[1].shape if needs_mask else None)
+                                                 mask_shape=self.parents[1].shape if needs_mask else None,
+                                                 output=self.merged)
 
 
 def packed_self_attention(qkv, attn_mask=None, dropout_p=0.0, is_causal=False):
