@@ -495,8 +495,11 @@ class Tensor:
         _run_backward(self, grad, retain_graph)
 
     def detach(self):
-        """The same data, cut from the graph."""
-        return Tensor._wrap(self._data, self)
+        """The same data, cut from the graph. It shares this tensor's count of in-place writes (as in PyTorch):
+        a write through it is seen by any node that saved this tensor for its backward."""
+        detached = Tensor._wrap(self._data, self)
+        detached._version = self._version
+        return detached
 
     def requires_grad_(self, requires_grad=True):
         if requires_grad and self.dtype.kind not in "fc":

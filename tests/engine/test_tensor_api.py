@@ -220,6 +220,25 @@ def test_in_place_on_a_saved_tensor_raises_instead_of_a_wrong_gradient():
         z.sum().backward()
 
 
+def test_in_place_through_detach_is_seen_as_in_torch():
+    """``detach()`` shares the count of in-place writes: a node that saved the tensor notices a write made through
+    it (an attention node keeps its output for backward), in PyTorch and here."""
+    for lib in (ta, torch):
+        x = lib.tensor([1.0, 2.0], requires_grad=True)
+        y = x.exp()  # Exp saves its output
+        with lib.no_grad():
+            y.detach().add_(1)
+        with pytest.raises(RuntimeError, match="modified by an in-?place operation"):
+            y.sum().backward()
+    q, k, v = (ta.tensor(np.random.default_rng(i).standard_normal((2, 3, 4)), requires_grad=True) for i in range(3))
+    out, _ = ta.nn.functional.scaled_dot_product_attention(q, k, v, need_weights=False)
+    out.detach().mul_(2)
+    with pytest.raises(RuntimeError, match="modified by an in-place operation"):
+        out.sum().backward()
+    detached = out.detach()  # cut from the graph all the same
+    assert detached._ctx is None and not detached.requires_grad and out._ctx is not None
+
+
 def test_in_place_on_a_tensor_no_node_saved_is_allowed_as_in_torch():
     for lib in (ta, torch):
         x = lib.tensor([1.0, 2.0], requires_grad=True)

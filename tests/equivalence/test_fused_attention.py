@@ -260,6 +260,14 @@ BACKWARD_PATHS = {
 }
 
 
+def recording(function, name, calls):
+    """``function``, appending ``name`` to ``calls`` at each call."""
+    def spy(*args):
+        calls.append(name)
+        return function(*args)
+    return spy
+
+
 @pytest.mark.parametrize("path", sorted(BACKWARD_PATHS))
 @given(seed=st.integers(0, 2**31 - 1), kind=st.sampled_from(["none", "bool", "float_inf"]),
        dropout=st.sampled_from([0.0, 0.4]), causal=st.booleans())
@@ -281,12 +289,11 @@ def test_attention_backward_reads_each_rows_sum_from_the_output(monkeypatch, pat
     elif kind == "float_inf":
         mask = np.where(rng.random((Lq, Lk)) < 0.3, -math.inf, rng.standard_normal((Lq, Lk)))
     calls = []
-    if path != "pieces":
-        spied = getattr(kernels, path)
-        monkeypatch.setattr(kernels, path, lambda *args: calls.append(path) or spied(*args))
     with ta.use_fast_paths(piece_elements=piece_elements or ta.routes.settings.piece_elements):
         out, weights, keep = kernels.attention(q, k, v, mask, allowed, causal, 0.7, dropout)
         grad = rng.standard_normal(out.shape)
+        for name in ("_attention_backward_whole", "_attention_backward_by_slices", "_query_pieces"):  # backward's
+            monkeypatch.setattr(kernels, name, recording(getattr(kernels, name), name, calls))
         mask_shape = None if mask is None else mask.shape
 
         def backward(output):
@@ -294,7 +301,8 @@ def test_attention_backward_reads_each_rows_sum_from_the_output(monkeypatch, pat
 
         scanned, from_output = backward(None), backward(out)
         changed = backward(out + rng.standard_normal(out.shape))
-    assert calls == ([path] * 3 if path != "pieces" else [])
+        monkeypatch.undo()
+    assert calls == ([path] * 3 if path != "pieces" else ["_query_pieces"] * 6)  # queries, then keys, 3 times
     for a, b in zip(scanned, from_output):
         if a is None:
             assert b is None
@@ -329,6 +337,13 @@ def test_packed_self_attention_and_the_block_pass_their_attention_output(monkeyp
     y = layer(x)
     y.backward(ta.tensor(rng.standard_normal(y.shape, dtype=np.float32)))
     assert len(recorded) == 2 and all(o is not None and o.shape == (2, 2, 5, 4) for o in recorded)
+    merged = out._ctx.parents[0].numpy()  # PackedSelfAttention's output, (B, L, H·D), before out_proj
+    np.testing.assert_array_equal(recorded[0], merged.reshape(2, 5, 2, 4).transpose(0, 2, 1, 3))
+    attention = layer.self_attn  # the block's attention output, from the projections and F's attention
+    q, k, v = (proj(x).reshape(2, 5, 2, 4).permute(0, 2, 1, 3) for proj in (attention.q_proj, attention.k_proj,
+                                                                             attention.v_proj))
+    expected, _ = F.scaled_dot_product_attention(q, k, v, need_weights=False)
+    np.testing.assert_allclose(recorded[1], expected.numpy(), rtol=1e-5, atol=1e-6)
 
 
 # ----------------------------------------------------------------------------- InProjection
