@@ -268,13 +268,22 @@ def recording(function, name, calls):
     return spy
 
 
+def scores_pass_backward(grad, q, k, v, weights, keep, scale, mask_shape):
+    """``attention_backward``'s gradients with each row's ``Σ_k dP·P`` summed over the scores themselves."""
+    dropped = weights if keep is None else weights * keep
+    grad_p = grad @ v.swapaxes(-1, -2) * (1 if keep is None else keep)  # dP
+    grad_s = weights * (grad_p - (grad_p * weights).sum(-1, keepdims=True))  # dS
+    grad_mask = None if mask_shape is None else ta.ops.sum_to(grad_s, mask_shape)
+    return grad_s @ k * scale, grad_s.swapaxes(-1, -2) @ q * scale, dropped.swapaxes(-1, -2) @ grad, grad_mask
+
+
 @pytest.mark.parametrize("path", sorted(BACKWARD_PATHS))
 @given(seed=st.integers(0, 2**31 - 1), kind=st.sampled_from(["none", "bool", "float_inf"]),
        dropout=st.sampled_from([0.0, 0.4]), causal=st.booleans())
 def test_attention_backward_reads_each_rows_sum_from_the_output(monkeypatch, path, seed, kind, dropout, causal):
-    """``attention_backward(..., output=O)`` takes each row's ``Σ_k dP·P`` as ``rowsum(G ∘ O)``: on every path
-    the gradients (and the mask's) are those of the pass over the scores, to round-off; with the output changed,
-    they change (it is read); the nodes hand their forward's output to it."""
+    """``attention_backward`` takes each row's ``Σ_k dP·P`` as ``rowsum(G ∘ O)``: on every path the gradients
+    (and the mask's) are those of the sum over the scores, to round-off; with the output changed, they change (it
+    is read); the nodes hand their forward's output to it."""
     from tinyattn.fast import kernels
 
     q_lead, k_lead, v_lead, piece_elements = BACKWARD_PATHS[path]
@@ -297,12 +306,12 @@ def test_attention_backward_reads_each_rows_sum_from_the_output(monkeypatch, pat
         mask_shape = None if mask is None else mask.shape
 
         def backward(output):
-            return kernels.attention_backward(grad, q, k, v, weights, keep, 0.7, mask_shape, output=output)
+            return kernels.attention_backward(grad, q, k, v, weights, keep, 0.7, output, mask_shape)
 
-        scanned, from_output = backward(None), backward(out)
-        changed = backward(out + rng.standard_normal(out.shape))
+        from_output, changed = backward(out), backward(out + rng.standard_normal(out.shape))
         monkeypatch.undo()
-    assert calls == ([path] * 3 if path != "pieces" else ["_query_pieces"] * 6)  # queries, then keys, 3 times
+    scanned = scores_pass_backward(grad, q, k, v, weights, keep, 0.7, mask_shape)
+    assert calls == ([path] * 2 if path != "pieces" else ["_query_pieces"] * 4)  # queries, then keys, twice
     for a, b in zip(scanned, from_output):
         if a is None:
             assert b is None
@@ -313,7 +322,7 @@ def test_attention_backward_reads_each_rows_sum_from_the_output(monkeypatch, pat
     recorded = []
     original = kernels.attention_backward
     monkeypatch.setattr(kernels, "attention_backward",
-                        lambda *args, **kw: recorded.append(kw.get("output")) or original(*args, **kw))
+                        lambda *args, **kw: recorded.append(args[7]) or original(*args, **kw))  # the output
     tq, tk, tv = (leaf(a, "cpu") for a in (q, k, v))
     result = fused(tq, tk, tv, None if mask is None else ta.tensor(mask), is_causal=causal)
     result.backward(ta.tensor(rng.standard_normal(result.shape)))
@@ -326,7 +335,7 @@ def test_packed_self_attention_and_the_block_pass_their_attention_output(monkeyp
     recorded = []
     original = kernels.attention_backward
     monkeypatch.setattr(kernels, "attention_backward",
-                        lambda *args, **kw: recorded.append(kw.get("output")) or original(*args, **kw))
+                        lambda *args, **kw: recorded.append(args[7]) or original(*args, **kw))  # the output
     rng = np.random.default_rng(3)
     ta.manual_seed(0)
     mha = nn.MultiHeadAttention(8, 2)

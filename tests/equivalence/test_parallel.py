@@ -184,7 +184,7 @@ def test_attention_pooled_is_bit_identical(case):
         ta.manual_seed(case["seed"])  # the same dropout draw both times
         out, weights, keep = kernels.attention(q, k, v, float_mask, allowed, case["is_causal"], scale,
                                                case["dropout_p"])
-        grads = kernels.attention_backward(grad, q, k, v, weights, keep, scale,
+        grads = kernels.attention_backward(grad, q, k, v, weights, keep, scale, out,
                                            None if float_mask is None else float_mask.shape)
         return (out, weights, keep, *grads)
 
@@ -220,7 +220,7 @@ def test_packed_attention_pooled_is_bit_identical(case):
         ta.manual_seed(case["seed"])
         out, weights, keep = kernels.packed_attention(qkv, float_mask, allowed, case["is_causal"], scale,
                                                       case["dropout_p"])
-        grad_qkv, grad_mask = kernels.packed_attention_backward(merged_grad, qkv, weights, keep, scale,
+        grad_qkv, grad_mask = kernels.packed_attention_backward(merged_grad, qkv, weights, keep, scale, out,
                                                                 None if float_mask is None else float_mask.shape)
         return out, weights, keep, grad_qkv, grad_mask
 

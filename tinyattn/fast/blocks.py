@@ -167,7 +167,7 @@ class SelfAttentionBlock(_ResidualBlock):
             every_row[index] = grad_merged
             grad_merged = every_row  # (B·L, E)
         grad_qkv, _ = packed_attention_backward(grad_merged, self.qkv, self.weights, None, self.scale,
-                                                output=self.attention_output)
+                                                self.attention_output)
         in_proj_needs = [True] + [p.requires_grad for p in parents[3:9]]  # ∂h, then W_q … b_v
         grad_h, *grad_in_proj = in_projection_backward(grad_qkv, self.h, self.w_qkv, in_proj_needs,
                                                        index)  # ∂h (M, E)

@@ -308,7 +308,7 @@ def _finfo(dtype):
 def masked_softmax_backward(grad, y, out=None, dot=None):
     """``∂L/∂s = y · (g - Σ g·y)`` for the softmax ``y`` of ``s``, into ``out`` (``out=grad``: in
     place) or a fresh array. ``dot``: each row's ``Σ g·y`` ``(…, 1)`` when the caller has it
-    (attention's ``rowsum(G ∘ O)``, ``_rows_dot``), else computed here."""
+    (attention's ``rows_dot(G, O)``), else computed here."""
     xp = backend.namespace(grad)
     if dot is None:
         dot = _row_sums(grad * y)  # (…, Lq, 1): Σ g·y
@@ -496,23 +496,22 @@ def _attention_whole(query, key, value, attn_mask, allowed, is_causal, scale, dr
     return out, weights, keep
 
 
-def attention_backward(grad, query, key, value, weights, keep, scale, mask_shape=None, out=None, output=None):
-    """``(dQ, dK, dV, dmask)`` of ``attention`` for ``grad = ∂L/∂O``, before any sum over broadcast
-    axes (each of ``grad``'s leading shape; written into ``out = (dQ, dK, dV)`` when given);
-    ``dmask`` is ``None`` unless ``mask_shape`` is given. With ``P̃ = P ∘ M``:
+def attention_backward(grad, query, key, value, weights, keep, scale, output, mask_shape=None, out=None):
+    """``(dQ, dK, dV, dmask)`` of ``attention`` for ``grad = ∂L/∂O`` and the forward's output ``O`` (``output``,
+    ``(…, Lq, Ev)`` as ``grad``), before any sum over broadcast axes (each of ``grad``'s leading shape; written into
+    ``out = (dQ, dK, dV)`` when given); ``dmask`` is ``None`` unless ``mask_shape`` is given. With ``P̃ = P ∘ M``:
 
-        dP = (G Vᵀ) ∘ M    dS = P ∘ (dP - Σ_k dP·P)    dQ = dS K·scale      (a run of queries at a time)
-        dV = P̃ᵀ G          dK = dSᵀ Q·scale                                 (a run of keys at a time)
+        dP = (G Vᵀ) ∘ M    D = rowsum(G ∘ O)    dS = P ∘ (dP - D)    dQ = dS K·scale   (a run of queries at a time)
+        dV = P̃ᵀ G          dK = dSᵀ Q·scale                                          (a run of keys at a time)
 
-    ``output``: the forward's ``O`` (``(…, Lq, Ev)``, as ``grad``), when the caller kept it. Each row's
-    ``Σ_k dP·P`` is then ``rowsum(G ∘ O)`` (FlashAttention's ``D``, Dao et al. 2022): ``Σ_k (G_i·V_k) M_ik P_ik
-    = G_i · Σ_k P̃_ik V_k = G_i · O_i``, a sum over ``Ev`` per row instead of a pass over the ``(…, Lq, Lk)`` scores
-    and a temporary of their size."""
+    ``D`` is FlashAttention's (Dao et al. 2022): ``Σ_k dP_ik P_ik = Σ_k (G_i·V_k) M_ik P_ik = G_i · Σ_k P̃_ik V_k
+    = G_i · O_i``, each row's ``Σ_k dP·P``: a sum over ``Ev`` per row instead of a pass over the ``(…, Lq, Lk)``
+    scores and a temporary of their size (``rows_dot``, as ``BlockedAttention`` computes it too)."""
     xp = backend.namespace(grad)
     lead, (Lq, Lk) = grad.shape[:-2], weights.shape[-2:]
     E, Ev = query.shape[-1], value.shape[-1]
     size = max(E, Ev)
-    arguments = (grad, query, key, value, weights, keep, scale, mask_shape, out, output)
+    arguments = (grad, query, key, value, weights, keep, scale, output, mask_shape, out)
     if _one_piece(grad, Lq, Lk, lead, size):  # one piece each way: the same steps on whole arrays, fewer calls
         return _attention_backward_whole(*arguments)
     slices = batch_slices(grad, (grad, query, key, value), Lq, Lk)
@@ -534,8 +533,8 @@ def attention_backward(grad, query, key, value, weights, keep, scale, mask_shape
         xp.matmul(grad[rows], value_t, out=grad_piece)  # G Vᵀ
         if keep is not None:
             grad_piece *= keep[rows]  # dP
-        dot = None if output is None else _rows_dot(grad[rows], output[rows])  # (…, R, 1)
-        masked_softmax_backward(grad_piece, p, out=grad_piece, dot=dot)  # dS, in place
+        D = rows_dot(grad[rows], output[rows])  # (…, R, 1)
+        masked_softmax_backward(grad_piece, p, out=grad_piece, dot=D)  # dS, in place
         xp.matmul(grad_piece, key, out=grad_query[rows])
         grad_query[rows] *= scale  # dQ = dS K·scale  (…, R, E)
 
@@ -554,20 +553,19 @@ def attention_backward(grad, query, key, value, weights, keep, scale, mask_shape
     return grad_query, grad_key, grad_value, grad_mask
 
 
-def _rows_dot(grad, output):
-    """``rowsum(G ∘ O)`` ``(…, Lq, 1)`` for ``G``, ``O`` ``(…, Lq, Ev)``: each row's ``Σ_k dP·P``
-    (``attention_backward``), with no temporary of ``G``'s size."""
+def rows_dot(grad, output):
+    """``D = rowsum(G ∘ O)`` ``(…, Lq, 1)`` for ``G``, ``O`` ``(…, Lq, Ev)``: each row's ``Σ_k dP·P`` in attention's
+    backward (``attention_backward``, ``BlockedAttention``), with no temporary of ``G``'s size."""
     return backend.namespace(grad).einsum("...k,...k->...", grad, output)[..., None]
 
 
-def _attention_backward_whole(grad, query, key, value, weights, keep, scale, mask_shape, out, output):
+def _attention_backward_whole(grad, query, key, value, weights, keep, scale, output, mask_shape, out):
     """``attention_backward`` as one piece: each step once over the whole arrays. The scale goes onto
     ``dS`` once, before both products (the pieces scale each product: the same up to round-off)."""
     grad_scores = grad @ value.swapaxes(-1, -2)  # G Vᵀ  (…, Lq, Lk), a fresh array
     if keep is not None:
         grad_scores *= keep  # dP
-    dot = None if output is None else _rows_dot(grad, output)  # (…, Lq, 1)
-    masked_softmax_backward(grad_scores, weights, out=grad_scores, dot=dot)  # dS, in place
+    masked_softmax_backward(grad_scores, weights, out=grad_scores, dot=rows_dot(grad, output))  # dS, in place
     grad_mask = None
     if mask_shape is not None:
         grad_mask = ops.sum_to(grad_scores, mask_shape)
@@ -582,7 +580,7 @@ def _attention_backward_whole(grad, query, key, value, weights, keep, scale, mas
     return (*[matmul(a, b, out=o) for (a, b), o in zip(products, out)], grad_mask)  # the same, into `out`
 
 
-def _attention_backward_by_slices(slices, grad, query, key, value, weights, keep, scale, mask_shape, out, output):
+def _attention_backward_by_slices(slices, grad, query, key, value, weights, keep, scale, output, mask_shape, out):
     """``attention_backward`` a few whole batch slices at a time (``batch_slices``), over the pool: a
     slice's dQ, dK and dV come from that slice alone."""
     xp, E, Ev = backend.namespace(grad), query.shape[-1], value.shape[-1]
@@ -601,8 +599,7 @@ def _attention_backward_by_slices(slices, grad, query, key, value, weights, keep
                 grad_scores = xp.matmul(g, value_t, out=every_grad_scores[index])
             if keep is not None:
                 grad_scores *= keep[index]  # dP
-            dot = None if output is None else _rows_dot(g, output[index])  # (n, Lq, 1)
-            masked_softmax_backward(grad_scores, p, out=grad_scores, dot=dot)  # dS, in place
+            masked_softmax_backward(grad_scores, p, out=grad_scores, dot=rows_dot(g, output[index]))  # dS, in place
             xp.matmul(grad_scores, key[index], out=grad_query[index])
             grad_query[index] *= scale  # dQ = dS K·scale
             xp.matmul(grad_scores.swapaxes(-1, -2), query[index], out=grad_key[index])
@@ -627,18 +624,16 @@ def packed_attention(qkv, attn_mask, allowed, is_causal, scale, dropout_p):
     return merged.reshape(B, L, H * D), weights, keep  # (B, L, H·D), a view
 
 
-def packed_attention_backward(grad, qkv, weights, keep, scale, mask_shape=None, output=None):
-    """``(dqkv, dmask)`` of ``packed_attention`` for ``grad = ∂L/∂O (B, L, H·D)``: ``dqkv (3, B, H, L, D)``
-    a view of a fresh ``(B, L, 3, H, D)`` array, the layout ``InProjection``'s output has, so that
-    its backward reads it as ``(B·L, 3·H·D)`` rows without a copy; ``dmask`` ``None`` unless
-    ``mask_shape`` is given. ``output``: the forward's ``O (B, L, H·D)``, when kept (``attention_backward``)."""
+def packed_attention_backward(grad, qkv, weights, keep, scale, output, mask_shape=None):
+    """``(dqkv, dmask)`` of ``packed_attention`` for ``grad = ∂L/∂O (B, L, H·D)`` and its output ``O`` (``output``,
+    ``(B, L, H·D)``): ``dqkv (3, B, H, L, D)`` a view of a fresh ``(B, L, 3, H, D)`` array, the layout
+    ``InProjection``'s output has, so that its backward reads it as ``(B·L, 3·H·D)`` rows without a copy; ``dmask``
+    ``None`` unless ``mask_shape`` is given."""
     _, B, H, L, D = qkv.shape
-    grad = grad.reshape(B, L, H, D).transpose(0, 2, 1, 3)  # (B, H, L, D), a view
-    if output is not None:
-        output = output.reshape(B, L, H, D).transpose(0, 2, 1, 3)  # (B, H, L, D), a view
+    grad, output = (a.reshape(B, L, H, D).transpose(0, 2, 1, 3) for a in (grad, output))  # (B, H, L, D), views
     grad_qkv = backend.namespace(grad).empty((B, L, 3, H, D), dtype=grad.dtype).transpose(2, 0, 3, 1, 4)
-    *_, grad_mask = attention_backward(grad, qkv[0], qkv[1], qkv[2], weights, keep, scale, mask_shape,
-                                       out=(grad_qkv[0], grad_qkv[1], grad_qkv[2]), output=output)  # in place
+    *_, grad_mask = attention_backward(grad, qkv[0], qkv[1], qkv[2], weights, keep, scale, output, mask_shape,
+                                       out=(grad_qkv[0], grad_qkv[1], grad_qkv[2]))  # written in place
     return grad_qkv, grad_mask  # (3, B, H, L, D)
 
 

@@ -236,8 +236,8 @@ class Attention(Function):
     def backward(self, grad):
         needs = [p.requires_grad for p in self.parents]
         grads = kernels.attention_backward(
-            grad, self.query, self.key, self.value, self.weights, self.keep, self.scale,
-            mask_shape=self.parents[3].shape if len(needs) > 3 and needs[3] else None, output=self.out)
+            grad, self.query, self.key, self.value, self.weights, self.keep, self.scale, self.out,
+            mask_shape=self.parents[3].shape if len(needs) > 3 and needs[3] else None)
         return tuple(ops.sum_to(g, p.shape) if need else None for g, p, need in zip(grads, self.parents, needs))
 
 
@@ -259,9 +259,8 @@ class PackedSelfAttention(Function):
 
     def backward(self, grad):
         needs_mask = len(self.parents) > 1 and self.parents[1].requires_grad
-        return kernels.packed_attention_backward(grad, self.qkv, self.weights, self.keep, self.scale,
-                                                 mask_shape=self.parents[1].shape if needs_mask else None,
-                                                 output=self.merged)
+        return kernels.packed_attention_backward(grad, self.qkv, self.weights, self.keep, self.scale, self.merged,
+                                                 mask_shape=self.parents[1].shape if needs_mask else None)
 
 
 def packed_self_attention(qkv, attn_mask=None, dropout_p=0.0, is_causal=False):
