@@ -9,6 +9,9 @@
                                                       # a GEMM, by size, on one thread and pooled
     python benchmarks/pool_threshold.py --products  # a layer's products as a Wᵀ and as (W aᵀ)ᵀ, by number of rows
                                                     # (routes.settings.transposed_products_rows)
+    python benchmarks/pool_threshold.py --sequences  # inference on a padded batch's real tokens, attention sentence
+                                                     # by sentence against on the padded batch, by batch and length
+                                                     # (routes.settings.sequence_attention_min_length)
 
 The sweep times three passes a Transformer layer makes, each on float32 rows of width 512: ``exp`` in
 place (the softmax), ReLU as ``clip(x, 0, inf)`` (the feed-forward block's form) and a LayerNorm forward
@@ -242,6 +245,50 @@ def transposed_products(repeat):
         print(f"{M:>6} {row_major:>10.3f} {transposed:>12.3f} {transposed / row_major:>7.2f}", flush=True)
 
 
+def sequences(repeat):
+    """A BERT-style encoder layer (384 wide, 12 heads, exact GELU, post-norm; ``bert6``'s) in inference on the real
+    tokens of a padded batch (``fast.encoder_on_real_tokens``) with attention sentence by sentence
+    (``kernels.attention_by_sequences``) and on the padded batch with its padding mask; ``B`` sentences of lengths
+    drawn from ``[⌈l_max/5⌉, l_max]`` (one of them ``l_max``); interleaved, medians."""
+    import tinyattn.nn as nn
+    import tinyattn.nn.functional as F
+    from tinyattn.routes import settings
+
+    ta.manual_seed(0)
+    encoder = nn.TransformerEncoder(nn.TransformerEncoderLayer(384, 12, 1536, dropout=0.0, activation="gelu",
+                                                               layer_norm_eps=1e-12), 1).eval()
+    rng = np.random.default_rng(0)
+    print(f"{'l_max':>6} {'B':>5} {'tokens':>7} {'mean':>5} {'by sentence ms':>15} {'padded ms':>10} {'ratio':>7}")
+    grid = ((2, (256, 1024)), (4, (256, 1024)), (8, (1, 8, 32, 128, 256)), (25, (1, 8, 16, 32, 64, 128)),
+            (64, (1, 8, 16, 32, 64)), (128, (1, 4, 8, 16, 32)))
+    for longest, batches in grid:
+        for B in batches:
+            lengths = [longest] + list(rng.integers(-(-longest // 5), longest + 1, B - 1))
+            x = ta.tensor(rng.standard_normal((B, longest, 384), dtype=np.float32))
+            mask = F.padding_mask(lengths, longest)
+            times = {True: [], False: []}
+            previous = settings.sequence_attention_min_length
+
+            def step(by_sentence, longest=longest, x=x, mask=mask):
+                settings.sequence_attention_min_length = 0 if by_sentence else longest + 1
+                with ta.no_grad():
+                    encoder(x, mask=mask)
+
+            try:
+                for _ in range(2):
+                    step(True), step(False)
+                for i in range(repeat):
+                    for by_sentence in ((True, False) if i % 2 else (False, True)):
+                        start = time.perf_counter()
+                        step(by_sentence)
+                        times[by_sentence].append(time.perf_counter() - start)
+            finally:
+                settings.sequence_attention_min_length = previous
+            by_sentence, padded = (statistics.median(times[k]) * 1e3 for k in (True, False))
+            print(f"{longest:>6} {B:>5} {sum(lengths):>7} {sum(lengths) / B:>5.1f} {by_sentence:>15.3f} {padded:>10.3f}"
+                  f" {by_sentence / padded:>7.2f}", flush=True)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeat", type=int, default=60)
@@ -250,6 +297,7 @@ def main():
     parser.add_argument("--gelu", action="store_true")
     parser.add_argument("--after-gemm", action="store_true")
     parser.add_argument("--products", action="store_true")
+    parser.add_argument("--sequences", action="store_true")
     args = parser.parse_args()
     print(f"pool threads: {parallel.thread_count()}")
     if args.blas:
@@ -258,6 +306,8 @@ def main():
         after_gemm(min(args.repeat, 25))
     elif args.products:
         transposed_products(args.repeat)
+    elif args.sequences:
+        sequences(min(args.repeat, 20))
     elif args.gelu:
         gelu_blocks(min(args.repeat, 30))
     elif args.after_blas:

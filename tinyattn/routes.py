@@ -48,6 +48,10 @@ class _Settings:
     transposed_products_rows = 512  # in inference on the real tokens alone, up to this many rows a block's products
     # run as (W aᵀ)ᵀ (fast.blocks.times_weight_t): past 512 the gain is a few hundredths, and it turns to a loss
     # (benchmarks/pool_threshold.py --products times both forms by rows)
+    sequence_attention_min_length = 3  # in inference on the real tokens alone, attention runs sentence by sentence
+    # (fast.kernels.attention_by_sequences) when the sentences average at least this many real tokens, else on the
+    # padded batch: each sentence costs two calls, and sentences of a token or two save too little padding to pay
+    # for them (benchmarks/pool_threshold.py --sequences times both)
 
     def __setattr__(self, name, value):
         object.__setattr__(self, name, value)
@@ -59,11 +63,13 @@ settings = _Settings()
 
 class use_fast_paths:
     """``use_fast_paths(enabled=True, *, blocked_attention_min_keys=None, attention_block_size=None,
-    pool_min_elements=None, piece_elements=None, transposed_products_rows=None)``: turn the fast routes on or
-    off, now; used as a context manager, the previous settings come back on exit. The keywords, when given, set
-    the blocked-attention threshold (keys) and block size, the size from which a fast kernel's pass runs on
-    every core (elements), the size of the pieces it is cut into (``fast.parallel``) and the most rows whose
-    products run transposed in inference (``fast.blocks.times_weight_t``; 0: none).
+    pool_min_elements=None, piece_elements=None, transposed_products_rows=None, sequence_attention_min_length=None)``:
+    turn the fast routes on or off, now; used as a context manager, the previous settings come back on exit. The
+    keywords, when given, set the blocked-attention threshold (keys) and block size, the size from which a fast
+    kernel's pass runs on every core (elements), the size of the pieces it is cut into (``fast.parallel``), the
+    most rows whose products run transposed in inference (``fast.blocks.times_weight_t``; 0: none) and the
+    shortest average sentence (real tokens) for which inference on the real tokens alone runs attention sentence
+    by sentence (``fast.kernels.attention_by_sequences``; 0: always).
 
     >>> import tinyattn as ta
     >>> layer = ta.nn.TransformerEncoderLayer(8, 2, dim_feedforward=16, dropout=0.0)
@@ -76,7 +82,8 @@ class use_fast_paths:
     """
 
     def __init__(self, enabled=True, *, blocked_attention_min_keys=None, attention_block_size=None,
-                 pool_min_elements=None, piece_elements=None, transposed_products_rows=None):
+                 pool_min_elements=None, piece_elements=None, transposed_products_rows=None,
+                 sequence_attention_min_length=None):
         self._previous = tuple(getattr(settings, name) for name in _SETTING_NAMES)
         settings.enabled = bool(enabled)
         if blocked_attention_min_keys is not None:
@@ -89,6 +96,8 @@ class use_fast_paths:
             settings.piece_elements = max(1, int(piece_elements))
         if transposed_products_rows is not None:
             settings.transposed_products_rows = int(transposed_products_rows)
+        if sequence_attention_min_length is not None:
+            settings.sequence_attention_min_length = sequence_attention_min_length
 
     def __enter__(self):
         return self
@@ -99,7 +108,7 @@ class use_fast_paths:
 
 
 _SETTING_NAMES = ("enabled", "blocked_attention_min_keys", "attention_block_size", "pool_min_elements",
-                  "piece_elements", "transposed_products_rows")
+                  "piece_elements", "transposed_products_rows", "sequence_attention_min_length")
 
 
 FAST_OFF = "fast paths are off"  # by ta.use_fast_paths(False), or TINYATTN_FAST=0 at import
@@ -375,6 +384,21 @@ def padding_to_zero(encoder, src, mask, is_causal):
     return real if bool((real == first_tokens).all()) else None
 
 
+def why_not_attention_by_sequence(sentences, tokens):
+    """``None`` when attention on the real tokens alone (``fast.encoder_on_real_tokens``) runs sentence by
+    sentence (``fast.kernels.attention_by_sequences``: no padding computed) for ``sentences`` sentences of
+    ``tokens`` real tokens in all; else why it runs on the padded batch with its padding mask."""
+    if tokens < settings.sequence_attention_min_length * sentences:
+        return (f"the sentences average {tokens / max(sentences, 1):.3g} real tokens, under the sentence-by-sentence "
+                f"threshold {settings.sequence_attention_min_length}")
+    return None
+
+
+def attention_by_sequence(sentences, tokens):
+    """Whether ``why_not_attention_by_sequence(sentences, tokens)`` is ``None``."""
+    return why_not_attention_by_sequence(sentences, tokens) is None
+
+
 def why_not_real_tokens_only(encoder, src, mask):
     """``None`` when an encoder that returns zeros at the padding (``padding_to_zero``) computes its real
     tokens alone (``fast.encoder_on_real_tokens``): each layer runs both residual blocks as fused nodes."""
@@ -405,6 +429,10 @@ def encoder(module, src, mask, is_causal):
         return None, None
     reason, activations = _real_tokens_route(module, src, mask)
     _record(module, "padding", "fast.encoder_on_real_tokens (the real tokens alone; zeros at the padding)", reason)
+    if activations and _TRACE is not None:
+        _record(module, "attention on the real tokens",
+                "fast.kernels.attention_by_sequences (sentence by sentence, no padding)",
+                why_not_attention_by_sequence(real.shape[0], int(real.sum())))
     return real, activations
 
 
@@ -594,6 +622,8 @@ def explain(module, *inputs, file=None, **kwargs):
 def _describe(part, fast_route, reason):
     if part == "scaled dot-product attention":
         return fast_route
+    if part == "attention on the real tokens" and reason is not None:
+        return f"on the padded batch with its padding mask ({reason})"
     return fast_route if reason is None else f"reference ({reason})"
 
 

@@ -9,7 +9,10 @@ tokens computed alone (``fast.encoder_on_real_tokens``, ``SelfAttentionBlock`` w
   its conditions hold and where each one fails (training, a gradient recorded, pre-norm, an odd
   number of heads, a padding mask whose real tokens do not come first, ``enable_nested_tensor=False``).
 - ``SelfAttentionBlock`` with ``tokens`` (``x (T, E)``, the real rows) gives the padded block's real rows,
-  and the same gradients, input and parameters, in float64.
+  and the same gradients, input and parameters, in float64; with ``sequences`` (attention sentence by sentence,
+  ``kernels.attention_by_sequences``, inference) the same rows. Both routes of attention on the real tokens are
+  drawn in the tests above, the reference's and PyTorch's; the kernel alone is held to attention on the padded
+  batch with its padding mask (layouts, empty sentences, the redo of rows far below the shift, NaN).
 - ``tinyattn.compat``'s encoder takes the same route and matches PyTorch in PyTorch's conventions.
 """
 
@@ -71,10 +74,14 @@ def test_real_tokens_alone_equal_the_reference(device, data):
     lengths = data.draw(st.lists(st.integers(0, L), min_size=B, max_size=B), label="lengths")
     x = leaf(rng.standard_normal((B, L, E)), device, requires_grad=False)
     mask = F.padding_mask(lengths, L).to(device)
+    by_sentence = data.draw(st.booleans(), label="attention sentence by sentence")
     spy = mock.patch.object(fast, "encoder_on_real_tokens", wraps=fast.encoder_on_real_tokens)
-    with spy as real_tokens:
-        fast_out = host(run(encoder, x, mask, True)._data)
+    sentences = mock.patch.object(fast.blocks, "attention_by_sequences", wraps=fast.blocks.attention_by_sequences)
+    with spy as real_tokens, sentences as by_sequences:
+        with ta.use_fast_paths(sequence_attention_min_length=0 if by_sentence else L + 1):
+            fast_out = host(run(encoder, x, mask, True)._data)
         assert real_tokens.call_count == 1  # the fast route ran ...
+        assert by_sequences.call_count == (len(encoder.layers) if by_sentence else 0)  # ... attention as drawn ...
         reference = host(run(encoder, x, mask, False)._data)
         assert real_tokens.call_count == 1  # ... and the reference did not
     assert_same([fast_out], [reference])
@@ -195,7 +202,9 @@ def test_zeros_at_the_padding_exactly_where_pytorch_has_them(condition, data):
         real = real[:, ::-1].copy()  # the same lengths, the padding at the start of each row
     x = rng.standard_normal((B, L, E))
     recording = condition == "grad enabled"
-    with ta.enable_grad() if recording else ta.no_grad():
+    by_sentence = data.draw(st.booleans(), label="attention sentence by sentence")  # where the real tokens route runs
+    with (ta.enable_grad() if recording else ta.no_grad(),
+          ta.use_fast_paths(sequence_attention_min_length=0 if by_sentence else L + 1)):
         out = ours(ta.tensor(x, requires_grad=recording), mask=ta.tensor(real[:, None, None, :]))
     with torch.enable_grad() if recording else torch.no_grad():
         expected = theirs(torch.tensor(x, requires_grad=recording), src_key_padding_mask=torch.tensor(~real))
@@ -273,11 +282,121 @@ def test_compat_encoder_matches_torch_with_a_key_padding_mask(batch_first, fast_
 
 def test_explain_names_the_route_and_why_not():
     encoder = nn.TransformerEncoder(nn.TransformerEncoderLayer(4, 2, 8, dropout=0.0), 2).eval()
-    x, mask = ta.randn(2, 3, 4), F.padding_mask([3, 1], 3)
-    first_line = ta.explain(encoder, x, mask=mask, file=io.StringIO()).splitlines()[0]
-    assert first_line == ("TransformerEncoder: fast.encoder_on_real_tokens (the real tokens alone; zeros at the "
-                          "padding)")
+    x, mask = ta.randn(2, 3, 4), F.padding_mask([3, 3], 3)
+    lines = ta.explain(encoder, x, mask=mask, file=io.StringIO()).splitlines()[:3]
+    assert lines == ["TransformerEncoder",
+                     "  padding: fast.encoder_on_real_tokens (the real tokens alone; zeros at the padding)",
+                     "  attention on the real tokens: fast.kernels.attention_by_sequences (sentence by sentence, no "
+                     "padding)"]
+    mask = F.padding_mask([3, 2], 3)  # 2.5 real tokens a sentence, under the default 3
+    assert ta.explain(encoder, x, mask=mask, file=io.StringIO()).splitlines()[2] == (
+        "  attention on the real tokens: on the padded batch with its padding mask (the sentences average 2.5 real "
+        "tokens, under the sentence-by-sentence threshold 3)")
     encoder.layers[1].keep_attn_weights = True
     first_line = ta.explain(encoder, x, mask=mask, file=io.StringIO()).splitlines()[0]
     assert first_line == ("TransformerEncoder: reference (layers.1 does not run both residual blocks as fused "
                           "nodes)")
+
+
+# ----------------------------------------------------------------------------- attention sentence by sentence
+
+
+def sequence_views(rows, H, layout):
+    """``(q, k, v)`` ``(H, T, D)`` views of the in-projection's output ``rows (T, 3·H·D)`` laid out as the blocks
+    lay it: row-major (``rows``) or as its transpose (``transposed``, ``(3·H·D, T)`` C-ordered)."""
+    T, D = rows.shape[0], rows.shape[1] // (3 * H)
+    if layout == "transposed":
+        qkv = np.ascontiguousarray(rows.T).reshape(3, H, D, T).swapaxes(-1, -2)
+    else:
+        qkv = rows.reshape(T, 3, H, D).transpose(1, 2, 0, 3)
+    return qkv[0], qkv[1], qkv[2]
+
+
+def output_view(T, H, D, dtype, layout):
+    """A fresh ``(H, T, D)`` output view of merged heads ``(T, H·D)``, row-major or as its transpose."""
+    if layout == "transposed":
+        return np.full((H * D, T), np.nan, dtype=dtype).reshape(H, D, T).swapaxes(1, 2)
+    return np.full((T, H * D), np.nan, dtype=dtype).reshape(T, H, D).swapaxes(0, 1)
+
+
+def torch_by_sentence(q, k, v, lengths, scale):
+    """PyTorch's attention of each sentence alone, ``(H, T, D)`` in float64."""
+    starts = np.concatenate([[0], np.cumsum(lengths)])
+    parts = [torch.nn.functional.scaled_dot_product_attention(
+        *(torch.tensor(a[:, s0:s1].astype(np.float64)) for a in (q, k, v)), scale=scale).numpy()
+        for s0, s1 in zip(starts, starts[1:])]
+    return np.concatenate(parts, axis=1)
+
+
+@given(data=st.data())
+def test_attention_by_sequences_matches_pytorch_sentence_by_sentence(data):
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1), label="seed"))
+    H, D = data.draw(st.integers(1, 3), label="heads"), data.draw(st.integers(1, 4), label="head size")
+    lengths = data.draw(st.lists(st.integers(0, 6), min_size=1, max_size=4), label="lengths")  # an empty one too
+    dtype = data.draw(st.sampled_from([np.float64, np.float32]), label="dtype")
+    layouts = [data.draw(st.sampled_from(["rows", "transposed"]), label=what) for what in ("qkv", "out")]
+    scale = data.draw(st.sampled_from([1 / np.sqrt(D), 0.3, 2.0]), label="scale")
+    T = sum(lengths)
+    q, k, v = sequence_views((rng.standard_normal((T, 3 * H * D)) * 2).astype(dtype), H, layouts[0])
+    out = output_view(T, H, D, dtype, layouts[1])
+    result = fast.kernels.attention_by_sequences(q, k, v, np.concatenate([[0], np.cumsum(lengths)]), scale, out)
+    assert result is out and out.dtype == dtype
+    tolerance = dict(rtol=1e-12, atol=1e-12) if dtype == np.float64 else dict(rtol=2e-5, atol=2e-6)
+    if T:
+        np.testing.assert_allclose(out, torch_by_sentence(q, k, v, lengths, scale), **tolerance)
+
+
+def test_attention_by_sequences_redoes_rows_far_below_the_shift_and_keeps_a_nan_in_its_row():
+    """One shift for all sentences: a sentence whose scores lie far below another's has its rows redone alone
+    (``softmax_into``), and a NaN stays in its query's row, as PyTorch keeps it."""
+    rng = np.random.default_rng(21)
+    H, D, lengths = 2, 3, [3, 4, 2]
+    rows = rng.standard_normal((9, 3 * H * D))
+    rows[:3, :H * D] *= 60  # sentence 0's queries and keys: scores in the thousands
+    rows[:3, H * D:2 * H * D] *= 60
+    q, k, v = sequence_views(rows, H, "rows")
+    offsets = np.array([0, 3, 7, 9])
+    redo = mock.patch.object(fast.kernels, "softmax_into", wraps=fast.kernels.softmax_into)
+    with redo as softmax_into:
+        out = fast.kernels.attention_by_sequences(q, k, v, offsets, 0.5, output_view(9, H, D, np.float64, "rows"))
+    redone = {call.args[0].shape[-1] for call in softmax_into.call_args_list}  # the lengths of the sentences redone
+    assert {4, 2} <= redone  # sentences 1 and 2, far below sentence 0's largest score (some of its rows may be too)
+    expected = torch_by_sentence(q, k, v, lengths, 0.5)
+    np.testing.assert_allclose(out, expected, rtol=1e-12, atol=1e-12)
+    rows[4, 1] = np.nan  # the second query of sentence 1, head 0
+    q, k, v = sequence_views(rows, H, "rows")
+    out = fast.kernels.attention_by_sequences(q, k, v, offsets, 0.5, output_view(9, H, D, np.float64, "rows"))
+    assert np.isnan(out[0, 4]).all()
+    finite = np.ones(out.shape, dtype=bool)
+    finite[0, 4] = False
+    np.testing.assert_allclose(out[finite], expected[finite], rtol=1e-12, atol=1e-12)
+    with pytest.raises(ValueError, match="scale must be > 0"):
+        fast.kernels.attention_by_sequences(q, k, v, offsets, 0.0, out)
+
+
+@pytest.mark.parametrize("transposed", [False, True])
+def test_self_attention_block_by_sentence_gives_the_padded_blocks_rows(transposed):
+    """``SelfAttentionBlock`` with ``sequences`` (inference) gives what it gives with ``tokens`` (attention on the
+    padded batch), both layouts of the products; it refuses ``for_backward=True``, and a backward through it."""
+    rng = np.random.default_rng(22)
+    lengths, L, H, E = [4, 1, 3], 4, 2, 6
+    real = (np.arange(L)[None, :] < np.array(lengths)[:, None]).reshape(-1)
+    index, offsets = np.flatnonzero(real), np.array([0, 4, 5, 8])
+    params = [ta.tensor(rng.standard_normal(shape) * 0.5) for shape in [(E,)] * 2 + [(E, E)] * 3 + [(E,)] * 3 +
+              [(E, E), (E,)]]
+    x = ta.tensor(rng.standard_normal((len(index), E)))
+    options = dict(num_heads=H, norm_first=False, eps=1e-5, attn_mask=None, is_causal=False,
+                   allowed=F.padding_mask(lengths, L).numpy(), tokens=(index, len(lengths), L), transposed=transposed,
+                   for_backward=False)  # as self_attention_block gives it where no graph is recorded
+    with ta.no_grad():
+        padded = SelfAttentionBlock.apply(x, *params, **options).numpy()
+        with mock.patch.object(fast.blocks, "packed_attention") as not_run:
+            by_sentence = SelfAttentionBlock.apply(x, *params, sequences=offsets, **options).numpy()
+        assert not_run.call_count == 0
+    np.testing.assert_allclose(by_sentence, padded, rtol=1e-12, atol=1e-12)
+    with pytest.raises(ValueError, match="inference only"):
+        SelfAttentionBlock.apply(x, *params, sequences=offsets, **{**options, "for_backward": True})
+    x.requires_grad = True
+    y = SelfAttentionBlock.apply(x, *params, sequences=offsets, **options)  # a graph recorded, none kept for it
+    with pytest.raises(RuntimeError, match="sequences="):
+        y.backward(ta.tensor(rng.standard_normal(y.shape)))

@@ -35,9 +35,10 @@ import numpy as np
 
 from .. import backend
 from ..masks import checked_mask, per_batch_mask
-from ..routes import settings
+from ..routes import attention_by_sequence, settings
 from ..tensor import Function, Tensor, records_graph
 from .kernels import (
+    attention_by_sequences,
     bias_gelu,
     bias_relu,
     column_sums,
@@ -133,16 +134,20 @@ class SelfAttentionBlock(_ResidualBlock):
     saved_inputs, saves_output = (0, 1, 9), False
 
     def forward(self, x, norm_weight, norm_bias, w_q, w_k, w_v, b_q, b_k, b_v, w_o, b_o, *, num_heads,
-                norm_first, eps, attn_mask, allowed, is_causal, tokens=None, for_backward=True, transposed=False):
+                norm_first, eps, attn_mask, allowed, is_causal, tokens=None, for_backward=True, transposed=False,
+                sequences=None):
         E = x.shape[-1]
         if tokens is None:
             (B, L, _), index = x.shape, None
         else:
             index, B, L = tokens  # index (T,): the rows of x among the padded batch's B·L
-        self.tokens = tokens
+        self.tokens, self.by_sequences = tokens, sequences is not None
         rows = x.reshape(-1, E)  # (M, E): M = B·L, or T
         self.transposed = uses_transposed_products(x, transposed, for_backward)
         h = self._norm_input(rows, norm_weight, norm_bias, eps, norm_first)  # (M, E)
+        if sequences is not None:
+            return self._forward_by_sequences(x, rows, h, sequences, num_heads, for_backward, (w_q, w_k, w_v),
+                                              (b_q, b_k, b_v), w_o, b_o, norm_weight, norm_bias, eps)
         qkv, self.w_qkv = in_projection(h, (w_q, w_k, w_v), (b_q, b_k, b_v), (B, L), num_heads,
                                         index, self.transposed)  # (3, B, H, L, D)
         self.scale = 1.0 / math.sqrt(qkv.shape[-1])
@@ -152,7 +157,32 @@ class SelfAttentionBlock(_ResidualBlock):
         self.h, self.qkv, self.merged, self.w_o = h, qkv, merged, w_o  # merged heads a (M, E)
         return self._output(self.merged, w_o, b_o, rows, norm_weight, norm_bias, eps).reshape(x.shape)
 
+    def _forward_by_sequences(self, x, rows, h, sequences, num_heads, for_backward, weights, biases, w_o, b_o,
+                              norm_weight, norm_bias, eps):
+        """``forward`` with ``sequences``: the rows of ``x (T, E)`` are sequences back to back (``offsets (B + 1,)``),
+        each attending itself alone (``kernels.attention_by_sequences``); the mask is not read. Inference only."""
+        if for_backward:
+            raise ValueError("SelfAttentionBlock: sequences= runs inference only (no attention weights are kept); "
+                             "got for_backward=True")
+        T, E = rows.shape
+        qkv, _ = in_projection(h, weights, biases, (1, T), num_heads, None, self.transposed)  # (3, 1, H, T, D)
+        H, D = num_heads, E // num_heads
+        xp = backend.namespace(rows)
+        if self.transposed:  # a as its transpose (E, T), C-ordered: W_o aᵀ reads it as it lies
+            merged_t = xp.empty((E, T), dtype=qkv.dtype)
+            merged, out = merged_t.T, merged_t.reshape(H, D, T).swapaxes(1, 2)  # (T, E), (H, T, D) views
+        else:
+            merged = xp.empty((T, E), dtype=qkv.dtype)
+            out = merged.reshape(T, H, D).swapaxes(0, 1)  # (H, T, D), a view
+        attention_by_sequences(qkv[0, 0], qkv[1, 0], qkv[2, 0], sequences, 1.0 / math.sqrt(D), out)
+        self.weights = self.qkv = self.attention_output = None  # nothing runs backward
+        return self._output(merged, w_o, b_o, rows, norm_weight, norm_bias, eps).reshape(x.shape)
+
     def backward(self, grad):
+        if self.by_sequences:
+            raise RuntimeError("SelfAttentionBlock: backward of a forward run with sequences= (attention sentence by "
+                               "sentence, inference only: no attention weights kept); apply it with tokens= and "
+                               "for_backward=True when a graph is recorded")
         if self.transposed:
             raise RuntimeError("SelfAttentionBlock: backward of a forward run with transposed products and "
                                "for_backward=False (no stacked in-projection weight kept); apply it with "
@@ -251,20 +281,22 @@ def times_weight_t(a, weight, transposed):
     return a @ weight.T
 
 
-def self_attention_block(x, norm, attention, attn_mask, is_causal, norm_first, tokens=None, transposed=False):
+def self_attention_block(x, norm, attention, attn_mask, is_causal, norm_first, tokens=None, transposed=False,
+                         sequences=None):
     """``SelfAttentionBlock`` on a layer's parts: ``norm`` (its LayerNorm), ``attention`` (its
     multi-head attention with ``q_proj``, ``k_proj``, ``v_proj``, ``out_proj``) and the layer's mask;
-    ``tokens`` and ``transposed`` as the block's (``x (T, E)``, the real tokens of a padded batch)."""
+    ``tokens``, ``transposed`` and ``sequences`` as the block's (``x (T, E)``, the real tokens of a padded batch;
+    with ``sequences`` the mask is not read)."""
     q, k, v, out = attention.q_proj, attention.k_proj, attention.v_proj, attention.out_proj
     float_mask = allowed = None
-    if attn_mask is not None:
+    if attn_mask is not None and sequences is None:
         B, L = x.shape[:2] if tokens is None else tokens[1:]
         mask = checked_mask(per_batch_mask(attn_mask), x, (B, attention.num_heads, L, L))
         float_mask, allowed = (None, mask._data) if mask.dtype == np.bool_ else (mask._data, None)
     inputs = (x, norm.weight, norm.bias, q.weight, k.weight, v.weight, q.bias, k.bias, v.bias, out.weight, out.bias)
     return SelfAttentionBlock.apply(
         *inputs, num_heads=attention.num_heads, norm_first=norm_first, eps=norm.eps, attn_mask=float_mask,
-        allowed=allowed, is_causal=is_causal, tokens=tokens, transposed=transposed,
+        allowed=allowed, is_causal=is_causal, tokens=tokens, transposed=transposed, sequences=sequences,
         for_backward=records_graph(inputs),
     )  # (B, L, E), or (T, E)
 
@@ -292,9 +324,12 @@ def encoder_on_real_tokens(layers, activations, src, mask, real):
     B, L, E = src.shape
     index = xp.flatnonzero(real.reshape(-1))  # (T,): the real tokens' positions among the B·L rows
     x = Tensor._wrap(src._data.reshape(B * L, E)[index], src)  # (T, E), a copy
+    sequences = None
+    if attention_by_sequence(B, index.shape[0]):  # each sentence's rows, back to back: offsets (B + 1,)
+        sequences = backend.to_numpy(xp.concatenate([xp.zeros(1, dtype=index.dtype), xp.cumsum(real.sum(axis=1))]))
     for layer, activation in zip(layers, activations):
         x = self_attention_block(x, layer.norm1, layer.self_attn, mask, False, layer.norm_first,
-                                 tokens=(index, B, L), transposed=True)
+                                 tokens=(index, B, L), transposed=True, sequences=sequences)
         x = feed_forward_block(x, layer.norm2, layer.linear1, layer.linear2, layer.norm_first, activation,
                                transposed=True)
     out = xp.zeros((B * L, E), dtype=x.dtype)
