@@ -8,7 +8,7 @@ gradients, has its own: ``tests/equivalence/test_real_tokens.py``). ``tinyattn.r
 (``ta.explain`` prints where and why); ``ta.use_fast_paths(False)`` turns them all off.
 
     kernels.py      array-level steps (LayerNorm rows, ReLU and GELU rows, masked softmax, attention in
-                    pieces of query rows and keys, projections)
+                    pieces of query rows and keys or sentence by sentence, projections)
     activations.py  GELU's kernels (normal CDF, both forms, and its backward) and a float32 erf
     nodes.py        Linear, Normalize, CrossEntropy, MaskedSoftmax, SplitHeads, MergeHeads,
                     InProjection, Attention, PackedSelfAttention

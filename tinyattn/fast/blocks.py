@@ -108,7 +108,8 @@ class SelfAttentionBlock(_ResidualBlock):
     """Multi-head self-attention with its LayerNorm and residual sum, as one node.
 
     ``forward(x, norm_weight, norm_bias, w_q, w_k, w_v, b_q, b_k, b_v, w_o, b_o, *, num_heads,
-    norm_first, eps, attn_mask, allowed, is_causal, tokens=None, for_backward=True, transposed=False)``:
+    norm_first, eps, attn_mask, allowed, is_causal, tokens=None, for_backward=True, transposed=False,
+    sequences=None)``:
     ``x (B, L, E)``; ``attn_mask`` a float mask array added to the scores (one that needs no gradient) or
     ``None``; ``allowed`` a boolean one (``True`` = may attend) or ``None``; no dropout. ``transposed=True`` with
     ``for_backward=False`` (no graph recorded: ``self_attention_block`` knows) runs few rows' products as
@@ -119,6 +120,10 @@ class SelfAttentionBlock(_ResidualBlock):
     but attention is a step per row and runs on the ``T`` rows; attention scatters ``q``, ``k``, ``v`` into
     the padded ``(3, B, H, L, D)`` (zero rows where the padding is) and keeps the output's ``T`` rows. The
     mask must forbid the padded keys (a padding mask does): their zero rows would otherwise take weight.
+
+    ``sequences`` (inference only, ``for_backward=False``): offsets ``(B + 1,)`` of ``B`` sentences laid back to
+    back in ``x (T, E)``, each attending its own tokens alone (``kernels.attention_by_sequences``): nothing is
+    scattered into a padded batch and the mask is not read (the sentences are the mask). Backward refuses.
 
         h = norm(x) (pre-norm) or x          qkv = in_proj(h)  (3, B, H, L, D)
         a = attention(qkv)  (M, E), heads merged        s = x + a W_oᵀ + b_o
@@ -317,9 +322,12 @@ def encoder_on_real_tokens(layers, activations, src, mask, real):
     with zeros at the padding, as PyTorch's encoder does with nested tensors; a leaf: the route
     (``routes.padding_to_zero``) takes it only where no graph is recorded.
 
-    The ``T`` real tokens are gathered into ``(T, E)`` rows once; each layer's two residual blocks run
-    on them (``SelfAttentionBlock`` with ``tokens``: only attention sees the padded batch), and the
-    rows are scattered back at the end. Every product and pass per row is ``T`` rows long, not ``B·L``."""
+    The ``T`` real tokens are gathered into ``(T, E)`` rows once, each sentence's back to back; each layer's two
+    residual blocks run on them, and the rows are scattered back at the end. Every product and pass per row is
+    ``T`` rows long, not ``B·L``. Attention runs sentence by sentence (``SelfAttentionBlock`` with ``sequences``,
+    ``kernels.attention_by_sequences``: no padding at all), or, where the sentences average fewer real tokens than
+    ``routes.settings.sequence_attention_min_length`` (``routes.why_not_attention_by_sequence``), on the padded
+    batch with its mask (``SelfAttentionBlock`` with ``tokens``: ``q``, ``k``, ``v`` scattered into it)."""
     xp = backend.namespace(src._data)
     B, L, E = src.shape
     index = xp.flatnonzero(real.reshape(-1))  # (T,): the real tokens' positions among the B·L rows
