@@ -25,7 +25,8 @@ Cases (``--cases``, comma-separated; the default runs all but ``longattn``, ``mi
                 of the same weights in eval mode with ``src_key_padding_mask`` (PyTorch's inference
                 fast path, nested tensors included: what its users get). Both skip the padded positions
                 and return zeros there (``enable_nested_tensor=True``, the default of both); beside it
-                both with ``enable_nested_tensor=False``, which computes every position
+                both with ``enable_nested_tensor=False``, which computes every position (100 timed calls
+                each by default, ``BERT6_REPEAT``; ``bert6_products`` likewise)
     bert6_products  bert6's tinyattn step as it runs (its few rows' products as ``(W aᵀ)ᵀ``,
                 ``fast.blocks.times_weight_t``) beside the same step with those products as ``a Wᵀ``
                 (``ta.use_fast_paths(transposed_products_rows=0)`` around the step; the first step runs
@@ -305,6 +306,8 @@ def bert_layer_cases(size, backward, device="cpu"):
 
 
 BERT6 = dict(layers=6, d=384, heads=12, ff=1536, lengths=[25, 5, 12, 18, 9, 21, 14, 7])  # 8 sentences, padded
+BERT6_REPEAT = 100  # timed calls per variant: a bert6 step is short (about 30 ms), and with 30 calls (six rounds of
+# blocks) one run's ratio moved by a tenth either way from the next's on the same code
 
 
 def bert6_cases(size, backward, device="cpu"):
@@ -557,7 +560,7 @@ def main():
             rows.append(_peak_row(args))
             continue
         if case == "bert6":
-            medians = time_interleaved(bert6_cases("batch8", False, device=args.device), args.repeat or 30,
+            medians = time_interleaved(bert6_cases("batch8", False, device=args.device), args.repeat or BERT6_REPEAT,
                                        device=args.device)
             ours_every, every = medians["tinyattn, every position"], medians["pytorch, every position"]
             rows.append({"case": "bert6", "size": "batch8", "pass": "inference",
@@ -571,7 +574,8 @@ def main():
                   f" ratio {rows[-1]['ratio_every_position']:.2f})", flush=True)
             continue
         if case == "bert6_products":
-            medians = time_interleaved(bert6_products_cases("batch8", False, device=args.device), args.repeat or 30,
+            medians = time_interleaved(bert6_products_cases("batch8", False, device=args.device),
+                                       args.repeat or BERT6_REPEAT,
                                        device=args.device)
             row_major = medians["tinyattn, row-major products"]
             rows.append({"case": "bert6_products", "size": "batch8", "pass": "inference",
