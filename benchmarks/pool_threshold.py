@@ -245,7 +245,11 @@ def transposed_products(repeat):
         print(f"{M:>6} {row_major:>10.3f} {transposed:>12.3f} {transposed / row_major:>7.2f}", flush=True)
 
 
-def sequences(repeat):
+SEQUENCE_GRID = ((2, (256, 1024)), (4, (256, 1024)), (8, (1, 8, 32, 128, 256)), (25, (1, 8, 16, 32, 64, 128)),
+                 (64, (1, 8, 16, 32, 64)), (128, (1, 4, 8, 16, 32)))  # (l_max, the batch sizes timed)
+
+
+def sequences(repeat, grid=SEQUENCE_GRID):
     """A BERT-style encoder layer (384 wide, 12 heads, exact GELU, post-norm; ``bert6``'s) in inference on the real
     tokens of a padded batch (``fast.encoder_on_real_tokens``) with attention sentence by sentence
     (``kernels.attention_by_sequences``) and on the padded batch with its padding mask; ``B`` sentences of lengths
@@ -259,8 +263,6 @@ def sequences(repeat):
                                                                layer_norm_eps=1e-12), 1).eval()
     rng = np.random.default_rng(0)
     print(f"{'l_max':>6} {'B':>5} {'tokens':>7} {'mean':>5} {'by sentence ms':>15} {'padded ms':>10} {'ratio':>7}")
-    grid = ((2, (256, 1024)), (4, (256, 1024)), (8, (1, 8, 32, 128, 256)), (25, (1, 8, 16, 32, 64, 128)),
-            (64, (1, 8, 16, 32, 64)), (128, (1, 4, 8, 16, 32)))
     for longest, batches in grid:
         for B in batches:
             lengths = [longest] + list(rng.integers(-(-longest // 5), longest + 1, B - 1))

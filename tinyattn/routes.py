@@ -48,7 +48,7 @@ class _Settings:
     transposed_products_rows = 512  # in inference on the real tokens alone, up to this many rows a block's products
     # run as (W aᵀ)ᵀ (fast.blocks.times_weight_t): past 512 the gain is a few hundredths, and it turns to a loss
     # (benchmarks/pool_threshold.py --products times both forms by rows)
-    sequence_attention_min_length = 3  # in inference on the real tokens alone, attention runs sentence by sentence
+    sequence_attention_min_length = 3.0  # in inference on the real tokens alone, attention runs sentence by sentence
     # (fast.kernels.attention_by_sequences) when the sentences average at least this many real tokens, else on the
     # padded batch: each sentence costs two calls, and sentences of a token or two save too little padding to pay
     # for them (benchmarks/pool_threshold.py --sequences times both)
@@ -97,7 +97,7 @@ class use_fast_paths:
         if transposed_products_rows is not None:
             settings.transposed_products_rows = int(transposed_products_rows)
         if sequence_attention_min_length is not None:
-            settings.sequence_attention_min_length = sequence_attention_min_length
+            settings.sequence_attention_min_length = float(sequence_attention_min_length)
 
     def __enter__(self):
         return self
@@ -384,19 +384,19 @@ def padding_to_zero(encoder, src, mask, is_causal):
     return real if bool((real == first_tokens).all()) else None
 
 
-def why_not_attention_by_sequence(sentences, tokens):
+def why_not_attention_by_sequences(sentences, tokens):
     """``None`` when attention on the real tokens alone (``fast.encoder_on_real_tokens``) runs sentence by
-    sentence (``fast.kernels.attention_by_sequences``: no padding computed) for ``sentences`` sentences of
-    ``tokens`` real tokens in all; else why it runs on the padded batch with its padding mask."""
+    sentence (``fast.kernels.attention_by_sequences``: no padded batch) for ``sentences`` sentences of ``tokens``
+    real tokens in all; else why it runs on the padded batch with its padding mask."""
     if tokens < settings.sequence_attention_min_length * sentences:
         return (f"the sentences average {tokens / max(sentences, 1):.3g} real tokens, under the sentence-by-sentence "
-                f"threshold {settings.sequence_attention_min_length}")
+                f"threshold {settings.sequence_attention_min_length:g}")
     return None
 
 
-def attention_by_sequence(sentences, tokens):
-    """Whether ``why_not_attention_by_sequence(sentences, tokens)`` is ``None``."""
-    return why_not_attention_by_sequence(sentences, tokens) is None
+def runs_attention_by_sequences(sentences, tokens):
+    """Whether ``why_not_attention_by_sequences(sentences, tokens)`` is ``None``."""
+    return why_not_attention_by_sequences(sentences, tokens) is None
 
 
 def why_not_real_tokens_only(encoder, src, mask):
@@ -430,9 +430,8 @@ def encoder(module, src, mask, is_causal):
     reason, activations = _real_tokens_route(module, src, mask)
     _record(module, "padding", "fast.encoder_on_real_tokens (the real tokens alone; zeros at the padding)", reason)
     if activations and _TRACE is not None:
-        _record(module, "attention on the real tokens",
-                "fast.kernels.attention_by_sequences (sentence by sentence, no padding)",
-                why_not_attention_by_sequence(real.shape[0], int(real.sum())))
+        _record(module, "attention on the real tokens", "fast.kernels.attention_by_sequences (sentence by sentence)",
+                why_not_attention_by_sequences(real.shape[0], int(real.sum())))
     return real, activations
 
 

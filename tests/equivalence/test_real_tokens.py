@@ -9,7 +9,7 @@ tokens computed alone (``fast.encoder_on_real_tokens``, ``SelfAttentionBlock`` w
   its conditions hold and where each one fails (training, a gradient recorded, pre-norm, an odd
   number of heads, a padding mask whose real tokens do not come first, ``enable_nested_tensor=False``).
 - ``SelfAttentionBlock`` with ``tokens`` (``x (T, E)``, the real rows) gives the padded block's real rows,
-  and the same gradients, input and parameters, in float64; with ``sequences`` (attention sentence by sentence,
+  and the same gradients, input and parameters, in float64; with ``cu_seqlens`` (attention sentence by sentence,
   ``kernels.attention_by_sequences``, inference) the same rows. Both routes of attention on the real tokens are
   drawn in the tests above, the reference's and PyTorch's; the kernel alone is held to attention on the padded
   batch with its padding mask (layouts, empty sentences, the redo of rows far below the shift, NaN).
@@ -286,8 +286,7 @@ def test_explain_names_the_route_and_why_not():
     lines = ta.explain(encoder, x, mask=mask, file=io.StringIO()).splitlines()[:3]
     assert lines == ["TransformerEncoder",
                      "  padding: fast.encoder_on_real_tokens (the real tokens alone; zeros at the padding)",
-                     "  attention on the real tokens: fast.kernels.attention_by_sequences (sentence by sentence, no "
-                     "padding)"]
+                     "  attention on the real tokens: fast.kernels.attention_by_sequences (sentence by sentence)"]
     mask = F.padding_mask([3, 2], 3)  # 2.5 real tokens a sentence, under the default 3
     assert ta.explain(encoder, x, mask=mask, file=io.StringIO()).splitlines()[2] == (
         "  attention on the real tokens: on the padded batch with its padding mask (the sentences average 2.5 real "
@@ -339,7 +338,8 @@ def test_attention_by_sequences_matches_pytorch_sentence_by_sentence(data):
     T = sum(lengths)
     q, k, v = sequence_views((rng.standard_normal((T, 3 * H * D)) * 2).astype(dtype), H, layouts[0])
     out = output_view(T, H, D, dtype, layouts[1])
-    result = fast.kernels.attention_by_sequences(q, k, v, np.concatenate([[0], np.cumsum(lengths)]), scale, out)
+    cu_seqlens = np.concatenate([[0], np.cumsum(lengths)]).astype(int)
+    result = fast.kernels.attention_by_sequences(q, k, v, cu_seqlens, scale, out)
     assert result is out and out.dtype == dtype
     tolerance = dict(rtol=1e-12, atol=1e-12) if dtype == np.float64 else dict(rtol=2e-5, atol=2e-6)
     if T:
@@ -355,48 +355,82 @@ def test_attention_by_sequences_redoes_rows_far_below_the_shift_and_keeps_a_nan_
     rows[:3, :H * D] *= 60  # sentence 0's queries and keys: scores in the thousands
     rows[:3, H * D:2 * H * D] *= 60
     q, k, v = sequence_views(rows, H, "rows")
-    offsets = np.array([0, 3, 7, 9])
+    cu_seqlens = np.array([0, 3, 7, 9])
     redo = mock.patch.object(fast.kernels, "softmax_into", wraps=fast.kernels.softmax_into)
     with redo as softmax_into:
-        out = fast.kernels.attention_by_sequences(q, k, v, offsets, 0.5, output_view(9, H, D, np.float64, "rows"))
+        out = fast.kernels.attention_by_sequences(q, k, v, cu_seqlens, 0.5, output_view(9, H, D, np.float64, "rows"))
     redone = {call.args[0].shape[-1] for call in softmax_into.call_args_list}  # the lengths of the sentences redone
     assert {4, 2} <= redone  # sentences 1 and 2, far below sentence 0's largest score (some of its rows may be too)
     expected = torch_by_sentence(q, k, v, lengths, 0.5)
     np.testing.assert_allclose(out, expected, rtol=1e-12, atol=1e-12)
     rows[4, 1] = np.nan  # the second query of sentence 1, head 0
     q, k, v = sequence_views(rows, H, "rows")
-    out = fast.kernels.attention_by_sequences(q, k, v, offsets, 0.5, output_view(9, H, D, np.float64, "rows"))
+    out = fast.kernels.attention_by_sequences(q, k, v, cu_seqlens, 0.5, output_view(9, H, D, np.float64, "rows"))
     assert np.isnan(out[0, 4]).all()
     finite = np.ones(out.shape, dtype=bool)
     finite[0, 4] = False
     np.testing.assert_allclose(out[finite], expected[finite], rtol=1e-12, atol=1e-12)
-    with pytest.raises(ValueError, match="scale must be > 0"):
-        fast.kernels.attention_by_sequences(q, k, v, offsets, 0.0, out)
 
 
 @pytest.mark.parametrize("transposed", [False, True])
 def test_self_attention_block_by_sentence_gives_the_padded_blocks_rows(transposed):
-    """``SelfAttentionBlock`` with ``sequences`` (inference) gives what it gives with ``tokens`` (attention on the
-    padded batch), both layouts of the products; it refuses ``for_backward=True``, and a backward through it."""
+    """``SelfAttentionBlock`` with ``cu_seqlens`` (inference) gives what it gives with ``tokens`` (attention on the
+    padded batch), both layouts of the products; it refuses ``for_backward=True``, a mask, ``is_causal`` and a
+    backward, each by name."""
     rng = np.random.default_rng(22)
     lengths, L, H, E = [4, 1, 3], 4, 2, 6
     real = (np.arange(L)[None, :] < np.array(lengths)[:, None]).reshape(-1)
-    index, offsets = np.flatnonzero(real), np.array([0, 4, 5, 8])
+    index, cu_seqlens = np.flatnonzero(real), np.array([0, 4, 5, 8])
     params = [ta.tensor(rng.standard_normal(shape) * 0.5) for shape in [(E,)] * 2 + [(E, E)] * 3 + [(E,)] * 3 +
               [(E, E), (E,)]]
     x = ta.tensor(rng.standard_normal((len(index), E)))
-    options = dict(num_heads=H, norm_first=False, eps=1e-5, attn_mask=None, is_causal=False,
-                   allowed=F.padding_mask(lengths, L).numpy(), tokens=(index, len(lengths), L), transposed=transposed,
-                   for_backward=False)  # as self_attention_block gives it where no graph is recorded
+    options = dict(num_heads=H, norm_first=False, eps=1e-5, attn_mask=None, is_causal=False, allowed=None,
+                   transposed=transposed, for_backward=False)  # for_backward as self_attention_block gives it here
+    padding = F.padding_mask(lengths, L).numpy()
     with ta.no_grad():
-        padded = SelfAttentionBlock.apply(x, *params, **options).numpy()
+        padded = SelfAttentionBlock.apply(x, *params, **{**options, "allowed": padding,
+                                                         "tokens": (index, len(lengths), L)}).numpy()
         with mock.patch.object(fast.blocks, "packed_attention") as not_run:
-            by_sentence = SelfAttentionBlock.apply(x, *params, sequences=offsets, **options).numpy()
+            by_sentence = SelfAttentionBlock.apply(x, *params, cu_seqlens=cu_seqlens, **options).numpy()
         assert not_run.call_count == 0
     np.testing.assert_allclose(by_sentence, padded, rtol=1e-12, atol=1e-12)
-    with pytest.raises(ValueError, match="inference only"):
-        SelfAttentionBlock.apply(x, *params, sequences=offsets, **{**options, "for_backward": True})
+    refusals = {"inference only": {"for_backward": True}, "nothing else masks": {"allowed": padding},
+                "is_causal=True": {"is_causal": True}}
+    for message, change in refusals.items():
+        with pytest.raises(ValueError, match=message):
+            SelfAttentionBlock.apply(x, *params, cu_seqlens=cu_seqlens, **{**options, **change})
+    with pytest.raises(ValueError, match=r"\(T, E\); got shape \(1, 8, 6\)"):
+        SelfAttentionBlock.apply(x.reshape(1, 8, E), *params, cu_seqlens=cu_seqlens, **options)
     x.requires_grad = True
-    y = SelfAttentionBlock.apply(x, *params, sequences=offsets, **options)  # a graph recorded, none kept for it
-    with pytest.raises(RuntimeError, match="sequences="):
+    y = SelfAttentionBlock.apply(x, *params, cu_seqlens=cu_seqlens, **options)  # a graph recorded, none kept for it
+    with pytest.raises(RuntimeError, match="cu_seqlens="):
         y.backward(ta.tensor(rng.standard_normal(y.shape)))
+
+
+def test_attention_by_sequences_refuses_lengths_that_do_not_cover_the_rows():
+    q = k = v = np.zeros((2, 8, 3))
+    out = np.empty((2, 8, 3))
+    for cu_seqlens in ([0, 3], [1, 8], [0], [0, 5, 3, 8]):
+        with pytest.raises(ValueError, match=r"cu_seqlens must run from 0 up to T = 8 .* got \["):
+            fast.kernels.attention_by_sequences(q, k, v, np.array(cu_seqlens), 0.5, out)
+
+
+@pytest.mark.parametrize("lengths, by_sentence", [([3, 2], False), ([3, 3], True), ([1, 5], True), ([0, 6, 3], True),
+                                                  ([2, 2, 4], False)])
+def test_the_default_threshold_counts_real_tokens(lengths, by_sentence):
+    """By default, sentences averaging at least 3 real tokens attend sentence by sentence, fewer on the padded batch:
+    the count is of the real tokens (the padding is not counted)."""
+    L = max(lengths)
+    encoder = nn.TransformerEncoder(nn.TransformerEncoderLayer(4, 2, 8, dropout=0.0), 2).eval()
+    sentences = mock.patch.object(fast.blocks, "attention_by_sequences", wraps=fast.blocks.attention_by_sequences)
+    with sentences as by_sequences, ta.no_grad():
+        encoder(ta.randn(len(lengths), L, 4), mask=F.padding_mask(lengths, L))
+    assert by_sequences.call_count == (2 if by_sentence else 0)
+
+
+def test_the_threshold_setting_is_a_number():
+    with ta.use_fast_paths(sequence_attention_min_length="4"):
+        assert ta.routes.settings.sequence_attention_min_length == 4.0
+    assert ta.routes.settings.sequence_attention_min_length == 3.0
+    with pytest.raises(ValueError):
+        ta.use_fast_paths(sequence_attention_min_length="few")

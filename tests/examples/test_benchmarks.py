@@ -128,3 +128,19 @@ def test_the_products_sweep_runs_both_forms_by_rows(capsys):
     for _, row_major, transposed, ratio in rows:
         assert float(row_major) > 0 and float(transposed) > 0
         assert float(ratio) == pytest.approx(float(transposed) / float(row_major), abs=0.01)
+
+
+def test_the_sequences_sweep_times_both_routes_of_attention(capsys):
+    import pool_threshold  # benchmarks/pool_threshold.py
+
+    sentences = mock.patch.object(blocks, "attention_by_sequences", wraps=blocks.attention_by_sequences)
+    with sentences as by_sequences:
+        pool_threshold.sequences(1, grid=((5, (3,)),))
+    assert by_sequences.call_count == 3  # the two warm-up steps and the one timed, sentence by sentence
+    assert ta.routes.settings.sequence_attention_min_length == 3.0  # put back
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split() == ["l_max", "B", "tokens", "mean", "by", "sentence", "ms", "padded", "ms", "ratio"]
+    l_max, B, tokens, mean, by_sentence, padded, ratio = lines[1].split()
+    assert (l_max, B) == ("5", "3") and 5 <= int(tokens) <= 15
+    assert float(mean) == pytest.approx(int(tokens) / 3, abs=0.05)
+    assert float(ratio) == pytest.approx(float(by_sentence) / float(padded), abs=0.01)

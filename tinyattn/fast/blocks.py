@@ -35,7 +35,7 @@ import numpy as np
 
 from .. import backend
 from ..masks import checked_mask, per_batch_mask
-from ..routes import attention_by_sequence, settings
+from ..routes import runs_attention_by_sequences, settings
 from ..tensor import Function, Tensor, records_graph
 from .kernels import (
     attention_by_sequences,
@@ -109,7 +109,7 @@ class SelfAttentionBlock(_ResidualBlock):
 
     ``forward(x, norm_weight, norm_bias, w_q, w_k, w_v, b_q, b_k, b_v, w_o, b_o, *, num_heads,
     norm_first, eps, attn_mask, allowed, is_causal, tokens=None, for_backward=True, transposed=False,
-    sequences=None)``:
+    cu_seqlens=None)``:
     ``x (B, L, E)``; ``attn_mask`` a float mask array added to the scores (one that needs no gradient) or
     ``None``; ``allowed`` a boolean one (``True`` = may attend) or ``None``; no dropout. ``transposed=True`` with
     ``for_backward=False`` (no graph recorded: ``self_attention_block`` knows) runs few rows' products as
@@ -121,9 +121,10 @@ class SelfAttentionBlock(_ResidualBlock):
     the padded ``(3, B, H, L, D)`` (zero rows where the padding is) and keeps the output's ``T`` rows. The
     mask must forbid the padded keys (a padding mask does): their zero rows would otherwise take weight.
 
-    ``sequences`` (inference only, ``for_backward=False``): offsets ``(B + 1,)`` of ``B`` sentences laid back to
-    back in ``x (T, E)``, each attending its own tokens alone (``kernels.attention_by_sequences``): nothing is
-    scattered into a padded batch and the mask is not read (the sentences are the mask). Backward refuses.
+    ``cu_seqlens`` (inference only, ``for_backward=False``; no mask, not causal): the cumulative lengths ``(B + 1,)``
+    of ``B`` sentences laid back to back in ``x (T, E)``, each attending its own tokens alone
+    (``kernels.attention_by_sequences``): nothing is scattered into a padded batch; ``tokens`` is not read. Backward
+    refuses.
 
         h = norm(x) (pre-norm) or x          qkv = in_proj(h)  (3, B, H, L, D)
         a = attention(qkv)  (M, E), heads merged        s = x + a W_oᵀ + b_o
@@ -140,19 +141,20 @@ class SelfAttentionBlock(_ResidualBlock):
 
     def forward(self, x, norm_weight, norm_bias, w_q, w_k, w_v, b_q, b_k, b_v, w_o, b_o, *, num_heads,
                 norm_first, eps, attn_mask, allowed, is_causal, tokens=None, for_backward=True, transposed=False,
-                sequences=None):
+                cu_seqlens=None):
         E = x.shape[-1]
+        rows = x.reshape(-1, E)  # (M, E): M = B·L, or T
+        self.transposed = uses_transposed_products(x, transposed, for_backward)
+        self.tokens, self.by_sequences = tokens, cu_seqlens is not None
+        if self.by_sequences:
+            return self._forward_by_sequences(x, rows, cu_seqlens, num_heads, for_backward, attn_mask, allowed,
+                                              is_causal, (w_q, w_k, w_v), (b_q, b_k, b_v), w_o, b_o, norm_weight,
+                                              norm_bias, eps, norm_first)
         if tokens is None:
             (B, L, _), index = x.shape, None
         else:
             index, B, L = tokens  # index (T,): the rows of x among the padded batch's B·L
-        self.tokens, self.by_sequences = tokens, sequences is not None
-        rows = x.reshape(-1, E)  # (M, E): M = B·L, or T
-        self.transposed = uses_transposed_products(x, transposed, for_backward)
         h = self._norm_input(rows, norm_weight, norm_bias, eps, norm_first)  # (M, E)
-        if sequences is not None:
-            return self._forward_by_sequences(x, rows, h, sequences, num_heads, for_backward, (w_q, w_k, w_v),
-                                              (b_q, b_k, b_v), w_o, b_o, norm_weight, norm_bias, eps)
         qkv, self.w_qkv = in_projection(h, (w_q, w_k, w_v), (b_q, b_k, b_v), (B, L), num_heads,
                                         index, self.transposed)  # (3, B, H, L, D)
         self.scale = 1.0 / math.sqrt(qkv.shape[-1])
@@ -162,14 +164,22 @@ class SelfAttentionBlock(_ResidualBlock):
         self.h, self.qkv, self.merged, self.w_o = h, qkv, merged, w_o  # merged heads a (M, E)
         return self._output(self.merged, w_o, b_o, rows, norm_weight, norm_bias, eps).reshape(x.shape)
 
-    def _forward_by_sequences(self, x, rows, h, sequences, num_heads, for_backward, weights, biases, w_o, b_o,
-                              norm_weight, norm_bias, eps):
-        """``forward`` with ``sequences``: the rows of ``x (T, E)`` are sequences back to back (``offsets (B + 1,)``),
-        each attending itself alone (``kernels.attention_by_sequences``); the mask is not read. Inference only."""
+    def _forward_by_sequences(self, x, rows, cu_seqlens, num_heads, for_backward, attn_mask, allowed, is_causal,
+                              weights, biases, w_o, b_o, norm_weight, norm_bias, eps, norm_first):
+        """``forward`` with ``cu_seqlens``: the rows of ``x (T, E)`` are sequences back to back, each attending itself
+        alone (``kernels.attention_by_sequences``), and the sequences are the only mask. Inference only."""
         if for_backward:
-            raise ValueError("SelfAttentionBlock: sequences= runs inference only (no attention weights are kept); "
+            raise ValueError("SelfAttentionBlock: cu_seqlens= runs inference only (no attention weights are kept); "
                              "got for_backward=True")
+        if attn_mask is not None or allowed is not None or is_causal:
+            raise ValueError("SelfAttentionBlock: with cu_seqlens= each sequence attends all of itself, and nothing "
+                             f"else masks it; got attn_mask={_kind(attn_mask)}, allowed={_kind(allowed)}, "
+                             f"is_causal={is_causal}")
+        if x.ndim != 2:
+            raise ValueError(f"SelfAttentionBlock: with cu_seqlens= x holds the sequences' rows back to back, "
+                             f"(T, E); got shape {tuple(x.shape)}")
         T, E = rows.shape
+        h = self._norm_input(rows, norm_weight, norm_bias, eps, norm_first)  # (T, E)
         qkv, _ = in_projection(h, weights, biases, (1, T), num_heads, None, self.transposed)  # (3, 1, H, T, D)
         H, D = num_heads, E // num_heads
         xp = backend.namespace(rows)
@@ -179,13 +189,12 @@ class SelfAttentionBlock(_ResidualBlock):
         else:
             merged = xp.empty((T, E), dtype=qkv.dtype)
             out = merged.reshape(T, H, D).swapaxes(0, 1)  # (H, T, D), a view
-        attention_by_sequences(qkv[0, 0], qkv[1, 0], qkv[2, 0], sequences, 1.0 / math.sqrt(D), out)
-        self.weights = self.qkv = self.attention_output = None  # nothing runs backward
-        return self._output(merged, w_o, b_o, rows, norm_weight, norm_bias, eps).reshape(x.shape)
+        attention_by_sequences(qkv[0, 0], qkv[1, 0], qkv[2, 0], cu_seqlens, 1.0 / math.sqrt(D), out)
+        return self._output(merged, w_o, b_o, rows, norm_weight, norm_bias, eps)  # (T, E)
 
     def backward(self, grad):
         if self.by_sequences:
-            raise RuntimeError("SelfAttentionBlock: backward of a forward run with sequences= (attention sentence by "
+            raise RuntimeError("SelfAttentionBlock: backward of a forward run with cu_seqlens= (attention sentence by "
                                "sentence, inference only: no attention weights kept); apply it with tokens= and "
                                "for_backward=True when a graph is recorded")
         if self.transposed:
@@ -265,6 +274,10 @@ class FeedForwardBlock(_ResidualBlock):
         return self._grad_of_input(grad_h, grad_s, grad_norm, grad.shape) + (grad_w1, grad_b1, grad_w2, grad_b2)
 
 
+def _kind(mask):
+    return "None" if mask is None else f"an array of shape {tuple(mask.shape)}"
+
+
 _APPROXIMATE = {"gelu": "none", "gelu_tanh": "tanh"}  # FeedForwardBlock's activation -> GELU's approximate
 
 
@@ -287,21 +300,21 @@ def times_weight_t(a, weight, transposed):
 
 
 def self_attention_block(x, norm, attention, attn_mask, is_causal, norm_first, tokens=None, transposed=False,
-                         sequences=None):
+                         cu_seqlens=None):
     """``SelfAttentionBlock`` on a layer's parts: ``norm`` (its LayerNorm), ``attention`` (its
     multi-head attention with ``q_proj``, ``k_proj``, ``v_proj``, ``out_proj``) and the layer's mask;
-    ``tokens``, ``transposed`` and ``sequences`` as the block's (``x (T, E)``, the real tokens of a padded batch;
-    with ``sequences`` the mask is not read)."""
+    ``tokens``, ``transposed`` and ``cu_seqlens`` as the block's (``x (T, E)``, the real tokens of a padded batch;
+    with ``cu_seqlens`` the mask is not read: the sequences are the mask)."""
     q, k, v, out = attention.q_proj, attention.k_proj, attention.v_proj, attention.out_proj
     float_mask = allowed = None
-    if attn_mask is not None and sequences is None:
+    if attn_mask is not None and cu_seqlens is None:
         B, L = x.shape[:2] if tokens is None else tokens[1:]
         mask = checked_mask(per_batch_mask(attn_mask), x, (B, attention.num_heads, L, L))
         float_mask, allowed = (None, mask._data) if mask.dtype == np.bool_ else (mask._data, None)
     inputs = (x, norm.weight, norm.bias, q.weight, k.weight, v.weight, q.bias, k.bias, v.bias, out.weight, out.bias)
     return SelfAttentionBlock.apply(
         *inputs, num_heads=attention.num_heads, norm_first=norm_first, eps=norm.eps, attn_mask=float_mask,
-        allowed=allowed, is_causal=is_causal, tokens=tokens, transposed=transposed, sequences=sequences,
+        allowed=allowed, is_causal=is_causal, tokens=tokens, transposed=transposed, cu_seqlens=cu_seqlens,
         for_backward=records_graph(inputs),
     )  # (B, L, E), or (T, E)
 
@@ -324,20 +337,20 @@ def encoder_on_real_tokens(layers, activations, src, mask, real):
 
     The ``T`` real tokens are gathered into ``(T, E)`` rows once, each sentence's back to back; each layer's two
     residual blocks run on them, and the rows are scattered back at the end. Every product and pass per row is
-    ``T`` rows long, not ``B·L``. Attention runs sentence by sentence (``SelfAttentionBlock`` with ``sequences``,
-    ``kernels.attention_by_sequences``: no padding at all), or, where the sentences average fewer real tokens than
-    ``routes.settings.sequence_attention_min_length`` (``routes.why_not_attention_by_sequence``), on the padded
+    ``T`` rows long, not ``B·L``. Attention runs sentence by sentence (``SelfAttentionBlock`` with ``cu_seqlens``,
+    ``kernels.attention_by_sequences``: no padded batch), or, where the sentences average fewer real tokens than
+    ``routes.settings.sequence_attention_min_length`` (``routes.why_not_attention_by_sequences``), on the padded
     batch with its mask (``SelfAttentionBlock`` with ``tokens``: ``q``, ``k``, ``v`` scattered into it)."""
     xp = backend.namespace(src._data)
     B, L, E = src.shape
     index = xp.flatnonzero(real.reshape(-1))  # (T,): the real tokens' positions among the B·L rows
     x = Tensor._wrap(src._data.reshape(B * L, E)[index], src)  # (T, E), a copy
-    sequences = None
-    if attention_by_sequence(B, index.shape[0]):  # each sentence's rows, back to back: offsets (B + 1,)
-        sequences = backend.to_numpy(xp.concatenate([xp.zeros(1, dtype=index.dtype), xp.cumsum(real.sum(axis=1))]))
+    cu_seqlens = None  # each sentence's rows lie back to back: their cumulative lengths (B + 1,)
+    if runs_attention_by_sequences(B, index.shape[0]):
+        cu_seqlens = backend.to_numpy(xp.concatenate([xp.zeros(1, dtype=index.dtype), xp.cumsum(real.sum(axis=1))]))
     for layer, activation in zip(layers, activations):
         x = self_attention_block(x, layer.norm1, layer.self_attn, mask, False, layer.norm_first,
-                                 tokens=(index, B, L), transposed=True, sequences=sequences)
+                                 tokens=(index, B, L), transposed=True, cu_seqlens=cu_seqlens)
         x = feed_forward_block(x, layer.norm2, layer.linear1, layer.linear2, layer.norm_first, activation,
                                transposed=True)
     out = xp.zeros((B * L, E), dtype=x.dtype)

@@ -637,55 +637,56 @@ def packed_attention_backward(grad, qkv, weights, keep, scale, output, mask_shap
     return grad_qkv, grad_mask  # (3, B, H, L, D)
 
 
-def attention_by_sequences(query, key, value, offsets, scale, out):
+def attention_by_sequences(query, key, value, cu_seqlens, scale, out):
     """Self-attention of ``B`` sequences laid back to back, each within itself: ``query``, ``key``, ``value``
-    ``(H, T, D)`` (views, any strides), sequence ``b`` the rows ``offsets[b]:offsets[b + 1]`` (``offsets (B + 1,)``
-    ascending integers from 0 to ``T``); ``O = softmax(Q Kᵀ·scale) V`` per sequence and head, written into ``out
-    (H, T, D)`` (a view laid out as its reader wants) and returned. No mask, no dropout, no weights kept: inference
-    on the real tokens of a padded batch (``blocks.SelfAttentionBlock`` with ``sequences``), where it gives what
-    attention over the padded batch with its padding mask gives, without the padding's rows and columns.
-    ``scale > 0``.
+    ``(H, T, D)`` (views, any strides), sequence ``b`` the rows ``cu_seqlens[b]:cu_seqlens[b + 1]`` (``cu_seqlens
+    (B + 1,)``, the cumulative sequence lengths of FlashAttention's variable-length kernels: ``0``, then ascending
+    to ``T``); ``O = softmax(Q·scale Kᵀ) V`` per sequence and head, written into ``out (H, T, D)`` (a view laid out
+    as its reader wants) and returned. No mask, no dropout, no weights kept: inference on the real tokens of a
+    padded batch (``blocks.SelfAttentionBlock`` with ``cu_seqlens``), where it gives what attention over the padded
+    batch with its padding mask gives, without the padding's rows and columns in the products.
 
     The scores of every sequence go into one ``(H·T, l_max)`` array, sequence ``b``'s ``(H, l, l)`` in its rows
-    ``H·offsets[b]:H·offsets[b + 1]`` and first ``l`` columns, the columns past ``l`` ``-inf``; the softmax is
+    ``H·cu_seqlens[b]:H·cu_seqlens[b + 1]`` and first ``l`` columns, the columns past ``l`` ``-inf``; the softmax is
     then a few passes over that whole array, as ``softmax_into``'s (one shift for all: any sequence with a row
     whose sum falls under ``tiny / eps`` is redone alone with ``softmax_into``). The two products are one call
     per sequence, ``H`` small GEMMs each."""
     xp = backend.namespace(query)
     H, T, _ = query.shape
-    if scale <= 0:
-        raise ValueError(f"attention_by_sequences: scale must be > 0 (the padding's -inf scores are scaled), "
-                         f"got {scale}")
-    starts = [int(o) for o in offsets]
+    starts = [int(o) for o in cu_seqlens]
     lengths = [stop - start for start, stop in zip(starts, starts[1:])]
+    if not starts or starts[0] != 0 or starts[-1] != T or min(lengths, default=0) < 0:
+        raise ValueError(f"attention_by_sequences: cu_seqlens must run from 0 up to T = {T} (the rows of query), "
+                         f"never down; got {starts}")
     widest = max(lengths, default=0)
     if not T or not widest:
         return out
     lowest, tiny = _finfo(query.dtype)
+    query = query * query.dtype.type(scale)  # Q·scale (H, T, D), a fresh array, as the padded route scales it
     scores = xp.full((H * T, widest), -math.inf, dtype=query.dtype)  # every sequence's (H·l, l_max) rows
 
-    def rows(b):  # sequence b's scores (H, l, l), a view
+    def scores_of(b):  # sequence b's scores (H, l, l), a view
         l = lengths[b]
         return scores[H * starts[b]:H * starts[b + 1], :l].reshape(H, l, l)
 
     spans = [(b, slice(starts[b], starts[b + 1])) for b in range(len(lengths)) if lengths[b]]
     for b, span in spans:
-        xp.matmul(query[:, span], key[:, span].swapaxes(-1, -2), out=rows(b))  # S = Q Kᵀ (H, l, l)
-    scores *= query.dtype.type(scale)
+        xp.matmul(query[:, span], key[:, span].swapaxes(-1, -2), out=scores_of(b))  # S = Q·scale Kᵀ (H, l, l)
     scores -= xp.maximum(scores.max(), lowest)  # one shift for every sequence (softmax_into's reasoning)
     xp.exp(scores, out=scores)  # the padding columns: exp(-inf) = 0
     total = scores @ backend.filled_like(widest, 1, scores)  # (H·T,) row sums
     if not total.min() >= tiny:  # rows far below the largest score, or NaN: their sequences redone alone
         low = ~(total >= tiny)
         for b, span in spans:
-            if low[H * starts[b]:H * starts[b + 1]].any():
-                redo = rows(b)
-                xp.matmul(query[:, span] * query.dtype.type(scale), key[:, span].swapaxes(-1, -2), out=redo)
+            rows = slice(H * starts[b], H * starts[b + 1])
+            if low[rows].any():
+                redo = scores_of(b)
+                xp.matmul(query[:, span], key[:, span].swapaxes(-1, -2), out=redo)
                 softmax_into(redo, redo)
-                total[H * starts[b]:H * starts[b + 1]] = 1
+                total[rows] = 1
     scores /= total[:, None]  # P
     for b, span in spans:
-        p, o = rows(b), out[:, span]  # (H, l, l), (H, l, D)
+        p, o = scores_of(b), out[:, span]  # (H, l, l), (H, l, D)
         if o.strides[-1] == o.itemsize:  # O = P V into row-major (l, D) matrices
             xp.matmul(p, value[:, span], out=o)
         else:  # Oᵀ = Vᵀ Pᵀ into row-major (D, l) ones (out laid out as (H, D, T))
