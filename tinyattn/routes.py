@@ -85,19 +85,16 @@ class use_fast_paths:
                  pool_min_elements=None, piece_elements=None, transposed_products_rows=None,
                  sequence_attention_min_length=None):
         self._previous = tuple(getattr(settings, name) for name in _SETTING_NAMES)
+        given = {"blocked_attention_min_keys": (blocked_attention_min_keys, int),
+                 "attention_block_size": (attention_block_size, int), "pool_min_elements": (pool_min_elements, int),
+                 "piece_elements": (piece_elements, lambda n: max(1, int(n))),
+                 "transposed_products_rows": (transposed_products_rows, int),
+                 "sequence_attention_min_length": (sequence_attention_min_length, float)}
+        values = {name: convert(value) for name, (value, convert) in given.items() if value is not None}  # all
+        # converted before any is set: a value that is not a number changes nothing
         settings.enabled = bool(enabled)
-        if blocked_attention_min_keys is not None:
-            settings.blocked_attention_min_keys = int(blocked_attention_min_keys)
-        if attention_block_size is not None:
-            settings.attention_block_size = int(attention_block_size)
-        if pool_min_elements is not None:
-            settings.pool_min_elements = int(pool_min_elements)
-        if piece_elements is not None:
-            settings.piece_elements = max(1, int(piece_elements))
-        if transposed_products_rows is not None:
-            settings.transposed_products_rows = int(transposed_products_rows)
-        if sequence_attention_min_length is not None:
-            settings.sequence_attention_min_length = float(sequence_attention_min_length)
+        for name, value in values.items():
+            setattr(settings, name, value)
 
     def __enter__(self):
         return self

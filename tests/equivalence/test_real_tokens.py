@@ -11,8 +11,9 @@ tokens computed alone (``fast.encoder_on_real_tokens``, ``SelfAttentionBlock`` w
 - ``SelfAttentionBlock`` with ``tokens`` (``x (T, E)``, the real rows) gives the padded block's real rows,
   and the same gradients, input and parameters, in float64; with ``cu_seqlens`` (attention sentence by sentence,
   ``kernels.attention_by_sequences``, inference) the same rows. Both routes of attention on the real tokens are
-  drawn in the tests above, the reference's and PyTorch's; the kernel alone is held to attention on the padded
-  batch with its padding mask (layouts, empty sentences, the redo of rows far below the shift, NaN).
+  drawn in the tests above, the reference's and PyTorch's; the kernel alone is held to PyTorch's attention of each
+  sentence alone (layouts, dtypes, empty sentences, the redo of rows far below the shift, a NaN in its row), and
+  the route to its threshold, counted in real tokens.
 - ``tinyattn.compat``'s encoder takes the same route and matches PyTorch in PyTorch's conventions.
 """
 
@@ -429,8 +430,11 @@ def test_the_default_threshold_counts_real_tokens(lengths, by_sentence):
 
 
 def test_the_threshold_setting_is_a_number():
+    settings = ta.routes.settings
     with ta.use_fast_paths(sequence_attention_min_length="4"):
-        assert ta.routes.settings.sequence_attention_min_length == 4.0
-    assert ta.routes.settings.sequence_attention_min_length == 3.0
+        assert settings.sequence_attention_min_length == 4.0
+    assert settings.sequence_attention_min_length == 3.0
+    before = (settings.enabled, settings.transposed_products_rows, settings.sequence_attention_min_length)
     with pytest.raises(ValueError):
-        ta.use_fast_paths(sequence_attention_min_length="few")
+        ta.use_fast_paths(not settings.enabled, transposed_products_rows=7, sequence_attention_min_length="few")
+    assert (settings.enabled, settings.transposed_products_rows, settings.sequence_attention_min_length) == before
