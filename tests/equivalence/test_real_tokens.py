@@ -348,25 +348,24 @@ def test_attention_by_sequences_matches_pytorch_sentence_by_sentence(data):
 
 
 def test_attention_by_sequences_redoes_rows_far_below_the_shift_and_keeps_a_nan_in_its_row():
-    """One shift for all sentences: a sentence whose scores lie far below another's has its rows redone alone
-    (``softmax_into``), and a NaN stays in its query's row, as PyTorch keeps it."""
+    """One shift for all sentences: the rows of a sentence whose scores lie far below another's underflow under it
+    and are redone with their own maximum (``softmax_into``), and a NaN stays in its query's row, as PyTorch keeps
+    it."""
     rng = np.random.default_rng(21)
     H, D, lengths = 2, 3, [3, 4, 2]
     rows = rng.standard_normal((9, 3 * H * D))
     rows[:3, :H * D] *= 60  # sentence 0's queries and keys: scores in the thousands
     rows[:3, H * D:2 * H * D] *= 60
     q, k, v = sequence_views(rows, H, "rows")
-    cu_seqlens = np.array([0, 3, 7, 9])
-    redo = mock.patch.object(fast.kernels, "softmax_into", wraps=fast.kernels.softmax_into)
-    with redo as softmax_into:
-        out = fast.kernels.attention_by_sequences(q, k, v, cu_seqlens, 0.5, output_view(9, H, D, np.float64, "rows"))
-    redone = {call.args[0].shape[-1] for call in softmax_into.call_args_list}  # the lengths of the sentences redone
-    assert {4, 2} <= redone  # sentences 1 and 2, far below sentence 0's largest score (some of its rows may be too)
-    expected = torch_by_sentence(q, k, v, lengths, 0.5)
+    cu_seqlens, scale = np.array([0, 3, 7, 9]), 0.5
+    scores = [np.einsum("hid,hjd->hij", q[:, a:b], k[:, a:b]) * scale for a, b in ((0, 3), (3, 7), (7, 9))]
+    assert scores[0].max() - max(scores[1].max(), scores[2].max()) > 800  # exp underflows to 0 below that: the redo
+    out = fast.kernels.attention_by_sequences(q, k, v, cu_seqlens, scale, output_view(9, H, D, np.float64, "rows"))
+    expected = torch_by_sentence(q, k, v, lengths, scale)
     np.testing.assert_allclose(out, expected, rtol=1e-12, atol=1e-12)
     rows[4, 1] = np.nan  # the second query of sentence 1, head 0
     q, k, v = sequence_views(rows, H, "rows")
-    out = fast.kernels.attention_by_sequences(q, k, v, cu_seqlens, 0.5, output_view(9, H, D, np.float64, "rows"))
+    out = fast.kernels.attention_by_sequences(q, k, v, cu_seqlens, scale, output_view(9, H, D, np.float64, "rows"))
     assert np.isnan(out[0, 4]).all()
     finite = np.ones(out.shape, dtype=bool)
     finite[0, 4] = False

@@ -647,10 +647,9 @@ def attention_by_sequences(query, key, value, cu_seqlens, scale, out):
     batch with its padding mask gives, without the padding's rows and columns in the products.
 
     The scores of every sequence go into one ``(H·T, l_max)`` array, sequence ``b``'s ``(H, l, l)`` in its rows
-    ``H·cu_seqlens[b]:H·cu_seqlens[b + 1]`` and first ``l`` columns, the columns past ``l`` ``-inf``; the softmax is
-    then a few passes over that whole array, as ``softmax_into``'s (one shift for all: any sequence with a row
-    whose sum falls under ``tiny / eps`` is redone alone with ``softmax_into``). The two products are one call
-    per sequence, ``H`` small GEMMs each."""
+    ``H·cu_seqlens[b]:H·cu_seqlens[b + 1]`` and first ``l`` columns, the columns past ``l`` ``-inf`` (forbidden
+    keys); the softmax is ``softmax_into`` once over that whole array (one shift for all; a row far below it is
+    redone with its own maximum). The two products are one call per sequence, ``H`` small GEMMs each."""
     xp = backend.namespace(query)
     H, T, _ = query.shape
     starts = [int(o) for o in cu_seqlens]
@@ -661,7 +660,6 @@ def attention_by_sequences(query, key, value, cu_seqlens, scale, out):
     widest = max(lengths, default=0)
     if not T or not widest:
         return out
-    lowest, tiny = _finfo(query.dtype)
     query = query * query.dtype.type(scale)  # Q·scale (H, T, D), a fresh array, as the padded route scales it
     scores = xp.full((H * T, widest), -math.inf, dtype=query.dtype)  # every sequence's (H·l, l_max) rows
 
@@ -672,19 +670,7 @@ def attention_by_sequences(query, key, value, cu_seqlens, scale, out):
     spans = [(b, slice(starts[b], starts[b + 1])) for b in range(len(lengths)) if lengths[b]]
     for b, span in spans:
         xp.matmul(query[:, span], key[:, span].swapaxes(-1, -2), out=scores_of(b))  # S = Q·scale Kᵀ (H, l, l)
-    scores -= xp.maximum(scores.max(), lowest)  # one shift for every sequence (softmax_into's reasoning)
-    xp.exp(scores, out=scores)  # the padding columns: exp(-inf) = 0
-    total = scores @ backend.filled_like(widest, 1, scores)  # (H·T,) row sums
-    if not total.min() >= tiny:  # rows far below the largest score, or NaN: their sequences redone alone
-        low = ~(total >= tiny)
-        for b, span in spans:
-            rows = slice(H * starts[b], H * starts[b + 1])
-            if low[rows].any():
-                redo = scores_of(b)
-                xp.matmul(query[:, span], key[:, span].swapaxes(-1, -2), out=redo)
-                softmax_into(redo, redo)
-                total[rows] = 1
-    scores /= total[:, None]  # P
+    softmax_into(scores, scores)  # P; the padding columns: exp(-inf) = 0
     for b, span in spans:
         p, o = scores_of(b), out[:, span]  # (H, l, l), (H, l, D)
         if o.strides[-1] == o.itemsize:  # O = P V into row-major (l, D) matrices
