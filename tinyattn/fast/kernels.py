@@ -264,19 +264,23 @@ def softmax_into(scores, out):
     entries all lie far below that maximum could underflow: any row whose sum falls under
     ``tiny / eps`` of the dtype (1e-31 in float32: its largest score more than about 71 below the
     piece's) is redone with its own maximum, which also leaves a row with no key at exactly 0.
-    (Such rows cost a second pass over themselves.)
+    (Such rows cost a second pass over themselves.) The exponentials are ``exp2`` of the shifted scores times
+    ``log₂e``: the same weights, and NumPy's float32 ``exp2`` takes half ``exp``'s time with the extra product.
     """
     xp = backend.namespace(scores)
     lowest, tiny = _finfo(scores.dtype)
+    log2_e = scores.dtype.type(_LOG2_E)
     weights = scores - xp.maximum(scores.max(), lowest)  # (…, Lk), a fresh array; all -inf: shift by lowest
-    xp.exp(weights, out=weights)  # exp(-inf) = 0 at forbidden keys
+    weights *= log2_e
+    xp.exp2(weights, out=weights)  # exp(x) = 2^(x·log₂e); exp2(-inf) = 0 at forbidden keys
     total = _row_sums(weights)  # (…, 1)
     if not total.min() >= tiny:  # rows far below the largest score, with no key, or NaN: redo them alone
         low = ~(total[..., 0] >= tiny)  # (a NaN anywhere makes the piece's maximum NaN: each row then
         # gets its own, and the NaN stays in its row, as PyTorch keeps it)
         redo = scores[low]  # (r, Lk), a copy
         redo -= xp.maximum(redo.max(axis=1, keepdims=True), lowest)
-        xp.exp(redo, out=redo)
+        redo *= log2_e
+        xp.exp2(redo, out=redo)
         weights[low] = redo
         total[low] = row_sums(redo)  # at least 1 (the row's maximum gives exp(0)), or 0 with no key
         total = xp.maximum(total, tiny)  # a row with no key: 0 / tiny = 0
@@ -292,6 +296,7 @@ def _row_sums(a):
 
 
 _FINFO = {}
+_LOG2_E = 1 / math.log(2)
 
 
 def _finfo(dtype):
@@ -735,7 +740,8 @@ def in_projection_backward(grad, rows, weight, needs, tokens=None):
         ∂X = G W  (B·L, E)    ∂W_q = G_qᵀ X    ∂b_q = Σ_rows G_q    (and so for k, v)
 
     ``needs``: one boolean per input (x, three weights, and three biases or none); ``None`` where
-    False. Each weight's and bias's gradient is its own product: a fresh array a leaf can keep.
+    False. Each weight's and bias's gradient is a fresh array a leaf can keep (the three weights' are the
+    rows of one product when all three are needed: no other gradient shares their memory).
     ``tokens`` as ``in_projection``'s: ``∂X`` is then ``(T, E)``."""
     _, B, H, L, D = grad.shape
     E = H * D
@@ -744,8 +750,12 @@ def in_projection_backward(grad, rows, weight, needs, tokens=None):
         grad = grad[tokens]  # G's rows of the tokens given to in_projection (T, 3·H·D)
     parts = (grad[:, :E], grad[:, E:2 * E], grad[:, 2 * E:])  # G_q, G_k, G_v (B·L, H·D), views
     grads = [grad @ weight if needs[0] else None]  # ∂X (B·L, E)
-    for part, need in zip(parts, needs[1:4]):
-        grads.append(part.T @ rows if need else None)  # ∂W (H·D, E)
+    if all(needs[1:4]):  # [∂W_q; ∂W_k; ∂W_v] = Gᵀ X (3·H·D, E): one product, faster than three
+        stacked = grad.T @ rows
+        grads += [stacked[:E], stacked[E:2 * E], stacked[2 * E:]]  # (H·D, E) each, contiguous rows of it
+    else:
+        for part, need in zip(parts, needs[1:4]):
+            grads.append(part.T @ rows if need else None)  # ∂W (H·D, E)
     for part, need in zip(parts, needs[4:]):
         grads.append(column_sums(part) if need else None)  # ∂b (H·D,)
     return grads
