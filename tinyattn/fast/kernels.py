@@ -426,9 +426,11 @@ def batch_slices(like, arrays, Lq, Lk):
     """Pieces of whole batch slices for an attention pass, or ``None`` where it goes in runs of query rows.
 
     Each piece is an index ``(i, j, …, slice(h0, h1))``: one position of every leading axis but the last,
-    and a run of the last (the heads): a basic index, a view of any of the pass's arrays, whatever their
-    strides. A piece holds about ``piece_elements`` scores, and its products, each a whole slice's, run
-    on one BLAS thread (``parallel.one_blas_thread``) while its scores are in the cache. Taken where
+    and a run of the last (the heads); or, where a piece holds all the heads, ``(i, …, slice(b0, b1), slice(None))``:
+    a run of the axis before them too (the batch of ``(B, H, L, D)``: fewer, longer calls). Either is a basic
+    index, a view of any of the pass's arrays, whatever their strides. A piece holds about ``piece_elements``
+    scores, and its products, each a whole slice's, run on one BLAS thread (``parallel.one_blas_thread``)
+    while its scores are in the cache. Taken where
     ``arrays`` (Q, K, V, and the gradient in backward) are NumPy arrays of one batch (nothing broadcast),
     a slice's scores fit a piece, and the slices of one position are not too few to be worth a piece."""
     batch = arrays[0].shape[:-2]
@@ -438,6 +440,10 @@ def batch_slices(like, arrays, Lq, Lk):
     if per_slice > settings.piece_elements or heads * per_slice < settings.piece_elements // 4:
         return None
     run = max(1, min(heads, settings.piece_elements // per_slice))  # slices per piece
+    if run == heads and len(batch) >= 2:  # whole heads: a piece may take several positions of the axis before
+        rows = max(1, settings.piece_elements // (per_slice * heads))
+        return [position + (slice(b, min(b + rows, batch[-2])), slice(None))
+                for position in np.ndindex(*batch[:-2]) for b in range(0, batch[-2], rows)]
     return [position + (slice(h, min(h + run, heads)),) for position in np.ndindex(*batch[:-1])
             for h in range(0, heads, run)]
 
