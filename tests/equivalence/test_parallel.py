@@ -398,3 +398,74 @@ def test_attention_pieces_with_long_keys_are_not_a_few_rows_each():
     ranges, elements = kernels._query_pieces(like, 128, 128, (8, 8), 32)  # medium: pooled, one BLAS thread each
     assert len(ranges) > 1 and elements == 128 * 8 * 8 * 128
     assert max(stop - start for start, stop in ranges) * 128 * 32 <= parallel.BLAS_ONE_THREAD_MNK
+
+
+# ----------------------------------------------------------------------------- products over the pool
+
+
+@settings(max_examples=30, deadline=None)
+@given(M=st.integers(1, 300), K=st.integers(1, 300), N=st.integers(1, 300), dtype=dtypes,
+       layout=st.sampled_from(["C", "a transposed", "b transposed"]), seed=st.integers(0, 2**31 - 1))
+def test_matmul_over_the_pool_is_the_product_and_pooled_bit_identical(monkeypatch, M, K, N, dtype, layout, seed):
+    """Inside ``products_on_pool``, ``parallel.matmul`` is ``a @ b`` to round-off, for row-major operands and
+    transposed views alike (as the blocks pass ``Wᵀ`` and ``Gᵀ``); pooled, it gives bit for bit what its pieces
+    give one after another."""
+    monkeypatch.setattr(parallel, "BLAS_ONE_THREAD_MNK", 0)  # every product is cut here, however small
+    monkeypatch.setattr(parallel._products, "on_pool", True)
+    rng = np.random.default_rng(seed)
+    a = rng.standard_normal((K, M) if layout == "a transposed" else (M, K)).astype(dtype)
+    b = rng.standard_normal((N, K) if layout == "b transposed" else (K, N)).astype(dtype)
+    a, b = (a.T if layout == "a transposed" else a), (b.T if layout == "b transposed" else b)
+    pooled, single = pooled_and_single(lambda: (parallel.matmul(a, b),), 1 << 18)
+    assert_identical(pooled, single)
+    product = pooled[0]
+    assert product.shape == (M, N) and product.dtype == dtype
+    tol = dict(rtol=1e-4, atol=1e-4) if dtype == np.float32 else dict(rtol=1e-11, atol=1e-11)
+    np.testing.assert_allclose(product, a.astype(np.float64) @ b.astype(np.float64), **tol)
+
+
+def test_matmul_is_the_blas_product_outside_a_block_for_small_products_and_one_thread(monkeypatch):
+    """Outside ``products_on_pool``, for a product OpenBLAS runs on one thread anyway (m·n·k up to
+    ``BLAS_ONE_THREAD_MNK``) and with one thread, ``matmul`` is ``a @ b`` itself: the same bits, no task."""
+    rng = np.random.default_rng(0)
+    a, b, small = rng.standard_normal((256, 96)), rng.standard_normal((96, 64)), rng.standard_normal((96, 8))
+    ran = []
+    monkeypatch.setattr(parallel, "run", lambda *args, **kw: ran.append(args))
+    np.testing.assert_array_equal(parallel.matmul(a, b), a @ b, strict=True)  # outside a block
+    monkeypatch.setattr(parallel._products, "on_pool", True)
+    np.testing.assert_array_equal(parallel.matmul(a, small), a @ small, strict=True)  # 256·8·96 ≤ 2¹⁹
+    monkeypatch.setattr(parallel, "thread_count", lambda: 1)
+    np.testing.assert_array_equal(parallel.matmul(a, b), a @ b, strict=True)
+    assert ran == []
+    monkeypatch.setattr(parallel, "thread_count", lambda: 2)
+    parallel.matmul(a, b)  # 256·64·96 > 2¹⁹
+    assert len(ran) == 1 and ran[0][1] == [(0, 128), (128, 256)]  # one piece of rows per thread
+
+
+@pytest.mark.skipif(parallel._openblas() is None, reason="NumPy's BLAS here is not an OpenBLAS this process finds")
+def test_blocks_large_enough_for_the_pool_record_with_openblas_on_one_thread(monkeypatch):
+    """``products_on_pool``: a block whose passes go to the pool runs its forward (while a graph is recorded) and its
+    backward with OpenBLAS on one thread; inference, a block too small for the pool and ``SPLIT_PRODUCTS`` off keep
+    OpenBLAS's threads."""
+    from tinyattn.fast import blocks
+
+    _, get_threads = parallel._openblas()
+    before, seen, in_backward = get_threads(), [], []
+    monkeypatch.setattr(blocks, "times_weight_t", lambda a, w, transposed: seen.append(get_threads()) or a @ w.T)
+    norm_backward = blocks.layer_norm_rows_backward
+    monkeypatch.setattr(blocks, "layer_norm_rows_backward",
+                        lambda *args: in_backward.append(get_threads()) or norm_backward(*args))
+    layer = ta.nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0)
+    x = ta.tensor(np.random.default_rng(0).standard_normal((2, 3, 8), dtype=np.float32), requires_grad=True)
+    with ta.use_fast_paths(pool_min_elements=0):  # every pass is large enough here
+        y = layer(x)  # records: both blocks' forwards (out_proj's product, then the feed-forward's two)
+        y.backward(ta.ones_like(y))
+        assert seen == [1, 1, 1] and in_backward == [1, 1]  # post-norm: each backward starts with the norm's
+        with ta.no_grad():
+            layer(x)
+        monkeypatch.setattr(parallel, "SPLIT_PRODUCTS", False)
+        layer(x).backward(ta.ones_like(y))
+        monkeypatch.setattr(parallel, "SPLIT_PRODUCTS", True)
+    layer(x).backward(ta.ones_like(y))  # 2·3·16 hidden activations, 2·2·3·3 scores: under the default threshold
+    assert seen[3:] == [before] * 9 and in_backward[2:] == [before] * 4
+    assert get_threads() == before

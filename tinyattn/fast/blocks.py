@@ -19,7 +19,10 @@ alone). ``routes.why_not_self_attention_block`` and ``routes.why_not_feed_forwar
 block runs; the equivalence table proves each equal to the layer's reference ``forward`` (``with
 ta.use_fast_paths(False):``).
 A block skips the products for a weight or bias that needs no gradient (a frozen parameter); the
-input's and the norm's gradients, cheap beside them, it always computes.
+input's and the norm's gradients, cheap beside them, it always computes. A block large enough for the thread pool
+runs, while a graph is recorded, with OpenBLAS on one thread and its products spread over the pool
+(``parallel.products_on_pool``, ``parallel.matmul``): OpenBLAS's own threads, spinning after each product, would
+share a core with the pooled passes that follow.
 
 In inference on the real tokens of a padded batch (``encoder_on_real_tokens`` asks for it with
 ``transposed=True``: rows ``(T, E)``, no graph, ``T`` up to ``routes.settings.transposed_products_rows``) each
@@ -37,6 +40,7 @@ from .. import backend
 from ..masks import checked_mask, per_batch_mask
 from ..routes import runs_attention_by_sequences, settings
 from ..tensor import Function, Tensor, records_graph
+from . import parallel
 from .kernels import (
     attention_by_sequences,
     bias_gelu,
@@ -89,9 +93,9 @@ class _ResidualBlock(Function):
         grad_s, grad_norm = grad.reshape(a.shape[0], grad.shape[-1]), ()  # (M, E)
         if not self.norm_first:
             grad_s, *grad_norm = layer_norm_rows_backward(grad_s, self.norm)
-        grad_weight = grad_s.T @ a if weight_tensor.requires_grad else None  # (E, K)
+        grad_weight = parallel.matmul(grad_s.T, a) if weight_tensor.requires_grad else None  # (E, K)
         grad_bias = column_sums(grad_s) if bias_tensor.requires_grad else None  # (E,)
-        return grad_s, grad_s @ weight, grad_weight, grad_bias, grad_norm
+        return grad_s, parallel.matmul(grad_s, weight), grad_weight, grad_bias, grad_norm
 
     def _grad_of_input(self, grad_h, grad_s, grad_norm, shape):
         """``(∂x, ∂norm_weight, ∂norm_bias)``: ``∂x = ∂s + ∂norm(∂h)`` pre-norm, ``∂s + ∂h`` post-norm,
@@ -139,6 +143,13 @@ class SelfAttentionBlock(_ResidualBlock):
     # backward reads x (as h, post-norm), the norm's weight and W_o; never its output (see Function)
     saved_inputs, saves_output = (0, 1, 9), False
 
+    def products_on_pool(self, x, *args, num_heads, tokens=None, for_backward=True, cu_seqlens=None, **kwargs):
+        """``parallel.products_on_pool``'s choice: a padded batch ``x (B, L, E)`` while a graph is recorded, whose
+        scores ``(B, H, L, L)`` are enough for the pool (``routes.settings.pool_min_elements``)."""
+        return (for_backward and tokens is None and cu_seqlens is None and type(x) is np.ndarray and x.ndim == 3
+                and x.shape[0] * num_heads * x.shape[1] ** 2 >= settings.pool_min_elements)
+
+    @parallel.products_on_pool
     def forward(self, x, norm_weight, norm_bias, w_q, w_k, w_v, b_q, b_k, b_v, w_o, b_o, *, num_heads,
                 norm_first, eps, attn_mask, allowed, is_causal, tokens=None, for_backward=True, transposed=False,
                 cu_seqlens=None):
@@ -192,6 +203,7 @@ class SelfAttentionBlock(_ResidualBlock):
         attention_by_sequences(qkv[0, 0], qkv[1, 0], qkv[2, 0], cu_seqlens, 1.0 / math.sqrt(D), out)
         return self._output(merged, w_o, b_o, rows, norm_weight, norm_bias, eps)  # (T, E)
 
+    @parallel.products_on_pool
     def backward(self, grad):
         if self.by_sequences:
             raise RuntimeError("SelfAttentionBlock: backward of a forward run with cu_seqlens= (attention sentence by "
@@ -244,6 +256,13 @@ class FeedForwardBlock(_ResidualBlock):
     # backward reads x (as h, post-norm), the norm's weight, W1 and W2; never its output (see Function)
     saved_inputs, saves_output = (0, 1, 3, 5), False
 
+    def products_on_pool(self, x, norm_weight, norm_bias, w1, *args, for_backward=True, **kwargs):
+        """``parallel.products_on_pool``'s choice: while a graph is recorded, where the hidden activations ``(M, F)``
+        are enough for the pool (``routes.settings.pool_min_elements``)."""
+        return (for_backward and type(x) is np.ndarray
+                and x.size // max(1, x.shape[-1]) * w1.shape[0] >= settings.pool_min_elements)
+
+    @parallel.products_on_pool
     def forward(self, x, norm_weight, norm_bias, w1, b1, w2, b2, *, norm_first, eps, activation="relu",
                 for_backward=True, transposed=False):
         rows = x.reshape(-1, x.shape[-1])  # (M, E)
@@ -257,6 +276,7 @@ class FeedForwardBlock(_ResidualBlock):
             self.hidden, self.slope = bias_gelu(hidden, b1, _APPROXIMATE[activation], slope=for_backward)
         return self._output(self.hidden, w2, b2, rows, norm_weight, norm_bias, eps).reshape(x.shape)
 
+    @parallel.products_on_pool
     def backward(self, grad):
         parents = self.parents  # a weight's or bias's product runs only when it needs its gradient
         grad_s, grad_hidden, grad_w2, grad_b2, grad_norm = self._grad_of_output(
@@ -268,9 +288,9 @@ class FeedForwardBlock(_ResidualBlock):
                                "kept); apply it with for_backward=True when a graph is recorded")
         else:
             gelu_backward_rows(grad_hidden, self.slope)  # ∂Z = ∂A ∘ gelu'(Z), in place
-        grad_w1 = grad_hidden.T @ self.h if parents[3].requires_grad else None  # (F, E)
+        grad_w1 = parallel.matmul(grad_hidden.T, self.h) if parents[3].requires_grad else None  # (F, E)
         grad_b1 = column_sums(grad_hidden) if parents[4].requires_grad else None  # (F,)
-        grad_h = grad_hidden @ self.w1  # (M, E)
+        grad_h = parallel.matmul(grad_hidden, self.w1)  # (M, E)
         return self._grad_of_input(grad_h, grad_s, grad_norm, grad.shape) + (grad_w1, grad_b1, grad_w2, grad_b2)
 
 
@@ -296,7 +316,7 @@ def times_weight_t(a, weight, transposed):
     when ``a`` is itself such a transpose. Each entry is the same dot product (summed in another order)."""
     if transposed:
         return (weight @ a.T).T
-    return a @ weight.T
+    return parallel.matmul(a, weight.T)
 
 
 def self_attention_block(x, norm, attention, attn_mask, is_causal, norm_first, tokens=None, transposed=False,

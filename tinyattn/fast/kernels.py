@@ -728,7 +728,7 @@ def in_projection(rows, weights, biases, batch_shape, num_heads, tokens=None, tr
         out, weight = out_t.T, None  # Y (M, 3·H·D), a view
     else:
         weight = xp.concatenate(weights)  # (3·H·D, E)
-        out = rows @ weight.T  # (B·L, 3·H·D) or (T, 3·H·D), a fresh array
+        out = parallel.matmul(rows, weight.T)  # (B·L, 3·H·D) or (T, 3·H·D), a fresh array
         if biases is not None:
             out += xp.concatenate(biases)
     if tokens is not None:
@@ -755,9 +755,9 @@ def in_projection_backward(grad, rows, weight, needs, tokens=None):
     if tokens is not None:
         grad = grad[tokens]  # G's rows of the tokens given to in_projection (T, 3·H·D)
     parts = (grad[:, :E], grad[:, E:2 * E], grad[:, 2 * E:])  # G_q, G_k, G_v (B·L, H·D), views
-    grads = [grad @ weight if needs[0] else None]  # ∂X (B·L, E)
+    grads = [parallel.matmul(grad, weight) if needs[0] else None]  # ∂X (B·L, E)
     if all(needs[1:4]):  # [∂W_q; ∂W_k; ∂W_v] = Gᵀ X (3·H·D, E): one product, faster than three
-        stacked = grad.T @ rows
+        stacked = parallel.matmul(grad.T, rows)
         grads += [stacked[:E], stacked[E:2 * E], stacked[2 * E:]]  # (H·D, E) each, contiguous rows of it
     else:
         for part, need in zip(parts, needs[1:4]):

@@ -7,7 +7,8 @@ every thread takes the next piece until none is left.
 
 - **The same answer on any machine.** ``pieces`` depends on the shape alone (and
   ``routes.settings.piece_elements``), never on the number of threads or on whether the pool runs,
-  so a pooled pass gives bit for bit what the same pieces give one after another.
+  so a pooled pass gives bit for bit what the same pieces give one after another. (A large matrix
+  product, ``matmul``, goes in one piece per thread, as OpenBLAS's own threads would split it.)
 - **Only where it pays.** A pass over fewer than ``routes.settings.pool_min_elements`` elements runs on
   the calling thread (``benchmarks/pool_threshold.py`` measures where the pool starts to pay). It
   is off in reference mode (``ta.use_fast_paths(False)``), for anything but NumPy arrays (CuPy has
@@ -16,7 +17,8 @@ every thread takes the next piece until none is left.
   ``OMP_NUM_THREADS``, else the cores this process may run on), at most ``MAX_THREADS``. A kernel keeps
   the BLAS calls inside its pieces small enough that OpenBLAS runs them on one thread
   (``BLAS_ONE_THREAD_MNK``), or runs the pass inside ``one_blas_thread`` (attention's whole batch
-  slices), so a pooled pass asks for no more threads than cores.
+  slices, ``matmul``'s pieces, and a layer's blocks while a graph is recorded: ``products_on_pool``), so a
+  pooled pass asks for no more threads than cores.
 
 >>> import numpy as np
 >>> x = np.arange(12.0).reshape(6, 2)
@@ -30,6 +32,7 @@ array([ 0.,  4.,  8., 12., 16., 20.])
 import atexit
 import contextlib
 import ctypes
+import functools
 import itertools
 import os
 import queue
@@ -120,6 +123,61 @@ def one_blas_thread():
             _BLAS_USERS[0] -= 1
             if _BLAS_USERS[0] == 0:
                 set_threads(_BLAS_USERS[1])
+
+
+def matmul(a, b):
+    """``a @ b`` for 2-D arrays. Inside a block that runs its products on the pool (``products_on_pool``), a
+    product that OpenBLAS would spread over its threads (m·n·k over ``BLAS_ONE_THREAD_MNK``) goes in one piece of
+    rows per thread over the pool instead, each piece's product on one BLAS thread, into a fresh C-ordered array
+    (``run``: where the pool does not apply, the same pieces one after another); anything else is ``a @ b``.
+
+    The pieces follow the thread count, as OpenBLAS's own split of a product does: on a machine with another
+    number of cores a product may differ in its last bits (pooled or not, the same pieces give the same bits)."""
+    M, N = a.shape[0], b.shape[-1]
+    threads = thread_count()
+    if (not _products.on_pool or threads < 2 or type(a) is not np.ndarray or type(b) is not np.ndarray
+            or a.ndim != 2 or b.ndim != 2 or M < 2 * threads or M * N * a.shape[1] <= BLAS_ONE_THREAD_MNK):
+        return a @ b
+    out = np.empty((M, N), dtype=np.result_type(a, b))
+    size = -(-M // threads)
+    ranges = [(start, min(start + size, M)) for start in range(0, M, size)]
+    run(lambda start, stop: np.matmul(a[start:stop], b, out=out[start:stop]), ranges, out, M * N * a.shape[1])
+    return out
+
+
+class _ProductsFlag(threading.local):
+    on_pool = False  # this thread is inside products_on_pool (False in every thread until it is)
+
+
+_products = _ProductsFlag()
+
+
+def products_on_pool(method):
+    """For a block's ``forward`` and ``backward``, whose instance decides (``self.products_on_pool(*args,
+    **kwargs)`` in forward, kept for backward): when it does, the method runs with OpenBLAS on one thread
+    (``one_blas_thread``) and its products go over the pool (``matmul``), so OpenBLAS's own threads stay asleep.
+
+    Why: after each call they spin on the other cores for a while (the ``OPENBLAS_THREAD_TIMEOUT`` the
+    benchmarks set keeps that to about a millisecond and a half), and a pooled pass that comes next (GELU,
+    attention's pieces) shares its core with them (attention's backward took 1.4 times as long right after a
+    two-thread GEMM as on its own, measured here). A block whose passes are too small for the pool keeps
+    OpenBLAS's threads: there the pool's round trips cost more than the spinning."""
+    @functools.wraps(method)
+    def wrapped(self, *args, **kwargs):
+        if method.__name__ == "forward":
+            self.on_pool = SPLIT_PRODUCTS and self.products_on_pool(*args, **kwargs)
+        if not getattr(self, "on_pool", False) or _products.on_pool:
+            return method(self, *args, **kwargs)
+        _products.on_pool = True
+        try:
+            with one_blas_thread():
+                return method(self, *args, **kwargs)
+        finally:
+            _products.on_pool = False
+    return wrapped
+
+
+SPLIT_PRODUCTS = True  # products_on_pool's switch (benchmarks/pool_threshold.py --products-on-pool flips it)
 
 
 _BLAS_LOCK = threading.Lock()
