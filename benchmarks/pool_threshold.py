@@ -12,6 +12,9 @@
     python benchmarks/pool_threshold.py --sequences  # inference on a padded batch's real tokens, attention sentence
                                                      # by sentence against on the padded batch, by batch and length
                                                      # (routes.settings.sequence_attention_min_length)
+    python benchmarks/pool_threshold.py --products-on-pool  # attention's backward alone and right after a two-thread
+                                                            # GEMM; training steps with a block's products over the pool
+                                                            # and with OpenBLAS's threads (parallel.SPLIT_PRODUCTS)
 
 The sweep times three passes a Transformer layer makes, each on float32 rows of width 512: ``exp`` in
 place (the softmax), ReLU as ``clip(x, 0, inf)`` (the feed-forward block's form) and a LayerNorm forward
@@ -27,7 +30,10 @@ import sys
 import threading
 import time
 
-import numpy as np
+if "--products-on-pool" in sys.argv:  # as benchmarks/run.py sets it, before NumPy loads
+    os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "22")
+
+import numpy as np  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -291,6 +297,56 @@ def sequences(repeat, grid=SEQUENCE_GRID):
                   f" {by_sentence / padded:>7.2f}", flush=True)
 
 
+def products_on_pool(repeat):
+    """What ``parallel.products_on_pool`` is for, and what it gains. First, attention's backward as the BERT-style
+    medium layer runs it (``kernels.packed_attention_backward``, 8 × 8 heads of 128 × 128, pooled) alone and right
+    after a two-thread GEMM of the layer's size (1024 × 256 times 256 × 1024), interleaved: OpenBLAS's second thread
+    spins after the GEMM on the core the pool's thread needs. Then training steps (forward + backward, as
+    ``run.py`` times them) with ``parallel.SPLIT_PRODUCTS`` on (the blocks' products over the pool, OpenBLAS on one
+    thread) and off (OpenBLAS's threads), the two alternated step by step; medians."""
+    import run
+
+    from tinyattn.fast import kernels
+
+    rng = np.random.default_rng(0)
+    B, H, L, D = 8, 8, 128, 32
+    qkv = rng.standard_normal((3, B, H, L, D), dtype=np.float32)
+    grad = rng.standard_normal((B, L, H * D), dtype=np.float32)
+    scale = 1 / np.sqrt(D)
+    out, weights, _ = kernels.packed_attention(qkv, None, None, False, scale, 0.0)
+    a, b = rng.standard_normal((1024, 256), dtype=np.float32), rng.standard_normal((256, 1024), dtype=np.float32)
+    times = {"alone": [], "after a GEMM": []}
+    for i in range(repeat):
+        for case in (("alone", "after a GEMM") if i % 2 else ("after a GEMM", "alone")):
+            if case == "after a GEMM":
+                a @ b
+            start = time.perf_counter()
+            kernels.packed_attention_backward(grad, qkv, weights, None, scale, out)
+            times[case].append(time.perf_counter() - start)
+    alone, after = (statistics.median(times[k]) * 1e3 for k in ("alone", "after a GEMM"))
+    print(f"attention backward (8, 8, 128, 32): alone {alone:.3f} ms, right after a two-thread GEMM {after:.3f} ms "
+          f"({after / alone:.2f} times)")
+    print(f"{'case':>11} {'size':>7} {'on pool ms':>11} {'BLAS threads ms':>16} {'on ÷ off':>9}")
+    for case, size in (("bert_layer", "medium"), ("encoder", "medium"), ("encoder", "large")):
+        step = getattr(run, f"{case}_cases")(size, True)["tinyattn"]
+        steps = max(10, repeat // (8 if size == "large" else 1))
+        times = {True: [], False: []}
+        try:
+            for on in (True, False):
+                parallel.SPLIT_PRODUCTS = on
+                step(), step()
+            for i in range(steps):
+                for on in ((True, False) if i % 2 else (False, True)):
+                    parallel.SPLIT_PRODUCTS = on
+                    start = time.perf_counter()
+                    step()
+                    times[on].append(time.perf_counter() - start)
+        finally:
+            parallel.SPLIT_PRODUCTS = True
+        on, off = (statistics.median(times[k]) * 1e3 for k in (True, False))
+        print(f"{case:>11} {size:>7} {on:>11.2f} {off:>16.2f} {on / off:>9.2f}", flush=True)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeat", type=int, default=60)
@@ -300,6 +356,7 @@ def main():
     parser.add_argument("--after-gemm", action="store_true")
     parser.add_argument("--products", action="store_true")
     parser.add_argument("--sequences", action="store_true")
+    parser.add_argument("--products-on-pool", action="store_true")
     args = parser.parse_args()
     print(f"pool threads: {parallel.thread_count()}")
     if args.blas:
@@ -308,6 +365,8 @@ def main():
         after_gemm(min(args.repeat, 25))
     elif args.products:
         transposed_products(args.repeat)
+    elif args.products_on_pool:
+        products_on_pool(args.repeat)
     elif args.sequences:
         sequences(min(args.repeat, 20))
     elif args.gelu:

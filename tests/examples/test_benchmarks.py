@@ -144,3 +144,32 @@ def test_the_sequences_sweep_times_both_routes_of_attention(capsys):
     assert (l_max, B) == ("5", "3") and 5 <= int(tokens) <= 15
     assert float(mean) == pytest.approx(int(tokens) / 3, abs=0.05)
     assert float(ratio) == pytest.approx(float(by_sentence) / float(padded), abs=0.01)
+
+
+def test_the_products_on_pool_comparison_times_both_ways_and_puts_the_switch_back(capsys, monkeypatch):
+    import pool_threshold  # benchmarks/pool_threshold.py
+    import run  # benchmarks/run.py
+
+    from tinyattn.fast import parallel
+
+    switch = []
+    real_cases = {name: getattr(run, name) for name in ("bert_layer_cases", "encoder_cases")}
+
+    def small(name):  # the same cases at the small size, recording the switch at each step
+        def cases(size, backward):
+            step = real_cases[name]("small", backward)["tinyattn"]
+            return {"tinyattn": lambda: switch.append(parallel.SPLIT_PRODUCTS) or step()}
+        return cases
+
+    for name in real_cases:
+        monkeypatch.setattr(run, name, small(name))
+    pool_threshold.products_on_pool(2)
+    assert parallel.SPLIT_PRODUCTS is True  # put back
+    assert switch.count(True) == switch.count(False) > 0  # both ways, as often
+    lines = capsys.readouterr().out.splitlines()
+    assert "right after a two-thread GEMM" in lines[0]
+    rows = [line.split() for line in lines[2:]]
+    assert [row[:2] for row in rows] == [["bert_layer", "medium"], ["encoder", "medium"], ["encoder", "large"]]
+    for *_, on, off, ratio in rows:  # (the times are printed to 0.01 ms: small steps' ratios only roughly)
+        assert float(on) > 0 and float(off) > 0 and float(ratio) == pytest.approx(float(on) / float(off), rel=0.1)
+

@@ -30,7 +30,7 @@ is 0 in float32), so nothing overflows; Φ below skips the clamp (``z²`` may ov
 Two rewrites save passes, the same sums up to round-off. ``t · R(t)`` runs as ``s · R̃(s)`` with
 ``s = t/k = 1 / (x + 1/k)`` (``k`` the ``1/2`` above, ``0.344`` below; ``R̃``'s coefficients ``rₙ / kⁿ⁺¹``):
 two passes for ``s`` where ``t`` takes three. And ``exp(-c x²)`` runs as ``exp2(-c·log₂e · x²)``: NumPy's
-float32 ``exp2`` is within 1 ulp and takes half ``exp``'s time.
+float32 ``exp2`` is within 1 ulp and faster than its ``exp``.
 
 **The exact GELU's Φ in float32** needs only a tail of its own, in ``x = |z|``:
 
@@ -130,7 +130,7 @@ def _exp_tail(x, out, s, offset, square_scale, coefficients, signed=False):
     """``exp(-c x²) · s · R(s)``, ``s = 1 / (x + offset)``, ``c = square_scale``, for ``x ≥ 0`` (``signed``: of
     ``|x|``, with no array of ``|x|``), into ``out``; ``s`` scratch of ``x``'s shape, left holding ``exp(-c x²)``.
     erfc is ``(2, 1, _ERFC_TAIL)``, ``Φ(-x)`` ``(1/0.344, 1/2, _CDF_TAIL)``. ``exp(-c x²)`` is computed as
-    ``exp2(-c·log₂e · x²)``: NumPy's float32 ``exp2`` takes half ``exp``'s time and is within 1 ulp. ``x²`` may
+    ``exp2(-c·log₂e · x²)``: NumPy's float32 ``exp2`` is faster than its ``exp`` and within 1 ulp. ``x²`` may
     overflow to ``inf`` (a huge ``x`` not clamped): ``exp2(-inf) = 0``, no warning."""
     xp, dtype = backend.namespace(x), x.dtype.type
     if signed:

@@ -265,7 +265,7 @@ def softmax_into(scores, out):
     ``tiny / eps`` of the dtype (1e-31 in float32: its largest score more than about 71 below the
     piece's) is redone with its own maximum, which also leaves a row with no key at exactly 0.
     (Such rows cost a second pass over themselves.) The exponentials are ``exp2`` of the shifted scores times
-    ``log₂e``: the same weights, and NumPy's float32 ``exp2`` takes half ``exp``'s time with the extra product.
+    ``log₂e``: the same weights, and NumPy's float32 ``exp2`` with the extra product is faster than its ``exp``.
     """
     xp = backend.namespace(scores)
     lowest, tiny = _finfo(scores.dtype)

@@ -158,10 +158,10 @@ def products_on_pool(method):
     (``one_blas_thread``) and its products go over the pool (``matmul``), so OpenBLAS's own threads stay asleep.
 
     Why: after each call they spin on the other cores for a while (the ``OPENBLAS_THREAD_TIMEOUT`` the
-    benchmarks set keeps that to about a millisecond and a half), and a pooled pass that comes next (GELU,
-    attention's pieces) shares its core with them (attention's backward took 1.4 times as long right after a
-    two-thread GEMM as on its own, measured here). A block whose passes are too small for the pool keeps
-    OpenBLAS's threads: there the pool's round trips cost more than the spinning."""
+    benchmarks set shortens it), and a pooled pass that comes next (GELU, attention's pieces) shares its core
+    with them (``benchmarks/pool_threshold.py --products-on-pool`` times attention's backward alone and right
+    after a two-thread GEMM, and training steps both ways). A block whose passes are too small for the pool
+    keeps OpenBLAS's threads: there the pool's round trips cost more than the spinning."""
     @functools.wraps(method)
     def wrapped(self, *args, **kwargs):
         if method.__name__ == "forward":
