@@ -143,7 +143,7 @@ class SelfAttentionBlock(_ResidualBlock):
     # backward reads x (as h, post-norm), the norm's weight and W_o; never its output (see Function)
     saved_inputs, saves_output = (0, 1, 9), False
 
-    def products_on_pool(self, x, *args, num_heads, tokens=None, for_backward=True, cu_seqlens=None, **kwargs):
+    def runs_products_on_pool(self, x, *args, num_heads, tokens=None, for_backward=True, cu_seqlens=None, **kwargs):
         """``parallel.products_on_pool``'s choice: a padded batch ``x (B, L, E)`` while a graph is recorded, whose
         scores ``(B, H, L, L)`` are enough for the pool (``routes.settings.pool_min_elements``)."""
         return (for_backward and tokens is None and cu_seqlens is None and type(x) is np.ndarray and x.ndim == 3
@@ -256,7 +256,7 @@ class FeedForwardBlock(_ResidualBlock):
     # backward reads x (as h, post-norm), the norm's weight, W1 and W2; never its output (see Function)
     saved_inputs, saves_output = (0, 1, 3, 5), False
 
-    def products_on_pool(self, x, norm_weight, norm_bias, w1, *args, for_backward=True, **kwargs):
+    def runs_products_on_pool(self, x, norm_weight, norm_bias, w1, *args, for_backward=True, **kwargs):
         """``parallel.products_on_pool``'s choice: while a graph is recorded, where the hidden activations ``(M, F)``
         are enough for the pool (``routes.settings.pool_min_elements``)."""
         return (for_backward and type(x) is np.ndarray

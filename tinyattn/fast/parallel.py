@@ -133,10 +133,12 @@ def matmul(a, b):
 
     The pieces follow the thread count, as OpenBLAS's own split of a product does: on a machine with another
     number of cores a product may differ in its last bits (pooled or not, the same pieces give the same bits)."""
+    if not _products.on_pool:  # (asked first: the checks below cost more than a small product)
+        return a @ b
     M, N = a.shape[0], b.shape[-1]
     threads = thread_count()
-    if (not _products.on_pool or threads < 2 or type(a) is not np.ndarray or type(b) is not np.ndarray
-            or a.ndim != 2 or b.ndim != 2 or M < 2 * threads or M * N * a.shape[1] <= BLAS_ONE_THREAD_MNK):
+    if (threads < 2 or type(a) is not np.ndarray or type(b) is not np.ndarray or a.ndim != 2 or b.ndim != 2
+            or M < 2 * threads or M * N * a.shape[1] <= BLAS_ONE_THREAD_MNK):
         return a @ b
     out = np.empty((M, N), dtype=np.result_type(a, b))
     size = -(-M // threads)
@@ -153,7 +155,7 @@ _products = _ProductsFlag()
 
 
 def products_on_pool(method):
-    """For a block's ``forward`` and ``backward``, whose instance decides (``self.products_on_pool(*args,
+    """For a block's ``forward`` and ``backward``, whose instance decides (``self.runs_products_on_pool(*args,
     **kwargs)`` in forward, kept for backward): when it does, the method runs with OpenBLAS on one thread
     (``one_blas_thread``) and its products go over the pool (``matmul``), so OpenBLAS's own threads stay asleep.
 
@@ -165,7 +167,7 @@ def products_on_pool(method):
     @functools.wraps(method)
     def wrapped(self, *args, **kwargs):
         if method.__name__ == "forward":
-            self.on_pool = SPLIT_PRODUCTS and self.products_on_pool(*args, **kwargs)
+            self.on_pool = SPLIT_PRODUCTS and self.runs_products_on_pool(*args, **kwargs)
         if not getattr(self, "on_pool", False) or _products.on_pool:
             return method(self, *args, **kwargs)
         _products.on_pool = True
