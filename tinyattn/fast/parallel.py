@@ -143,7 +143,11 @@ def matmul(a, b):
     out = np.empty((M, N), dtype=np.result_type(a, b))
     size = -(-M // threads)
     ranges = [(start, min(start + size, M)) for start in range(0, M, size)]
-    run(lambda start, stop: np.matmul(a[start:stop], b, out=out[start:stop]), ranges, out, M * N * a.shape[1])
+
+    def product_rows(start, stop):  # rows start:stop of a @ b, on one BLAS thread
+        np.matmul(a[start:stop], b, out=out[start:stop])
+
+    run(product_rows, ranges, out, M * N * a.shape[1])
     return out
 
 
