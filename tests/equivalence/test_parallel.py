@@ -206,6 +206,28 @@ def assert_close_to_whole(run, pieces, dtype):
             np.testing.assert_allclose(a, b, **tol)
 
 
+@pytest.mark.parametrize("mask", ["none", "padding", "float_inf"])
+def test_attention_pieces_of_several_batch_elements(mask):
+    """Where a piece holds every head of a batch element, it takes several batch elements (``batch_slices``): pooled
+    bit for bit as one after another, and the one-piece form's result to round-off, masks included."""
+    case = dict(B=5, H=2, Lq=5, Lk=5, E=3, Ev=4, dtype=np.float32, pieces=200, mask=mask, is_causal=mask == "none",
+                dropout_p=0.0, seed=3)
+    q, k, v, grad, float_mask, allowed = attention_inputs(case)
+    with ta.use_fast_paths(piece_elements=case["pieces"]):
+        pieces = kernels.batch_slices(q, (q, k, v), 5, 5)
+    assert pieces == [(slice(0, 4), slice(None)), (slice(4, 5), slice(None))]  # 200 // (25 · 2) = 4 elements a piece
+    scale = 1 / math.sqrt(case["E"])
+
+    def run():
+        out, weights, keep = kernels.attention(q, k, v, float_mask, allowed, case["is_causal"], scale, 0.0)
+        return (out, weights, *kernels.attention_backward(grad, q, k, v, weights, keep, scale, out,
+                                                          None if float_mask is None else float_mask.shape))
+
+    pooled, single = pooled_and_single(run, case["pieces"])
+    assert_identical(pooled, single)
+    assert_close_to_whole(run, pooled, case["dtype"])
+
+
 @settings(max_examples=40, deadline=None)
 @given(case=attention_cases())
 def test_packed_attention_pooled_is_bit_identical(case):
