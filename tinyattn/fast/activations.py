@@ -28,7 +28,7 @@ is 0 in float32), so nothing overflows; Φ below skips the clamp (``z²`` may ov
 ``exp(-inf) = 0``): a clamp costs a pass.
 
 Two rewrites save passes, the same sums up to round-off. ``t · R(t)`` runs as ``s · R̃(s)`` with
-``s = t/k = 1 / (x + 1/k)`` (``k`` the ``1/2`` above, ``0.344`` below; ``R̃``'s coefficients ``rₙ / kⁿ⁺¹``):
+``s = k·t = 1 / (x + 1/k)`` (``k`` the ``1/2`` above, ``0.344`` below; ``R̃``'s coefficients ``rₙ / kⁿ⁺¹``):
 two passes for ``s`` where ``t`` takes three. And ``exp(-c x²)`` runs as ``exp2(-c·log₂e · x²)``: NumPy's
 float32 ``exp2`` is within 1 ulp and faster than its ``exp``.
 
@@ -71,12 +71,12 @@ BLOCK = 1 << 18  # elements per block of the float32 kernels on the CPU (1 MiB p
 # erf(x) = x · S(x²) on |x| < 0.8, coefficients of x⁰, x², …
 _ERF_SMALL = (1.12837916, -0.376126038, 0.112831428, -0.0268221092, 0.00508744121, -0.000654960574)
 _SEAM = 0.8  # the small branch below, the tail from here on
-# The tails below were fitted in t = 1 / (1 + k x) and run in s = t / k = 1 / (x + 1/k): t · Q(t) = s · Q̃(s) with
+# The tails below were fitted in t = 1 / (1 + k x) and run in s = k t = 1 / (x + 1/k): t · Q(t) = s · Q̃(s) with
 # Q̃'s coefficients qₙ / kⁿ⁺¹ (``_in_s``), and s takes two passes where t takes three.
 
 
 def _in_s(coefficients, k):
-    """``(qₙ / kⁿ⁺¹)``: the coefficients of ``Q̃`` with ``t · Q(t) = s · Q̃(s)``, ``t = 1 / (1 + k x)``, ``s = t / k``."""
+    """``(qₙ / kⁿ⁺¹)``: the coefficients of ``Q̃`` with ``t · Q(t) = s · Q̃(s)``, ``t = 1 / (1 + k x)``, ``s = k t``."""
     return tuple(c / k ** (n + 1) for n, c in enumerate(coefficients))
 
 

@@ -264,28 +264,37 @@ def softmax_into(scores, out):
     entries all lie far below that maximum could underflow: any row whose sum falls under
     ``tiny / eps`` of the dtype (1e-31 in float32: its largest score more than about 71 below the
     piece's) is redone with its own maximum, which also leaves a row with no key at exactly 0.
-    (Such rows cost a second pass over themselves.) The exponentials are ``exp2`` of the shifted scores times
-    ``log₂e``: the same weights, and NumPy's float32 ``exp2`` with the extra product is faster than its ``exp``.
+    (Such rows cost a second pass over themselves.)
     """
     xp = backend.namespace(scores)
     lowest, tiny = _finfo(scores.dtype)
-    log2_e = scores.dtype.type(_LOG2_E)
     weights = scores - xp.maximum(scores.max(), lowest)  # (…, Lk), a fresh array; all -inf: shift by lowest
-    weights *= log2_e
-    xp.exp2(weights, out=weights)  # exp(x) = 2^(x·log₂e); exp2(-inf) = 0 at forbidden keys
+    _exp_in_place(weights)  # exp(-inf) = 0 at forbidden keys
     total = _row_sums(weights)  # (…, 1)
     if not total.min() >= tiny:  # rows far below the largest score, with no key, or NaN: redo them alone
         low = ~(total[..., 0] >= tiny)  # (a NaN anywhere makes the piece's maximum NaN: each row then
         # gets its own, and the NaN stays in its row, as PyTorch keeps it)
         redo = scores[low]  # (r, Lk), a copy
         redo -= xp.maximum(redo.max(axis=1, keepdims=True), lowest)
-        redo *= log2_e
-        xp.exp2(redo, out=redo)
+        _exp_in_place(redo)
         weights[low] = redo
         total[low] = row_sums(redo)  # at least 1 (the row's maximum gives exp(0)), or 0 with no key
         total = xp.maximum(total, tiny)  # a row with no key: 0 / tiny = 0
     xp.divide(weights, total, out=out)
     return out
+
+
+def _exp_in_place(a):
+    """``a = exp(a)`` in place; in float32 as ``exp2(a · log₂e)``, which NumPy computes faster with the extra product
+    (its ``exp2`` is within 1 ulp; the product's rounding adds a few eps to the weights of rows far below a piece's
+    maximum). Other dtypes keep ``exp``: in float16 ``log₂e`` itself would be off by 2e-4."""
+    xp = backend.namespace(a)
+    if a.dtype == np.float32:
+        a *= a.dtype.type(_LOG2_E)
+        xp.exp2(a, out=a)
+    else:
+        xp.exp(a, out=a)
+    return a
 
 
 def _row_sums(a):
@@ -440,12 +449,19 @@ def batch_slices(like, arrays, Lq, Lk):
     if per_slice > settings.piece_elements or heads * per_slice < settings.piece_elements // 4:
         return None
     run = max(1, min(heads, settings.piece_elements // per_slice))  # slices per piece
-    if run == heads and len(batch) >= 2:  # whole heads: a piece may take several positions of the axis before
-        rows = max(1, settings.piece_elements // (per_slice * heads))
-        return [position + (slice(b, min(b + rows, batch[-2])), slice(None))
-                for position in np.ndindex(*batch[:-2]) for b in range(0, batch[-2], rows)]
+    if run == heads and len(batch) >= 2:  # whole heads: a piece may take several positions of the axis before,
+        # leaving at least MIN_BATCH_PIECES pieces (where there are that many positions) of equal sizes
+        count = batch[-2]
+        rows = max(1, min(settings.piece_elements // (per_slice * heads), count // MIN_BATCH_PIECES))
+        number = -(-count // rows)
+        size = -(-count // number)
+        return [position + (slice(b, min(b + size, count)), slice(None))
+                for position in np.ndindex(*batch[:-2]) for b in range(0, count, size)]
     return [position + (slice(h, min(h + run, heads)),) for position in np.ndindex(*batch[:-1])
             for h in range(0, heads, run)]
+
+
+MIN_BATCH_PIECES = 4  # batch_slices leaves a pool of up to four threads a piece each (fixed: pieces follow the shape)
 
 
 def _part(mask, batch, index):
@@ -746,8 +762,7 @@ def in_projection_backward(grad, rows, weight, needs, tokens=None):
         ∂X = G W  (B·L, E)    ∂W_q = G_qᵀ X    ∂b_q = Σ_rows G_q    (and so for k, v)
 
     ``needs``: one boolean per input (x, three weights, and three biases or none); ``None`` where
-    False. Each weight's and bias's gradient is a fresh array a leaf can keep (the three weights' are the
-    rows of one product when all three are needed: no other gradient shares their memory).
+    False. Each weight's and bias's gradient is its own product: a fresh array a leaf can keep.
     ``tokens`` as ``in_projection``'s: ``∂X`` is then ``(T, E)``."""
     _, B, H, L, D = grad.shape
     E = H * D
@@ -756,12 +771,8 @@ def in_projection_backward(grad, rows, weight, needs, tokens=None):
         grad = grad[tokens]  # G's rows of the tokens given to in_projection (T, 3·H·D)
     parts = (grad[:, :E], grad[:, E:2 * E], grad[:, 2 * E:])  # G_q, G_k, G_v (B·L, H·D), views
     grads = [parallel.matmul(grad, weight) if needs[0] else None]  # ∂X (B·L, E)
-    if all(needs[1:4]):  # [∂W_q; ∂W_k; ∂W_v] = Gᵀ X (3·H·D, E): one product, faster than three
-        stacked = parallel.matmul(grad.T, rows)
-        grads += [stacked[:E], stacked[E:2 * E], stacked[2 * E:]]  # (H·D, E) each, contiguous rows of it
-    else:
-        for part, need in zip(parts, needs[1:4]):
-            grads.append(part.T @ rows if need else None)  # ∂W (H·D, E)
+    for part, need in zip(parts, needs[1:4]):
+        grads.append(parallel.matmul(part.T, rows) if need else None)  # ∂W (H·D, E)
     for part, need in zip(parts, needs[4:]):
         grads.append(column_sums(part) if need else None)  # ∂b (H·D,)
     return grads

@@ -172,7 +172,7 @@ def products_on_pool(method):
     def wrapped(self, *args, **kwargs):
         if method.__name__ == "forward":
             self.on_pool = SPLIT_PRODUCTS and self.runs_products_on_pool(*args, **kwargs)
-        if not getattr(self, "on_pool", False) or _products.on_pool:
+        if not getattr(self, "on_pool", False) or _products.on_pool or not routes.settings.enabled:
             return method(self, *args, **kwargs)
         _products.on_pool = True
         try:
