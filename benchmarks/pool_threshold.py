@@ -14,7 +14,7 @@
                                                      # (routes.settings.sequence_attention_min_length)
     python benchmarks/pool_threshold.py --products-on-pool  # attention's backward alone and right after a two-thread
                                                             # GEMM; training steps with a block's products over the pool
-                                                            # and with OpenBLAS's threads (parallel.SPLIT_PRODUCTS)
+                                                            # and with OpenBLAS's threads (products_on_pool setting)
 
 The sweep times three passes a Transformer layer makes, each on float32 rows of width 512: ``exp`` in
 place (the softmax), ReLU as ``clip(x, 0, inf)`` (the feed-forward block's form) and a LayerNorm forward
@@ -302,8 +302,8 @@ def products_on_pool(repeat):
     medium layer runs it (``kernels.packed_attention_backward``, 8 × 8 heads of 128 × 128, pooled) alone and right
     after a two-thread GEMM of the layer's size (1024 × 256 times 256 × 1024), interleaved: OpenBLAS's second thread
     spins after the GEMM on the core the pool's thread needs. Then training steps (forward + backward, as
-    ``run.py`` times them) with ``parallel.SPLIT_PRODUCTS`` on (the blocks' products over the pool, OpenBLAS on one
-    thread) and off (OpenBLAS's threads), the two alternated step by step; medians."""
+    ``run.py`` times them) with ``ta.use_fast_paths(products_on_pool=...)`` on (the blocks' products over the
+    pool, OpenBLAS on one thread) and off (OpenBLAS's threads), the two alternated step by step; medians."""
     import run
 
     from tinyattn.fast import kernels
@@ -331,18 +331,15 @@ def products_on_pool(repeat):
         step = getattr(run, f"{case}_cases")(size, True)["tinyattn"]
         steps = max(10, repeat // (8 if size == "large" else 1))
         times = {True: [], False: []}
-        try:
-            for on in (True, False):
-                parallel.SPLIT_PRODUCTS = on
+        for on in (True, False):
+            with ta.use_fast_paths(products_on_pool=on):
                 step(), step()
-            for i in range(steps):
-                for on in ((True, False) if i % 2 else (False, True)):
-                    parallel.SPLIT_PRODUCTS = on
+        for i in range(steps):
+            for on in ((True, False) if i % 2 else (False, True)):
+                with ta.use_fast_paths(products_on_pool=on):  # (each setting forgets the remembered routes: both ways)
                     start = time.perf_counter()
                     step()
                     times[on].append(time.perf_counter() - start)
-        finally:
-            parallel.SPLIT_PRODUCTS = True
         on, off = (statistics.median(times[k]) * 1e3 for k in (True, False))
         print(f"{case:>11} {size:>7} {on:>11.2f} {off:>16.2f} {on / off:>9.2f}", flush=True)
 

@@ -25,6 +25,7 @@ True
 'fast paths are off'
 """
 
+import math
 import os
 import weakref
 from collections import namedtuple
@@ -48,6 +49,10 @@ class _Settings:
     transposed_products_rows = 512  # in inference on the real tokens alone, up to this many rows a block's products
     # run as (W aᵀ)ᵀ (fast.blocks.times_weight_t): past 512 the gain is a few hundredths, and it turns to a loss
     # (benchmarks/pool_threshold.py --products times both forms by rows)
+    products_on_pool = True  # while a graph is recorded, a residual block whose widest pass reaches pool_min_elements
+    # runs with OpenBLAS on one thread and its products over the pool (fast.parallel.products_on_pool): OpenBLAS's
+    # own threads spin after each product on the core the pooled passes need (benchmarks/pool_threshold.py
+    # --products-on-pool times attention's backward after a GEMM, and steps both ways)
     sequence_attention_min_length = 3.0  # in inference on the real tokens alone, attention runs sentence by sentence
     # (fast.kernels.attention_by_sequences) when the sentences average at least this many real tokens, else on the
     # padded batch: each sentence costs two calls, and sentences of a token or two save too little padding to pay
@@ -63,13 +68,15 @@ settings = _Settings()
 
 class use_fast_paths:
     """``use_fast_paths(enabled=True, *, blocked_attention_min_keys=None, attention_block_size=None,
-    pool_min_elements=None, piece_elements=None, transposed_products_rows=None, sequence_attention_min_length=None)``:
+    pool_min_elements=None, piece_elements=None, transposed_products_rows=None, sequence_attention_min_length=None,
+    products_on_pool=None)``:
     turn the fast routes on or off, now; used as a context manager, the previous settings come back on exit. The
     keywords, when given, set the blocked-attention threshold (keys) and block size, the size from which a fast
     kernel's pass runs on every core (elements), the size of the pieces it is cut into (``fast.parallel``), the
     most rows whose products run transposed in inference (``fast.blocks.times_weight_t``; 0: none) and the
     shortest average sentence (real tokens) for which inference on the real tokens alone runs attention sentence
-    by sentence (``fast.kernels.attention_by_sequences``; 0: always).
+    by sentence (``fast.kernels.attention_by_sequences``; 0: always), and whether a large residual block runs its
+    products over the pool while a graph is recorded (``fast.parallel.products_on_pool``).
 
     >>> import tinyattn as ta
     >>> layer = ta.nn.TransformerEncoderLayer(8, 2, dim_feedforward=16, dropout=0.0)
@@ -83,13 +90,14 @@ class use_fast_paths:
 
     def __init__(self, enabled=True, *, blocked_attention_min_keys=None, attention_block_size=None,
                  pool_min_elements=None, piece_elements=None, transposed_products_rows=None,
-                 sequence_attention_min_length=None):
+                 sequence_attention_min_length=None, products_on_pool=None):
         self._previous = tuple(getattr(settings, name) for name in _SETTING_NAMES)
         given = {"blocked_attention_min_keys": (blocked_attention_min_keys, int),
                  "attention_block_size": (attention_block_size, int), "pool_min_elements": (pool_min_elements, int),
                  "piece_elements": (piece_elements, lambda n: max(1, int(n))),
                  "transposed_products_rows": (transposed_products_rows, int),
-                 "sequence_attention_min_length": (sequence_attention_min_length, float)}
+                 "sequence_attention_min_length": (sequence_attention_min_length, float),
+                 "products_on_pool": (products_on_pool, bool)}
         values = {name: convert(value) for name, (value, convert) in given.items() if value is not None}  # all
         # converted before any is set: a value that is not a number changes nothing
         settings.enabled = bool(enabled)
@@ -105,7 +113,7 @@ class use_fast_paths:
 
 
 _SETTING_NAMES = ("enabled", "blocked_attention_min_keys", "attention_block_size", "pool_min_elements",
-                  "piece_elements", "transposed_products_rows", "sequence_attention_min_length")
+                  "piece_elements", "transposed_products_rows", "sequence_attention_min_length", "products_on_pool")
 
 
 FAST_OFF = "fast paths are off"  # by ta.use_fast_paths(False), or TINYATTN_FAST=0 at import
@@ -396,6 +404,17 @@ def runs_attention_by_sequences(sentences, tokens):
     return why_not_attention_by_sequences(sentences, tokens) is None
 
 
+def why_not_products_on_pool(elements):
+    """``None`` when a residual block whose widest elementwise pass (hidden activations, or attention's scores) has
+    ``elements`` elements runs, while a graph is recorded, with OpenBLAS on one thread and its products over the
+    pool (``fast.parallel.products_on_pool``); else why it keeps OpenBLAS's threads."""
+    if not settings.products_on_pool:
+        return "turned off (ta.use_fast_paths(products_on_pool=False))"
+    if elements < settings.pool_min_elements:
+        return f"its widest pass, {elements:,} elements, is under the pool's threshold {settings.pool_min_elements:,}"
+    return None
+
+
 def why_not_real_tokens_only(encoder, src, mask):
     """``None`` when an encoder that returns zeros at the padding (``padding_to_zero``) computes its real
     tokens alone (``fast.encoder_on_real_tokens``): each layer runs both residual blocks as fused nodes."""
@@ -482,6 +501,13 @@ def _find_layer_route(layer, x, attn_mask, ff_norm, ff_dropout):
         whole_matrix = f" ({keys} keys, under the blocked-attention threshold {threshold})"
         _record(layer, "self-attention residual", "fast.SelfAttentionBlock" + whole_matrix, sa_reason)
         _record(layer, "feed-forward residual", f"fast.FeedForwardBlock ({activation})", ff_reason)
+        rows, keys, on_pool = math.prod(x.shape[:-1]), x.shape[-2], "over the pool, OpenBLAS on one thread"
+        if sa_reason is None:
+            scores = rows // keys * layer.self_attn.num_heads * keys * keys  # (B, H, L, L)
+            _record(layer, "self-attention products, training", on_pool, why_not_products_on_pool(scores))
+        if ff_reason is None:
+            hidden = rows * layer.linear1.out_features
+            _record(layer, "feed-forward products, training", on_pool, why_not_products_on_pool(hidden))
     return LayerRoute(sa_reason is None, activation)
 
 
@@ -561,10 +587,14 @@ def explain(module, *inputs, file=None, **kwargs):
 
     >>> import tinyattn as ta
     >>> layer = ta.nn.TransformerEncoderLayer(8, 2, dim_feedforward=16, activation="gelu").eval()
-    >>> _ = ta.explain(layer, ta.randn(2, 3, 8))
+    >>> _ = ta.explain(layer, ta.randn(2, 3, 8))  # doctest: +NORMALIZE_WHITESPACE
     TransformerEncoderLayer
       self-attention residual: fast.SelfAttentionBlock (3 keys, under the blocked-attention threshold 513)
       feed-forward residual: fast.FeedForwardBlock (gelu)
+      self-attention products, training: on OpenBLAS's threads (its widest pass, 36 elements, is under the pool's
+        threshold 786,432)
+      feed-forward products, training: on OpenBLAS's threads (its widest pass, 96 elements, is under the pool's
+        threshold 786,432)
     self_attn (MultiHeadAttention): inside a fused node of its parent
     self_attn.q_proj (Linear): inside a fused node of its parent
     self_attn.k_proj (Linear): inside a fused node of its parent
@@ -620,6 +650,8 @@ def _describe(part, fast_route, reason):
         return fast_route
     if part == "attention on the real tokens" and reason is not None:
         return f"on the padded batch with its padding mask ({reason})"
+    if part.endswith("products, training") and reason is not None:
+        return f"on OpenBLAS's threads ({reason})"
     return fast_route if reason is None else f"reference ({reason})"
 
 

@@ -241,6 +241,30 @@ def node_types_of(out):
     return list(nodes.values())
 
 
+def pooled_layer_case(data, variant):
+    """A layer large enough that its products split over the pool (m·n·k over ``parallel.BLAS_ONE_THREAD_MNK``:
+    80 rows × 64 wide, 128 hidden), ReLU post-norm or GELU pre-norm, the mask kind drawn."""
+    activation, norm_first = variant
+    rng = seeded(data)
+    kind = data.draw(st.sampled_from(MASK_KINDS), label="mask")
+    ta.manual_seed(int(rng.integers(2**31)))
+    layer = nn.TransformerEncoderLayer(64, 4, dim_feedforward=128, dropout=0.0, norm_first=norm_first,
+                                       activation=activation).double()
+    x = leaf(rng, 2, 40, 64)
+    mask, is_causal = attention_mask(rng, kind, 2, 40, 40, float_grad=False)
+    return dict(module=layer, args=(x,), kwargs=dict(src_mask=mask, is_causal=is_causal),
+                leaves=[x] + list(layer.parameters()))
+
+
+def run_layer_products_on_pool(case):
+    """The layer's blocks with their products over the pool (``pool_min_elements=0``: every block asks for it)."""
+    with ta.use_fast_paths(pool_min_elements=0):
+        out = run_layer(case, ("SelfAttentionBlock", "FeedForwardBlock"))
+    blocks = [n for n in node_types_of(out) if type(n).__name__ in ("SelfAttentionBlock", "FeedForwardBlock")]
+    assert len(blocks) == 2 and all(n.on_pool for n in blocks)  # backward keeps the choice
+    return out
+
+
 TABLE = [
     Pair("linear", lambda c: fast.Linear.apply(*(a for a in c["args"] if a is not None)),
          lambda c: F.linear(*c["args"]), linear_case, (True, False)),
@@ -266,6 +290,8 @@ TABLE = [
     Pair("decoder_layer_blocks", lambda c: run_layer(c, ("SelfAttentionBlock", "FeedForwardBlock")),
          run_layer, lambda data, variant: layer_case(data, variant, decoder=True), LAYER_VARIANTS),
     Pair("encoder_layer_gelu_blocks", run_gelu_layer, run_layer, gelu_layer_case, GELU_VARIANTS),
+    Pair("encoder_layer_blocks_products_on_pool", run_layer_products_on_pool, run_layer, pooled_layer_case,
+         (("relu", False), ("gelu", True))),
     Pair("decoder_layer_gelu_blocks", run_gelu_layer, run_layer,
          lambda data, variant: gelu_layer_case(data, variant, decoder=True), GELU_VARIANTS[::2]),
 ]

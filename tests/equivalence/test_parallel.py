@@ -9,6 +9,7 @@
   forked child, and lets the interpreter exit.
 """
 
+import io
 import math
 import os
 import subprocess
@@ -470,7 +471,7 @@ def test_matmul_is_the_blas_product_outside_a_block_for_small_products_and_one_t
 @pytest.mark.skipif(parallel._openblas() is None, reason="NumPy's BLAS here is not an OpenBLAS this process finds")
 def test_blocks_large_enough_for_the_pool_record_with_openblas_on_one_thread(monkeypatch):
     """``products_on_pool``: a block whose passes go to the pool runs its forward (while a graph is recorded) and its
-    backward with OpenBLAS on one thread; inference, a block too small for the pool and ``SPLIT_PRODUCTS`` off keep
+    backward with OpenBLAS on one thread; inference, a block too small for the pool and the setting off keep
     OpenBLAS's threads."""
     from tinyattn.fast import blocks
 
@@ -490,9 +491,27 @@ def test_blocks_large_enough_for_the_pool_record_with_openblas_on_one_thread(mon
         assert seen == [1, 1, 1] and in_backward == [1, 1]  # post-norm: each backward starts with the norm's
         with ta.no_grad():
             layer(x)
-        monkeypatch.setattr(parallel, "SPLIT_PRODUCTS", False)
-        layer(x).backward(ta.ones_like(y))
-        monkeypatch.setattr(parallel, "SPLIT_PRODUCTS", True)
+        with ta.use_fast_paths(products_on_pool=False):
+            layer(x).backward(ta.ones_like(y))
     layer(x).backward(ta.ones_like(y))  # 2·3·16 hidden activations, 2·2·3·3 scores: under the default threshold
     assert seen[3:] == [before] * 9 and in_backward[2:] == [before] * 4
     assert get_threads() == before
+
+
+def test_the_router_says_where_a_blocks_products_run():
+    """``routes.why_not_products_on_pool`` decides for both blocks, and ``ta.explain`` prints its answer for each
+    (as it would be while a graph is recorded); ``use_fast_paths(products_on_pool=False)`` turns it off."""
+    threshold = ta.routes.settings.pool_min_elements
+    assert ta.routes.why_not_products_on_pool(threshold) is None
+    assert "under the pool's threshold" in ta.routes.why_not_products_on_pool(threshold - 1)
+    with ta.use_fast_paths(products_on_pool=False):
+        assert ta.routes.why_not_products_on_pool(threshold) == "turned off (ta.use_fast_paths(products_on_pool=False))"
+    assert ta.routes.settings.products_on_pool is True
+    layer = ta.nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0)
+    x = ta.tensor(np.zeros((2, 3, 8), dtype=np.float32))
+    on_pool = "over the pool, OpenBLAS on one thread"
+    with ta.use_fast_paths(pool_min_elements=50):  # scores 2·2·3·3 = 36 elements, hidden activations 2·3·16 = 96
+        lines = ta.explain(layer, x, file=io.StringIO()).splitlines()
+    assert "  self-attention products, training: on OpenBLAS's threads (its widest pass, 36 elements, is under the " \
+           "pool's threshold 50)" in lines
+    assert f"  feed-forward products, training: {on_pool}" in lines

@@ -150,21 +150,19 @@ def test_the_products_on_pool_comparison_times_both_ways_and_puts_the_switch_bac
     import pool_threshold  # benchmarks/pool_threshold.py
     import run  # benchmarks/run.py
 
-    from tinyattn.fast import parallel
-
     switch = []
     real_cases = {name: getattr(run, name) for name in ("bert_layer_cases", "encoder_cases")}
 
     def small(name):  # the same cases at the small size, recording the switch at each step
         def cases(size, backward):
             step = real_cases[name]("small", backward)["tinyattn"]
-            return {"tinyattn": lambda: switch.append(parallel.SPLIT_PRODUCTS) or step()}
+            return {"tinyattn": lambda: switch.append(ta.routes.settings.products_on_pool) or step()}
         return cases
 
     for name in real_cases:
         monkeypatch.setattr(run, name, small(name))
     pool_threshold.products_on_pool(2)
-    assert parallel.SPLIT_PRODUCTS is True  # put back
+    assert ta.routes.settings.products_on_pool is True  # put back
     assert switch.count(True) == switch.count(False) > 0  # both ways, as often
     lines = capsys.readouterr().out.splitlines()
     assert "right after a two-thread GEMM" in lines[0]

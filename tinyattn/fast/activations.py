@@ -94,7 +94,7 @@ _SQRT_HALF = 1 / math.sqrt(2)
 _SQRT_2_OVER_PI = math.sqrt(2 / math.pi)
 _INV_SQRT_2PI = 1 / math.sqrt(2 * math.pi)
 _TANH_CUBIC = 0.044715
-_LOG2_E = 1 / math.log(2)
+LOG2_E = 1 / math.log(2)
 
 
 def _is_float32(x):
@@ -143,7 +143,7 @@ def _exp_tail(x, out, s, offset, square_scale, coefficients, signed=False):
     out *= s
     with np.errstate(over="ignore"):  # (a clamp would cost a pass)
         xp.multiply(x, x, out=s)
-    s *= dtype(-square_scale * _LOG2_E)  # -c x² · log₂e
+    s *= dtype(-square_scale * LOG2_E)  # -c x² · log₂e
     xp.exp2(s, out=s)  # exp(-c x²)
     out *= s
     return out
@@ -212,7 +212,7 @@ def normal_cdf(z, approximate="none", out=None):
         out *= z.dtype.type(_TANH_CUBIC)
         out += z.dtype.type(1)
         out *= z
-        out *= z.dtype.type(-2 * _SQRT_2_OVER_PI * _LOG2_E)  # -2u · log₂e
+        out *= z.dtype.type(-2 * _SQRT_2_OVER_PI * LOG2_E)  # -2u · log₂e
         xp.clip(out, z.dtype.type(-math.inf), z.dtype.type(115), out=out)  # 2¹¹⁵ is finite in float32; Φ there 2e-35
         xp.exp2(out, out=out)  # exp(-2u)
         out += z.dtype.type(1)

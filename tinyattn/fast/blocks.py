@@ -38,7 +38,7 @@ import numpy as np
 
 from .. import backend
 from ..masks import checked_mask, per_batch_mask
-from ..routes import runs_attention_by_sequences, settings
+from ..routes import runs_attention_by_sequences, settings, why_not_products_on_pool
 from ..tensor import Function, Tensor, records_graph
 from . import parallel
 from .kernels import (
@@ -144,10 +144,10 @@ class SelfAttentionBlock(_ResidualBlock):
     saved_inputs, saves_output = (0, 1, 9), False
 
     def runs_products_on_pool(self, x, *args, num_heads, tokens=None, for_backward=True, cu_seqlens=None, **kwargs):
-        """``parallel.products_on_pool``'s choice: a padded batch ``x (B, L, E)`` while a graph is recorded, whose
-        scores ``(B, H, L, L)`` are enough for the pool (``routes.settings.pool_min_elements``)."""
+        """``parallel.products_on_pool``'s question: a padded batch ``x (B, L, E)`` while a graph is recorded, and
+        the router's answer for its scores ``(B, H, L, L)`` (``routes.why_not_products_on_pool``)."""
         return (for_backward and tokens is None and cu_seqlens is None and type(x) is np.ndarray and x.ndim == 3
-                and x.shape[0] * num_heads * x.shape[1] ** 2 >= settings.pool_min_elements)
+                and why_not_products_on_pool(x.shape[0] * num_heads * x.shape[1] ** 2) is None)
 
     @parallel.products_on_pool
     def forward(self, x, norm_weight, norm_bias, w_q, w_k, w_v, b_q, b_k, b_v, w_o, b_o, *, num_heads,
@@ -257,10 +257,10 @@ class FeedForwardBlock(_ResidualBlock):
     saved_inputs, saves_output = (0, 1, 3, 5), False
 
     def runs_products_on_pool(self, x, norm_weight, norm_bias, w1, *args, for_backward=True, **kwargs):
-        """``parallel.products_on_pool``'s choice: while a graph is recorded, where the hidden activations ``(M, F)``
-        are enough for the pool (``routes.settings.pool_min_elements``)."""
+        """``parallel.products_on_pool``'s question: while a graph is recorded, the router's answer for the hidden
+        activations ``(M, F)`` (``routes.why_not_products_on_pool``)."""
         return (for_backward and type(x) is np.ndarray
-                and x.size // max(1, x.shape[-1]) * w1.shape[0] >= settings.pool_min_elements)
+                and why_not_products_on_pool(x.size // max(1, x.shape[-1]) * w1.shape[0]) is None)
 
     @parallel.products_on_pool
     def forward(self, x, norm_weight, norm_bias, w1, b1, w2, b2, *, norm_first, eps, activation="relu",

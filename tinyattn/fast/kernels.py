@@ -14,7 +14,7 @@ import numpy as np
 from .. import backend, ops
 from ..routes import settings
 from . import parallel
-from .activations import gelu
+from .activations import LOG2_E, gelu
 
 # ----------------------------------------------------------------------------- sums as products
 
@@ -290,7 +290,7 @@ def _exp_in_place(a):
     maximum). Other dtypes keep ``exp``: in float16 ``log₂e`` itself would be off by 2e-4."""
     xp = backend.namespace(a)
     if a.dtype == np.float32:
-        a *= a.dtype.type(_LOG2_E)
+        a *= a.dtype.type(LOG2_E)
         xp.exp2(a, out=a)
     else:
         xp.exp(a, out=a)
@@ -305,7 +305,6 @@ def _row_sums(a):
 
 
 _FINFO = {}
-_LOG2_E = 1 / math.log(2)
 
 
 def _finfo(dtype):

@@ -159,19 +159,21 @@ _products = _ProductsFlag()
 
 
 def products_on_pool(method):
-    """For a block's ``forward`` and ``backward``, whose instance decides (``self.runs_products_on_pool(*args,
-    **kwargs)`` in forward, kept for backward): when it does, the method runs with OpenBLAS on one thread
-    (``one_blas_thread``) and its products go over the pool (``matmul``), so OpenBLAS's own threads stay asleep.
+    """For a block's ``forward`` and ``backward``: in forward the block asks the router
+    (``self.runs_products_on_pool(*args, **kwargs)``, ``routes.why_not_products_on_pool``) and keeps the answer for
+    backward. Where it is yes, the method runs with OpenBLAS on one thread (``one_blas_thread``) and its products go
+    over the pool (``matmul``), so OpenBLAS's own threads stay asleep.
 
     Why: after each call they spin on the other cores for a while (the ``OPENBLAS_THREAD_TIMEOUT`` the
     benchmarks set shortens it), and a pooled pass that comes next (GELU, attention's pieces) shares its core
     with them (``benchmarks/pool_threshold.py --products-on-pool`` times attention's backward alone and right
-    after a two-thread GEMM, and training steps both ways). A block whose passes are too small for the pool
-    keeps OpenBLAS's threads: there the pool's round trips cost more than the spinning."""
+    after a two-thread GEMM, and training steps both ways; ``ta.use_fast_paths(products_on_pool=False)`` turns it
+    off). A block whose passes are too small for the pool keeps OpenBLAS's threads: there the pool's round trips
+    cost more than the spinning."""
     @functools.wraps(method)
     def wrapped(self, *args, **kwargs):
         if method.__name__ == "forward":
-            self.on_pool = SPLIT_PRODUCTS and self.runs_products_on_pool(*args, **kwargs)
+            self.on_pool = self.runs_products_on_pool(*args, **kwargs)
         if not getattr(self, "on_pool", False) or _products.on_pool or not routes.settings.enabled:
             return method(self, *args, **kwargs)
         _products.on_pool = True
@@ -181,9 +183,6 @@ def products_on_pool(method):
         finally:
             _products.on_pool = False
     return wrapped
-
-
-SPLIT_PRODUCTS = True  # products_on_pool's switch (benchmarks/pool_threshold.py --products-on-pool flips it)
 
 
 _BLAS_LOCK = threading.Lock()
