@@ -20,6 +20,7 @@ array([[ 0.,  1.,  0.],
 
 import collections
 import numbers
+from builtins import max as builtins_max
 
 import numpy as np
 
@@ -70,6 +71,20 @@ class Clamp(Function):
         return (grad * self.inside,)
 
 
+class Cumsum(Function):
+    """Running sums along ``dim``; the gradient is the running sum of the gradient from the other end."""
+
+    saved_inputs, saves_output = (), False
+
+    def forward(self, x, dim=0):
+        self.dim = dim
+        return backend.namespace(x).cumsum(x, axis=dim, dtype=x.dtype)
+
+    def backward(self, grad):
+        xp = backend.namespace(grad)
+        return (xp.flip(xp.cumsum(xp.flip(grad, axis=self.dim), axis=self.dim), axis=self.dim),)
+
+
 class Clone(Function):
     """A copy of the array; the gradient passes unchanged."""
 
@@ -95,6 +110,14 @@ def clamp(input, min=None, max=None):
     if min is None and max is None:
         raise ValueError("clamp: at least one of min and max must be given")
     return Clamp.apply(input, min=min, max=max)
+
+
+def cumsum(input, dim):
+    """``out[..., i] = input[..., 0] + … + input[..., i]`` along ``dim`` (in the input's dtype)."""
+    dim = _normalize_dims(dim, builtins_max(input.ndim, 1))[0]
+    if input.ndim == 0:
+        return clone(input)
+    return Cumsum.apply(input, dim=dim)
 
 
 def clone(input):
@@ -318,8 +341,6 @@ def multinomial(input, num_samples, replacement=False, *, generator=None):
     the cumulative distribution at a uniform number; without, the ``num_samples`` largest keys
     ``log(u) / w`` win (Efraimidis and Spirakis), which samples without replacement exactly.
     """
-    if generator is not None:
-        raise NotImplementedError("multinomial: draws come from the library's generator (ta.manual_seed)")
     weights = input._data.astype(np.float64)
     if (weights < 0).any() or not (weights.sum(axis=-1) > 0).all():
         raise RuntimeError("multinomial: weights must be non-negative with a positive sum in every row")
@@ -327,8 +348,7 @@ def multinomial(input, num_samples, replacement=False, *, generator=None):
         raise RuntimeError(f"multinomial: cannot draw {num_samples} of {weights.shape[-1]} without replacement")
     xp = backend.namespace(weights)
     rows = weights.reshape(-1, weights.shape[-1])  # (N, C)
-    u = backend.random_uniform((rows.shape[0], num_samples if replacement else rows.shape[1]), np.dtype(np.float64),
-                               input.device)
+    u = _uniform((rows.shape[0], num_samples if replacement else rows.shape[1]), input.device, generator)
     if replacement:
         cdf = xp.cumsum(rows, axis=1)
         cdf /= cdf[:, -1:]
@@ -341,11 +361,21 @@ def multinomial(input, num_samples, replacement=False, *, generator=None):
     return _no_grad(draws.reshape(weights.shape[:-1] + (num_samples,)).astype(np.int64), input)
 
 
-def randint(low, high=None, size=None, *, dtype=None, device=None):
+def _uniform(shape, device, generator):
+    """Uniform float64 draws in ``[0, 1)``: from the library's generator, or from ``generator`` (a
+    ``numpy.random.Generator`` the caller keeps, for draws of their own stream; host only)."""
+    if generator is None:
+        return backend.random_uniform(shape, np.dtype(np.float64), device)
+    if not isinstance(generator, np.random.Generator):
+        raise TypeError(f"generator must be a numpy.random.Generator, got {type(generator).__name__}")
+    return backend.to_device(generator.random(shape), device) if device != "cpu" else generator.random(shape)
+
+
+def randint(low, high=None, size=None, *, generator=None, dtype=None, device=None):
     """Uniform integers in ``[low, high)`` (``randint(high, size)`` starts at 0)."""
     if size is None:
         low, high, size = 0, low, high
-    draws = backend.random_uniform(tuple(size), np.dtype(np.float64), device or "cpu")
+    draws = _uniform(tuple(size), device or "cpu", generator)
     return _no_grad((low + draws * (high - low)).astype(dtype or np.int64), None)
 
 

@@ -64,12 +64,10 @@ from .. import (
     int64,
     is_grad_enabled,
     is_tensor,
-    load,
     log,
     log_softmax,
     long,
     manual_seed,
-    masked_fill,
     matmul,
     max,
     maximum,
@@ -81,11 +79,9 @@ from .. import (
     nonzero,
     norm,
     permute,
-    pow,
     relu,
     repeat_interleave,
     reshape,
-    save,
     sigmoid,
     sin,
     softmax,
@@ -107,8 +103,15 @@ from .. import (
 )
 from .. import creation as _creation
 from .. import ops_extra as _ops_extra
-from . import autograd, nn, optim  # noqa: F401
-from ._tensor import Tensor, as_compat
+
+from ._tensor import Tensor, as_compat  # isort: skip  (before the submodules, which make compat tensors)
+from . import _methods, amp, autograd, backends, cuda, nn, optim, serialization, utils  # noqa: F401,E402
+from ._random import Generator
+from .amp import autocast  # noqa: E402
+from .functions import *  # noqa: F401,F403  (torch's functions beyond the native ones)
+from .functions import __all__ as _function_names
+from .functions import masked_fill, pow  # noqa: F401
+from .serialization import load, save  # noqa: E402
 
 float, double, half = float32, float64, _np.float16
 Size = tuple
@@ -159,6 +162,13 @@ def _legacy(data, dtype):
     return zeros(*data, dtype=dtype)
 
 
+for _name in ("abs", "all", "any", "argmax", "argmin", "cat", "chunk", "concat", "flatten", "gather", "log_softmax",
+              "max", "mean", "min", "norm", "repeat_interleave", "softmax", "split", "squeeze", "stack", "std", "sum",
+              "topk", "transpose", "unsqueeze", "var"):
+    if _methods.takes_dim(globals()[_name]):
+        globals()[_name] = _methods.numpy_names(globals()[_name])
+
+
 def __getattr__(name):
     raise AttributeError(f"tinyattn.compat has no `{name}` yet")
 
@@ -171,5 +181,6 @@ __all__ = [
     "flatten", "gather", "is_tensor", "log", "log_softmax", "masked_fill", "matmul", "max", "maximum", "mean",
     "min", "minimum", "multinomial", "nonzero", "norm", "permute", "pow", "relu", "repeat_interleave", "reshape",
     "sigmoid", "sin", "softmax", "split", "sqrt", "squeeze", "stack", "std", "sum", "tanh", "topk", "transpose",
-    "tril", "triu", "unsqueeze", "var", "where", "device", "Size", "FloatTensor", "LongTensor",
+    "tril", "triu", "unsqueeze", "var", "where", "device", "Size", "FloatTensor", "LongTensor", "Generator",
+    "amp", "autocast", "backends", "cuda", "serialization", "utils", *_function_names,
 ]

@@ -25,6 +25,7 @@ tensor([0., 0.])
 from .. import backend, routes
 from ..nn.module import Parameter as _NativeParameter
 from ..tensor import Tensor as _NativeTensor
+from . import _methods
 
 
 def _array_of(name, value, owner):
@@ -79,6 +80,7 @@ class Tensor(_NativeTensor):
 
 
 Tensor._result_class = Tensor
+_methods.attach(Tensor)  # __index__, __format__, NumPy-style ``axis=``, narrow, sort… (see ``_methods``)
 
 
 class Parameter(_NativeParameter, Tensor):

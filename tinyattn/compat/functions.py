@@ -1,0 +1,399 @@
+"""torch's top-level functions beyond the native ones: creation, random draws, grad modes, dtypes,
+global settings, and the function forms of compat's tensor methods.
+
+What compat deliberately does not do raises an error that says what to do instead:
+``torch.compile`` (run the model uncompiled), ``bfloat16`` (no NumPy dtype), ``torch.jit`` and
+``torch.onnx`` (no tracing or export).
+
+>>> import tinyattn.compat as torch
+>>> torch.pow(2, torch.arange(4)), torch.pow(2.5, torch.arange(3))
+(tensor([1, 2, 4, 8]), tensor([1.  , 2.5 , 6.25]))
+>>> torch.compile(torch.nn.Linear(2, 2))  # doctest: +ELLIPSIS
+Traceback (most recent call last):
+...
+RuntimeError: torch.compile: tinyattn.compat runs every model as written, without compiling it; drop the call ...
+"""
+
+import builtins
+import numbers
+
+import numpy as np
+
+from .. import backend
+from .. import creation as _creation
+from .. import ops_extra as _ops_extra
+from ..tensor import _GRAD_ENABLED, enable_grad, no_grad
+from ..tensor import Tensor as _NativeTensor
+from . import _methods, _random
+from ._tensor import as_compat
+
+__all__ = [
+    "pow", "masked_fill", "cumsum", "sort", "argsort", "flip", "index_select", "narrow", "masked_select", "unbind",
+    "t", "floor", "ceil", "round", "trunc", "sign", "isnan", "isinf", "isfinite", "logical_and", "logical_or",
+    "logical_not", "eq", "ne", "lt", "le", "gt", "ge", "allclose", "equal", "numel", "is_floating_point", "clip",
+    "amax", "square", "rsqrt", "div", "divide", "floor_divide", "mm", "swapaxes", "randperm", "randint",
+    "multinomial", "rand_like", "randn_like", "randint_like", "full_like", "empty_like", "linspace", "eye",
+    "as_tensor", "manual_seed", "seed", "initial_seed", "get_rng_state", "set_rng_state", "inference_mode",
+    "set_grad_enabled", "is_inference_mode_enabled", "compile", "dtype", "float16", "bfloat16", "int8", "int16",
+    "short", "finfo", "iinfo", "get_default_dtype", "set_default_dtype", "set_float32_matmul_precision",
+    "get_float32_matmul_precision", "use_deterministic_algorithms", "are_deterministic_algorithms_enabled",
+    "set_printoptions", "BoolTensor", "IntTensor", "DoubleTensor", "jit", "onnx", "distributed",
+]
+
+pow = _methods.pow
+
+
+def masked_fill(input, mask, value):
+    return _methods.masked_fill(input, mask, value)
+
+
+def _function(name):
+    """``torch.NAME(input, *args, **kwargs)``: the compat method of that name."""
+
+    def function(input, *args, **kwargs):
+        if not isinstance(input, _NativeTensor):
+            raise TypeError(f"{name}(): argument 'input' must be Tensor, not {type(input).__name__}")
+        return getattr(as_compat(input), name)(*args, **kwargs)
+
+    function.__name__ = function.__qualname__ = name
+    function.__doc__ = f"``torch.{name}(input, …)``: ``input.{name}(…)``."
+    return _methods.numpy_names(function)
+
+
+cumsum = _function("cumsum")
+sort = _function("sort")
+argsort = _function("argsort")
+flip = _function("flip")
+index_select = _function("index_select")
+narrow = _function("narrow")
+masked_select = _function("masked_select")
+unbind = _function("unbind")
+t = _function("t")
+floor = _function("floor")
+ceil = _function("ceil")
+round = _function("round")
+trunc = _function("trunc")
+sign = _function("sign")
+isnan = _function("isnan")
+isinf = _function("isinf")
+isfinite = _function("isfinite")
+logical_and = _function("logical_and")
+logical_or = _function("logical_or")
+logical_not = _function("logical_not")
+eq = _function("eq")
+ne = _function("ne")
+lt = _function("lt")
+le = _function("le")
+gt = _function("gt")
+ge = _function("ge")
+clip = _function("clip")
+amax = _function("amax")
+square = _function("square")
+rsqrt = _function("rsqrt")
+div = _function("div")
+divide = _function("divide")
+floor_divide = _function("floor_divide")
+swapaxes = _function("swapaxes")
+
+allclose, equal, numel, is_floating_point = _methods.allclose, _methods.equal, _methods.numel, \
+    _methods.is_floating_point
+
+
+def mm(input, mat2):
+    """The product of two matrices (2-D each, as torch requires)."""
+    if input.ndim != 2 or mat2.ndim != 2:
+        raise RuntimeError(f"mm: expected 2-D tensors, got {input.ndim}-D and {mat2.ndim}-D")
+    return input @ mat2
+
+
+# ----------------------------------------------------------------------------- random draws
+
+
+def randperm(n, *, generator=None, dtype=None, device=None, requires_grad=False):
+    """A random permutation of ``0 … n - 1`` (int64), from ``generator`` or the library's stream."""
+    if not isinstance(n, numbers.Integral) or n < 0:
+        raise RuntimeError(f"randperm: n must be a non-negative integer, got {n!r}")
+    order = _random.permutation(int(n), generator)
+    return as_compat(_creation.tensor(order, dtype=dtype or np.int64, device=device, requires_grad=requires_grad))
+
+
+def randint(low, high=None, size=None, *, generator=None, dtype=None, device=None, requires_grad=False):
+    """Uniform integers in ``[low, high)``; ``randint(high, size)`` starts at 0."""
+    if size is None:
+        low, high, size = 0, low, high
+    if size is None or isinstance(size, numbers.Integral):
+        raise TypeError(f"randint(): size must be a tuple of ints, got {size!r}")
+    return as_compat(_ops_extra.randint(low, high, tuple(size), generator=_random.numpy_generator(generator),
+                                        dtype=dtype, device=device))
+
+
+def multinomial(input, num_samples, replacement=False, *, generator=None):
+    return as_compat(_ops_extra.multinomial(input, num_samples, replacement,
+                                            generator=_random.numpy_generator(generator)))
+
+
+def _like(make):
+    def like(input, *, dtype=None, device=None, requires_grad=False, **kwargs):
+        return as_compat(make(input.shape, dtype or input.dtype, device or input.device, requires_grad, **kwargs))
+
+    return like
+
+
+rand_like = _like(lambda shape, dtype, device, grad: _creation.rand(*shape, dtype=dtype, device=device,
+                                                                      requires_grad=grad))
+randn_like = _like(lambda shape, dtype, device, grad: _creation.randn(*shape, dtype=dtype, device=device,
+                                                                        requires_grad=grad))
+empty_like = _like(lambda shape, dtype, device, grad: _creation.zeros(*shape, dtype=dtype, device=device,
+                                                                        requires_grad=grad))
+
+
+def full_like(input, fill_value, *, dtype=None, device=None, requires_grad=False):
+    return as_compat(_creation.full(input.shape, fill_value, dtype=dtype or input.dtype,
+                                    device=device or input.device, requires_grad=requires_grad))
+
+
+def randint_like(input, low=0, high=None, *, dtype=None, device=None):
+    if high is None:
+        low, high = 0, low
+    return randint(low, high, input.shape, dtype=dtype or input.dtype, device=device or input.device)
+
+
+def linspace(start, end, steps, *, dtype=None, device=None, requires_grad=False):
+    """``steps`` evenly spaced values from ``start`` to ``end`` (both included)."""
+    if steps < 0:
+        raise RuntimeError("linspace(): number of steps must be non-negative")
+    values = np.linspace(float(start), float(end), int(steps))
+    return as_compat(_creation.tensor(values, dtype=dtype or np.float32, device=device, requires_grad=requires_grad))
+
+
+def eye(n, m=None, *, dtype=None, device=None, requires_grad=False):
+    return as_compat(_creation.tensor(np.eye(n, n if m is None else m), dtype=dtype or np.float32, device=device,
+                                      requires_grad=requires_grad))
+
+
+def as_tensor(data, dtype=None, device=None):
+    """``data`` as a tensor, sharing it when it already is one (or a NumPy array) of that dtype and device."""
+    if isinstance(data, _NativeTensor):
+        return as_compat(data.to(dtype=dtype) if dtype is not None and data.dtype != dtype else data)
+    if isinstance(data, np.ndarray) and (dtype is None or data.dtype == dtype) and device in (None, "cpu"):
+        return as_compat(_NativeTensor(data))
+    return as_compat(_creation.tensor(data, dtype=dtype, device=device))
+
+
+def manual_seed(seed):
+    """Seed every random draw of the library (torch's ``manual_seed``)."""
+    backend.manual_seed(seed)
+
+
+def seed():
+    """Seed the library's draws from fresh entropy; returns the seed."""
+    value = int(np.random.SeedSequence().entropy % (1 << 63))
+    backend.manual_seed(value)
+    return value
+
+
+def initial_seed():
+    return backend.get_rng_state()["seed"]
+
+
+def get_rng_state():
+    """The library's generators' state (a dict ``set_rng_state`` takes; torch gives a byte tensor)."""
+    return backend.get_rng_state()
+
+
+def set_rng_state(new_state):
+    backend.set_rng_state(new_state)
+
+
+# ----------------------------------------------------------------------------- grad modes
+
+
+class set_grad_enabled:
+    """``set_grad_enabled(mode)``: recording on or off, at once (as a call) and until the block ends (as a
+    context manager) — torch's two uses."""
+
+    def __init__(self, mode):
+        self.previous = _GRAD_ENABLED[0]
+        _GRAD_ENABLED[0] = bool(mode)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        _GRAD_ENABLED[0] = self.previous
+        return False
+
+
+class inference_mode:
+    """``inference_mode(mode=True)``: ``no_grad`` (compat keeps no extra bookkeeping to switch off)."""
+
+    def __init__(self, mode=True):
+        self.mode = mode
+        self._inner = no_grad() if mode else enable_grad()
+
+    def __enter__(self):
+        self._inner.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        return self._inner.__exit__(*exc)
+
+    def __call__(self, fn):
+        def run(*args, **kwargs):
+            with inference_mode(self.mode):
+                return fn(*args, **kwargs)
+
+        run.__name__, run.__doc__ = fn.__name__, fn.__doc__
+        return run
+
+
+def is_inference_mode_enabled():
+    return not _GRAD_ENABLED[0]
+
+
+# ----------------------------------------------------------------------------- dtypes
+
+
+dtype = np.dtype  # isinstance(x.dtype, torch.dtype) holds
+float16 = np.float16
+int8, int16 = np.int8, np.int16
+short = np.int16
+
+
+class _NoNumpyDtype:
+    """A dtype name torch has and NumPy lacks: naming it works (``{"bfloat16": torch.bfloat16}``), using it
+    raises an error that says what to use instead."""
+
+    def __init__(self, name, instead):
+        self.name, self.instead = name, instead
+
+    def __repr__(self):
+        return f"torch.{self.name}"
+
+    @property
+    def dtype(self):  # NumPy asks for this when the name is given as a dtype
+        raise TypeError(f"{self.name} has no NumPy dtype, so tinyattn.compat cannot hold it; use {self.instead}")
+
+    @property
+    def itemsize(self):
+        return 2
+
+
+bfloat16 = _NoNumpyDtype("bfloat16", "float32 (or float16)")
+
+
+class finfo:
+    """``finfo(dtype)``: ``eps``, ``max``, ``min``, ``tiny``, ``bits``, ``resolution`` of a float dtype."""
+
+    def __init__(self, type=None):
+        info = np.finfo(np.float32 if type is None else type)
+        self.dtype, self.bits = str(info.dtype), info.bits
+        self.eps, self.max, self.min, self.resolution = (builtins.float(v) for v in (info.eps, info.max, info.min,
+                                                                                      info.resolution))
+        self.tiny = self.smallest_normal = builtins.float(info.tiny)
+
+
+class iinfo:
+    """``iinfo(dtype)``: ``max``, ``min``, ``bits`` of an integer dtype."""
+
+    def __init__(self, type):
+        info = np.iinfo(type)
+        self.dtype, self.bits, self.max, self.min = str(info.dtype), info.bits, int(info.max), int(info.min)
+
+
+def get_default_dtype():
+    return np.dtype(np.float32)
+
+
+def set_default_dtype(d):
+    """Only float32, the library's default, is accepted: Python floats always make float32 tensors here."""
+    if np.dtype(d) != np.float32:
+        raise NotImplementedError(f"set_default_dtype({np.dtype(d)}): tinyattn.compat makes float32 from Python "
+                                  "floats; pass dtype= to the creation functions, or call .double() on the model")
+
+
+def BoolTensor(*data):
+    return _legacy(data, np.bool_)
+
+
+def IntTensor(*data):
+    return _legacy(data, np.int32)
+
+
+def DoubleTensor(*data):
+    return _legacy(data, np.float64)
+
+
+def _legacy(data, dtype):
+    if len(data) == 1 and not isinstance(data[0], int):
+        return as_compat(_creation.tensor(data[0], dtype=dtype))
+    return as_compat(_creation.zeros(*data, dtype=dtype))
+
+
+# ----------------------------------------------------------------------------- global settings
+
+
+_SETTINGS = {"matmul_precision": "highest", "deterministic": False}
+
+
+def set_float32_matmul_precision(precision):
+    """Recorded only: NumPy's float32 products are always full float32 ("highest")."""
+    if precision not in ("highest", "high", "medium"):
+        raise RuntimeError(f"Invalid precision {precision!r}: expected 'highest', 'high' or 'medium'")
+    _SETTINGS["matmul_precision"] = precision
+
+
+def get_float32_matmul_precision():
+    return _SETTINGS["matmul_precision"]
+
+
+def use_deterministic_algorithms(mode, *, warn_only=False):
+    """Recorded only: every compat operation is deterministic already."""
+    _SETTINGS["deterministic"] = bool(mode)
+
+
+def are_deterministic_algorithms_enabled():
+    return _SETTINGS["deterministic"]
+
+
+def set_printoptions(precision=None, threshold=None, edgeitems=None, linewidth=None, profile=None, sci_mode=None):
+    """NumPy's print options, which the tensors' ``repr`` uses."""
+    options = {k: v for k, v in dict(precision=precision, threshold=threshold, edgeitems=edgeitems,
+                                     linewidth=linewidth).items() if v is not None}
+    if sci_mode is not None:
+        options["suppress"] = not sci_mode
+    np.set_printoptions(**options)
+
+
+# ----------------------------------------------------------------------------- what compat does not do
+
+
+def compile(model=None, *, fullgraph=False, dynamic=None, backend=None, mode=None, options=None, disable=False):
+    """Refused: compat runs models as written (``disable=True`` returns the model itself, as torch does)."""
+    if disable:
+        return model if model is not None else (lambda fn: fn)
+    raise RuntimeError("torch.compile: tinyattn.compat runs every model as written, without compiling it; drop the "
+                       "call (model = torch.compile(model) -> model) or pass your script's --compile=False")
+
+
+class _Refused:
+    """A torch submodule compat does not provide: any name in it raises an error saying what to do instead."""
+
+    def __init__(self, name, instead):
+        self.__name__, self._instead = f"torch.{name}", instead
+
+    def __getattr__(self, attribute):
+        if attribute.startswith("__"):
+            raise AttributeError(attribute)
+        if self.__name__ == "torch.distributed" and attribute in ("is_available", "is_initialized"):
+            return lambda: False
+        raise RuntimeError(f"{self.__name__}.{attribute}: {self._instead}")
+
+
+jit = _Refused("jit", "tinyattn.compat does not trace or script models; call the module itself, and save its "
+                      "state_dict() with torch.save")
+onnx = _Refused("onnx", "tinyattn.compat does not export models; export from PyTorch after loading the weights there "
+                        "(tinyattn.interop.to_torch maps the state_dict)")
+distributed = _Refused("distributed", "tinyattn.compat runs in one process; run without torchrun/DDP "
+                                      "(distributed.is_available() is False)")
+

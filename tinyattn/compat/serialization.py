@@ -1,0 +1,2 @@
+"""placeholder"""
+from .. import load, save  # noqa: F401
