@@ -10,9 +10,9 @@ float32 with a random upstream gradient, run with ``blocked_attention_min_keys``
 routes a user's self-attention takes, each as a whole (the whole matrix goes with the packed
 projections, ``InProjection`` + ``PackedSelfAttention``; the blocked path with the three projections
 and ``BlockedAttention``). The ratio is whole ÷ blocked: below 1 the whole-matrix route is faster.
-(Plain scaled dot-product attention at 512 keys is the ``sdpa`` large row of ``benchmarks/run.py``.) ``routes.settings.
-blocked_attention_min_keys`` is the first number of keys from which it is at or above 1. The batch
-shrinks as ``L`` grows, so that every row holds about the same number of tokens.
+(Plain scaled dot-product attention at 512 keys is the ``sdpa`` large row of ``benchmarks/run.py``.) The
+``fast.tuning`` value ``blocked_attention_min_keys`` is the first number of keys from which it is at or
+above 1. The batch shrinks as ``L`` grows, so that every row holds about the same number of tokens.
 """
 
 import os
@@ -30,6 +30,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import tinyattn as ta  # noqa: E402
 import tinyattn.nn as nn  # noqa: E402
+from tinyattn.fast import tuning
 
 SHAPES = [(8, 256, 512, 8), (4, 512, 512, 8), (8, 512, 256, 8), (3, 576, 512, 8), (2, 640, 512, 8),
           (2, 768, 512, 8), (2, 1024, 512, 8), (1, 2048, 512, 8)]  # (B, L, E, H)
@@ -52,13 +53,13 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeat", type=int, default=6)
     args = parser.parse_args()
-    print(f"blocked_attention_min_keys = {ta.routes.settings.blocked_attention_min_keys}")
+    print(f"blocked_attention_min_keys = {tuning.values.blocked_attention_min_keys}")
     print(f"{'B':>3}{'L':>6}{'E':>5}{'H':>4}{'whole ms':>11}{'blocked ms':>12}{'whole/blocked':>15}")
     for B, L, E, H in SHAPES:
         step, times = step_of(B, L, E, H), {"whole": [], "blocked": []}
         for _ in range(args.repeat):
             for path, threshold in (("whole", L + 1), ("blocked", L)):
-                with ta.use_fast_paths(True, blocked_attention_min_keys=threshold):
+                with ta.use_fast_paths(True), tuning.tuned(blocked_attention_min_keys=threshold):
                     step()  # the route's first call (and its memory) outside the timing
                     start = time.perf_counter()
                     step()

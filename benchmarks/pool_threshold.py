@@ -8,10 +8,10 @@
     python benchmarks/pool_threshold.py --after-gemm  # bias + ReLU, bias + GELU and GELU's backward gate right after
                                                       # a GEMM, by size, on one thread and pooled
     python benchmarks/pool_threshold.py --products  # a layer's products as a Wᵀ and as (W aᵀ)ᵀ, by number of rows
-                                                    # (routes.settings.transposed_products_rows)
+                                                    # (fast.tuning's transposed_products_rows)
     python benchmarks/pool_threshold.py --sequences  # inference on a padded batch's real tokens, attention sentence
                                                      # by sentence against on the padded batch, by batch and length
-                                                     # (routes.settings.sequence_attention_min_length)
+                                                     # (fast.tuning's sequence_attention_min_length)
     python benchmarks/pool_threshold.py --products-on-pool  # attention's backward alone and right after a two-thread
                                                             # GEMM; training steps with a block's products over the pool
                                                             # and with OpenBLAS's threads (products_on_pool setting)
@@ -20,7 +20,7 @@ The sweep times three passes a Transformer layer makes, each on float32 rows of 
 place (the softmax), ReLU as ``clip(x, 0, inf)`` (the feed-forward block's form) and a LayerNorm forward
 (``fast.kernels.layer_norm_rows``), each as one whole pass on this thread and as pieces spread over
 ``fast.parallel``'s pool (two pieces a thread), interleaved, minimum and median of many calls. The
-smallest size at which the pooled pass is clearly faster is ``routes.settings.pool_min_elements``.
+smallest size at which the pooled pass is clearly faster is ``fast.tuning's pool_min_elements``.
 """
 
 import argparse
@@ -38,7 +38,7 @@ import numpy as np  # noqa: E402
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import tinyattn as ta  # noqa: E402
-from tinyattn.fast import kernels, parallel  # noqa: E402
+from tinyattn.fast import kernels, parallel, tuning  # noqa: E402
 
 WIDTH = 512
 
@@ -62,13 +62,13 @@ def passes(rows):
 
     def run(task):
         def timed(pooled):
-            with ta.use_fast_paths(pool_min_elements=0):  # the pool at every size: where does it start to pay?
+            with tuning.tuned(pool_min_elements=0):  # the pool at every size: where does it start to pay?
                 parallel.run(task, two_a_thread if pooled else [(0, rows)], x)
         return timed
 
     def layer_norm(pooled):
         size = max(1, x.size // (2 * threads)) if pooled else 1 << 62
-        with ta.use_fast_paths(pool_min_elements=0, piece_elements=size):
+        with tuning.tuned(pool_min_elements=0, piece_elements=size):
             kernels.layer_norm_rows(x, weight, bias, 1e-5)
 
     return {"exp": run(exp), "relu": run(relu), "layer norm": layer_norm}
@@ -150,8 +150,8 @@ def after_blas(repeat):
 
 def gelu_blocks(repeat):
     """``fast.activations.gelu`` with its slope (the exact GELU as the feed-forward block runs it, a few dozen
-    NumPy passes per block of ``activations.BLOCK`` elements) over 1024×1024 float32, in four pieces of rows, one
-    after another and on the pool, for several block sizes. Each pass is one call that holds the GIL on its way
+    NumPy passes per block of ``tuning.values.activation_block`` elements) over 1024×1024 float32, in four pieces
+    of rows, one after another and on the pool, for several block sizes. Each pass is one call that holds the GIL on its way
     in and out: the smaller the block, the more calls, and the more the pool's threads wait for each other."""
     from tinyattn.fast import activations
 
@@ -162,13 +162,13 @@ def gelu_blocks(repeat):
     def gelu(start, stop):
         activations.gelu(z[start:stop], out=out[start:stop], slope=slope[start:stop])
 
-    default = activations.BLOCK
-    print(f"{'block':>8} {'one thread ms':>14} {'pooled ms':>10} {'pooled/one':>11}   (activations.BLOCK = {default})")
+    default = tuning.values.activation_block
+    print(f"{'block':>8} {'one thread ms':>14} {'pooled ms':>10} {'pooled/one':>11}   (activation_block = {default})")
     try:
         for block in [1 << k for k in range(13, 19)]:
-            activations.BLOCK = block
+            tuning.values.activation_block = block
             times = {False: [], True: []}
-            with ta.use_fast_paths(pool_min_elements=0):
+            with tuning.tuned(pool_min_elements=0):
                 for _ in range(repeat):
                     for pooled in (False, True):
                         start = time.perf_counter()
@@ -181,7 +181,7 @@ def gelu_blocks(repeat):
             one, pooled = (statistics.median(times[p]) for p in (False, True))
             print(f"{block:>8} {one * 1e3:>14.2f} {pooled * 1e3:>10.2f} {pooled / one:>11.2f}", flush=True)
     finally:
-        activations.BLOCK = default
+        tuning.values.activation_block = default
 
 
 def _gate(grad, slope):  # kernels.gelu_backward_rows's product, for pieces of rows
@@ -210,7 +210,7 @@ def after_gemm(repeat):
             times = {False: [], True: []}
             for _ in range(repeat):
                 for pooled in (False, True):
-                    with ta.use_fast_paths(pool_min_elements=0 if pooled else 1 << 62):
+                    with tuning.tuned(pool_min_elements=0 if pooled else 1 << 62):
                         x = z.copy()
                         a @ w.T  # the GEMM before the pass (its result is not used)
                         start = time.perf_counter()
@@ -262,7 +262,6 @@ def sequences(repeat, grid=SEQUENCE_GRID):
     drawn from ``[⌈l_max/5⌉, l_max]`` (one of them ``l_max``); interleaved, medians."""
     import tinyattn.nn as nn
     import tinyattn.nn.functional as F
-    from tinyattn.routes import settings
 
     ta.manual_seed(0)
     encoder = nn.TransformerEncoder(nn.TransformerEncoderLayer(384, 12, 1536, dropout=0.0, activation="gelu",
@@ -275,10 +274,10 @@ def sequences(repeat, grid=SEQUENCE_GRID):
             x = ta.tensor(rng.standard_normal((B, longest, 384), dtype=np.float32))
             mask = F.padding_mask(lengths, longest)
             times = {True: [], False: []}
-            previous = settings.sequence_attention_min_length
+            previous = tuning.values.sequence_attention_min_length
 
             def step(by_sentence, longest=longest, x=x, mask=mask):
-                settings.sequence_attention_min_length = 0 if by_sentence else longest + 1
+                tuning.values.sequence_attention_min_length = 0 if by_sentence else longest + 1
                 with ta.no_grad():
                     encoder(x, mask=mask)
 
@@ -291,7 +290,7 @@ def sequences(repeat, grid=SEQUENCE_GRID):
                         step(by_sentence)
                         times[by_sentence].append(time.perf_counter() - start)
             finally:
-                settings.sequence_attention_min_length = previous
+                tuning.values.sequence_attention_min_length = previous
             by_sentence, padded = (statistics.median(times[k]) * 1e3 for k in (True, False))
             print(f"{longest:>6} {B:>5} {sum(lengths):>7} {sum(lengths) / B:>5.1f} {by_sentence:>15.3f} {padded:>10.3f}"
                   f" {by_sentence / padded:>7.2f}", flush=True)
@@ -302,7 +301,7 @@ def products_on_pool(repeat):
     medium layer runs it (``kernels.packed_attention_backward``, 8 × 8 heads of 128 × 128, pooled) alone and right
     after a two-thread GEMM of the layer's size (1024 × 256 times 256 × 1024), interleaved: OpenBLAS's second thread
     spins after the GEMM on the core the pool's thread needs. Then training steps (forward + backward, as
-    ``run.py`` times them) with ``ta.use_fast_paths(products_on_pool=...)`` on (the blocks' products over the
+    ``run.py`` times them) with ``tuning.tuned(products_on_pool=...)`` on (the blocks' products over the
     pool, OpenBLAS on one thread) and off (OpenBLAS's threads), the two alternated step by step; medians."""
     import run
 
@@ -332,11 +331,11 @@ def products_on_pool(repeat):
         steps = max(10, repeat // (8 if size == "large" else 1))
         times = {True: [], False: []}
         for on in (True, False):
-            with ta.use_fast_paths(products_on_pool=on):
+            with tuning.tuned(products_on_pool=on):
                 step(), step()
         for i in range(steps):
             for on in ((True, False) if i % 2 else (False, True)):
-                with ta.use_fast_paths(products_on_pool=on):  # (each setting forgets the remembered routes: both ways)
+                with tuning.tuned(products_on_pool=on):  # (each setting forgets the remembered routes: both ways)
                     start = time.perf_counter()
                     step()
                     times[on].append(time.perf_counter() - start)

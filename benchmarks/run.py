@@ -29,8 +29,8 @@ Cases (``--cases``, comma-separated; the default runs all but ``longattn``, ``mi
                 each by default, ``BERT6_REPEAT``; ``bert6_products`` likewise)
     bert6_products  bert6's tinyattn step as it runs (its few rows' products as ``(W aᵀ)ᵀ``,
                 ``fast.blocks.times_weight_t``) beside the same step with those products as ``a Wᵀ``
-                (``ta.use_fast_paths(transposed_products_rows=0)`` around the step; the first step runs
-                inside ``use_fast_paths`` too, with the setting as it is), and PyTorch's: what that choice is worth
+                (``tinyattn.fast.tuning.tuned(transposed_products_rows=0)`` around the step; the first step
+                runs inside ``tuned`` too, with the value as it is), and PyTorch's: what that choice is worth
     train       one training step of the main example's model against a PyTorch twin
     peak        the share of the BLAS peak the large encoder layer's forward+backward reaches:
                 its matrix-product FLOPs (counted below, ``encoder_flops``) ÷ its time ÷ the speed
@@ -261,21 +261,22 @@ def long_attention_cases(size, backward, device="cpu"):
     """Attention over a long sequence (B=1, H=8, L=4096, head size 64): whole-matrix path vs blocked path.
 
     Both are tinyattn's ``F.scaled_dot_product_attention(..., need_weights=False)``; the plain variant
-    raises the key-count threshold of the blocked path (``ta.use_fast_paths``'s
+    raises the key-count threshold of the blocked path (the fast layer's private tuning
     ``blocked_attention_min_keys``) so the whole score matrix is built.
     """
     import tinyattn as ta
     import tinyattn.nn.functional as F
+    from tinyattn.fast import tuning
 
     rng = np.random.default_rng(0)
     arrays = [rng.standard_normal((1, 8, 4096, 64), dtype=np.float32) for _ in range(4)]
     inputs = [ta.tensor(a, requires_grad=True, device=device) for a in arrays[:3]]
     grad = ta.tensor(arrays[3], device=device)
-    default_threshold = ta.routes.settings.blocked_attention_min_keys
+    default_threshold = tuning.values.blocked_attention_min_keys
 
     def run(threshold):
         def step():
-            with ta.use_fast_paths(ta.routes.settings.enabled, blocked_attention_min_keys=threshold):
+            with tuning.tuned(blocked_attention_min_keys=threshold):
                 out, _ = F.scaled_dot_product_attention(*inputs, need_weights=False)
             for t in inputs:
                 t.grad = None
@@ -349,21 +350,20 @@ def bert6_cases(size, backward, device="cpu"):
 
 def bert6_products_cases(size, backward, device="cpu"):
     """``bert6_cases``' tinyattn and PyTorch steps, and tinyattn's with its few rows' products run as ``a Wᵀ``.
-    Both tinyattn steps run inside ``ta.use_fast_paths`` (which makes the routes be chosen afresh), so that they
+    Both tinyattn steps run inside ``tuning.tuned`` (which makes the routes be chosen afresh), so that they
     differ in ``transposed_products_rows`` alone."""
-    import tinyattn as ta
-    from tinyattn.routes import settings
+    from tinyattn.fast import tuning
 
     cases = bert6_cases(size, backward, device)
     ours = cases["tinyattn"]
 
     def with_rows(rows):
         def step():
-            with ta.use_fast_paths(settings.enabled, transposed_products_rows=rows):
+            with tuning.tuned(transposed_products_rows=rows):
                 ours()
         return step
 
-    return {"tinyattn": with_rows(settings.transposed_products_rows), "tinyattn, row-major products": with_rows(0),
+    return {"tinyattn": with_rows(tuning.values.transposed_products_rows), "tinyattn, row-major products": with_rows(0),
             "pytorch": cases["pytorch"]}
 
 

@@ -11,7 +11,7 @@ import os
 
 import numpy as np
 
-from . import backend, ops
+from . import backend, dispatch, ops
 from .backend import get_rng_state, manual_seed, set_rng_state
 from .creation import arange, full, ones, ones_like, rand, randn, tensor, zeros, zeros_like
 from .ops import (
@@ -87,12 +87,22 @@ concat = cat
 float32, float64, int64, bool = np.float32, np.float64, np.int64, np.bool_
 long, int32, uint8 = np.int64, np.int32, np.uint8
 
-if os.environ.get("TINYATTN_KEEP_FREED_MEMORY", "1") != "0":
+if os.environ.get("TINYATTN_KEEP_FREED_MEMORY") == "1":  # an opt-in: it changes glibc's malloc for the process
     backend.keep_freed_memory()  # the next step reuses this step's memory instead of faulting it in again
 
-# the floors above the engine, imported once the engine is complete
-from . import autograd, interop, nn, optim, routes, testing, viz  # noqa: E402
-from .routes import explain, use_fast_paths  # noqa: E402
+# the floors above the engine, imported once the engine is complete: the reference layer, then the fast
+# layer, which registers its rows into dispatch's table, then the tooling
+from . import (  # noqa: E402  # noqa: E402
+    autograd,
+    fast,  # noqa: E402
+    interop,
+    nn,
+    optim,
+    testing,
+    viz,
+)
+from .dispatch import use_fast_paths  # noqa: E402
+from .fast.router import explain  # noqa: E402
 from .serialization import CheckpointError, load, save  # noqa: E402
 
 __all__ = [
@@ -106,5 +116,5 @@ __all__ = [
     "gather", "softmax", "log_softmax", "bmm", "tril", "triu", "repeat_interleave", "all", "any", "nonzero",
     "multinomial", "is_tensor",
     "save", "load", "CheckpointError", "backend", "ops", "nn", "optim", "interop", "testing", "viz", "autograd",
-    "use_fast_paths", "explain", "routes",
+    "use_fast_paths", "explain", "dispatch", "fast",
 ]

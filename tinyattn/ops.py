@@ -853,3 +853,34 @@ Tensor.unsqueeze, Tensor.squeeze, Tensor.expand, Tensor.flatten = unsqueeze, squ
 Tensor.masked_fill = masked_fill
 Tensor.split, Tensor.chunk = split, chunk
 Tensor.T = property(lambda x: permute(x, tuple(reversed(range(x.ndim)))))
+
+
+def _to(self, *args, device=None, dtype=None):
+    """``to("cuda")``, ``to(ta.float64)``, ``to("cpu", ta.float64)`` or ``to(device=..., dtype=...)``.
+
+    Differentiable, as in PyTorch: the gradient goes back to the original device and dtype.
+    """
+    for arg in args:
+        if isinstance(arg, str):
+            device = arg
+        else:
+            dtype = arg
+    result = self
+    if device is not None:
+        if device not in backend.DEVICES:
+            raise ValueError(f"to(): unknown device {device!r}, expected one of {backend.DEVICES}")
+        if device != self.device:
+            result = To.apply(self, device=device)
+    return result if dtype is None else _to_dtype(result, dtype)
+
+
+def _to_dtype(self, target):
+    dtype = np.dtype(target)
+    if dtype == self.dtype:
+        return self
+    if dtype.kind not in "fc":  # an integer or boolean result carries no gradient
+        return Tensor._wrap(self._data.astype(dtype), self)
+    return To.apply(self, dtype=dtype)
+
+
+Tensor.to, Tensor._to_dtype = _to, _to_dtype

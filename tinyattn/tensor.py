@@ -24,11 +24,10 @@ array([2., 4., 6.], dtype=float32)
 import inspect
 import itertools
 import operator
-import sys
 
 import numpy as np
 
-from . import backend
+from . import backend, dispatch
 
 _GRAD_ENABLED = [True]
 
@@ -186,14 +185,6 @@ def _kind_of(inputs):
     return None
 
 
-def _array_replaced():
-    """A tensor's array was replaced (``t.data = …``): a layer's remembered route (``routes``), which
-    read its parameters' shapes and dtypes, may be stale."""
-    from . import routes  # (routes sits above the engine; imported here, on this rare path)
-
-    routes.changed()
-
-
 def _versions(fn, inputs, result):
     """``(counter, version)`` for each tensor whose array ``fn``'s backward may read."""
     saved_inputs, saves_output = fn.saved_inputs, fn.saves_output
@@ -264,51 +255,20 @@ def _topological_order(root):
     return sorted(nodes, key=_by_sequence, reverse=True)
 
 
-def _accumulate_leaf(t, grad, may_keep=True):
-    """Add ``grad`` to the leaf's ``.grad``, never writing to an array anyone else can see.
-
-    The first gradient becomes ``.grad`` as it is when it comes from a node that declares its
-    gradients fresh (``Function.fresh_gradients``) and nothing but the graph walk refers to it: a
-    NumPy/CuPy array of the leaf's dtype, not a view, whose reference count is that of a fresh
-    array passed down here (PyTorch's ``AccumulateGrad`` steals a gradient the same way). The
-    caller's array, an array that a node still waits on or that another leaf holds: each is
-    referred to elsewhere, so it is copied, in the leaf's dtype, as is anything from other nodes."""
+@dispatch.replaceable
+def _accumulate_leaf(t, grad, fresh=False):
+    """Add ``grad`` to the leaf's ``.grad``, never writing to an array anyone else can see: the first
+    gradient is copied, in the leaf's dtype. ``fresh``: ``grad`` comes from a node that keeps no reference
+    to it (``Function.fresh_gradients``), which the fast layer may keep instead of copying."""
     if t._grad is not None:
         t._grad += grad
-    elif (may_keep and sys.getrefcount(grad) <= _FRESH_REFERENCES and type(grad) is type(t._data)
-          and grad.dtype == t._data.dtype and type(grad) is not backend.StrictArray and grad.base is None):
-        # (not a view; a strict array's wrapper does not tell whether another wrapper shares its memory)
-        t._grad = grad
     else:
         t._grad = backend.namespace(t._data).array(grad, dtype=t._data.dtype)
 
 
-def _fresh_references():
-    """``sys.getrefcount`` inside ``_accumulate_leaf`` of an array referred to only by the tuple a
-    ``backward`` returned and the walk's loop, measured through the same calls as the walk makes."""
-    counts = []
-
-    def accumulate(t, grad):
-        counts.append(sys.getrefcount(grad))
-
-    tracer, profiler = sys.gettrace(), sys.getprofile()
-    sys.settrace(None)  # a debugger's tracer may hold frames' locals: it would raise the count
-    sys.setprofile(None)
-    try:
-        for p, g in zip((None,), (np.empty(1),)):
-            accumulate(p, g)
-    finally:
-        sys.settrace(tracer)
-        sys.setprofile(profiler)
-    return counts[0]
-
-
-_FRESH_REFERENCES = _fresh_references()
-
-
 def _run_backward(root, grad, retain_graph):
     if root._ctx is None:  # backward() on a leaf: the gradient is the caller's array
-        _accumulate_leaf(root, grad, may_keep=False)
+        _accumulate_leaf(root, grad)
         return
     grads = {root._ctx: grad}  # node -> the gradient of its output, summed so far
     owned = set()  # nodes whose summed gradient is an array made here: safe to add to in place
@@ -404,7 +364,7 @@ class Tensor:
 
     def _set_data(self, value):
         self._data = value._data if isinstance(value, Tensor) else value
-        _array_replaced()
+        dispatch.changed()  # a route that read the old array's shape or dtype may now be another
 
     def _set_grad(self, value):
         self._grad = value._data if isinstance(value, Tensor) else value
@@ -544,36 +504,6 @@ class Tensor:
 
     def tolist(self):
         return self.numpy().tolist()
-
-    def to(self, *args, device=None, dtype=None):
-        """``to("cuda")``, ``to(ta.float64)``, ``to("cpu", ta.float64)`` or ``to(device=..., dtype=...)``.
-
-        Differentiable, as in PyTorch: the gradient goes back to the original device and dtype.
-        """
-        from .ops import To
-
-        for arg in args:
-            if isinstance(arg, str):
-                device = arg
-            else:
-                dtype = arg
-        result = self
-        if device is not None:
-            if device not in backend.DEVICES:
-                raise ValueError(f"to(): unknown device {device!r}, expected one of {backend.DEVICES}")
-            if device != self.device:
-                result = To.apply(self, device=device)
-        return result if dtype is None else result._to_dtype(dtype)
-
-    def _to_dtype(self, target):
-        from .ops import To
-
-        dtype = np.dtype(target)
-        if dtype == self.dtype:
-            return self
-        if dtype.kind not in "fc":  # an integer or boolean result carries no gradient
-            return Tensor._wrap(self._data.astype(dtype), self)
-        return To.apply(self, dtype=dtype)
 
     def float(self):
         return self.to(np.float32)

@@ -1,25 +1,29 @@
-"""The fast layer: fused nodes, residual blocks, blocked attention and the array kernels they share.
+"""Floor 5, the fast layer: fused nodes, residual blocks, blocked attention, the array kernels they share,
+and the router that says when each runs.
 
-Nothing here is needed to understand what a layer computes: each fused node replaces a run of
-nodes of a reference definition (``nn.functional``, ``nn.sdpa``, ``nn.attention``,
-``nn.transformer``) with fewer passes over memory, and the test suite's equivalence table proves
-it equal to that definition, values and gradients (the encoder on real tokens alone, a route with no
-gradients, has its own: ``tests/equivalence/test_real_tokens.py``). ``tinyattn.routes`` decides when one runs
-(``ta.explain`` prints where and why); ``ta.use_fast_paths(False)`` turns them all off.
+Nothing here is needed to understand what a layer computes: each fused node replaces a run of nodes
+of a reference definition (``tinyattn.nn``) with fewer passes over memory, and the test suite's
+equivalence table proves it equal to that definition, values and gradients. Importing this package
+registers its rows into the table of ``tinyattn.dispatch`` (``table.register``); ``ta.explain``
+prints which route each module takes and why; ``ta.use_fast_paths(False)`` turns them all off.
 
-    kernels.py      array-level steps (LayerNorm rows, ReLU and GELU rows, masked softmax, attention in
-                    pieces of query rows and keys or sentence by sentence, projections)
-    activations.py  GELU's kernels (normal CDF, both forms, and its backward) and a float32 erf
-    nodes.py        Linear, Normalize, CrossEntropy, MaskedSoftmax, SplitHeads, MergeHeads,
-                    InProjection, Attention, PackedSelfAttention
+    router.py       every decision, each ``why_not_*`` with its reason; ``explain``
+    table.py        the rows of the table: for each reference unit, the router's test and the fused form
+    tuning.py       the thresholds and sizes, private
+    nodes.py        Linear, Normalize, CrossEntropy, MaskedSoftmax, InProjection, Attention, PackedSelfAttention
     blocked.py      BlockedAttention: keys a block at a time, with a running softmax
     blocks.py       SelfAttentionBlock, FeedForwardBlock: a Transformer layer's residual blocks; an
                     encoder stack on a padded batch's real tokens alone
-    parallel.py     a small thread pool: a large pass goes in pieces of rows over every core
+    kernels.py      array-level steps (LayerNorm rows, ReLU and GELU rows, masked softmax, attention in
+                    pieces of query rows and keys or sentence by sentence, projections)
+    activations.py  GELU's kernels (normal CDF, both forms, and its backward) and a float32 erf
+    parallel.py     a thread pool: a large pass goes in pieces of rows over every core
+    gradients.py    a leaf keeps a fresh gradient as its ``.grad`` instead of a copy
 
-This package sits beside ``nn.functional`` and never imports the layers (``tinyattn.nn``).
+It imports the reference layer (to know its classes), never the other way round.
 """
 
+from . import gradients, table
 from .blocked import BlockedAttention, blocked_attention  # noqa: F401
 from .blocks import (  # noqa: F401
     FeedForwardBlock,
@@ -34,11 +38,11 @@ from .nodes import (  # noqa: F401
     InProjection,
     Linear,
     MaskedSoftmax,
-    MergeHeads,
     Normalize,
     PackedSelfAttention,
-    SplitHeads,
-    merge_heads,
     packed_self_attention,
-    split_heads,
 )
+from .router import explain  # noqa: F401
+
+table.register()
+gradients.measure()

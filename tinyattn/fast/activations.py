@@ -11,8 +11,8 @@ already there), so that a backward pass is one product, ``∂z = g · slope``. E
 elementwise, so a caller may hand it rows of a larger array (``out=`` a slice of the same rows).
 
 **erf in float32.** ``scipy.special.erf`` computes float32 in double precision, one element at
-a time; here erf is a few whole-array NumPy passes, on blocks of ``BLOCK`` elements (the scratch
-arrays stay small; each pass is still long enough for the pool's threads, see ``BLOCK``). With ``a = |x|``:
+a time; here erf is a few whole-array NumPy passes, on blocks of ``tuning.activation_block`` elements (the scratch
+arrays stay small; each pass is still long enough for the pool's threads, see ``fast.tuning``). With ``a = |x|``:
 
     a < 0.8:   erf(x) = x · S(x²)                              S a degree-5 polynomial
     a ≥ 0.8:   erf(x) = sign(x) · (1 - erfc(a))
@@ -63,10 +63,7 @@ import math
 import numpy as np
 
 from .. import backend
-
-BLOCK = 1 << 18  # elements per block of the float32 kernels on the CPU (1 MiB per scratch array). Smaller
-# blocks stay in a core's cache but make every pass a short call, and the pool's threads take turns holding
-# the GIL between calls: pooled, the fewer calls the better (`benchmarks/pool_threshold.py --gelu` measures it)
+from .tuning import values as tuning
 
 # erf(x) = x · S(x²) on |x| < 0.8, coefficients of x⁰, x², …
 _ERF_SMALL = (1.12837916, -0.376126038, 0.112831428, -0.0268221092, 0.00508744121, -0.000654960574)
@@ -102,11 +99,11 @@ def _is_float32(x):
 
 
 def _blocks(x, *others):
-    """``(flat slices of x and others, block by block)``: ``BLOCK`` elements at a time on NumPy, the
+    """``(flat slices of x and others, block by block)``: ``tuning.activation_block`` elements at a time on NumPy, the
     whole array at once elsewhere (a GPU wants few large kernels)."""
     flat = [a.reshape(-1) for a in (x, *others)]
     n = flat[0].shape[0]
-    step = BLOCK if backend.namespace(x) is np else max(n, 1)
+    step = tuning.activation_block if backend.namespace(x) is np else max(n, 1)
     for start in range(0, n, step):
         yield [a[start:start + step] for a in flat]
 

@@ -1,7 +1,7 @@
 """Memory-efficient attention: keys a block at a time with a running softmax (FlashAttention-2).
 
 Only an ``(…, Lq, block)`` piece of the scores exists at a time, never the whole ``(…, Lq, Lk)``;
-backward recomputes each block's probabilities. ``routes`` decides when it runs (by default from
+backward recomputes each block's probabilities. ``fast.router`` decides when it runs (by default from
 513 keys on, with no dropout and the weights not asked for); the equivalence table proves it equal
 to the reference attention.
 """
@@ -14,18 +14,17 @@ from .. import backend, ops
 from ..masks import split_mask
 from ..tensor import Function
 from . import kernels, parallel
-
-BLOCK_SIZE = 1024  # the most keys per block
-BLOCK_ELEMENTS = 1 << 22  # and at most this many scores per block over the whole batch: 16 MiB in float32
+from .tuning import values as tuning
 
 
 def blocked_attention(query, key, value, attn_mask, is_causal, scale, block_size=None):
-    """The memory-efficient path. ``block_size`` (keys per block) defaults to ``BLOCK_SIZE``, fewer
-    (down to 64) when the whole batch's ``(…, Lq, block)`` scores would pass ``BLOCK_ELEMENTS``."""
+    """The memory-efficient path. ``block_size`` (keys per block) defaults to ``tuning.attention_max_block``, fewer
+    (down to 64) when the whole batch's ``(…, Lq, block)`` scores would pass ``tuning.attention_block_elements``."""
     if block_size is None:
         batch = np.broadcast_shapes(query.shape[:-2], key.shape[:-2], value.shape[:-2])
         rows = math.prod(batch) * query.shape[-2]  # batch · Lq
-        block_size = min(BLOCK_SIZE, max(64, BLOCK_ELEMENTS // max(rows, 1)))  # 64: BLAS needs some width
+        most = tuning.attention_block_elements // max(rows, 1)
+        block_size = min(tuning.attention_max_block, max(64, most))  # 64: BLAS needs some width
     block_size = int(block_size)
     if block_size < 1:
         raise ValueError(f"block_size must be a positive number of keys, got {block_size}")

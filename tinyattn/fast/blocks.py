@@ -15,7 +15,7 @@ Each block is written out straight, forward and backward side by side, on the sa
 steps as the fused nodes it replaces (``kernels.layer_norm_rows``, ``kernels.in_projection``,
 ``kernels.packed_attention`` and their backwards; GELU's in ``activations``), operation for
 operation. The activations are handled as rows ``(M, E)``, ``M = B·L`` (or ``T``, the real tokens
-alone). ``routes.why_not_self_attention_block`` and ``routes.why_not_feed_forward_block`` decide when a
+alone). ``router.why_not_self_attention_block`` and ``router.why_not_feed_forward_block`` decide when a
 block runs; the equivalence table proves each equal to the layer's reference ``forward`` (``with
 ta.use_fast_paths(False):``).
 A block skips the products for a weight or bias that needs no gradient (a frozen parameter); the
@@ -25,7 +25,7 @@ runs, while a graph is recorded, with OpenBLAS on one thread and its products sp
 share a core with the pooled passes that follow.
 
 In inference on the real tokens of a padded batch (``encoder_on_real_tokens`` asks for it with
-``transposed=True``: rows ``(T, E)``, no graph, ``T`` up to ``routes.settings.transposed_products_rows``) each
+``transposed=True``: rows ``(T, E)``, no graph, ``T`` up to ``fast.tuning's transposed_products_rows``) each
 product ``a Wᵀ`` runs as ``(W aᵀ)ᵀ`` (``times_weight_t``): the same sums, round-off apart, with the operands laid
 out as OpenBLAS packs them fastest when the rows are few (``benchmarks/pool_threshold.py --products`` times both
 forms). The activations come out F-ordered, as the next such product reads them; the elementwise kernels work on
@@ -38,9 +38,8 @@ import numpy as np
 
 from .. import backend
 from ..masks import checked_mask, per_batch_mask
-from ..routes import runs_attention_by_sequences, settings, why_not_products_on_pool
 from ..tensor import Function, Tensor, records_graph
-from . import parallel
+from . import parallel, router
 from .kernels import (
     attention_by_sequences,
     bias_gelu,
@@ -143,19 +142,13 @@ class SelfAttentionBlock(_ResidualBlock):
     # backward reads x (as h, post-norm), the norm's weight and W_o; never its output (see Function)
     saved_inputs, saves_output = (0, 1, 9), False
 
-    def runs_products_on_pool(self, x, *args, num_heads, tokens=None, for_backward=True, cu_seqlens=None, **kwargs):
-        """``parallel.products_on_pool``'s question: a padded batch ``x (B, L, E)`` while a graph is recorded, and
-        the router's answer for its scores ``(B, H, L, L)`` (``routes.why_not_products_on_pool``)."""
-        return (for_backward and tokens is None and cu_seqlens is None and type(x) is np.ndarray and x.ndim == 3
-                and why_not_products_on_pool(x.shape[0] * num_heads * x.shape[1] ** 2) is None)
-
     @parallel.products_on_pool
     def forward(self, x, norm_weight, norm_bias, w_q, w_k, w_v, b_q, b_k, b_v, w_o, b_o, *, num_heads,
                 norm_first, eps, attn_mask, allowed, is_causal, tokens=None, for_backward=True, transposed=False,
-                cu_seqlens=None):
+                cu_seqlens=None, products_on_pool=False):
         E = x.shape[-1]
         rows = x.reshape(-1, E)  # (M, E): M = B·L, or T
-        self.transposed = uses_transposed_products(x, transposed, for_backward)
+        self.transposed = transposed and not for_backward  # (W aᵀ)ᵀ keeps no stacked weight for backward
         self.tokens, self.by_sequences = tokens, cu_seqlens is not None
         if self.by_sequences:
             return self._forward_by_sequences(x, rows, cu_seqlens, num_heads, for_backward, attn_mask, allowed,
@@ -256,17 +249,11 @@ class FeedForwardBlock(_ResidualBlock):
     # backward reads x (as h, post-norm), the norm's weight, W1 and W2; never its output (see Function)
     saved_inputs, saves_output = (0, 1, 3, 5), False
 
-    def runs_products_on_pool(self, x, norm_weight, norm_bias, w1, *args, for_backward=True, **kwargs):
-        """``parallel.products_on_pool``'s question: while a graph is recorded, the router's answer for the hidden
-        activations ``(M, F)`` (``routes.why_not_products_on_pool``)."""
-        return (for_backward and type(x) is np.ndarray
-                and why_not_products_on_pool(x.size // max(1, x.shape[-1]) * w1.shape[0]) is None)
-
     @parallel.products_on_pool
     def forward(self, x, norm_weight, norm_bias, w1, b1, w2, b2, *, norm_first, eps, activation="relu",
-                for_backward=True, transposed=False):
+                for_backward=True, transposed=False, products_on_pool=False):
         rows = x.reshape(-1, x.shape[-1])  # (M, E)
-        self.transposed = uses_transposed_products(x, transposed, for_backward)
+        self.transposed = transposed and not for_backward  # (W aᵀ)ᵀ keeps no slope for backward
         h = self._norm_input(rows, norm_weight, norm_bias, eps, norm_first)  # (M, E)
         hidden = times_weight_t(h, w1, self.transposed)  # Z (M, F), fresh
         self.h, self.w1, self.w2, self.activation = h, w1, w2, activation
@@ -301,14 +288,6 @@ def _kind(mask):
 _APPROXIMATE = {"gelu": "none", "gelu_tanh": "tanh"}  # FeedForwardBlock's activation -> GELU's approximate
 
 
-def uses_transposed_products(x, asked, for_backward):
-    """Whether a block runs its products as ``times_weight_t``'s ``(W aᵀ)ᵀ``: when its caller asks (``asked``:
-    ``encoder_on_real_tokens``), in inference (``for_backward`` false), on NumPy rows ``x (T, E)`` of at most
-    ``routes.settings.transposed_products_rows``. The block's output is then F-ordered."""
-    return (asked and not for_backward and type(x) is np.ndarray and x.ndim == 2
-            and x.shape[0] <= settings.transposed_products_rows)
-
-
 def times_weight_t(a, weight, transposed):
     """``a Wᵀ (M, N)`` for ``a (M, K)`` and a weight ``W (N, K)``, a fresh array. With ``transposed`` it is
     computed as ``(W aᵀ)ᵀ``, the transpose of an ``(N, M)`` product (a view, F-ordered): ``W`` is then read as it
@@ -332,20 +311,26 @@ def self_attention_block(x, norm, attention, attn_mask, is_causal, norm_first, t
         mask = checked_mask(per_batch_mask(attn_mask), x, (B, attention.num_heads, L, L))
         float_mask, allowed = (None, mask._data) if mask.dtype == np.bool_ else (mask._data, None)
     inputs = (x, norm.weight, norm.bias, q.weight, k.weight, v.weight, q.bias, k.bias, v.bias, out.weight, out.bias)
+    for_backward = records_graph(inputs)
+    on_pool = tokens is None and router.self_attention_products_on_pool(x, attention.num_heads, for_backward)
     return SelfAttentionBlock.apply(
         *inputs, num_heads=attention.num_heads, norm_first=norm_first, eps=norm.eps, attn_mask=float_mask,
-        allowed=allowed, is_causal=is_causal, tokens=tokens, transposed=transposed, cu_seqlens=cu_seqlens,
-        for_backward=records_graph(inputs),
+        allowed=allowed, is_causal=is_causal, tokens=tokens, cu_seqlens=cu_seqlens, for_backward=for_backward,
+        transposed=transposed and not for_backward and router.transposed_products(x._data), products_on_pool=on_pool,
     )  # (B, L, E), or (T, E)
 
 
 def feed_forward_block(x, norm, linear1, linear2, norm_first, activation="relu", transposed=False):
     """``FeedForwardBlock`` on a layer's parts: its LayerNorm, its two linear layers and the
-    activation's name (``"relu"``, ``"gelu"``, ``"gelu_tanh"``; ``routes.feed_forward_activation``);
+    activation's name (``"relu"``, ``"gelu"``, ``"gelu_tanh"``; ``router.feed_forward_activation``);
     ``transposed`` as the block's."""
     inputs = (x, norm.weight, norm.bias, linear1.weight, linear1.bias, linear2.weight, linear2.bias)
-    return FeedForwardBlock.apply(*inputs, norm_first=norm_first, eps=norm.eps, activation=activation,
-                                  for_backward=records_graph(inputs), transposed=transposed)  # (…, E)
+    for_backward = records_graph(inputs)
+    return FeedForwardBlock.apply(
+        *inputs, norm_first=norm_first, eps=norm.eps, activation=activation, for_backward=for_backward,
+        transposed=transposed and not for_backward and router.transposed_products(x._data),
+        products_on_pool=router.feed_forward_products_on_pool(x, linear1.out_features, for_backward),
+    )  # (…, E)
 
 
 def encoder_on_real_tokens(layers, activations, src, mask, real):
@@ -353,20 +338,20 @@ def encoder_on_real_tokens(layers, activations, src, mask, real):
     ``mask`` its boolean padding mask ``(B, 1, 1, L)`` and ``real (B, L)`` its real tokens (``True``, the
     mask's last axis), ``activations`` each layer's feed-forward activation's name. Returns ``(B, L, E)``
     with zeros at the padding, as PyTorch's encoder does with nested tensors; a leaf: the route
-    (``routes.padding_to_zero``) takes it only where no graph is recorded.
+    (``nn.transformer.padding_to_zero``) takes it only where no graph is recorded.
 
     The ``T`` real tokens are gathered into ``(T, E)`` rows once, each sentence's back to back; each layer's two
     residual blocks run on them, and the rows are scattered back at the end. Every product and pass per row is
     ``T`` rows long, not ``B·L``. Attention runs sentence by sentence (``SelfAttentionBlock`` with ``cu_seqlens``,
     ``kernels.attention_by_sequences``: no padded batch), or, where the sentences average fewer real tokens than
-    ``routes.settings.sequence_attention_min_length`` (``routes.why_not_attention_by_sequences``), on the padded
+    ``fast.tuning's sequence_attention_min_length`` (``router.why_not_attention_by_sequences``), on the padded
     batch with its mask (``SelfAttentionBlock`` with ``tokens``: ``q``, ``k``, ``v`` scattered into it)."""
     xp = backend.namespace(src._data)
     B, L, E = src.shape
     index = xp.flatnonzero(real.reshape(-1))  # (T,): the real tokens' positions among the B·L rows
     x = Tensor._wrap(src._data.reshape(B * L, E)[index], src)  # (T, E), a copy
     cu_seqlens = None  # each sentence's rows lie back to back: their cumulative lengths (B + 1,)
-    if runs_attention_by_sequences(B, index.shape[0]):
+    if router.why_not_attention_by_sequences(B, index.shape[0]) is None:
         cu_seqlens = backend.to_numpy(xp.concatenate([xp.zeros(1, dtype=index.dtype), xp.cumsum(real.sum(axis=1))]))
     for layer, activation in zip(layers, activations):
         x = self_attention_block(x, layer.norm1, layer.self_attn, mask, False, layer.norm_first,

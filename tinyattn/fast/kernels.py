@@ -12,9 +12,9 @@ import math
 import numpy as np
 
 from .. import backend, ops
-from ..routes import settings
 from . import parallel
 from .activations import LOG2_E, gelu
+from .tuning import values as tuning
 
 # ----------------------------------------------------------------------------- sums as products
 
@@ -46,7 +46,7 @@ def layer_norm_rows(rows, weight, bias, eps):
     average = backend.filled_like(N, 1 / max(N, 1), rows)  # (N,), 1/N each
     # One piece (what parallel.pieces gives), or CuPy: the same steps on the whole array. Several pieces
     # always go as pieces, pooled or not: a row's BLAS sum can depend on how many rows a call has.
-    if M * N <= settings.piece_elements or type(rows) is not np.ndarray:
+    if M * N <= tuning.piece_elements or type(rows) is not np.ndarray:
         return _layer_norm_whole(rows, weight, bias, eps, average)
     xp = backend.namespace(rows)
     ranges = parallel.pieces(M, N)
@@ -116,7 +116,7 @@ def layer_norm_rows_backward(grad, saved):
     pool; the sums over rows are one BLAS call each, on the whole."""
     x_hat, rstd, average, weight = saved
     M, N = x_hat.shape
-    if M * N <= settings.piece_elements or type(grad) is not np.ndarray:  # one piece, or CuPy (see above)
+    if M * N <= tuning.piece_elements or type(grad) is not np.ndarray:  # one piece, or CuPy (see above)
         return _layer_norm_whole_backward(grad, x_hat, rstd, average, weight)
     xp = backend.namespace(grad)
     ranges = parallel.pieces(M, N)
@@ -229,7 +229,7 @@ def _by_rows(step, rows, *args):
     the pool when it pays, else once on the whole arrays (elementwise work gives the same bits however
     the rows are cut)."""
     first = rows[0]
-    if first.size >= settings.pool_min_elements:  # (smaller passes never go to the pool: no pieces to cut)
+    if first.size >= tuning.pool_min_elements:  # (smaller passes never go to the pool: no pieces to cut)
         ranges = parallel.pieces(first.shape[0], math.prod(first.shape[1:]))
         if parallel.pays(first, ranges):
             parallel.run(lambda start, stop: step(*[r[start:stop] for r in rows], *args), ranges, first)
@@ -336,7 +336,7 @@ def masked_softmax_backward(grad, y, out=None, dot=None):
 # of every (…) slice at a time, the keys' and values' gradients a run of keys at a time. A piece's
 # scores fit in a core's cache (``fast.parallel.pieces``), so mask, softmax and product read them
 # while they are hot, and the pieces run on every core. Each BLAS call in a piece is small enough
-# that OpenBLAS runs it on one thread (``parallel.BLAS_ONE_THREAD_MNK``): one thread per core.
+# that OpenBLAS runs it on one thread (``tuning.blas_one_thread_mnk``): one thread per core.
 # Attention small enough to be one piece runs the same steps once over the whole arrays
 # (``_attention_whole``, ``_attention_backward_whole``): no slicing, no products into strided views.
 # Where Q, K and V share their batch and one slice's scores fit a piece, a piece is instead a few whole
@@ -356,8 +356,8 @@ def _one_piece(like, Lq, Lk, batch, head_size):
     """Whether ``_query_pieces`` gives one piece both ways (queries and keys): all the scores within
     ``piece_elements`` and their GEMMs on one BLAS thread, or not NumPy. Asked first, as it is cheap."""
     return type(like) is not np.ndarray or (
-        Lq * Lk * math.prod(batch) <= settings.piece_elements
-        and Lq * Lk * head_size <= parallel.BLAS_ONE_THREAD_MNK)
+        Lq * Lk * math.prod(batch) <= tuning.piece_elements
+        and Lq * Lk * head_size <= tuning.blas_one_thread_mnk)
 
 
 def _query_pieces(like, Lq, Lk, batch, head_size):
@@ -370,7 +370,7 @@ def _query_pieces(like, Lq, Lk, batch, head_size):
     if type(like) is not np.ndarray:  # CuPy (and the strict test backend): the whole at once
         return [(0, Lq)], 0
     per_row = math.prod(batch) * Lk  # scores per query row
-    one_thread_rows = parallel.BLAS_ONE_THREAD_MNK // max(1, Lk * head_size)
+    one_thread_rows = tuning.blas_one_thread_mnk // max(1, Lk * head_size)
     if one_thread_rows >= head_size:
         return parallel.pieces(Lq, per_row, one_thread_rows), Lq * per_row
     return parallel.pieces(Lq, per_row, least_items=head_size), 0
@@ -445,22 +445,19 @@ def batch_slices(like, arrays, Lq, Lk):
     if type(like) is not np.ndarray or not batch or any(a.shape[:-2] != batch for a in arrays):
         return None
     per_slice, heads = Lq * Lk, batch[-1]
-    if per_slice > settings.piece_elements or heads * per_slice < settings.piece_elements // 4:
+    if per_slice > tuning.piece_elements or heads * per_slice < tuning.piece_elements // 4:
         return None
-    run = max(1, min(heads, settings.piece_elements // per_slice))  # slices per piece
+    run = max(1, min(heads, tuning.piece_elements // per_slice))  # slices per piece
     if run == heads and len(batch) >= 2:  # whole heads: a piece may take several positions of the axis before,
-        # leaving at least MIN_BATCH_PIECES pieces (where there are that many positions) of equal sizes
+        # leaving at least tuning.min_batch_pieces pieces (where there are that many positions) of equal sizes
         count = batch[-2]
-        rows = max(1, min(settings.piece_elements // (per_slice * heads), count // MIN_BATCH_PIECES))
+        rows = max(1, min(tuning.piece_elements // (per_slice * heads), count // tuning.min_batch_pieces))
         number = -(-count // rows)
         size = -(-count // number)
         return [position + (slice(b, min(b + size, count)), slice(None))
                 for position in np.ndindex(*batch[:-2]) for b in range(0, count, size)]
     return [position + (slice(h, min(h + run, heads)),) for position in np.ndindex(*batch[:-1])
             for h in range(0, heads, run)]
-
-
-MIN_BATCH_PIECES = 4  # batch_slices leaves a pool of up to four threads a piece each (fixed: pieces follow the shape)
 
 
 def _part(mask, batch, index):

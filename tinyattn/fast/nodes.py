@@ -2,7 +2,7 @@
 
 Each node's forward and backward sit side by side, on the array kernels of ``fast.kernels``;
 the test suite's equivalence table proves each equal to the reference definition it replaces
-(``nn.functional``, ``nn.sdpa``, ``nn.attention``), values and gradients.
+(``nn.functional``, ``nn.attention``), values and gradients.
 """
 
 import math
@@ -164,28 +164,6 @@ class MaskedSoftmax(Function):
         return (kernels.masked_softmax_backward(grad, self.out),) + (None,) * (len(self.parents) - 1)
 
 
-class SplitHeads(Function):
-    """``(B, L, E) -> (B, H, L, D)``, ``E = H·D``: ``x.reshape(B, L, H, D).transpose(1, 2)`` as one
-    node; the gradient goes back through the inverse, ``MergeHeads``."""
-
-    def forward(self, x, num_heads):
-        return kernels.split_heads(x, num_heads)
-
-    def backward(self, grad):
-        return (kernels.merge_heads(grad),)
-
-
-class MergeHeads(Function):
-    """``(B, H, L, D) -> (B, L, H·D)``: ``x.transpose(1, 2).reshape(B, L, H·D)`` as one node."""
-
-    def forward(self, x):
-        self.num_heads = x.shape[1]
-        return kernels.merge_heads(x)
-
-    def backward(self, grad):
-        return (kernels.split_heads(grad, self.num_heads),)
-
-
 class InProjection(Function):
     """Self-attention's three input projections as one GEMM: ``x (B, L, E) -> qkv (3, B, H, L, D)``
     (``kernels.in_projection``; ``forward(x, w_q, w_k, w_v, b_q=None, b_k=None, b_v=None, *, num_heads)``).
@@ -273,13 +251,3 @@ def packed_self_attention(qkv, attn_mask=None, dropout_p=0.0, is_causal=False):
     return PackedSelfAttention.apply(
         qkv, *float_mask, allowed=allowed, is_causal=is_causal, scale=1.0 / math.sqrt(D), dropout_p=float(dropout_p)
     )  # (B, L, H·D)
-
-
-def split_heads(x, num_heads):
-    """``(B, L, E) -> (B, H, L, D)`` as one ``SplitHeads`` node."""
-    return SplitHeads.apply(x, num_heads=num_heads)
-
-
-def merge_heads(x):
-    """``(B, H, L, D) -> (B, L, H·D)`` as one ``MergeHeads`` node."""
-    return MergeHeads.apply(x)

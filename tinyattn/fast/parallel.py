@@ -6,19 +6,20 @@ pass into *pieces* (ranges of rows) and hand them to ``run``; the calling thread
 every thread takes the next piece until none is left.
 
 - **The same answer on any machine.** ``pieces`` depends on the shape alone (and
-  ``routes.settings.piece_elements``), never on the number of threads or on whether the pool runs,
+  ``fast.tuning``'s ``piece_elements``), never on the number of threads or on whether the pool runs,
   so a pooled pass gives bit for bit what the same pieces give one after another. (A large matrix
   product, ``matmul``, goes in one piece per thread, as OpenBLAS's own threads would split it.)
-- **Only where it pays.** A pass over fewer than ``routes.settings.pool_min_elements`` elements runs on
-  the calling thread (``benchmarks/pool_threshold.py`` measures where the pool starts to pay). It
-  is off in reference mode (``ta.use_fast_paths(False)``), for anything but NumPy arrays (CuPy has
-  its own parallelism, the strict test backend none), and inside a pooled task (no nesting).
+- **Only where it pays.** A pass over fewer than ``pool_min_elements`` elements runs on the calling
+  thread, as does anything but NumPy arrays (CuPy has its own parallelism, the strict test backend
+  none), and anything inside a pooled task (no nesting).
 - **One thread per core.** As many threads as the BLAS uses (``OPENBLAS_NUM_THREADS``,
-  ``OMP_NUM_THREADS``, else the cores this process may run on), at most ``MAX_THREADS``. A kernel keeps
+  ``OMP_NUM_THREADS``, else the cores this process may run on), at most ``max_threads``. A kernel keeps
   the BLAS calls inside its pieces small enough that OpenBLAS runs them on one thread
-  (``BLAS_ONE_THREAD_MNK``), or runs the pass inside ``one_blas_thread`` (attention's whole batch
+  (``blas_one_thread_mnk``), or runs the pass inside ``one_blas_thread`` (attention's whole batch
   slices, ``matmul``'s pieces, and a layer's blocks while a graph is recorded: ``products_on_pool``), so a
-  pooled pass asks for no more threads than cores.
+  pooled pass asks for no more threads than cores. The BLAS's thread count is set through
+  ``threadpoolctl`` (OpenBLAS, MKL and BLIS, on every OS); the pool's threads are a
+  ``concurrent.futures.ThreadPoolExecutor``'s.
 
 >>> import numpy as np
 >>> x = np.arange(12.0).reshape(6, 2)
@@ -30,40 +31,35 @@ array([ 0.,  4.,  8., 12., 16., 20.])
 """
 
 import atexit
+import concurrent.futures
 import contextlib
-import ctypes
 import functools
 import itertools
 import os
-import queue
 import threading
 
 import numpy as np
 
-from .. import routes
-
-MAX_THREADS = 8
-BLAS_ONE_THREAD_MNK = 1 << 19  # OpenBLAS runs a GEMM with m·n·k up to this on one thread (measured:
-# 524,288 runs on one, 1,048,576 on two; benchmarks/pool_threshold.py --blas shows it)
+from .tuning import values as tuning
 
 
 def thread_count():
     """Threads a pooled pass uses: the BLAS's own count when the environment sets it, else the cores
-    this process may run on; at most ``MAX_THREADS``."""
+    this process may run on; at most ``tuning.max_threads``."""
     for name in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS"):
         value = os.environ.get(name, "").split(",")[0].strip()
         if value.isdigit() and int(value) > 0:
-            return min(int(value), MAX_THREADS)
+            return min(int(value), tuning.max_threads)
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    return max(1, min(cores, MAX_THREADS))
+    return max(1, min(cores, tuning.max_threads))
 
 
 def pieces(count, elements_per_item, most_items=None, least_items=1):
     """``[(start, stop), …]``: ``range(count)`` cut into equal runs of items (rows, say) of about
-    ``routes.settings.piece_elements`` elements each (``elements_per_item`` per item), at most
+    ``tuning.piece_elements`` elements each (``elements_per_item`` per item), at most
     ``most_items`` and at least ``least_items`` items each; one piece when the whole is that small.
     Depends on the shape only."""
-    per_piece = max(1, routes.settings.piece_elements // max(1, elements_per_item))
+    per_piece = max(1, tuning.piece_elements // max(1, elements_per_item))
     if most_items is not None:
         per_piece = max(1, min(per_piece, most_items))
     per_piece = max(per_piece, least_items)
@@ -77,7 +73,7 @@ def pieces(count, elements_per_item, most_items=None, least_items=1):
 def run(task, ranges, like, elements=None):
     """Call ``task(start, stop)`` for every range in ``ranges`` (disjoint pieces of the arrays it
     writes), on the pool when it applies to ``like`` (an array of the pass) and ``elements`` (the
-    pass's size; ``like.size`` when ``None``) reaches ``routes.settings.pool_min_elements``; else one
+    pass's size; ``like.size`` when ``None``) reaches ``tuning.pool_min_elements``; else one
     after another on this thread. The first exception a task raises is raised here."""
     if not pays(like, ranges, elements):
         for start, stop in ranges:
@@ -89,8 +85,8 @@ def run(task, ranges, like, elements=None):
 def pays(like, ranges, elements=None):
     """Whether ``run`` would hand ``ranges`` to the pool (see ``run``)."""
     elements = like.size if elements is None else elements
-    return not (len(ranges) < 2 or type(like) is not np.ndarray or not routes.settings.enabled
-                or elements < routes.settings.pool_min_elements or _in_task.active)
+    return not (len(ranges) < 2 or type(like) is not np.ndarray or elements < tuning.pool_min_elements
+                or _in_task.active)
 
 
 # ----------------------------------------------------------------------------- the BLAS's own threads
@@ -103,18 +99,11 @@ def pays(like, ranges, elements=None):
 
 @contextlib.contextmanager
 def one_blas_thread():
-    """Within: NumPy's OpenBLAS runs each product on the thread that calls it (``openblas_set_num_threads(1)``;
-    the count it had comes back at the end, when the last of several callers leaves). Nothing changes
-    where NumPy's BLAS is not an OpenBLAS this process can find (another BLAS keeps its own threads)."""
-    functions = _openblas()
-    if functions is None:
-        yield
-        return
-    set_threads, get_threads = functions
+    """Within: the BLAS runs each product on the thread that calls it (``threadpoolctl`` limits it to one
+    thread; the count it had comes back at the end, when the last of several callers leaves)."""
     with _BLAS_LOCK:
         if _BLAS_USERS[0] == 0:
-            _BLAS_USERS[1] = get_threads()
-            set_threads(1)
+            _BLAS_USERS[1] = _blas_controller().limit(limits=1, user_api="blas")
         _BLAS_USERS[0] += 1
     try:
         yield
@@ -122,12 +111,12 @@ def one_blas_thread():
         with _BLAS_LOCK:
             _BLAS_USERS[0] -= 1
             if _BLAS_USERS[0] == 0:
-                set_threads(_BLAS_USERS[1])
+                _BLAS_USERS[1].restore_original_limits()
 
 
 def matmul(a, b):
     """``a @ b`` for 2-D arrays. Inside a block that runs its products on the pool (``products_on_pool``), a
-    product that OpenBLAS would spread over its threads (m·n·k over ``BLAS_ONE_THREAD_MNK``) goes in one piece of
+    product that OpenBLAS would spread over its threads (m·n·k over ``tuning.blas_one_thread_mnk``) goes in one piece of
     rows per thread over the pool instead, each piece's product on one BLAS thread, into a fresh C-ordered array
     (``run``: where the pool does not apply, the same pieces one after another); anything else is ``a @ b``.
 
@@ -138,7 +127,7 @@ def matmul(a, b):
     M, N = a.shape[0], b.shape[-1]
     threads = thread_count()
     if (threads < 2 or type(a) is not np.ndarray or type(b) is not np.ndarray or a.ndim != 2 or b.ndim != 2
-            or M < 2 * threads or M * N * a.shape[1] <= BLAS_ONE_THREAD_MNK):
+            or M < 2 * threads or M * N * a.shape[1] <= tuning.blas_one_thread_mnk):
         return a @ b
     out = np.empty((M, N), dtype=np.result_type(a, b))
     size = -(-M // threads)
@@ -159,22 +148,16 @@ _products = _ProductsFlag()
 
 
 def products_on_pool(method):
-    """For a block's ``forward`` and ``backward``: in forward the block asks the router
-    (``self.runs_products_on_pool(*args, **kwargs)``, ``routes.why_not_products_on_pool``) and keeps the answer for
-    backward. Where it is yes, the method runs with OpenBLAS on one thread (``one_blas_thread``) and its products go
-    over the pool (``matmul``), so OpenBLAS's own threads stay asleep.
-
-    Why: after each call they spin on the other cores for a while (the ``OPENBLAS_THREAD_TIMEOUT`` the
-    benchmarks set shortens it), and a pooled pass that comes next (GELU, attention's pieces) shares its core
-    with them (``benchmarks/pool_threshold.py --products-on-pool`` times attention's backward alone and right
-    after a two-thread GEMM, and training steps both ways; ``ta.use_fast_paths(products_on_pool=False)`` turns it
-    off). A block whose passes are too small for the pool keeps OpenBLAS's threads: there the pool's round trips
-    cost more than the spinning."""
+    """For a block's ``forward`` and ``backward``: forward receives the router's decision as its keyword
+    ``products_on_pool`` (``fast.router.why_not_products_on_pool``) and keeps it for backward. Where it is
+    yes, the method runs with the BLAS on one thread (``one_blas_thread``) and its products go over the pool
+    (``matmul``), so OpenBLAS's own threads stay asleep: after each call they spin on the other cores for a
+    while, and a pooled pass that comes next (GELU, attention's pieces) would share its core with them."""
     @functools.wraps(method)
     def wrapped(self, *args, **kwargs):
         if method.__name__ == "forward":
-            self.on_pool = self.runs_products_on_pool(*args, **kwargs)
-        if not getattr(self, "on_pool", False) or _products.on_pool or not routes.settings.enabled:
+            self.on_pool = kwargs.get("products_on_pool", False)
+        if not getattr(self, "on_pool", False) or _products.on_pool:
             return method(self, *args, **kwargs)
         _products.on_pool = True
         try:
@@ -186,34 +169,18 @@ def products_on_pool(method):
 
 
 _BLAS_LOCK = threading.Lock()
-_BLAS_USERS = [0, None]  # callers inside one_blas_thread, and the thread count to restore
-_OPENBLAS = {}
+_BLAS_USERS = [0, None]  # callers inside one_blas_thread, and the limiter that restores the BLAS's thread count
+_CONTROLLER = []
 
 
-def _openblas():
-    """``(set_num_threads, get_num_threads)`` of the OpenBLAS that NumPy loaded, or ``None``; looked up once."""
-    if "functions" not in _OPENBLAS:
-        _OPENBLAS["functions"] = _find_openblas()
-    return _OPENBLAS["functions"]
+def _blas_controller():
+    """``threadpoolctl``'s controller of the libraries this process has loaded, made once (NumPy's BLAS is
+    loaded by then)."""
+    if not _CONTROLLER:
+        from threadpoolctl import ThreadpoolController
 
-
-def _find_openblas():
-    try:  # the shared libraries this process has loaded (Linux); NumPy's own first
-        with open("/proc/self/maps") as maps:
-            paths = {line.split()[-1] for line in maps if "openblas" in line.lower() and "/" in line}
-    except OSError:
-        return None
-    for path in sorted(paths, key=lambda path: "numpy" not in path):
-        try:
-            library = ctypes.CDLL(path)
-        except OSError:
-            continue
-        for name in ("scipy_openblas{}64_", "openblas{}64_", "scipy_openblas{}", "openblas{}"):
-            setter = getattr(library, name.format("_set_num_threads"), None)
-            getter = getattr(library, name.format("_get_num_threads"), None)
-            if setter is not None and getter is not None:
-                return setter, getter
-    return None
+        _CONTROLLER.append(ThreadpoolController())
+    return _CONTROLLER[0]
 
 
 class _TaskFlag(threading.local):
@@ -224,15 +191,13 @@ _in_task = _TaskFlag()
 
 
 class _Pool:
-    """``count - 1`` worker threads, idle on a queue each; the caller is the ``count``-th."""
+    """``count - 1`` worker threads of a ``ThreadPoolExecutor``; the caller is the ``count``-th."""
 
     def __init__(self, count):
-        self.inboxes = [queue.SimpleQueue() for _ in range(count - 1)]
+        self.helpers = count - 1
+        self.executor = concurrent.futures.ThreadPoolExecutor(max_workers=max(1, self.helpers),
+                                                              thread_name_prefix="tinyattn-pool")
         self.busy = threading.Lock()  # one pass at a time: a second caller runs its pieces itself
-        self.threads = [threading.Thread(target=self._serve, args=(inbox,), daemon=True, name=f"tinyattn-pool-{i}")
-                        for i, inbox in enumerate(self.inboxes)]
-        for thread in self.threads:
-            thread.start()
 
     def run(self, task, ranges):
         if not self.busy.acquire(blocking=False):
@@ -240,41 +205,24 @@ class _Pool:
                 task(start, stop)
             return
         try:
-            # next(count) is atomic under the GIL; each pass has its own queue of "done" tokens, so a pass
-            # interrupted while it waits (KeyboardInterrupt) leaves no late token for the next pass to count
-            done = queue.SimpleQueue()
-            job = (task, ranges, itertools.count(), [], done)
-            helpers = self.inboxes[: len(ranges) - 1]
-            for inbox in helpers:
-                inbox.put(job)
+            # next(count) is atomic under the GIL: every thread takes the next piece until none is left
+            job = (task, ranges, itertools.count(), [])
+            helpers = [self.executor.submit(_work, job) for _ in range(min(self.helpers, len(ranges) - 1))]
             _work(job)
-            for _ in helpers:
-                done.get()
+            concurrent.futures.wait(helpers)
         finally:
             self.busy.release()
         errors = job[3]
         if errors:
             raise errors[0]
 
-    def _serve(self, inbox):
-        while True:
-            job = inbox.get()
-            if job is None:
-                return
-            _work(job)
-            done, job = job[4], None  # drop the task and the arrays it holds before waiting for the next one
-            done.put(None)
-
     def close(self):
-        for inbox in self.inboxes:
-            inbox.put(None)
-        for thread in self.threads:
-            thread.join()
+        self.executor.shutdown(wait=True)
 
 
 def _work(job):
     """Take pieces of ``job`` until none is left (or one has failed)."""
-    task, ranges, counter, errors, _ = job
+    task, ranges, counter, errors = job
     previous, _in_task.active = _in_task.active, True
     try:
         for index in counter:

@@ -8,11 +8,8 @@ The ``h`` projections of width ``head_dim = embed_dim / num_heads`` are computed
 transpose); every head attends at once through ``F.scaled_dot_product_attention``, and the heads
 are merged side by side again before ``out_proj``.
 
-While fast paths are on (``routes.multi_head_attention`` decides), the heads are split and merged
-by one node each (``fast.SplitHeads``, ``fast.MergeHeads``), and self-attention without the weights
-(what the Transformer layers ask for) takes a shorter road to the same numbers: ``fast.InProjection``
-computes queries, keys and values with one GEMM against the three weights stacked, and
-``fast.PackedSelfAttention`` attends and merges the heads in one node.
+With fast paths on, self-attention without the weights (what the Transformer layers ask for) may
+run as a faster form of the same numbers (``ta.explain`` names it); this file is the definition.
 
 >>> import tinyattn as ta
 >>> mha = MultiHeadAttention(embed_dim=8, num_heads=2)
@@ -25,7 +22,7 @@ computes queries, keys and values with one GEMM against the three weights stacke
 import math
 
 from .. import _checks as check
-from .. import backend, fast, routes
+from .. import backend
 from ..masks import per_batch_mask
 from . import functional as F
 from .layers import Linear
@@ -111,27 +108,15 @@ class MultiHeadAttention(Module):
         H = self.num_heads
         attn_mask = per_batch_mask(attn_mask)
         dropout_p = self.dropout if self.training else 0.0
-        route = routes.multi_head_attention(self, query, key, value, attn_mask, dropout_p, need_weights)
-        if route == "packed":  # q, k, v by one GEMM, then attention and the heads merged by one node
-            return self.out_proj(self._packed_self_attention(query, attn_mask, dropout_p, is_causal)), None
-        split_heads, merge_heads = (fast.split_heads, fast.merge_heads) if route == "fused" else (
-            _split_heads, _merge_heads)
 
-        q = split_heads(self.q_proj(query), H)  # (B, Lq, E) -> (B, H, Lq, D)
-        k = split_heads(self.k_proj(key), H)  # (B, Lk, kdim) -> (B, Lk, E) -> (B, H, Lk, D)
-        v = split_heads(self.v_proj(value), H)  # (B, Lk, vdim) -> (B, Lk, E) -> (B, H, Lk, D)
+        q = _split_heads(self.q_proj(query), H)  # (B, Lq, E) -> (B, H, Lq, D)
+        k = _split_heads(self.k_proj(key), H)  # (B, Lk, kdim) -> (B, Lk, E) -> (B, H, Lk, D)
+        v = _split_heads(self.v_proj(value), H)  # (B, Lk, vdim) -> (B, Lk, E) -> (B, H, Lk, D)
         heads, weights = F.scaled_dot_product_attention(
             q, k, v, attn_mask=attn_mask, dropout_p=dropout_p, is_causal=is_causal, need_weights=need_weights,
         )  # (B, H, Lq, D), (B, H, Lq, Lk) or None
-        concat = merge_heads(heads)  # (B, H, Lq, D) -> (B, Lq, E)
+        concat = _merge_heads(heads)  # (B, H, Lq, D) -> (B, Lq, E)
         return self.out_proj(concat), weights  # (B, Lq, E)
-
-    def _packed_self_attention(self, x, attn_mask, dropout_p, is_causal):
-        """``fast.InProjection`` and ``fast.PackedSelfAttention``: ``x (B, L, E) -> (B, L, E)``, the heads merged."""
-        q, k, v = self.q_proj, self.k_proj, self.v_proj
-        params = (q.weight, k.weight, v.weight) + ((q.bias, k.bias, v.bias) if q.bias is not None else ())
-        qkv = fast.InProjection.apply(x, *params, num_heads=self.num_heads)  # (3, B, H, L, D)
-        return fast.packed_self_attention(qkv, attn_mask, dropout_p, is_causal)  # (B, L, E)
 
     def _check_inputs(self, query, key, value):
         expected = [("query", query, self.embed_dim), ("key", key, self.kdim), ("value", value, self.vdim)]

@@ -3,9 +3,11 @@
 Each function takes tensors and returns a tensor, with PyTorch's names and defaults, and is
 written here as the textbook writes it: the reference definition. Most are compositions of the
 primitives in ``tinyattn.ops``; ``softmax``, ``log_softmax`` and ``layer_norm`` are ``Function``s
-with their backward written beside their forward. ``linear``, ``layer_norm`` and ``cross_entropy``
-also have a fused node in ``tinyattn.fast``, which runs instead while fast paths are on
-(``tinyattn.routes`` decides; ``ta.use_fast_paths(False)`` keeps to the definitions here).
+with their backward written beside their forward. A public function first checks its arguments,
+then calls its definition; the few definitions marked ``@replaceable`` (``_linear``, ``_layer_norm``,
+``_cross_entropy``, ``_attention``, ``_softmax_over_allowed``) are units the fast layer may replace
+through the table of ``tinyattn.dispatch``, with the same numbers; ``ta.use_fast_paths(False)`` keeps
+to the definitions here.
 
 >>> import tinyattn as ta
 >>> import tinyattn.nn.functional as F
@@ -19,8 +21,12 @@ also have a fused node in ``tinyattn.fast``, which runs instead while fast paths
 import math
 import numbers
 
+import numpy as np
+
 from .. import _checks as check
-from .. import backend, fast, ops, routes
+from .. import backend, ops
+from ..dispatch import replaceable
+from ..masks import checked_mask
 from ..tensor import Function, Tensor
 
 # ----------------------------------------------------------------------------- activations
@@ -85,8 +91,12 @@ def linear(input, weight, bias=None):
         )
     if weight.ndim != 2:
         raise ValueError(f"linear: weight must be (out_features, in_features), got shape {weight.shape}")
-    if routes.linear() == "fast":  # one node, the batch folded into rows (fast.Linear)
-        return fast.Linear.apply(input, weight) if bias is None else fast.Linear.apply(input, weight, bias)
+    return _linear(input, weight, bias)
+
+
+@replaceable
+def _linear(input, weight, bias):
+    """The definition, on checked arguments: ``x Wᵀ + b``."""
     output = input @ weight.T  # (…, out)
     return output if bias is None else output + bias
 
@@ -206,12 +216,14 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
             raise ValueError(
                 f"layer_norm: {name} has shape {affine.shape}, expected normalized_shape {normalized_shape}"
             )
-    if routes.layer_norm() == "fast":  # one node, the weight and bias inside it when both are given (fast.Normalize)
-        if weight is not None and bias is not None:
-            return fast.Normalize.apply(input, weight, bias, ndim=ndim, eps=eps)  # (…, *normalized_shape)
-        output = fast.Normalize.apply(input, ndim=ndim, eps=eps)  # (…, *normalized_shape)
-    else:
-        output = LayerNorm.apply(input, axes=tuple(range(input.ndim - ndim, input.ndim)), eps=eps)
+    return _layer_norm(input, ndim, weight, bias, eps)
+
+
+@replaceable
+def _layer_norm(input, ndim, weight, bias, eps):
+    """The definition, on checked arguments: ``x̂ = LayerNorm(x)`` over the last ``ndim`` axes, then
+    ``x̂ · weight + bias``."""
+    output = LayerNorm.apply(input, axes=tuple(range(input.ndim - ndim, input.ndim)), eps=eps)
     if weight is not None:
         output = output * weight
     if bias is not None:
@@ -343,15 +355,11 @@ def cross_entropy(input, target, ignore_index=-100, reduction="mean", label_smoo
         if reduction == "none":
             return per_target
         return per_target.sum() * (math.nan if reduction == "mean" else 1.0)
-    if routes.cross_entropy() == "fast":  # one node, its gradient p - onehot written out (fast.CrossEntropy)
-        loss = fast.CrossEntropy.apply(
-            logits, target=target_data, ignore_index=ignore_index, reduction=reduction, label_smoothing=label_smoothing
-        )
-    else:
-        loss = _cross_entropy(logits, target_data, ignore_index, reduction, label_smoothing)
+    loss = _cross_entropy(logits, target_data, ignore_index, reduction, label_smoothing)
     return loss.reshape(()) if unbatched and reduction == "none" else loss
 
 
+@replaceable
 def _cross_entropy(logits, target, ignore_index, reduction, label_smoothing):
     """The definition: with ``log p = log_softmax(z)`` over the classes, ``C`` classes and smoothing
     ``ε``, ``loss_i = -(1-ε) log p[t_i] - (ε/C) Σ_c log p[c]``, zero where ``t_i == ignore_index``."""
@@ -376,7 +384,148 @@ def _cross_entropy(logits, target, ignore_index, reduction, label_smoothing):
     return losses.sum() / count  # 0/0 = NaN when every target is ignored, as in PyTorch
 
 
-from .sdpa import causal_mask, padding_mask, scaled_dot_product_attention  # noqa: E402, F401  (built on the above)
+# ----------------------------------------------------------------------------- scaled dot-product attention
+#
+# Scaled dot-product attention and the mask helpers.
+#
+#     scores  = query @ keyᵀ · scale  (+ attn_mask, when it is a float mask)     # (…, Lq, Lk)
+#     weights = softmax(scores) over the keys a query may attend                  # (…, Lq, Lk)
+#     output  = dropout(weights) @ value                                          # (…, Lq, Ev)
+#
+# ``scale`` defaults to ``1/√E``. A **boolean** mask marks with ``True`` the keys that may be
+# attended; a **float** mask is added to the scores (``-inf`` forbids a key, and the mask may
+# require a gradient); ``is_causal=True`` lets query ``i`` attend keys ``j <= i``. A mask and
+# ``is_causal`` together: a key is attended only where both allow it. A query row with no key
+# left gives zeros (output, weights and gradients), never NaN. ``_attention`` is the definition,
+# node by node.
+
+
+def scaled_dot_product_attention(
+    query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, need_weights=True
+):
+    """``softmax(query @ keyᵀ · scale + mask) @ value`` → ``(output, weights or None)``.
+
+    ``query (…, Lq, E)``, ``key (…, Lk, E)``, ``value (…, Lk, Ev)``; leading dimensions
+    broadcast. ``attn_mask``: boolean (``True`` = may attend) or float (added to the scores),
+    broadcasting to ``(…, Lq, Lk)``. ``is_causal``: query ``i`` attends keys ``j <= i`` (top-left
+    aligned when ``Lq != Lk``), combined with ``attn_mask`` when both are given. ``scale``:
+    ``1/√E`` by default. ``dropout_p``: dropout on the weights (applied whenever it is > 0, as
+    in PyTorch; modules pass 0 in eval mode); the returned weights are the ones that multiplied
+    ``value``, after dropout. A query with no key left to attend gets zeros, never NaN.
+
+    ``need_weights=False`` returns ``None`` for the weights; with fast paths on, long keys (and no
+    dropout) then take a memory-efficient path that never holds the whole ``(…, Lq, Lk)`` scores.
+
+    >>> import tinyattn as ta
+    >>> q = ta.tensor([[[1.0, 0.0], [0.0, 1.0]]])             # (1, Lq=2, E=2)
+    >>> out, w = scaled_dot_product_attention(q, q, q, is_causal=True)
+    >>> w.numpy().round(2)                                    # row 0 sees only key 0
+    array([[[1.  , 0.  ],
+            [0.33, 0.67]]], dtype=float32)
+    """
+    check.attention_inputs("scaled_dot_product_attention", ("query", query), ("key", key), ("value", value))
+    check.one_dtype("scaled_dot_product_attention", ("query", query), ("key", key))
+    check.one_dtype("scaled_dot_product_attention", ("query", query), ("value", value))
+    scale = check.attention_scale(query, scale)
+    for name, t in (("query", query), ("key", key), ("value", value)):
+        if not isinstance(t, Tensor) or t.ndim < 2:
+            shape = t.shape if isinstance(t, Tensor) else type(t).__name__
+            raise ValueError(f"scaled_dot_product_attention: {name} must be a tensor of shape (…, L, E), got {shape}")
+    if query.shape[-1] != key.shape[-1]:
+        raise ValueError(
+            f"scaled_dot_product_attention: query {query.shape} and key {key.shape} must share the last size E"
+        )
+    if key.shape[-2] != value.shape[-2]:
+        raise ValueError(
+            f"scaled_dot_product_attention: key {key.shape} and value {value.shape} must share the length Lk"
+        )
+    if not (isinstance(dropout_p, numbers.Real) and 0.0 <= dropout_p <= 1.0):
+        raise ValueError(f"scaled_dot_product_attention: dropout_p must be in [0, 1], got {dropout_p}")
+    dropout_p = float(dropout_p)  # a NumPy float64 would promote float32 work
+    scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else float(scale)
+    scores_shape = _broadcast_batch(query, key) + (query.shape[-2], key.shape[-2])  # (…, Lq, Lk)
+    attn_mask = checked_mask(attn_mask, query, scores_shape)
+    return _attention(query, key, value, attn_mask, dropout_p, is_causal, scale, need_weights)
+
+
+def _broadcast_batch(*tensors):
+    """The broadcast leading shape ``(…)`` of tensors shaped ``(…, L, E)``."""
+    try:
+        return tuple(np.broadcast_shapes(*(t.shape[:-2] for t in tensors)))
+    except ValueError:
+        shapes = ", ".join(str(t.shape) for t in tensors)
+        raise ValueError(f"scaled_dot_product_attention: leading dimensions of {shapes} cannot be broadcast") from None
+
+
+@replaceable
+def _attention(query, key, value, attn_mask, dropout_p, is_causal, scale, need_weights):
+    """The definition, on checked arguments: ``weights = softmax(q kᵀ·scale + mask)``, dropout,
+    ``output = weights @ v`` → ``(output, weights or None)``."""
+    Lq, Lk = query.shape[-2], key.shape[-2]
+    scores = (query * scale) @ key.transpose(-2, -1)  # (…, Lq, Lk); scaling the queries is the cheaper side
+    allowed = None  # boolean, broadcasting to (…, Lq, Lk): True where a key may be attended
+    if attn_mask is not None and attn_mask.dtype == np.bool_:
+        allowed = attn_mask._data
+    elif attn_mask is not None:
+        scores = scores + attn_mask  # (…, Lq, Lk); -inf forbids a key
+    if is_causal:
+        causal = causal_mask(Lq, Lk, query.device)._data  # (Lq, Lk): key j <= query i
+        allowed = causal if allowed is None else allowed & causal
+    weights = _softmax_over_allowed(scores, allowed)  # (…, Lq, Lk)
+    if dropout_p > 0.0:
+        weights = dropout(weights, dropout_p)  # (…, Lq, Lk)
+    output = weights @ value  # (…, Lq, Ev)
+    return output, (weights if need_weights else None)
+
+
+@replaceable
+def _softmax_over_allowed(scores, allowed):
+    """``F.softmax`` over the keys, forbidden keys scored ``-inf`` (their weight is 0). A query with no
+    key left would divide 0 by 0: its row is zeroed instead (weights, and so its gradients)."""
+    if allowed is not None:
+        scores = scores.masked_fill(Tensor._wrap(~allowed), -math.inf)  # (…, Lq, Lk)
+    empty = (scores._data == -math.inf).all(axis=-1, keepdims=True)  # (…, Lq, 1): rows with no key
+    if not empty.any():
+        return softmax(scores, dim=-1)
+    empty = Tensor._wrap(empty)
+    return softmax(scores.masked_fill(empty, 0.0), dim=-1).masked_fill(empty, 0.0)
+
+
+def causal_mask(Lq, Lk=None, device="cpu"):
+    """Boolean ``(Lq, Lk)`` mask, ``True`` where key ``j <= i`` (query ``i`` may attend it).
+
+    >>> causal_mask(2, 3).numpy()
+    array([[ True, False, False],
+           [ True,  True, False]])
+    """
+    Lk = Lq if Lk is None else Lk
+    xp = backend.namespace_for(device)
+    return Tensor._wrap(xp.tril(xp.ones((Lq, Lk), dtype=bool)))  # (Lq, Lk)
+
+
+def padding_mask(lengths, max_len):
+    """Boolean ``(B, 1, 1, max_len)`` mask, ``True`` at the positions ``< lengths[b]``.
+
+    ``lengths``: a 1-D integer tensor (the mask lands on its device), array or list. The
+    shape broadcasts over heads and queries to ``(B, H, Lq, Lk)``.
+
+    >>> padding_mask([1, 3], 3)[:, 0, 0].numpy()
+    array([[ True, False, False],
+           [ True,  True,  True]])
+    """
+    if isinstance(lengths, Tensor):
+        lengths = lengths._data
+    elif not backend.is_array(lengths):
+        lengths = np.asarray(lengths)
+    if lengths.ndim != 1 or lengths.dtype.kind not in "iu":
+        raise ValueError(
+            f"padding_mask: lengths must be a 1-D integer sequence, got shape {tuple(lengths.shape)} "
+            f"and dtype {lengths.dtype}"
+        )
+    xp = backend.namespace(lengths)
+    positions = xp.arange(max_len)  # (max_len,)
+    return Tensor._wrap((positions[None, :] < lengths[:, None])[:, None, None, :])  # (B, 1, 1, max_len)
+
 
 # ----------------------------------------------------------------------------- everyday losses and helpers
 

@@ -30,7 +30,7 @@ from collections import OrderedDict, namedtuple
 
 import numpy as np
 
-from .. import backend, routes
+from .. import backend, dispatch
 from ..tensor import Tensor
 
 
@@ -94,6 +94,10 @@ class Module:
         raise NotImplementedError(f"{type(self).__name__} has no forward(); define it in the subclass")
 
     def __call__(self, *args, **kwargs):
+        if "forward" not in self.__dict__:  # (a forward set on the instance is the user's: it runs as it is)
+            row = dispatch.replacement(type(self), self, *args, **kwargs)  # a faster form (tinyattn.fast), if any
+            if row is not None:
+                return row.run(self, *args, **kwargs)
         return self.forward(*args, **kwargs)
 
     # ----------------------------------------------------------------- registration
@@ -103,7 +107,7 @@ class Module:
             raise AttributeError(
                 f"cannot assign {name!r} before Module.__init__() has run: call super().__init__() first"
             )
-        routes.changed()  # a layer's remembered route may now be another
+        dispatch.changed()  # a route that read this attribute may now be another
         if isinstance(value, (Parameter, Module)):
             for table in (self._parameters, self._buffers, self._modules):
                 table.pop(name, None)
@@ -130,7 +134,7 @@ class Module:
         attribute lookup, and invalidate every cached parameter list."""
         object.__setattr__(self, name, value)
         _REGISTRATIONS[0] += 1
-        routes.changed()
+        dispatch.changed()
 
     def __getattr__(self, name):
         # only called when normal lookup fails (a table changed behind __setattr__'s back)
@@ -147,10 +151,10 @@ class Module:
                 self._non_persistent_buffers.discard(name)
                 self.__dict__.pop(name, None)
                 _REGISTRATIONS[0] += 1
-                routes.changed()
+                dispatch.changed()
                 return
         object.__delattr__(self, name)
-        routes.changed()  # an attribute set on the instance (a forward, a block method) is gone
+        dispatch.changed()  # an attribute set on the instance (a forward, a block method) is gone
 
     def register_parameter(self, name, param):
         """Register ``param`` (a ``Parameter`` or ``None``) under ``name``."""
@@ -259,7 +263,7 @@ class Module:
             raise ValueError(f"train(mode): mode must be a bool, got {mode!r}")
         for module in self.modules():
             object.__setattr__(module, "training", mode)
-        routes.changed()
+        dispatch.changed()
         return self
 
     def eval(self):
@@ -319,7 +323,7 @@ class Module:
                 tensor._data = convert(tensor._data)
                 if tensor._grad is not None:
                     tensor._grad = convert(tensor._grad)
-        routes.changed()
+        dispatch.changed()
         return self
 
     def float(self):

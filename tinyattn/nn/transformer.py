@@ -6,11 +6,10 @@ after the sum (``norm_first=False``, the paper and PyTorch's default) or before 
 after each block (``dropout1``, ``dropout2``, ``dropout3``) and after the feed-forward activation
 (``dropout``). ``eval()`` turns every dropout off; nothing else differs between train and eval.
 
-Each ``forward`` reads as PyTorch's. While fast paths are on and nothing random acts (eval mode,
-or dropout 0), ``routes.encoder_layer`` / ``routes.decoder_layer`` may run a residual block
-(self-attention, and a ReLU or GELU feed-forward block, each with its LayerNorm and sum) as one node of
-``tinyattn.fast.blocks`` computing the same; ``ta.explain(layer, x)`` says which, and
-``with ta.use_fast_paths(False):`` runs the lines below as written.
+Each ``forward`` reads as PyTorch's, and is the definition. With fast paths on and nothing random
+acting (eval mode, or dropout 0), a residual block (self-attention, or a ReLU or GELU feed-forward
+block, each with its LayerNorm and sum) may run as one fused node computing the same;
+``ta.explain(layer, x)`` says which, and ``with ta.use_fast_paths(False):`` runs the lines below as written.
 
 The layers call attention with ``need_weights=False``, as PyTorch's do. To inspect the weights,
 set ``layer.keep_attn_weights = True``: each forward then stores the last weights, detached,
@@ -29,16 +28,17 @@ set ``layer.keep_attn_weights = True``: each forward then stores the last weight
 """
 
 import copy
+import functools
 import math
 
 import numpy as np
 
 from .. import _checks as check
-from .. import backend, fast, routes
-from ..tensor import Tensor
+from .. import backend
+from ..tensor import Tensor, records_graph
 from . import functional as F
 from .attention import MultiHeadAttention
-from .layers import Dropout, LayerNorm, Linear, ModuleList
+from .layers import GELU, Dropout, LayerNorm, Linear, ModuleList, ReLU
 from .module import Module
 
 
@@ -147,20 +147,12 @@ class TransformerEncoderLayer(Module):
     def forward(self, src, src_mask=None, is_causal=False):
         check.attention_inputs("TransformerEncoderLayer", ("src", src))
         _check_batch_first("TransformerEncoderLayer: src", src, self.self_attn.embed_dim)
-        route = routes.encoder_layer(self, src, src_mask)  # which residual blocks run as one fused node
         x = src  # (B, S, E)
-        if route.self_attention_block:
-            x = fast.self_attention_block(x, self.norm1, self.self_attn, src_mask, is_causal, self.norm_first)
-        elif self.norm_first:
+        if self.norm_first:
             x = x + self._sa_block(self.norm1(x), src_mask, is_causal)
-        else:
-            x = self.norm1(x + self._sa_block(x, src_mask, is_causal))
-        if route.feed_forward_block:  # the activation's name: "relu", "gelu" or "gelu_tanh"
-            x = fast.feed_forward_block(x, self.norm2, self.linear1, self.linear2, self.norm_first,
-                                        route.feed_forward_block)
-        elif self.norm_first:
             x = x + self._ff_block(self.norm2(x))
         else:
+            x = self.norm1(x + self._sa_block(x, src_mask, is_causal))
             x = self.norm2(x + self._ff_block(x))
         return x  # (B, S, E)
 
@@ -221,24 +213,14 @@ class TransformerDecoderLayer(Module):
         d_model = self.self_attn.embed_dim
         _check_batch_first("TransformerDecoderLayer: tgt", tgt, d_model)
         _check_batch_first("TransformerDecoderLayer: memory", memory, d_model)
-        route = routes.decoder_layer(self, tgt, tgt_mask)  # which residual blocks run as one fused node
         x = tgt  # (B, T, E)
-        if route.self_attention_block:
-            x = fast.self_attention_block(x, self.norm1, self.self_attn, tgt_mask, tgt_is_causal, self.norm_first)
-        elif self.norm_first:
-            x = x + self._sa_block(self.norm1(x), tgt_mask, tgt_is_causal)
-        else:
-            x = self.norm1(x + self._sa_block(x, tgt_mask, tgt_is_causal))
         if self.norm_first:
+            x = x + self._sa_block(self.norm1(x), tgt_mask, tgt_is_causal)
             x = x + self._ca_block(self.norm2(x), memory, memory_mask)
-        else:
-            x = self.norm2(x + self._ca_block(x, memory, memory_mask))
-        if route.feed_forward_block:  # the activation's name: "relu", "gelu" or "gelu_tanh"
-            x = fast.feed_forward_block(x, self.norm3, self.linear1, self.linear2, self.norm_first,
-                                        route.feed_forward_block)
-        elif self.norm_first:
             x = x + self._ff_block(self.norm3(x))
         else:
+            x = self.norm1(x + self._sa_block(x, tgt_mask, tgt_is_causal))
+            x = self.norm2(x + self._ca_block(x, memory, memory_mask))
             x = self.norm3(x + self._ff_block(x))
         return x  # (B, T, E)
 
@@ -281,8 +263,8 @@ class TransformerEncoder(Module):
     ``enable_nested_tensor=True`` (PyTorch's default) gives PyTorch's inference result on a padded
     batch: where PyTorch's encoder would use nested tensors (post-norm ReLU or GELU layers in eval
     mode, no graph recorded, a padding mask such as ``F.padding_mask(lengths, S)``; the full list is
-    ``routes.padding_to_zero``), the outputs at the padding are zeros (before ``norm``), and the fast
-    route computes the real tokens alone. Their outputs are what they would be with the padding
+    ``padding_to_zero``), the outputs at the padding are zeros (before ``norm``); with fast paths on,
+    the real tokens are then computed alone. Their outputs are what they would be with the padding
     computed: no real token attends to a padded one.
 
     >>> import tinyattn as ta
@@ -303,16 +285,50 @@ class TransformerEncoder(Module):
         self.enable_nested_tensor = enable_nested_tensor
 
     def forward(self, src, mask=None, is_causal=False):
-        real, activations = routes.encoder(self, src, mask, is_causal)  # real tokens (B, S), or None
-        if activations:  # the padding skipped: every layer runs on the real tokens alone
-            x = fast.encoder_on_real_tokens(self.layers, activations, src, mask, real)
-        else:
-            x = src  # (B, S, E)
-            for layer in self.layers:
-                x = layer(x, src_mask=mask, is_causal=is_causal)
-            if real is not None:
-                x = zeros_at_padding(x, real)
+        x = src  # (B, S, E)
+        for layer in self.layers:
+            x = layer(x, src_mask=mask, is_causal=is_causal)
+        real = padding_to_zero(self, src, mask, is_causal)  # (B, S): the real tokens, or None
+        if real is not None:
+            x = zeros_at_padding(x, real)  # PyTorch's nested-tensor result
         return x if self.norm is None else self.norm(x)  # (B, S, E)
+
+
+def padding_to_zero(encoder, src, mask, is_causal):
+    """The real tokens ``(B, L)`` (``True``) of ``src`` when ``encoder`` (a ``TransformerEncoder``)
+    returns zeros at the padding, else ``None``: PyTorch's nested-tensor conditions (its encoder then
+    computes the real tokens alone, and fills the padding with zeros before the final norm). They are
+    ``enable_nested_tensor`` (the default), and as the first layer (PyTorch looks at no other) a
+    post-norm ``TransformerEncoderLayer`` with ReLU or GELU, equal LayerNorm eps and an even number of
+    heads, in eval mode; no graph recorded (``ta.no_grad()``, or nothing needs a gradient); ``is_causal``
+    False; and as the mask a boolean padding mask ``(B, 1, 1, L)`` (``F.padding_mask``) whose real tokens
+    come first in each row. (PyTorch asks for a gradient of ``src`` and of the first layer's parameters
+    only; here no parameter of the stack may need one.)"""
+    layers = encoder.layers
+    if not encoder.enable_nested_tensor or not len(layers) or is_causal or src.ndim != 3:
+        return None
+    first = layers[0]
+    if (not isinstance(first, TransformerEncoderLayer) or first.norm_first or first.training
+            or not _relu_or_gelu(first.activation)
+            or first.norm1.eps != first.norm2.eps or first.self_attn.num_heads % 2):
+        return None
+    B, L, _ = src.shape
+    mask = getattr(mask, "_data", mask)  # a tensor's array, or an array as it is
+    if getattr(mask, "dtype", None) != np.bool_ or mask.shape != (B, 1, 1, L):
+        return None
+    if records_graph([src, *encoder.parameters()]):
+        return None
+    real = mask[:, 0, 0, :]  # (B, L)
+    xp = backend.namespace(real)
+    first_tokens = xp.arange(L)[None, :] < real.sum(axis=1)[:, None]  # each row's real tokens, moved to its start
+    return real if bool((real == first_tokens).all()) else None
+
+
+def _relu_or_gelu(activation):
+    """PyTorch's ``activation_relu_or_gelu``: ``F.relu``, ``F.gelu`` (either form), an ``nn.ReLU`` or ``nn.GELU``."""
+    if activation is F.relu or activation is F.gelu or isinstance(activation, (ReLU, GELU)):
+        return True
+    return isinstance(activation, functools.partial) and activation.func is F.gelu and not activation.args
 
 
 def zeros_at_padding(x, real):

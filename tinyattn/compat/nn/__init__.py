@@ -14,14 +14,14 @@
 from collections import OrderedDict
 
 from ... import _checks as check
-from ... import fast, routes
+from ... import dispatch
 from ... import nn as _native
 from ...creation import empty, full, zeros
 from ...interop import from_torch, to_torch
 from ...nn import functional as _native_F
 from ...nn.attention import _merge_heads, _split_heads
 from ...nn.functional import linear
-from ...nn.transformer import zeros_at_padding
+from ...nn.transformer import padding_to_zero, zeros_at_padding
 from ...ops import cat
 from ...ops_extra import triu
 from .._tensor import TWINS, Parameter, as_compat
@@ -30,7 +30,32 @@ from . import functional, init, utils  # noqa: F401
 
 class Module(_native.Module):
     """The native ``Module`` whose ``state_dict`` and ``load_state_dict`` speak PyTorch's key layout, and
-    whose parameters and buffers are compat's (``.data`` and ``.grad`` as tensors), a native submodule's too."""
+    whose parameters and buffers are compat's (``.data`` and ``.grad`` as tensors), a native submodule's too.
+
+    Each module records its class and its constructor's arguments as it is made, so that
+    ``torch.save(model, f)`` can store the whole model without pickle, and ``torch.load(f)`` can
+    rebuild it for a class the caller allowlists (``torch.serialization.safe_globals``)."""
+
+    def __new__(cls, *args, **kwargs):
+        module = super().__new__(cls)
+        object.__setattr__(module, "_constructor_arguments", (args, kwargs))
+        return module
+
+    def __checkpoint_record__(self):
+        """``(class path, {"args", "kwargs"}, {"state_dict", "training"})``: what ``torch.save(model, f)``
+        stores. Constructor arguments must be numbers, strings, ``None`` or lists, tuples and dicts of them."""
+        args, kwargs = self.__dict__.get("_constructor_arguments", ((), {}))
+        for where, value in _walk_arguments(args, kwargs):
+            if not (value is None or isinstance(value, (bool, int, float, str))):
+                raise TypeError(
+                    f"torch.save: {type(self).__name__}'s constructor got {where} = {type(value).__name__} "
+                    f"{value!r:.60}; a whole model is saved as its class and constructor arguments, which must be "
+                    "numbers, strings, None, or lists and dicts of them. Save model.state_dict() instead and "
+                    "build the model in code before loading it"
+                )
+        training = {name: module.training for name, module in self.named_modules()}
+        return (class_path(type(self)), {"args": list(args), "kwargs": dict(kwargs)},
+                {"state_dict": self.state_dict(), "training": training})
 
     def _registered(self, name, value):
         super()._registered(name, as_compat(value))
@@ -45,6 +70,27 @@ class Module(_native.Module):
         kept = {name: value for name, value in state_dict.items() if name in own}
         converted = from_torch({name: value for name, value in state_dict.items() if name not in own})
         return super().load_state_dict({**kept, **converted}, strict=strict)
+
+
+def class_path(cls):
+    """``module.QualName``: how a checkpoint names a class (and how an allowlist matches it)."""
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
+def _walk_arguments(args, kwargs):
+    """``(where, value)`` for every leaf of a constructor's arguments."""
+    stack = [(f"argument {i}", a) for i, a in enumerate(args)] + [(f"argument {k!r}", v) for k, v in kwargs.items()]
+    while stack:
+        where, value = stack.pop()
+        if isinstance(value, (list, tuple)):
+            stack.extend((f"{where}[{i}]", v) for i, v in enumerate(value))
+        elif isinstance(value, dict):
+            for key, v in value.items():
+                if not isinstance(key, str):
+                    yield f"{where} key", key
+                stack.append((f"{where}[{key!r}]", v))
+        else:
+            yield where, value
 
 
 def _compat_layer(native):
@@ -260,6 +306,13 @@ class MultiheadAttention(Module):
         return linear(query, w_q, b_q), linear(key, w_k, b_k), linear(value, w_v, b_v)
 
 
+def _native_forward(native, module, *args, **kwargs):
+    """The native layer's forward on native arguments, or its faster form from the table where one applies
+    (``tinyattn.dispatch``), as ``Module.__call__`` would run it for the native class."""
+    row = dispatch.replacement(native, module, *args, **kwargs)
+    return (row.run if row is not None else native.forward)(module, *args, **kwargs)
+
+
 def _batch_first(x, batch_first):
     return x if batch_first else x.transpose(0, 1)
 
@@ -281,7 +334,8 @@ class TransformerEncoderLayer(Module, _native.TransformerEncoderLayer):
     def forward(self, src, src_mask=None, src_key_padding_mask=None, is_causal=False):
         x = _batch_first(src, self.batch_first)  # (B, S, E)
         mask = _native_mask(src_mask, src_key_padding_mask, x.shape[0], self.self_attn.num_heads)
-        x = super().forward(x, src_mask=mask, is_causal=is_causal and src_mask is None)
+        x = _native_forward(_native.TransformerEncoderLayer, self, x, src_mask=mask,
+                            is_causal=is_causal and src_mask is None)
         return _batch_first(x, self.batch_first)
 
 
@@ -302,35 +356,36 @@ class TransformerDecoderLayer(Module, _native.TransformerDecoderLayer):
         heads = self.self_attn.num_heads
         self_mask = _native_mask(tgt_mask, tgt_key_padding_mask, x.shape[0], heads)
         cross_mask = _native_mask(memory_mask, memory_key_padding_mask, x.shape[0], heads)
-        x = super().forward(x, memory, tgt_mask=self_mask, memory_mask=cross_mask,
-                            tgt_is_causal=tgt_is_causal and tgt_mask is None)
+        x = _native_forward(_native.TransformerDecoderLayer, self, x, memory, tgt_mask=self_mask,
+                            memory_mask=cross_mask, tgt_is_causal=tgt_is_causal and tgt_mask is None)
         return _batch_first(x, self.batch_first)
 
 
 class TransformerEncoder(Module, _native.TransformerEncoder):
     """``torch.nn.TransformerEncoder``: each layer gets PyTorch's arguments. Where PyTorch's would use
-    nested tensors (``routes.padding_to_zero``, with batch-first layers, a ``src_key_padding_mask``
+    nested tensors (``padding_to_zero``, with batch-first layers, a ``src_key_padding_mask``
     and no ``mask``), the outputs at the padding are zeros, as PyTorch's are."""
 
     def __init__(self, encoder_layer, num_layers, norm=None, enable_nested_tensor=True, mask_check=True):
         super().__init__(encoder_layer, num_layers, norm=norm, enable_nested_tensor=enable_nested_tensor)
 
     def forward(self, src, mask=None, src_key_padding_mask=None, is_causal=None):
-        real = activations = None
+        real = None
         padding = src_key_padding_mask  # (B, S): True (or a non-zero float, -inf say) = padding
         if (mask is None and padding is not None and src.ndim == 3
                 and getattr(self.layers[0], "batch_first", False)):  # PyTorch's conditions in its conventions
             real_tokens = ~padding if padding.dtype == bool else padding == 0  # PyTorch's rule for a float mask too
             allowed = real_tokens.reshape(padding.shape[0], 1, 1, padding.shape[-1])  # (B, 1, 1, S), True = real
-            real, activations = routes.encoder(self, src, allowed, bool(is_causal))
-        if activations:  # the padding skipped: every layer runs on the real tokens alone
-            x = fast.encoder_on_real_tokens(self.layers, activations, src, allowed, real)
-        else:
-            x = src
-            for layer in self.layers:
-                x = layer(x, src_mask=mask, src_key_padding_mask=padding, is_causal=bool(is_causal))
-            if real is not None:
-                x = zeros_at_padding(x, real)
+            real = padding_to_zero(self, src, allowed, bool(is_causal))
+            if real is not None:  # the real tokens alone, where the table has a faster form for them
+                row = dispatch.replacement(_native.TransformerEncoder, self, src, allowed, bool(is_causal))
+                if row is not None:
+                    return row.run(self, src, allowed, bool(is_causal))  # zeros at the padding, then norm
+        x = src
+        for layer in self.layers:
+            x = layer(x, src_mask=mask, src_key_padding_mask=padding, is_causal=bool(is_causal))
+        if real is not None:
+            x = zeros_at_padding(x, real)
         return x if self.norm is None else self.norm(x)
 
 

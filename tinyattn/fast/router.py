@@ -1,160 +1,62 @@
-"""Which route runs: the reference definition or a fast one, decided here and nowhere else.
+"""The fast layer's router: every decision about which code runs, each with its reason.
 
-Every choice between a layer's reference definition (``nn.functional``, ``nn.sdpa``,
-``nn.attention``, ``nn.transformer``) and a fused node of ``tinyattn.fast`` is made by the
-functions below. Each ``why_not_*`` function returns the reason a fast route does not apply, or
-``None`` when it does (the pattern of PyTorch's ``why_not_sparsity_fast_path``); the layers make
-one call each (``routes.linear``, ``routes.layer_norm``, ``routes.cross_entropy``,
-``routes.attention``, ``routes.multi_head_attention``, ``routes.encoder_layer``,
-``routes.decoder_layer``, ``routes.encoder``), and ``ta.explain`` prints what the same functions answer.
+Each ``why_not_*`` function returns ``None`` when a fast route applies, else one sentence saying why
+not (the pattern of PyTorch's ``why_not_sparsity_fast_path``). ``fast.table`` puts them in the table
+(``tinyattn.dispatch``) beside the kernels they guard; the reference layer never calls them.
+``explain`` prints what the same functions answer, module by module. Kernels take what is decided
+here as arguments (``products_on_pool``, ``transposed``, ``cu_seqlens``) and decide nothing.
 
-The switch: ``ta.use_fast_paths(False)`` (a function, and a context manager that restores the
-previous settings on exit) or ``TINYATTN_FAST=0`` in the environment at import. With fast paths
-off every op and layer runs its reference definition. Its keyword settings move the thresholds:
-``blocked_attention_min_keys`` (513: from this many keys on, attention without weights or dropout
-goes a block of keys at a time), ``attention_block_size`` (keys per block; ``None`` chooses),
-``pool_min_elements`` (from this many elements on, a fast kernel's pass is spread over the cores)
-and ``piece_elements`` (the size of the pieces a large pass is cut into; see ``fast.parallel``).
+The thresholds are the fast layer's private tuning (``fast.tuning``).
 
 >>> import tinyattn as ta
->>> from tinyattn import routes
->>> routes.why_not_fused_linear() is None
+>>> from tinyattn.fast import router
+>>> query = ta.randn(2, 4, 3)
+>>> router.why_not_fused_attention(query, query, query, None, 0.0, False, 1.0, need_weights=False) is None
 True
->>> with ta.use_fast_paths(False):
-...     routes.why_not_fused_linear()
-'fast paths are off'
+>>> router.why_not_blocked_attention(query, query, query, None, 0.0, False, 1.0, need_weights=False)
+'4 keys, fewer than the blocked-attention threshold of 513'
 """
 
 import math
-import os
 import weakref
 from collections import namedtuple
 from functools import partial
 
 import numpy as np
 
-
-class _Settings:
-    enabled = os.environ.get("TINYATTN_FAST", "1") != "0"
-    blocked_attention_min_keys = 513  # past 512 keys the blocked path is faster (and far leaner): up to 512, one
-    # batch slice of self-attention's scores (512² = 2¹⁸, piece_elements) fits one piece, and the whole-matrix
-    # path, slice by slice, is faster (benchmarks/blocked_threshold.py measures both routes of self-attention)
-    attention_block_size = None  # keys per block: None lets BlockedAttention choose
-    pool_min_elements = 3 << 18  # from this many elements on, a fast kernel's pass runs on every core
-    # (fast.parallel). A pass alone pays from 2¹⁸–2¹⁹ (benchmarks/pool_threshold.py); a layer's passes mostly follow
-    # a GEMM, whose second BLAS thread then spins on the other core a while, and there it pays later
-    # (benchmarks/pool_threshold.py --after-gemm)
-    piece_elements = 1 << 18  # about this many elements per piece of a pooled pass: 1 MiB of float32,
-    # half a core's L2 cache
-    transposed_products_rows = 512  # in inference on the real tokens alone, up to this many rows a block's products
-    # run as (W aᵀ)ᵀ (fast.blocks.times_weight_t): past 512 the gain is a few hundredths, and it turns to a loss
-    # (benchmarks/pool_threshold.py --products times both forms by rows)
-    products_on_pool = True  # while a graph is recorded, a residual block whose widest pass reaches pool_min_elements
-    # runs with OpenBLAS on one thread and its products over the pool (fast.parallel.products_on_pool): OpenBLAS's
-    # own threads spin after each product on the core the pooled passes need (benchmarks/pool_threshold.py
-    # --products-on-pool times attention's backward after a GEMM, and steps both ways)
-    sequence_attention_min_length = 3.0  # in inference on the real tokens alone, attention runs sentence by sentence
-    # (fast.kernels.attention_by_sequences) when the sentences average at least this many real tokens, else on the
-    # padded batch: each sentence costs two calls, and sentences of a token or two save too little padding to pay
-    # for them (benchmarks/pool_threshold.py --sequences times both)
-
-    def __setattr__(self, name, value):
-        object.__setattr__(self, name, value)
-        changed()  # a route may now be another
-
-
-settings = _Settings()
-
-
-class use_fast_paths:
-    """``use_fast_paths(enabled=True, *, blocked_attention_min_keys=None, attention_block_size=None,
-    pool_min_elements=None, piece_elements=None, transposed_products_rows=None, sequence_attention_min_length=None,
-    products_on_pool=None)``:
-    turn the fast routes on or off, now; used as a context manager, the previous settings come back on exit. The
-    keywords, when given, set the blocked-attention threshold (keys) and block size, the size from which a fast
-    kernel's pass runs on every core (elements), the size of the pieces it is cut into (``fast.parallel``), the
-    most rows whose products run transposed in inference (``fast.blocks.times_weight_t``; 0: none) and the
-    shortest average sentence (real tokens) for which inference on the real tokens alone runs attention sentence
-    by sentence (``fast.kernels.attention_by_sequences``; 0: always), and whether a large residual block runs its
-    products over the pool while a graph is recorded (``fast.parallel.products_on_pool``).
-
-    >>> import tinyattn as ta
-    >>> layer = ta.nn.TransformerEncoderLayer(8, 2, dim_feedforward=16, dropout=0.0)
-    >>> x = ta.randn(2, 3, 8, requires_grad=True)
-    >>> type(layer(x)._ctx).__name__
-    'FeedForwardBlock'
-    >>> with ta.use_fast_paths(False):                 # norm2(x + _ff_block(x)): LayerNorm, then weight and bias
-    ...     type(layer(x)._ctx).__name__
-    'Add'
-    """
-
-    def __init__(self, enabled=True, *, blocked_attention_min_keys=None, attention_block_size=None,
-                 pool_min_elements=None, piece_elements=None, transposed_products_rows=None,
-                 sequence_attention_min_length=None, products_on_pool=None):
-        self._previous = tuple(getattr(settings, name) for name in _SETTING_NAMES)
-        given = {"blocked_attention_min_keys": (blocked_attention_min_keys, int),
-                 "attention_block_size": (attention_block_size, int), "pool_min_elements": (pool_min_elements, int),
-                 "piece_elements": (piece_elements, lambda n: max(1, int(n))),
-                 "transposed_products_rows": (transposed_products_rows, int),
-                 "sequence_attention_min_length": (sequence_attention_min_length, float),
-                 "products_on_pool": (products_on_pool, bool)}
-        values = {name: convert(value) for name, (value, convert) in given.items() if value is not None}  # all
-        # converted before any is set: a value that is not a number changes nothing
-        settings.enabled = bool(enabled)
-        for name, value in values.items():
-            setattr(settings, name, value)
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        for name, value in zip(_SETTING_NAMES, self._previous):
-            setattr(settings, name, value)
-
-
-_SETTING_NAMES = ("enabled", "blocked_attention_min_keys", "attention_block_size", "pool_min_elements",
-                  "piece_elements", "transposed_products_rows", "sequence_attention_min_length", "products_on_pool")
-
-
-FAST_OFF = "fast paths are off"  # by ta.use_fast_paths(False), or TINYATTN_FAST=0 at import
+from .. import dispatch
+from ..dispatch import FAST_OFF
+from ..nn import attention as _attention_module
+from ..nn import functional as _functional
+from ..nn import layers as _layers
+from ..nn import transformer as _transformer
+from ..tensor import no_grad
+from .tuning import values as tuning
 
 # ----------------------------------------------------------------------------- ops
 
 
-def why_not_fused_linear():
-    """``None`` when ``F.linear`` and ``nn.Linear`` run one ``fast.Linear`` node."""
-    return None if settings.enabled else FAST_OFF
+def why_not_fused_linear(input, weight, bias):
+    """``None`` when ``x Wᵀ + b`` runs as one ``fast.Linear`` node (the batch folded into rows)."""
+    return None
 
 
-def why_not_fused_layer_norm():
-    """``None`` when ``F.layer_norm`` runs one ``fast.Normalize`` node."""
-    return None if settings.enabled else FAST_OFF
+def why_not_fused_layer_norm(input, ndim, weight, bias, eps):
+    """``None`` when layer norm runs as one ``fast.Normalize`` node (the weight and bias inside it when both
+    are given)."""
+    return None
 
 
-def why_not_fused_cross_entropy():
-    """``None`` when ``F.cross_entropy`` runs one ``fast.CrossEntropy`` node."""
-    return None if settings.enabled else FAST_OFF
+def why_not_fused_cross_entropy(logits, target, ignore_index, reduction, label_smoothing):
+    """``None`` when cross-entropy runs as one ``fast.CrossEntropy`` node (its gradient ``p - onehot``
+    written out)."""
+    return None
 
 
-def why_not_masked_softmax():
+def why_not_masked_softmax(scores, allowed):
     """``None`` when attention's softmax is ``fast.MaskedSoftmax`` (whole-array shift, underflowing
     rows redone) instead of the reference ``F.softmax`` over the masked scores."""
-    return None if settings.enabled else FAST_OFF
-
-
-def linear():
-    """``"fast"`` or ``"reference"`` for ``F.linear`` and ``nn.Linear``."""
-    return "reference" if why_not_fused_linear() else "fast"
-
-
-def layer_norm():
-    """``"fast"`` or ``"reference"`` for ``F.layer_norm`` and ``nn.LayerNorm``."""
-    return "reference" if why_not_fused_layer_norm() else "fast"
-
-
-def cross_entropy():
-    """``"fast"`` or ``"reference"`` for ``F.cross_entropy``."""
-    return "reference" if why_not_fused_cross_entropy() else "fast"
+    return None
 
 
 # ----------------------------------------------------------------------------- attention
@@ -168,10 +70,8 @@ def _one_float_dtype(query, key, value, attn_mask):
     return len(dtypes) == 1 and query.dtype.kind == "f"
 
 
-def why_not_fused_attention(query, key, value, attn_mask, need_weights):
-    """``None`` when ``scaled_dot_product_attention`` runs as one ``fast.Attention`` node."""
-    if not settings.enabled:
-        return FAST_OFF
+def why_not_fused_attention(query, key, value, attn_mask, dropout_p, is_causal, scale, need_weights):
+    """``None`` when scaled dot-product attention runs as one ``fast.Attention`` node."""
     if need_weights:
         return "the weights are returned (need_weights=True), so they stay in the graph"
     if not _one_float_dtype(query, key, value, attn_mask):
@@ -179,43 +79,58 @@ def why_not_fused_attention(query, key, value, attn_mask, need_weights):
     return None
 
 
-def why_not_blocked_attention(query, key, value, attn_mask, dropout_p, need_weights):
-    """``None`` when ``scaled_dot_product_attention`` goes a block of keys at a time
+def why_not_blocked_attention(query, key, value, attn_mask, dropout_p, is_causal, scale, need_weights):
+    """``None`` when scaled dot-product attention goes a block of keys at a time
     (``fast.BlockedAttention``, never holding the whole ``(…, Lq, Lk)`` scores)."""
-    reason = why_not_fused_attention(query, key, value, attn_mask, need_weights)
+    reason = why_not_fused_attention(query, key, value, attn_mask, dropout_p, is_causal, scale, need_weights)
     if reason:
         return reason
     if dropout_p > 0.0:
         return f"dropout acts on the weights (p={dropout_p}): the blocked backward cannot redraw it"
-    Lk, threshold = key.shape[-2], settings.blocked_attention_min_keys
+    Lk, threshold = key.shape[-2], tuning.blocked_attention_min_keys
     if Lk < threshold:
         return f"{Lk} keys, fewer than the blocked-attention threshold of {threshold}"
     return None
 
 
-def attention(query, key, value, attn_mask, dropout_p, need_weights):
-    """The route of ``scaled_dot_product_attention``: ``"blocked"``, ``"fused"`` (one ``Attention``
-    node), ``"masked softmax"`` (the reference's nodes with ``fast.MaskedSoftmax``) or ``"reference"``."""
-    if why_not_blocked_attention(query, key, value, attn_mask, dropout_p, need_weights) is None:
+def attention_route(query, key, value, attn_mask, dropout_p, need_weights):
+    """The name of the route scaled dot-product attention takes (for ``explain``), with the reason it is not
+    blocked where it is not."""
+    args = (query, key, value, attn_mask, dropout_p, False, 1.0, need_weights)
+    if not dispatch.enabled():
+        return f"reference ({FAST_OFF})"
+    why = why_not_blocked_attention(*args)
+    if why is None:
         return "blocked"
-    if why_not_fused_attention(query, key, value, attn_mask, need_weights) is None:
-        return "fused"
-    return "masked softmax" if why_not_masked_softmax() is None else "reference"
+    name = "fused" if why_not_fused_attention(*args) is None else "masked softmax"
+    return f"{name} (not blocked: {why})"
 
 
-def why_not_packed_self_attention(attention_module, query, key, value, need_weights):
-    """``None`` when ``MultiHeadAttention`` runs as ``InProjection`` (one GEMM for q, k and v) and
-    ``PackedSelfAttention`` (attention and the heads merged, one node)."""
-    if not settings.enabled:
-        return FAST_OFF
+def why_not_packed_self_attention(module, query, key=None, value=None, attn_mask=None, is_causal=False,
+                                  need_weights=True):
+    """``None`` when ``MultiHeadAttention`` (``module``, called with these arguments) runs as ``InProjection`` (one
+    GEMM for q, k and v) and ``PackedSelfAttention`` (attention and the heads merged, one node)."""
+    reason = _why_not_packed(module, query, key, value, need_weights)
+    if _TRACE is not None:
+        _record(module, "projections and attention", "fast.InProjection + fast.PackedSelfAttention", reason)
+        if reason is not None:
+            key = query if key is None else key
+            value = key if value is None else value
+            dropout_p = module.dropout if module.training else 0.0
+            _record(module, "scaled dot-product attention",
+                    attention_route(query, key, value, attn_mask, dropout_p, need_weights), None)
+    return reason
+
+
+def _why_not_packed(module, query, key, value, need_weights):
     if need_weights:
         return "the weights are returned (need_weights=True)"
-    if not (query is key is value):
+    if not (key is None or query is key) or not (value is None or value is (query if key is None else key)):
         return "not self-attention (query, key and value are not one tensor)"
-    reason = _why_not_packable(attention_module, query)
+    reason = _why_not_packable(module, query)
     if reason:
         return reason
-    q, k, v = attention_module.q_proj, attention_module.k_proj, attention_module.v_proj
+    q, k, v = module.q_proj, module.k_proj, module.v_proj
     params = (q.weight, k.weight, v.weight) + ((q.bias, k.bias, v.bias) if q.bias is not None else ())
     if query.dtype.kind != "f" or not _all_of_dtype(query.dtype, params):
         return "the input and the projections' parameters are not of one floating dtype"
@@ -224,7 +139,9 @@ def why_not_packed_self_attention(attention_module, query, key, value, need_weig
 
 def _why_not_packable(attention_module, x):
     """Why ``x`` cannot go through the packed whole-matrix self-attention of ``attention_module``."""
-    threshold = settings.blocked_attention_min_keys
+    threshold = tuning.blocked_attention_min_keys
+    if x.ndim != 3:
+        return f"the input is not batch-first (B, L, E): shape {x.shape}"
     if x.shape[1] >= threshold:
         return f"{x.shape[1]} keys, at least the blocked-attention threshold of {threshold}"
     if not attention_module.kdim == attention_module.vdim == attention_module.embed_dim:
@@ -235,29 +152,12 @@ def _why_not_packable(attention_module, x):
     return None
 
 
-def multi_head_attention(module, query, key, value, attn_mask, dropout_p, need_weights):
-    """The route of ``MultiHeadAttention.forward``: ``"packed"``, ``"fused"`` (heads split and merged
-    by one node each, attention by ``routes.attention``) or ``"reference"``."""
-    reason = why_not_packed_self_attention(module, query, key, value, need_weights)
-    route = "packed" if reason is None else "fused" if settings.enabled else "reference"
-    if _TRACE is not None:
-        _record(module, "projections and attention", "fast.InProjection + fast.PackedSelfAttention", reason)
-        if reason is not None:
-            inner = attention(query, key, value, attn_mask, dropout_p, need_weights)
-            why = why_not_blocked_attention(query, key, value, attn_mask, dropout_p, need_weights)
-            note = "" if why is None else f" ({why})" if why == FAST_OFF else f" (not blocked: {why})"
-            _record(module, "scaled dot-product attention", inner + note, None)
-    return route
-
-
 # ----------------------------------------------------------------------------- Transformer layers
 
 
 def why_not_self_attention_block(layer, x, attn_mask):
     """``None`` when a Transformer layer's self-attention residual (``norm1``, ``self_attn``,
     ``dropout1`` and the sum) runs as one ``fast.SelfAttentionBlock``."""
-    if not settings.enabled:
-        return FAST_OFF
     attention, norm, dropout = layer.self_attn, layer.norm1, layer.dropout1
     if layer.keep_attn_weights:
         return "the attention weights are kept (keep_attn_weights=True)"
@@ -291,7 +191,7 @@ def feed_forward_activation(activation):
     ``nn.ReLU``), ``"gelu"`` (``F.gelu``, the layers' ``"gelu"``, a plain ``nn.GELU()``, or
     ``functools.partial(F.gelu, approximate=...)``), ``"gelu_tanh"`` (``nn.GELU(approximate="tanh")``),
     or ``None`` for any other callable (a subclass with its own ``forward`` included)."""
-    library = _LIBRARY or _library()
+    library = _LIBRARY
     if activation in library["relu"] or _runs_own_forward(activation, "ReLU"):
         return "relu"
     if activation in library["gelu"]:
@@ -310,8 +210,6 @@ def why_not_feed_forward_block(layer, norm, x, output_dropout):
     """``None`` when a Transformer layer's feed-forward residual (``norm``, ``linear1``, the
     activation (ReLU or GELU), ``dropout``, ``linear2``, ``output_dropout`` and the sum) runs as one
     ``fast.FeedForwardBlock``."""
-    if not settings.enabled:
-        return FAST_OFF
     linear1, linear2, dropout = layer.linear1, layer.linear2, layer.dropout
     activation = feed_forward_activation(layer.activation)
     if activation is None:
@@ -342,6 +240,12 @@ LayerRoute.__doc__ = """Which residual blocks of a Transformer layer run as one 
 (``"relu"``, ``"gelu"``, ``"gelu_tanh"``), or ``None`` when it runs the layer's own lines."""
 
 
+def _why_not_batch_first(x, d_model):
+    if not hasattr(x, "ndim") or x.ndim != 3 or x.shape[-1] != d_model:
+        return f"the input is not batch-first (B, L, {d_model})"
+    return None
+
+
 def encoder_layer(layer, src, src_mask):
     """The route of ``TransformerEncoderLayer.forward``: a ``LayerRoute``."""
     return _layer_route(layer, src, src_mask, layer.norm2, layer.dropout2)
@@ -353,66 +257,69 @@ def decoder_layer(layer, tgt, tgt_mask):
     return _layer_route(layer, tgt, tgt_mask, layer.norm3, layer.dropout3)
 
 
-def padding_to_zero(encoder, src, mask, is_causal):
-    """The real tokens ``(B, L)`` (``True``) of ``src`` when ``encoder`` (a ``TransformerEncoder``)
-    returns zeros at the padding, else ``None``: PyTorch's nested-tensor conditions (its encoder then
-    computes the real tokens alone, and fills the padding with zeros before the final norm). They are
-    ``enable_nested_tensor`` (the default), and as the first layer (PyTorch looks at no other) the
-    library's post-norm encoder layer with ReLU or GELU, equal LayerNorm eps and an even number of
-    heads, in eval mode; no graph recorded (``ta.no_grad()``, or nothing needs a gradient); ``is_causal``
-    False; and as the mask a boolean padding mask ``(B, 1, 1, L)`` (``F.padding_mask``) whose real tokens
-    come first in each row.
+def why_not_encoder_layer(layer, src, src_mask=None, is_causal=False):
+    """``None`` when a ``TransformerEncoderLayer`` runs at least one residual block as a fused node (each
+    block's own reason is ``why_not_self_attention_block`` / ``why_not_feed_forward_block``)."""
+    reason = _why_not_batch_first(src, layer.self_attn.embed_dim)
+    if reason:
+        return reason
+    route = encoder_layer(layer, src, src_mask)
+    if not (route.self_attention_block or route.feed_forward_block):
+        return "neither residual block runs as a fused node"
+    return None
 
-    This decides what the encoder returns, and so holds with fast paths on or off; the route below
-    decides only how the real tokens are computed. (PyTorch asks for a gradient of ``src`` and of the
-    first layer's parameters only; here no parameter of the stack may need one.)"""
-    layers = encoder.layers
-    if not encoder.enable_nested_tensor or not len(layers) or is_causal or src.ndim != 3:
-        return None
-    first = layers[0]
-    if (not _runs_own_forward(first, "TransformerEncoderLayer") or first.norm_first or first.training
-            or feed_forward_activation(first.activation) is None
-            or first.norm1.eps != first.norm2.eps or first.self_attn.num_heads % 2):
-        return None
-    B, L, _ = src.shape
-    mask = getattr(mask, "_data", mask)  # a tensor's array, or an array as it is
-    if getattr(mask, "dtype", None) != np.bool_ or mask.shape != (B, 1, 1, L):
-        return None
-    from .backend import namespace
-    from .tensor import records_graph
 
-    if records_graph([src, *encoder.parameters()]):
-        return None
-    real = mask[:, 0, 0, :]  # (B, L)
-    xp = namespace(real)
-    first_tokens = xp.arange(L)[None, :] < real.sum(axis=1)[:, None]  # each row's real tokens, moved to its start
-    return real if bool((real == first_tokens).all()) else None
+def why_not_decoder_layer(layer, tgt, memory, tgt_mask=None, memory_mask=None, tgt_is_causal=False):
+    """``None`` when a ``TransformerDecoderLayer`` runs its self-attention or feed-forward residual as a fused node."""
+    d_model = layer.self_attn.embed_dim
+    reason = _why_not_batch_first(tgt, d_model) or _why_not_batch_first(memory, d_model)
+    if reason:
+        return reason
+    route = decoder_layer(layer, tgt, tgt_mask)
+    if not (route.self_attention_block or route.feed_forward_block):
+        return "neither residual block runs as a fused node"
+    return None
 
 
 def why_not_attention_by_sequences(sentences, tokens):
     """``None`` when attention on the real tokens alone (``fast.encoder_on_real_tokens``) runs sentence by
     sentence (``fast.kernels.attention_by_sequences``: no padded batch) for ``sentences`` sentences of ``tokens``
     real tokens in all; else why it runs on the padded batch with its padding mask."""
-    if tokens < settings.sequence_attention_min_length * sentences:
+    if tokens < tuning.sequence_attention_min_length * sentences:
         return (f"the sentences average {tokens / max(sentences, 1):.3g} real tokens, under the sentence-by-sentence "
-                f"threshold {settings.sequence_attention_min_length:g}")
+                f"threshold {tuning.sequence_attention_min_length:g}")
     return None
-
-
-def runs_attention_by_sequences(sentences, tokens):
-    """Whether ``why_not_attention_by_sequences(sentences, tokens)`` is ``None``."""
-    return why_not_attention_by_sequences(sentences, tokens) is None
 
 
 def why_not_products_on_pool(elements):
     """``None`` when a residual block whose widest elementwise pass (hidden activations, or attention's scores) has
     ``elements`` elements runs, while a graph is recorded, with OpenBLAS on one thread and its products over the
     pool (``fast.parallel.products_on_pool``); else why it keeps OpenBLAS's threads."""
-    if not settings.products_on_pool:
-        return "turned off (ta.use_fast_paths(products_on_pool=False))"
-    if elements < settings.pool_min_elements:
-        return f"its widest pass, {elements:,} elements, is under the pool's threshold {settings.pool_min_elements:,}"
+    if not tuning.products_on_pool:
+        return "turned off (fast.tuning: products_on_pool=False)"
+    if elements < tuning.pool_min_elements:
+        return f"its widest pass, {elements:,} elements, is under the pool's threshold {tuning.pool_min_elements:,}"
     return None
+
+
+def self_attention_products_on_pool(x, num_heads, for_backward):
+    """Whether a ``SelfAttentionBlock`` on a padded batch ``x (B, L, E)`` runs its products over the pool: while a
+    graph is recorded, by ``why_not_products_on_pool`` for its scores ``(B, H, L, L)``."""
+    return (for_backward and type(x._data) is np.ndarray and x.ndim == 3
+            and why_not_products_on_pool(x.shape[0] * num_heads * x.shape[1] ** 2) is None)
+
+
+def feed_forward_products_on_pool(x, hidden, for_backward):
+    """Whether a ``FeedForwardBlock`` on ``x (…, E)`` with ``hidden`` units runs its products over the pool: while
+    a graph is recorded, by ``why_not_products_on_pool`` for its hidden activations ``(M, F)``."""
+    return (for_backward and type(x._data) is np.ndarray
+            and why_not_products_on_pool(x._data.size // max(1, x.shape[-1]) * hidden) is None)
+
+
+def transposed_products(rows):
+    """Whether inference on the real tokens alone, on ``rows (T, E)`` (an array), runs each product ``a Wᵀ`` as
+    ``(W aᵀ)ᵀ`` (``fast.blocks.times_weight_t``): on NumPy rows, up to ``transposed_products_rows`` of them."""
+    return type(rows) is np.ndarray and rows.ndim == 2 and rows.shape[0] <= tuning.transposed_products_rows
 
 
 def why_not_real_tokens_only(encoder, src, mask):
@@ -423,8 +330,6 @@ def why_not_real_tokens_only(encoder, src, mask):
 
 def _real_tokens_route(encoder, src, mask):
     """``(reason, activations)``: ``why_not_real_tokens_only``'s answer, and each layer's activation name."""
-    if not settings.enabled:
-        return FAST_OFF, None
     activations = []
     for i, layer in enumerate(encoder.layers):
         if not _runs_own_forward(layer, "TransformerEncoderLayer"):
@@ -436,38 +341,35 @@ def _real_tokens_route(encoder, src, mask):
     return None, activations
 
 
-def encoder(module, src, mask, is_causal):
-    """The route of ``TransformerEncoder.forward``: ``(real, activations)``, the real tokens ``(B, L)``
-    when the padding's outputs are zeros (``padding_to_zero``, else ``None``), and when the real tokens
-    are computed alone (``why_not_real_tokens_only``) each layer's activation name, else ``None``."""
-    real = padding_to_zero(module, src, mask, is_causal)
+def encoder(module, src, mask=None, is_causal=False):
+    """``(reason, real, activations)`` for ``TransformerEncoder.forward``: ``real``, the real tokens ``(B, L)`` when
+    the padding's outputs are zeros (``nn.transformer.padding_to_zero``, else ``None``), and, when the real tokens
+    are computed alone (``reason`` is ``None``), each layer's activation name."""
+    real = _transformer.padding_to_zero(module, src, mask, is_causal) if hasattr(src, "ndim") else None
     if real is None:
-        return None, None
+        return "the padding is computed (no padding to fill with zeros: padding_to_zero)", None, None
     reason, activations = _real_tokens_route(module, src, mask)
     _record(module, "padding", "fast.encoder_on_real_tokens (the real tokens alone; zeros at the padding)", reason)
     if activations and _TRACE is not None:
         _record(module, "attention on the real tokens", "fast.kernels.attention_by_sequences (sentence by sentence)",
                 why_not_attention_by_sequences(real.shape[0], int(real.sum())))
-    return real, activations
+    return reason, real, activations
+
+
+def why_not_encoder(module, src, mask=None, is_causal=False):
+    """``None`` when a ``TransformerEncoder`` computes a padded batch's real tokens alone
+    (``fast.encoder_on_real_tokens``)."""
+    return encoder(module, src, mask, is_causal)[0]
 
 
 # A layer asks for its route on every call, and the answer reads some thirty attributes of its parts,
-# a cost that shows on a small model. The answer changes only when one of them does: a module's
-# attribute is set or deleted (a submodule or parameter replaced, training mode, a dropout's p:
-# ``Module.__setattr__``, ``__delattr__``, ``train``, ``eval``), a parameter's array is replaced
-# (``Tensor.data``, ``Module.to``), or a setting changes (``use_fast_paths``). Each of those calls
-# ``changed()``, which forgets every remembered route. The input's shape and dtype, the mask's kind and
-# the layer class's own block methods are part of the key; ``explain`` always asks afresh.
+# a cost that shows on a small model. The answer changes only when one of them does, and each such change
+# (a module's attribute set or deleted, its training mode, a parameter's array replaced, the switch or the
+# tuning moved) calls ``dispatch.changed()``. A remembered route is used while ``dispatch.generation()`` is
+# the one it was found at. The input's shape and dtype, the mask's kind and the layer class's own block
+# methods are part of the key; ``explain`` always asks afresh.
 
-_REMEMBERED = {}  # (id(layer), x's shape, x's dtype, mask kind, _sa_block, _ff_block) -> (weakref(layer), route)
-_GENERATION = [0]  # how many times they were forgotten: a route found across a change is not kept
-
-
-def changed():
-    """Forget the remembered layer routes: a module, a parameter's array or a setting has changed."""
-    _GENERATION[0] += 1
-    if _REMEMBERED:
-        _REMEMBERED.clear()
+_REMEMBERED = {}  # (id(layer), x's shape, x's dtype, mask kind, _sa_block, _ff_block) -> (generation, layer, route)
 
 
 def _mask_kind(attn_mask):
@@ -482,13 +384,16 @@ def _layer_route(layer, x, attn_mask, ff_norm, ff_dropout):
         return _find_layer_route(layer, x, attn_mask, ff_norm, ff_dropout)
     cls = type(layer)
     key = (id(layer), x.shape, x.dtype, _mask_kind(attn_mask), cls._sa_block, cls._ff_block)
+    generation = dispatch.generation()
     remembered = _REMEMBERED.get(key)
-    if remembered is not None and remembered[0]() is layer:  # (a copy or unpickled layer may reuse a dead one's id)
-        return remembered[1]
-    generation = _GENERATION[0]
+    # (a copy or unpickled layer may reuse a dead one's id: the weak reference tells)
+    if remembered is not None and remembered[0] == generation and remembered[1]() is layer:
+        return remembered[2]
+    if len(_REMEMBERED) > 4096:  # stale entries of earlier generations
+        _REMEMBERED.clear()
     route = _find_layer_route(layer, x, attn_mask, ff_norm, ff_dropout)
-    if _GENERATION[0] == generation:  # nothing changed while the checks ran (another thread, say)
-        _REMEMBERED[key] = (weakref.ref(layer), route)
+    if dispatch.generation() == generation:  # nothing changed while the checks ran (another thread, say)
+        _REMEMBERED[key] = (generation, weakref.ref(layer), route)
     return route
 
 
@@ -497,7 +402,7 @@ def _find_layer_route(layer, x, attn_mask, ff_norm, ff_dropout):
     ff_reason = why_not_feed_forward_block(layer, ff_norm, x, ff_dropout)
     activation = None if ff_reason else feed_forward_activation(layer.activation)  # "relu", "gelu", "gelu_tanh"
     if _TRACE is not None:
-        keys, threshold = x.shape[1], settings.blocked_attention_min_keys
+        keys, threshold = x.shape[1], tuning.blocked_attention_min_keys
         whole_matrix = f" ({keys} keys, under the blocked-attention threshold {threshold})"
         _record(layer, "self-attention residual", "fast.SelfAttentionBlock" + whole_matrix, sa_reason)
         _record(layer, "feed-forward residual", f"fast.FeedForwardBlock ({activation})", ff_reason)
@@ -513,24 +418,13 @@ def _find_layer_route(layer, x, attn_mask, ff_norm, ff_dropout):
 
 # ----------------------------------------------------------------------------- the checks' helpers
 
-_LIBRARY = {}
-
-
-def _library():
-    """The layer classes and the layers' own block methods, looked up on first use (the layers
-    import this module, so it cannot import them at its top)."""
-    if not _LIBRARY:
-        from .nn import attention, functional, layers, transformer
-
-        _LIBRARY.update(
-            Linear=layers.Linear, LayerNorm=layers.LayerNorm, Dropout=layers.Dropout, ReLU=layers.ReLU,
-            GELU=layers.GELU, MultiHeadAttention=attention.MultiHeadAttention, relu=(functional.relu,),
-            TransformerEncoderLayer=transformer.TransformerEncoderLayer,
-            gelu=(functional.gelu,),
-            _sa_block=(transformer.TransformerEncoderLayer._sa_block, transformer.TransformerDecoderLayer._sa_block),
-            _ff_block=(transformer.TransformerEncoderLayer._ff_block, transformer.TransformerDecoderLayer._ff_block),
-        )
-    return _LIBRARY
+_LIBRARY = dict(
+    Linear=_layers.Linear, LayerNorm=_layers.LayerNorm, Dropout=_layers.Dropout, ReLU=_layers.ReLU,
+    GELU=_layers.GELU, MultiHeadAttention=_attention_module.MultiHeadAttention, relu=(_functional.relu,),
+    TransformerEncoderLayer=_transformer.TransformerEncoderLayer, gelu=(_functional.gelu,),
+    _sa_block=(_transformer.TransformerEncoderLayer._sa_block, _transformer.TransformerDecoderLayer._sa_block),
+    _ff_block=(_transformer.TransformerEncoderLayer._ff_block, _transformer.TransformerDecoderLayer._ff_block),
+)
 
 
 def _runs_own_forward(module, class_name):
@@ -538,12 +432,12 @@ def _runs_own_forward(module, class_name):
     in its own ``_routes_as``) and its ``forward`` is the class's (not one set on the instance, such as a
     wrapper that records activations): a fused path computes what it would."""
     cls = type(module)
-    return (cls.__dict__.get("_routes_as", cls) is (_LIBRARY or _library())[class_name]
+    return (cls.__dict__.get("_routes_as", cls) is _LIBRARY[class_name]
             and "forward" not in module.__dict__)
 
 
 def _own_methods(name):
-    return (_LIBRARY or _library())[name]
+    return _LIBRARY[name]
 
 
 def _name_in(layer, part):
@@ -575,8 +469,11 @@ _TRACE = None  # while ta.explain runs: {id(module): [(part, fast route, reason 
 
 
 def _record(module, part, fast_route, reason):
+    """While ``explain`` runs: note a route of ``module`` (once: a row's test and its run both ask)."""
     if _TRACE is not None and module is not None:
-        _TRACE.setdefault(id(module), []).append((part, fast_route, reason))
+        entries = _TRACE.setdefault(id(module), [])
+        if (part, fast_route, reason) not in entries:
+            entries.append((part, fast_route, reason))
 
 
 def explain(module, *inputs, file=None, **kwargs):
@@ -609,8 +506,6 @@ def explain(module, *inputs, file=None, **kwargs):
     dropout2 (Dropout): inside a fused node of its parent
     """
     global _TRACE
-    from .tensor import no_grad
-
     previous, _TRACE = _TRACE, {}
     try:
         with no_grad():
@@ -632,10 +527,12 @@ def explain(module, *inputs, file=None, **kwargs):
         elif any(id(parent) in called and _is_fused_part(trace[id(parent)], parent, sub)
                  for parent in _ancestors(module, name)):
             lines.append(f"{label}: inside a fused node of its parent")
-        elif isinstance(sub, _library()["Linear"]):
-            lines.append(f"{label}: {_describe('linear', 'fast.Linear', why_not_fused_linear())}")
-        elif isinstance(sub, _library()["LayerNorm"]):
-            lines.append(f"{label}: {_describe('layer norm', 'fast.Normalize', why_not_fused_layer_norm())}")
+        elif _routable(sub) and not dispatch.enabled():
+            lines.append(f"{label}: reference ({FAST_OFF})")
+        elif isinstance(sub, _LIBRARY["Linear"]):
+            lines.append(f"{label}: fast.Linear")
+        elif isinstance(sub, _LIBRARY["LayerNorm"]):
+            lines.append(f"{label}: fast.Normalize")
         elif _routable(sub):
             lines.append(f"{label}: not called")
         else:
@@ -656,7 +553,7 @@ def _describe(part, fast_route, reason):
 
 
 def _routable(module):
-    return isinstance(module, tuple(_library()[name] for name in ("Linear", "LayerNorm", "MultiHeadAttention"))) or (
+    return isinstance(module, tuple(_LIBRARY[name] for name in ("Linear", "LayerNorm", "MultiHeadAttention"))) or (
         hasattr(module, "_sa_block") and hasattr(module, "_ff_block"))
 
 

@@ -1,0 +1,143 @@
+"""The fast layer's rows of the table: for each reference unit, the router's test and the fused form that runs.
+
+``register()`` (called once, by ``tinyattn.fast``'s ``__init__``) puts them into ``tinyattn.dispatch``:
+
+    unit (reference)                               fast form                         the router's test
+    F.linear, nn.Linear (F._linear)                fast.Linear                       why_not_fused_linear
+    F.layer_norm, nn.LayerNorm (F._layer_norm)     fast.Normalize                    why_not_fused_layer_norm
+    F.cross_entropy (F._cross_entropy)             fast.CrossEntropy                 why_not_fused_cross_entropy
+    attention's softmax (F._softmax_over_allowed)  fast.MaskedSoftmax                why_not_masked_softmax
+    scaled dot-product attention (F._attention)    fast.BlockedAttention             why_not_blocked_attention
+                                                   fast.Attention                    why_not_fused_attention
+    nn.MultiHeadAttention                          fast.InProjection + PackedSelfAttention
+                                                                                     why_not_packed_self_attention
+    nn.TransformerEncoderLayer                     fast.SelfAttentionBlock, FeedForwardBlock
+                                                                                     why_not_encoder_layer
+    nn.TransformerDecoderLayer                     the same two blocks               why_not_decoder_layer
+    nn.TransformerEncoder                          fast.encoder_on_real_tokens       why_not_encoder
+    the leaves' gradients (tensor._accumulate_leaf) a fresh gradient kept, not copied (gradients.why_not_steal)
+
+A layer's row composes the layer as its reference ``forward`` does, with each residual block that the
+router allows as one fused node and the layer's own lines for the other.
+"""
+
+from .. import dispatch
+from ..masks import per_batch_mask, split_mask
+from ..nn import attention as _attention_module
+from ..nn import functional as F
+from ..nn import transformer as _transformer
+from ..tensor import Tensor, _accumulate_leaf
+from . import gradients, router
+from .blocked import blocked_attention
+from .blocks import encoder_on_real_tokens, feed_forward_block, self_attention_block
+from .nodes import Attention, CrossEntropy, InProjection, Linear, MaskedSoftmax, Normalize, packed_self_attention
+from .tuning import values as tuning
+
+# ----------------------------------------------------------------------------- functions
+
+
+def linear(input, weight, bias):
+    return Linear.apply(input, weight) if bias is None else Linear.apply(input, weight, bias)
+
+
+def layer_norm(input, ndim, weight, bias, eps):
+    if weight is not None and bias is not None:
+        return Normalize.apply(input, weight, bias, ndim=ndim, eps=eps)  # (…, *normalized_shape)
+    output = Normalize.apply(input, ndim=ndim, eps=eps)
+    if weight is not None:
+        output = output * weight
+    return output if bias is None else output + bias
+
+
+def cross_entropy(logits, target, ignore_index, reduction, label_smoothing):
+    return CrossEntropy.apply(logits, target=target, ignore_index=ignore_index, reduction=reduction,
+                              label_smoothing=label_smoothing)
+
+
+def masked_softmax(scores, allowed):
+    return MaskedSoftmax.apply(scores, *(() if allowed is None else (Tensor._wrap(allowed),)))
+
+
+def attention_blocked(query, key, value, attn_mask, dropout_p, is_causal, scale, need_weights):
+    return blocked_attention(query, key, value, attn_mask, is_causal, scale, tuning.attention_block_size), None
+
+
+def attention_fused(query, key, value, attn_mask, dropout_p, is_causal, scale, need_weights):
+    float_mask, allowed = split_mask(attn_mask)
+    options = dict(allowed=allowed, is_causal=is_causal, scale=scale, dropout_p=dropout_p)
+    return Attention.apply(query, key, value, *float_mask, **options), None  # one node
+
+
+# ----------------------------------------------------------------------------- layers
+
+
+def multi_head_attention(module, query, key=None, value=None, attn_mask=None, is_causal=False, need_weights=True):
+    """Self-attention without the weights: q, k and v by one GEMM, then attention and the heads merged by one node."""
+    q, k, v = module.q_proj, module.k_proj, module.v_proj
+    params = (q.weight, k.weight, v.weight) + ((q.bias, k.bias, v.bias) if q.bias is not None else ())
+    qkv = InProjection.apply(query, *params, num_heads=module.num_heads)  # (3, B, H, L, D)
+    dropout_p = module.dropout if module.training else 0.0
+    heads = packed_self_attention(qkv, per_batch_mask(attn_mask), dropout_p, is_causal)  # (B, L, E)
+    return module.out_proj(heads), None
+
+
+def _self_attention_residual(layer, x, attn_mask, is_causal, fused):
+    if fused:
+        return self_attention_block(x, layer.norm1, layer.self_attn, attn_mask, is_causal, layer.norm_first)
+    if layer.norm_first:
+        return x + layer._sa_block(layer.norm1(x), attn_mask, is_causal)
+    return layer.norm1(x + layer._sa_block(x, attn_mask, is_causal))
+
+
+def _feed_forward_residual(layer, x, norm, activation):
+    if activation:  # the activation's name: "relu", "gelu" or "gelu_tanh"
+        return feed_forward_block(x, norm, layer.linear1, layer.linear2, layer.norm_first, activation)
+    if layer.norm_first:
+        return x + layer._ff_block(norm(x))
+    return norm(x + layer._ff_block(x))
+
+
+def encoder_layer(layer, src, src_mask=None, is_causal=False):
+    route = router.encoder_layer(layer, src, src_mask)
+    x = _self_attention_residual(layer, src, src_mask, is_causal, route.self_attention_block)  # (B, S, E)
+    return _feed_forward_residual(layer, x, layer.norm2, route.feed_forward_block)  # (B, S, E)
+
+
+def decoder_layer(layer, tgt, memory, tgt_mask=None, memory_mask=None, tgt_is_causal=False):
+    route = router.decoder_layer(layer, tgt, tgt_mask)
+    x = _self_attention_residual(layer, tgt, tgt_mask, tgt_is_causal, route.self_attention_block)  # (B, T, E)
+    if layer.norm_first:
+        x = x + layer._ca_block(layer.norm2(x), memory, memory_mask)
+    else:
+        x = layer.norm2(x + layer._ca_block(x, memory, memory_mask))
+    return _feed_forward_residual(layer, x, layer.norm3, route.feed_forward_block)  # (B, T, E)
+
+
+def encoder(module, src, mask=None, is_causal=False):
+    _, real, activations = router.encoder(module, src, mask, is_causal)
+    x = encoder_on_real_tokens(module.layers, activations, src, mask, real)  # zeros at the padding
+    return x if module.norm is None else module.norm(x)  # (B, S, E)
+
+
+def register():
+    """Put the fast layer's rows into the table (once)."""
+    rows = [
+        (F._linear, "fast.Linear", router.why_not_fused_linear, linear),
+        (F._layer_norm, "fast.Normalize", router.why_not_fused_layer_norm, layer_norm),
+        (F._cross_entropy, "fast.CrossEntropy", router.why_not_fused_cross_entropy, cross_entropy),
+        (F._softmax_over_allowed, "fast.MaskedSoftmax", router.why_not_masked_softmax, masked_softmax),
+        (F._attention, "fast.BlockedAttention", router.why_not_blocked_attention, attention_blocked),
+        (F._attention, "fast.Attention", router.why_not_fused_attention, attention_fused),
+        (_attention_module.MultiHeadAttention, "fast.InProjection + fast.PackedSelfAttention",
+         router.why_not_packed_self_attention, multi_head_attention),
+        (_transformer.TransformerEncoderLayer, "fast.SelfAttentionBlock, fast.FeedForwardBlock",
+         router.why_not_encoder_layer, encoder_layer),
+        (_transformer.TransformerDecoderLayer, "fast.SelfAttentionBlock, fast.FeedForwardBlock",
+         router.why_not_decoder_layer, decoder_layer),
+        (_transformer.TransformerEncoder, "fast.encoder_on_real_tokens", router.why_not_encoder, encoder),
+        (_accumulate_leaf, "a fresh gradient kept as the leaf's .grad", gradients.why_not_steal,
+         gradients.steal),
+    ]
+    for unit, name, why_not, run in rows:
+        if not any(row.run is run for row in dispatch.rows(unit)):
+            dispatch.register(unit, name, why_not, run)
