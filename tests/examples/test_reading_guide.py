@@ -1,5 +1,6 @@
-"""The README's "Reading the source": its debugger recipe runs and stops in the reference softmax's
-backward, and the ``ta.explain`` lines it shows for the main example's model are what ``ta.explain`` prints."""
+"""The debugger recipe in the README and in docs/reading-the-source.md runs and stops in the reference
+softmax's backward, and the ``ta.explain`` lines that page shows for the main example's model are what
+``ta.explain`` prints."""
 
 import io
 import os
@@ -13,22 +14,28 @@ import numpy as np
 import tinyattn as ta
 
 ROOT = Path(__file__).resolve().parents[2]
+READING_GUIDE = ROOT / "docs" / "reading-the-source.md"
 
 
-def readme_block(name):
-    """The fenced block between ``<!-- name -->`` and ``<!-- /name -->`` in the README."""
-    text = (ROOT / "README.md").read_text()
+def marked_block(name, path=ROOT / "README.md"):
+    """The fenced block between ``<!-- name -->`` and ``<!-- /name -->`` in ``path``."""
+    text = path.read_text()
     match = re.search(rf"<!-- {name} -->\n```[a-z]*\n(.*?)```\n<!-- /{name} -->", text, re.S)
-    assert match, f"README has no {name} block"
+    assert match, f"{path.name} has no {name} block"
     return match.group(1)
+
+
+def test_the_reading_guide_shows_the_readme_s_debugger_recipe():
+    for name in ("debugger-recipe", "debugger-commands"):
+        assert marked_block(name, READING_GUIDE) == marked_block(name), name
 
 
 def test_the_debugger_recipe_stops_in_the_reference_softmax_backward(tmp_path):
     script = tmp_path / "step.py"
-    script.write_text(readme_block("debugger-recipe"))
+    script.write_text(marked_block("debugger-recipe"))
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     env.pop("PYTHONBREAKPOINT", None)
-    result = subprocess.run([sys.executable, str(script)], input=readme_block("debugger-commands"), text=True,
+    result = subprocess.run([sys.executable, str(script)], input=marked_block("debugger-commands"), text=True,
                             capture_output=True, env=env, cwd=tmp_path, timeout=120)
     assert result.returncode == 0, result.stderr
     out = result.stdout
@@ -38,7 +45,7 @@ def test_the_debugger_recipe_stops_in_the_reference_softmax_backward(tmp_path):
     assert "((2, 4, 5, 5), (2, 4, 5, 5))" in out, out
 
 
-def test_the_readme_shows_what_explain_prints_for_the_main_example():
+def test_the_reading_guide_shows_what_explain_prints_for_the_main_example():
     sys.path.insert(0, str(ROOT / "examples"))
     try:
         from reverse_digits import Reverser, make_batch
@@ -47,7 +54,7 @@ def test_the_readme_shows_what_explain_prints_for_the_main_example():
     model = Reverser(64, 4, 2)
     digits, _ = make_batch(np.random.default_rng(0), 64, 10, "cpu")
     printed = ta.explain(model, digits, file=io.StringIO()).splitlines()
-    shown = readme_block("explain-output").splitlines()
+    shown = marked_block("explain-output", READING_GUIDE).splitlines()
     missing = [line for line in shown if line not in printed]
     assert not missing, missing
     order = [printed.index(line) for line in shown]
