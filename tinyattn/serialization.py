@@ -29,7 +29,17 @@ Checkpoints written before the manifest existed (plain ``np.savez`` archives) st
 ``load``. ``benchmarks/checkpoint_corruption.py`` loads a small checkpoint truncated at every
 length and with each single bit flipped.
 
-``save`` is atomic. The archive is written to a temporary file in the target's folder,
+Two more kinds of value go in, for ``tinyattn.compat``'s ``torch.save``: an
+``argparse.Namespace`` (a script's arguments, kept in its checkpoint; it comes back as one), and
+an object that records how to rebuild itself (``__checkpoint_record__()`` returning its class
+path, its constructor's arguments and its state). ``load`` rebuilds such an object only through
+the ``rebuild`` function its caller passes (``tinyattn.compat.load`` passes one that admits the
+classes the caller allowlisted); without one it refuses, naming the class.
+
+``save`` and ``load`` take an open binary file as well as a path (``with open(p, "wb") as f:
+save(obj, f)``); writing into a file object the caller opened cannot be atomic.
+
+``save`` to a path is atomic. The archive is written to a temporary file in the target's folder,
 flushed and fsynced, and only then renamed onto the target with ``os.replace`` (atomic on
 POSIX and Windows). A crash mid-write leaves the previous checkpoint as it was.
 
@@ -44,6 +54,7 @@ POSIX and Windows). A crash mid-write leaves the previous checkpoint as it was.
 (dtype('float32'), 7, (0.9, 0.999))
 """
 
+import argparse
 import collections
 import collections.abc
 import contextlib
@@ -82,12 +93,14 @@ def save(obj, path):
     type, an object array, a set, an arbitrary object) raises ``TypeError`` or ``ValueError``
     naming where it sits, and nothing is written.
     """
+    if hasattr(path, "write"):  # an open binary file
+        manifest, arrays = _manifest(obj)
+        buffer = io.BytesIO()
+        _write_archive(buffer, manifest, arrays)
+        path.write(buffer.getvalue())
+        return
     path = _path(path, "save")
-    arrays = []  # (where, host array, manifest node), in the order the tree walk meets them
-    root = _encode(obj, (), arrays, set())
-    for (_, _, node), member in zip(arrays, _member_names([where for where, _, _ in arrays])):
-        node["array"] = member
-    manifest = json.dumps({"format": FORMAT, "root": root}, ensure_ascii=True, allow_nan=True)
+    manifest, arrays = _manifest(obj)
     folder = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(folder):
         raise FileNotFoundError(f"save: cannot write {path!r}: the folder {folder!r} does not exist")
@@ -96,7 +109,7 @@ def save(obj, path):
     descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666)
     try:
         with os.fdopen(descriptor, "wb") as file:
-            _write_archive(file, manifest.encode("ascii"), [(node["array"], array) for _, array, node in arrays])
+            _write_archive(file, manifest, arrays)
             file.flush()
             os.fsync(file.fileno())
         os.replace(temporary, path)
@@ -107,10 +120,20 @@ def save(obj, path):
     _fsync_folder(folder)
 
 
-def load(path):
+def _manifest(obj):
+    """The manifest's bytes and the ``(member, array)`` pairs of ``obj``'s arrays."""
+    arrays = []  # (where, host array, manifest node), in the order the tree walk meets them
+    root = _encode(obj, (), arrays, set())
+    for (_, _, node), member in zip(arrays, _member_names([where for where, _, _ in arrays])):
+        node["array"] = member
+    manifest = json.dumps({"format": FORMAT, "root": root}, ensure_ascii=True, allow_nan=True)
+    return manifest.encode("ascii"), [(node["array"], array) for _, array, node in arrays]
+
+
+def load(path, *, rebuild=None):
     """The structure saved at ``path``, verified against its manifest (see the module's docstring).
 
-    ``path`` is a ``str``, ``bytes`` or ``os.PathLike``. A missing file raises
+    ``path`` is a ``str``, ``bytes`` or ``os.PathLike``, or an open binary file. A missing file raises
     ``FileNotFoundError``, a folder ``IsADirectoryError``; a file that is not a whole
     checkpoint raises ``CheckpointError`` (a ``ValueError``); each names the file.
 
@@ -118,22 +141,35 @@ def load(path):
     arrays, as ``save`` wrote a module's ``state_dict``) still load, as an ``OrderedDict`` of
     NumPy arrays; only their members' zip CRCs can be checked, so such a file whose zip
     directory lost members cannot be told from a smaller one.
+
+    An object saved with its rebuild record comes back as ``rebuild(class_path, init, state)``
+    (``init``: ``{"args": [...], "kwargs": {...}}``); without ``rebuild`` a ``TypeError`` names it.
     """
+    if hasattr(path, "read"):  # an open binary file
+        name = getattr(path, "name", None) or f"<{type(path).__name__}>"
+        root, arrays = _verified(io.BytesIO(path.read()), str(name))
+        return _decode(root, arrays, rebuild)
     path = _path(path, "load")
     if not os.path.exists(path):
         raise FileNotFoundError(f"load: no checkpoint at {path!r}: the file does not exist")
     if os.path.isdir(path):
         raise IsADirectoryError(f"load: {path!r} is a folder, expected a checkpoint file written by tinyattn.save")
     with open(path, "rb") as file:
-        try:
-            return _read(file, path)
-        except CheckpointError:
-            raise
-        except Exception as error:  # whatever zipfile, json or NumPy make of a damaged file
-            raise CheckpointError(
-                f"load: {path!r} is not a readable tinyattn checkpoint (damaged or not a .npz archive): "
-                f"{type(error).__name__}: {error}"
-            ) from error
+        root, arrays = _verified(file, path)
+    return _decode(root, arrays, rebuild)
+
+
+def _verified(file, path):
+    """The manifest's root node and the arrays by member, every check passed (see ``_read``)."""
+    try:
+        return _read(file, path)
+    except CheckpointError:
+        raise
+    except Exception as error:  # whatever zipfile, json or NumPy make of a damaged file
+        raise CheckpointError(
+            f"load: {path!r} is not a readable tinyattn checkpoint (damaged or not a .npz archive): "
+            f"{type(error).__name__}: {error}"
+        ) from error
 
 
 # ----------------------------------------------------------------------------- saving
@@ -169,10 +205,18 @@ def _encode(value, where, arrays, active):
         return value
     if isinstance(value, complex):
         return {"complex": struct.pack("<dd", value.real, value.imag).hex()}
+    if isinstance(value, argparse.Namespace):
+        return {"namespace": _encode(vars(value), where, arrays, active)}
+    record = getattr(value, "__checkpoint_record__", None)
+    if record is not None and not isinstance(value, type):
+        class_path, init, state = record()
+        return {"object": class_path, "init": _encode(init, where + ("<init>",), arrays, active),
+                "state": _encode(state, where, arrays, active)}
     if not (isinstance(value, collections.abc.Mapping) or type(value) in (list, tuple)):
+        hint = "; save its state_dict() instead" if callable(getattr(value, "state_dict", None)) else ""
         raise TypeError(
             f"save: the value at {_describe(where)} is a {type(value).__name__}; expected a dict, list, tuple, "
-            "array, tensor, number, string or None"
+            f"array, tensor, number, string or None{hint}"
         )
     if id(value) in active:
         raise ValueError(f"save: the value at {_describe(where)} contains itself")
@@ -282,7 +326,8 @@ def _read(file, path):
             f"load: {path!r} is not a tinyattn checkpoint: expected a NumPy .npz (zip) archive, "
             "the file is not a zip archive (empty, truncated or something else?)"
         )
-    size = os.fstat(file.fileno()).st_size
+    size = file.seek(0, os.SEEK_END)
+    file.seek(0)
     with zipfile.ZipFile(file) as archive:
         infos = archive.infolist()
         for info in infos:  # reads stay inside the file whatever a damaged directory says
@@ -292,7 +337,7 @@ def _read(file, path):
         if len(set(names)) != len(names):
             raise damaged(f"its zip directory lists a member twice: {sorted(names)}")
         if MANIFEST not in names and not archive.comment:
-            return _read_plain(archive, names, damaged)
+            return _read_plain(archive, names, damaged), None
         if archive.comment != COMMENT:
             raise damaged(
                 f"its zip comment {archive.comment[:80]!r} is not the one tinyattn.save writes "
@@ -315,7 +360,7 @@ def _read(file, path):
         arrays = {}
         for where, node in leaves:
             arrays[node["array"]] = _verified_array(archive, node, where, damaged)
-        return _decode(manifest["root"], arrays)
+        return manifest["root"], arrays
 
 
 def _read_plain(archive, names, damaged):
@@ -339,6 +384,11 @@ def _array_nodes(node, where):
         elif "list" in node or "tuple" in node:
             for i, child in enumerate(node.get("list", node.get("tuple"))):
                 yield from _array_nodes(child, where + (i,))
+        elif "namespace" in node:
+            yield from _array_nodes(node["namespace"], where)
+        elif "object" in node:
+            yield from _array_nodes(node["init"], where + ("<init>",))
+            yield from _array_nodes(node["state"], where)
 
 
 def _verified_array(archive, node, where, damaged):
@@ -362,21 +412,34 @@ def _verified_array(archive, node, where, damaged):
     return array
 
 
-def _decode(node, arrays):
-    """The value a manifest node stands for (the inverse of ``_encode``)."""
+def _decode(node, arrays, rebuild=None):
+    """The value a manifest node stands for (the inverse of ``_encode``); ``arrays`` is ``None`` for
+    a plain ``np.savez`` archive, whose state dict ``node`` already is."""
+    if arrays is None:
+        return node
     if node is None or isinstance(node, (bool, int, float, str)):
         return node
     if "array" in node:
         array = arrays[node["array"]]
         return array[()] if node.get("scalar") else array
     if "dict" in node:
-        return collections.OrderedDict((key, _decode(child, arrays)) for key, child in node["dict"])
+        return collections.OrderedDict((key, _decode(child, arrays, rebuild)) for key, child in node["dict"])
     if "list" in node:
-        return [_decode(child, arrays) for child in node["list"]]
+        return [_decode(child, arrays, rebuild) for child in node["list"]]
     if "tuple" in node:
-        return tuple(_decode(child, arrays) for child in node["tuple"])
+        return tuple(_decode(child, arrays, rebuild) for child in node["tuple"])
     if "float" in node:
         return struct.unpack("<d", bytes.fromhex(node["float"]))[0]
     if "complex" in node:
         return complex(*struct.unpack("<dd", bytes.fromhex(node["complex"])))
+    if "namespace" in node:
+        return argparse.Namespace(**_decode(node["namespace"], arrays, rebuild))
+    if "object" in node:
+        if rebuild is None:
+            raise TypeError(
+                f"load: the checkpoint holds a whole {node['object']} object, which tinyattn.load does not rebuild; "
+                "load it with tinyattn.compat.load under tinyattn.compat.serialization.safe_globals([that class]), "
+                "or save and load its state_dict() instead"
+            )
+        return rebuild(node["object"], _decode(node["init"], arrays, rebuild), _decode(node["state"], arrays, rebuild))
     raise ValueError(f"unknown manifest node {sorted(node)}")

@@ -250,7 +250,7 @@ def test_a_custom_functions_backward_gets_compat_gradients():
 
 
 def test_compat_layers_inside_a_transformer_layer_are_compat_and_keep_the_fused_route():
-    from tinyattn import routes
+    from tinyattn.fast import router as routes
 
     layer = compat.nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0, batch_first=True, activation=compat.nn.GELU())
     assert isinstance(layer.linear1, compat.nn.Linear) and isinstance(layer.norm1, compat.nn.LayerNorm)

@@ -1,2 +1,123 @@
-"""placeholder"""
-from .. import load, save  # noqa: F401
+"""``torch.save`` / ``torch.load`` and ``torch.serialization``'s allowlist, without pickle.
+
+Checkpoints are tinyattn's ``.npz`` archives with a manifest (``tinyattn.save``): nested dicts,
+lists and tuples of tensors, arrays, numbers, strings, ``None`` and ``argparse.Namespace``; paths or
+open binary files. ``load`` returns tensors as NumPy arrays (``Module.load_state_dict`` and the
+optimizers take them as they are).
+
+A whole model (``torch.save(model, f)``) is stored as its class, its constructor's arguments and
+its ``state_dict()``. ``torch.load`` rebuilds it only for a class the caller allowlists, as torch's
+``weights_only`` loading does for the classes in a pickle:
+
+>>> import io
+>>> import tinyattn.compat as torch
+>>> buffer = io.BytesIO()
+>>> torch.save(torch.nn.Linear(3, 2), buffer)
+>>> _ = buffer.seek(0)
+>>> torch.load(buffer)  # doctest: +ELLIPSIS
+Traceback (most recent call last):
+...
+_pickle.UnpicklingError: Weights only load failed: the checkpoint holds a whole tinyattn.compat.nn.Linear ...
+>>> _ = buffer.seek(0)
+>>> with torch.serialization.safe_globals([torch.nn.Linear]):
+...     model = torch.load(buffer)
+>>> model
+Linear(in_features=3, out_features=2, bias=True)
+"""
+
+import contextlib
+import pickle
+
+import numpy as np
+
+from .. import serialization as _native
+from .nn import Module, class_path
+
+__all__ = ["save", "load", "safe_globals", "add_safe_globals", "get_safe_globals", "clear_safe_globals"]
+
+_SAFE_GLOBALS = []  # classes allowed everywhere (add_safe_globals)
+_SCOPED = []  # classes allowed inside the active safe_globals blocks
+
+
+def save(obj, f, pickle_module=None, pickle_protocol=2, _use_new_zipfile_serialization=True,
+         _disable_byteorder_record=False):
+    """Write ``obj`` to ``f`` (a path or an open binary file); see the module."""
+    if pickle_module is not None:
+        raise ValueError("torch.save: tinyattn.compat never pickles; leave pickle_module unset")
+    _native.save(obj, f)
+
+
+def load(f, map_location=None, pickle_module=None, *, weights_only=None, mmap=None, **pickle_load_args):
+    """What ``save`` wrote to ``f``. ``map_location`` may name the CPU (everything loads there);
+    a whole model comes back only for an allowlisted class, whatever ``weights_only`` says."""
+    if pickle_module is not None:
+        raise ValueError("torch.load: tinyattn.compat never unpickles; leave pickle_module unset")
+    _check_location(map_location)
+    return _native.load(f, rebuild=_rebuild)
+
+
+def _check_location(map_location):
+    from . import cuda
+
+    name = str(map_location) if isinstance(map_location, str) or hasattr(map_location, "type") else ""
+    if name.startswith("cuda") and not cuda.is_available():
+        raise RuntimeError("Attempting to deserialize object on a CUDA device but torch.cuda.is_available() is False. "
+                           "If you are running on a CPU-only machine, please use torch.load with "
+                           "map_location=torch.device('cpu') to map your storages to the CPU.")
+
+
+def _rebuild(path, init, state):
+    allowed = {class_path(cls): cls for cls in _SAFE_GLOBALS + _SCOPED}
+    cls = allowed.get(path)
+    if cls is None:
+        name = path.rsplit(".", 1)[-1]
+        raise pickle.UnpicklingError(
+            f"Weights only load failed: the checkpoint holds a whole {path} model, which is rebuilt only for an "
+            f"allowlisted class: with torch.serialization.safe_globals([{name}]): torch.load(f) "
+            f"(or torch.serialization.add_safe_globals([{name}])). Or save model.state_dict() and load it into a "
+            "model built in code."
+        )
+    model = cls(*init["args"], **init["kwargs"])
+    if isinstance(model, Module):
+        _load_state(model, state["state_dict"])
+        for name, module in model.named_modules():
+            if name in state["training"]:
+                object.__setattr__(module, "training", state["training"][name])
+    return model
+
+
+def _load_state(model, state_dict):
+    """Load ``state_dict``, first casting the model to the dtype its floating-point values were saved in."""
+    dtypes = {np.asarray(v).dtype for v in state_dict.values() if np.asarray(v).dtype.kind == "f"}
+    own = {p.dtype for p in model.parameters() if p.dtype.kind == "f"}
+    if len(dtypes) == 1 and dtypes != own:
+        model.to(dtypes.pop())
+    model.load_state_dict(state_dict)
+
+
+class safe_globals(contextlib.ContextDecorator):
+    """``with torch.serialization.safe_globals([MyModel]):``: the classes ``load`` may rebuild in the block."""
+
+    def __init__(self, safe_globals):
+        self.classes = [item[0] if isinstance(item, tuple) else item for item in safe_globals]
+
+    def __enter__(self):
+        _SCOPED.extend(self.classes)
+        return self
+
+    def __exit__(self, *exc):
+        del _SCOPED[len(_SCOPED) - len(self.classes):]
+        return False
+
+
+def add_safe_globals(safe_globals):
+    """Allow ``load`` to rebuild these classes from now on."""
+    _SAFE_GLOBALS.extend(item[0] if isinstance(item, tuple) else item for item in safe_globals)
+
+
+def get_safe_globals():
+    return list(_SAFE_GLOBALS)
+
+
+def clear_safe_globals():
+    _SAFE_GLOBALS.clear()

@@ -122,6 +122,20 @@ Tanh = _compat_layer(_native.Tanh)
 LazyLinear.cls_to_become = Linear
 
 
+class Sigmoid(Module):
+    """``σ(x) = 1 / (1 + e⁻ˣ)``, elementwise."""
+
+    def forward(self, input):
+        return input.sigmoid()
+
+
+class SiLU(Module):
+    """``x · σ(x)`` (swish), elementwise."""
+
+    def forward(self, input):
+        return functional.silu(input)
+
+
 class Sequential(Module, _native.Sequential):
     pass
 
@@ -431,6 +445,9 @@ class Transformer(Module):
     def generate_square_subsequent_mask(sz, device=None, dtype=None):
         """PyTorch's float causal mask: ``-inf`` above the diagonal, ``0`` elsewhere."""
         return as_compat(triu(full((sz, sz), float("-inf"), dtype=dtype, device=device), diagonal=1))
+
+
+from .rnn import GRU, LSTM, RNN  # noqa: E402,F401  (they subclass Module above)
 
 
 def __getattr__(name):

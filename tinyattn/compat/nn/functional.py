@@ -18,7 +18,7 @@ from ...nn.functional import (
 from ...nn.functional import scaled_dot_product_attention as _native_sdpa
 
 __all__ = ["cross_entropy", "dropout", "embedding", "gelu", "layer_norm", "linear", "log_softmax", "mse_loss",
-           "nll_loss", "one_hot", "pad", "relu", "softmax", "scaled_dot_product_attention", "tanh", "sigmoid"]
+           "nll_loss", "one_hot", "pad", "relu", "softmax", "scaled_dot_product_attention", "tanh", "sigmoid", "silu"]
 
 
 def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None):
@@ -26,6 +26,11 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     output, _ = _native_sdpa(query, key, value, attn_mask=attn_mask, dropout_p=dropout_p, is_causal=is_causal,
                              scale=scale, need_weights=False)
     return output
+
+
+def silu(input, inplace=False):
+    """``x · σ(x)`` (swish)."""
+    return input * input.sigmoid()
 
 
 def tanh(input):
