@@ -151,8 +151,8 @@ def after_blas(repeat):
 def gelu_blocks(repeat):
     """``fast.activations.gelu`` with its slope (the exact GELU as the feed-forward block runs it, a few dozen
     NumPy passes per block of ``tuning.values.activation_block`` elements) over 1024×1024 float32, in four pieces
-    of rows, one after another and on the pool, for several block sizes. Each pass is one call that holds the GIL on its way
-    in and out: the smaller the block, the more calls, and the more the pool's threads wait for each other."""
+    of rows, one after another and on the pool, for several block sizes. Each pass is one call that holds the GIL on
+    its way in and out: the smaller the block, the more calls, and the more the pool's threads wait for each other."""
     from tinyattn.fast import activations
 
     z = np.random.default_rng(0).standard_normal((1024, 1024), dtype=np.float32)

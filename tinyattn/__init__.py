@@ -65,7 +65,6 @@ from .ops_extra import (
     from_numpy,
     gather,
     is_tensor,
-    log_softmax,
     max,
     maximum,
     min,
@@ -76,7 +75,6 @@ from .ops_extra import (
     randint,
     repeat_interleave,
     sin,
-    softmax,
     std,
     topk,
     tril,
@@ -92,15 +90,15 @@ if os.environ.get("TINYATTN_KEEP_FREED_MEMORY") == "1":  # an opt-in: it changes
 
 # the floors above the engine, imported once the engine is complete: the reference layer, then the fast
 # layer, which registers its rows into dispatch's table, then the tooling
-from . import (  # noqa: E402  # noqa: E402
-    autograd,
-    fast,  # noqa: E402
-    interop,
-    nn,
-    optim,
-    testing,
-    viz,
-)
+# isort: split
+from . import autograd, interop, nn, optim  # noqa: E402
+from .nn.functional import log_softmax, softmax  # noqa: E402
+
+# isort: split
+from . import fast  # noqa: E402
+
+# isort: split
+from . import testing, viz  # noqa: E402
 from .dispatch import use_fast_paths  # noqa: E402
 from .fast.router import explain  # noqa: E402
 from .serialization import CheckpointError, load, save  # noqa: E402

@@ -300,18 +300,6 @@ def bmm(input, mat2):
     return matmul(input, mat2)
 
 
-def softmax(input, dim, dtype=None):
-    from .nn import functional as F  # the layers' floor: imported when called
-
-    return F.softmax(input if dtype is None else input.to(dtype), dim)
-
-
-def log_softmax(input, dim, dtype=None):
-    from .nn import functional as F
-
-    return F.log_softmax(input if dtype is None else input.to(dtype), dim)
-
-
 # ----------------------------------------------------------------------------- no gradient
 
 
@@ -430,7 +418,6 @@ Tensor.max, Tensor.min, Tensor.argmax, Tensor.argmin, Tensor.topk = max, min, ar
 Tensor.maximum, Tensor.minimum = maximum, minimum
 Tensor.std, Tensor.norm = std, norm
 Tensor.repeat, Tensor.repeat_interleave, Tensor.tril, Tensor.triu = repeat, repeat_interleave, tril, triu
-Tensor.softmax, Tensor.log_softmax = softmax, log_softmax
 Tensor.all, Tensor.any, Tensor.nonzero = all, any, nonzero
 Tensor.pow = lambda self, exponent: self**exponent
 Tensor.add = lambda self, other, alpha=1: self + (other if alpha == 1 else other * alpha)

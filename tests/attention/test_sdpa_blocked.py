@@ -7,6 +7,7 @@ output and every gradient, with the blocked path forced on small inputs and bloc
 taken only where it should be).
 """
 
+import contextlib
 import math
 import tracemalloc
 
@@ -18,14 +19,15 @@ from torch_parity import host
 
 import tinyattn as ta
 import tinyattn.nn.functional as F
-from tinyattn.fast import BlockedAttention, MaskedSoftmax, blocked_attention
-from tinyattn.fast.blocked import BLOCK_SIZE
+from tinyattn.fast import BlockedAttention, MaskedSoftmax, blocked_attention, tuning
 from tinyattn.testing import gradcheck
 
 
+@contextlib.contextmanager
 def blocked_path(block_size):
     """Send every ``need_weights=False`` call without dropout down the blocked path."""
-    return ta.use_fast_paths(True, blocked_attention_min_keys=0, attention_block_size=block_size)
+    with ta.use_fast_paths(True), tuning.tuned(blocked_attention_min_keys=0, attention_block_size=block_size):
+        yield
 
 
 
@@ -199,7 +201,7 @@ def test_gradcheck_through_the_blocked_path(device):
 
 
 def test_the_path_is_chosen_by_need_weights_dropout_dtype_and_length(device):
-    with ta.use_fast_paths(blocked_attention_min_keys=6):
+    with tuning.tuned(blocked_attention_min_keys=6):
         chosen_paths(device)
 
 
@@ -223,11 +225,12 @@ def test_default_block_size_and_threshold(device):
     q, k, v = (rng.standard_normal(s) for s in [(2, 1, 37, 8), (2, 1, 1100, 8), (2, 1, 1100, 5)])
     mask = rng.random((37, 1100)) < 0.9
     upstream = rng.standard_normal((2, 1, 37, 5))
-    case = dict(is_causal=True, scale=None, block_size=BLOCK_SIZE)
+    case = dict(is_causal=True, scale=None, block_size=tuning.values.attention_max_block)
     leaves = [ta.tensor(a, requires_grad=True, device=device) for a in (q, k, v)]
     out, _ = F.scaled_dot_product_attention(*leaves, attn_mask=ta.tensor(mask, device=device), is_causal=True,
                                             need_weights=False)
-    assert isinstance(out._ctx, BlockedAttention) and BLOCK_SIZE < 1100 and 1100 % BLOCK_SIZE
+    most = tuning.values.attention_max_block
+    assert isinstance(out._ctx, BlockedAttention) and most < 1100 and 1100 % most
     out.backward(ta.tensor(upstream, device=device))
     expected_out, expected_grads = attend(q, k, v, mask, upstream, case, device, blocked=False)
     np.testing.assert_allclose(out.numpy(), expected_out, rtol=1e-10, atol=1e-12)

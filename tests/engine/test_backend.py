@@ -186,5 +186,5 @@ def test_keep_freed_memory_lets_the_next_step_reuse_a_freed_block():
         assert ta.backend.keep_freed_memory(True)
         kept = min(faults_of_a_second_allocation() for _ in range(3))
     finally:
-        ta.backend.keep_freed_memory(True)
+        ta.backend.keep_freed_memory(False)  # as at import: tinyattn leaves malloc's settings alone unless asked
     assert kept < released, (kept, released)

@@ -3,7 +3,6 @@
 - ``F.linear`` is one fused node (batch folded into rows): it must agree with ``x @ W.T + b``;
 - ``layer_norm`` with weight and bias is one fused node: it must agree with the composed formula
   (``test_functional`` checks the same through its fused table; here the partial-affine cases too);
-- multi-head attention's ``SplitHeads``/``MergeHeads`` must agree with reshape + transpose;
 - the graph walk sums a gradient in place only in arrays it made itself: upstream gradients are
   never written to and no two ``.grad`` arrays share memory;
 - modules reach their parameters by plain attribute lookup, and the cached parameter list
@@ -20,7 +19,7 @@ import tinyattn as ta
 import tinyattn.nn as nn
 import tinyattn.nn.functional as F
 from tinyattn import testing as tt
-from tinyattn.fast import FeedForwardBlock, MergeHeads, SplitHeads
+from tinyattn.fast import FeedForwardBlock, gradients
 
 DEVICES = ["cpu", "strict", pytest.param("cuda", marks=pytest.mark.cuda)]  # cuda: skipped without a GPU
 
@@ -182,26 +181,6 @@ def test_transformer_layers_use_the_fused_blocks_only_when_no_dropout_acts(layer
     assert not {"SelfAttentionBlock", "FeedForwardBlock"} & node_types(y)
 
 
-# ----------------------------------------------------------------------------- heads
-
-
-@pytest.mark.parametrize("device", DEVICES)
-@given(B=st.integers(1, 3), L=st.integers(1, 4), H=st.integers(1, 3), D=st.integers(1, 3),
-       seed=st.integers(0, 2**32 - 1))
-def test_split_and_merge_heads_match_reshape_and_transpose(device, B, L, H, D, seed):
-    rng = np.random.default_rng(seed)
-    x, upstream = rng.standard_normal((B, L, H * D)), rng.standard_normal((B, H, L, D))
-
-    fused = _run(lambda t: SplitHeads.apply(t, num_heads=H), [x], [True], upstream, device)
-    composed = _run(lambda t: t.reshape(B, L, H, D).transpose(1, 2), [x], [True], upstream, device)
-    _assert_same(fused, composed)
-
-    heads = rng.standard_normal((B, H, L, D))
-    fused = _run(MergeHeads.apply, [heads], [True], x, device)
-    composed = _run(lambda t: t.transpose(1, 2).reshape(B, L, H * D), [heads], [True], x, device)
-    _assert_same(fused, composed)
-
-
 # ----------------------------------------------------------------------------- in-place accumulation
 
 
@@ -320,8 +299,8 @@ def test_a_gradient_that_someone_else_holds_is_copied_and_a_fresh_one_is_kept():
 def test_fresh_reference_count_is_measured_with_any_tracer_switched_off():
     import sys
 
-    tensor_module = sys.modules["tinyattn.tensor"]
-    plain = tensor_module._fresh_references()
+    gradients.measure()
+    plain = gradients._FRESH_REFERENCES[0]
     seen = []
 
     def tracer(frame, event, arg):  # a debugger's variable view: reads every frame's locals
@@ -330,10 +309,10 @@ def test_fresh_reference_count_is_measured_with_any_tracer_switched_off():
 
     sys.settrace(tracer)
     try:
-        traced = tensor_module._fresh_references()
+        gradients.measure()
     finally:
         sys.settrace(None)
-    assert traced == plain == tensor_module._FRESH_REFERENCES and seen
+    assert gradients._FRESH_REFERENCES[0] == plain and seen
 
 
 def test_a_taken_gradient_is_never_written_while_a_view_of_it_is_pending():

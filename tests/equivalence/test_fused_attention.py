@@ -26,7 +26,7 @@ import tinyattn as ta
 import tinyattn.nn as nn
 import tinyattn.nn.functional as F
 from tinyattn import testing as tt
-from tinyattn.fast import Attention, InProjection, PackedSelfAttention, packed_self_attention
+from tinyattn.fast import Attention, InProjection, PackedSelfAttention, packed_self_attention, tuning
 from tinyattn.testing import gradcheck
 
 DEVICES = ["cpu", "strict", pytest.param("cuda", marks=pytest.mark.cuda)]  # cuda: skipped without a GPU
@@ -298,7 +298,7 @@ def test_attention_backward_reads_each_rows_sum_from_the_output(monkeypatch, pat
     elif kind == "float_inf":
         mask = np.where(rng.random((Lq, Lk)) < 0.3, -math.inf, rng.standard_normal((Lq, Lk)))
     calls = []
-    with ta.use_fast_paths(piece_elements=piece_elements or ta.routes.settings.piece_elements):
+    with tuning.tuned(piece_elements=piece_elements or tuning.values.piece_elements):
         out, weights, keep = kernels.attention(q, k, v, mask, allowed, causal, 0.7, dropout)
         grad = rng.standard_normal(out.shape)
         for name in ("_attention_backward_whole", "_attention_backward_by_slices", "_query_pieces"):  # backward's

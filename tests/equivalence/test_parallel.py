@@ -21,10 +21,11 @@ import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from threadpoolctl import threadpool_info
 
 import tinyattn as ta
 from tinyattn import backend
-from tinyattn.fast import kernels, parallel
+from tinyattn.fast import kernels, parallel, router, tuning
 from tinyattn.fast.blocked import blocked_attention
 
 NEVER = 1 << 62
@@ -33,9 +34,9 @@ MULTICORE = pytest.mark.skipif(parallel.thread_count() < 2, reason="the pool has
 
 def pooled_and_single(fn, piece_elements):
     """``fn()`` with the pool on every pass, then with the pool out of reach; the same pieces both times."""
-    with ta.use_fast_paths(pool_min_elements=0, piece_elements=piece_elements):
+    with tuning.tuned(pool_min_elements=0, piece_elements=piece_elements):
         pooled = fn()
-    with ta.use_fast_paths(pool_min_elements=NEVER, piece_elements=piece_elements):
+    with tuning.tuned(pool_min_elements=NEVER, piece_elements=piece_elements):
         single = fn()
     return pooled, single
 
@@ -67,7 +68,7 @@ def test_layer_norm_rows_pooled_is_bit_identical(M, N, affine, dtype, pieces, se
 
     pooled, single = pooled_and_single(run, pieces)
     assert_identical(pooled, single)
-    with ta.use_fast_paths(piece_elements=NEVER):  # one piece: the whole-array form
+    with tuning.tuned(piece_elements=NEVER):  # one piece: the whole-array form
         whole = run()
     tol = dict(rtol=1e-5, atol=1e-6) if dtype == np.float32 else dict(rtol=1e-12, atol=1e-13)
     for a, b in zip(pooled, whole):  # the pieces compute what the whole-array form does, to round-off
@@ -197,7 +198,7 @@ def test_attention_pooled_is_bit_identical(case):
 
 def assert_close_to_whole(run, pieces, dtype):
     """The pieces compute what the one-piece form (``_attention_whole``…) does, to round-off."""
-    with ta.use_fast_paths(piece_elements=NEVER):
+    with tuning.tuned(piece_elements=NEVER):
         whole = run()
     tol = dict(rtol=1e-5, atol=1e-5) if dtype == np.float32 else dict(rtol=1e-12, atol=1e-12)
     for a, b in zip(pieces, whole):
@@ -214,10 +215,10 @@ def test_attention_pieces_of_several_batch_elements(mask):
     case = dict(B=9, H=2, Lq=5, Lk=5, E=3, Ev=4, dtype=np.float32, pieces=200, mask=mask, is_causal=mask == "none",
                 dropout_p=0.0, seed=3)
     q, k, v, grad, float_mask, allowed = attention_inputs(case)
-    with ta.use_fast_paths(piece_elements=case["pieces"]):
+    with tuning.tuned(piece_elements=case["pieces"]):
         pieces = kernels.batch_slices(q, (q, k, v), 5, 5)
     # 200 // (25 · 2) = 4 batch elements would fit a piece, but 9 // MIN_BATCH_PIECES = 2 leaves four pieces or more
-    assert kernels.MIN_BATCH_PIECES == 4
+    assert tuning.values.min_batch_pieces == 4
     assert pieces == [(slice(b, min(b + 2, 9)), slice(None)) for b in range(0, 9, 2)]
     scale = 1 / math.sqrt(case["E"])
 
@@ -275,7 +276,7 @@ def test_blocked_attention_pooled_is_bit_identical(case, block_size):
 
 
 def test_pieces_depend_on_the_shape_only():
-    with ta.use_fast_paths(piece_elements=100):
+    with tuning.tuned(piece_elements=100):
         assert parallel.pieces(10, 10) == [(0, 10)]
         assert parallel.pieces(25, 10) == [(0, 9), (9, 18), (18, 25)]
         assert parallel.pieces(25, 10, most_items=5) == [(0, 5), (5, 10), (10, 15), (15, 20), (20, 25)]
@@ -302,18 +303,16 @@ def threads_used(like, ranges=((0, 1), (1, 2)), elements=None):
 
 @MULTICORE
 def test_the_pool_runs_pieces_on_two_threads_at_once():
-    with ta.use_fast_paths(pool_min_elements=0):
+    with tuning.tuned(pool_min_elements=0):
         assert len(threads_used(np.zeros(4))) == 2
 
 
 def test_the_pool_stays_off_where_it_does_not_apply():
     me = {threading.get_ident()}
-    with ta.use_fast_paths(False, pool_min_elements=0):  # reference mode
-        assert threads_used(np.zeros(4)) == me
-    with ta.use_fast_paths(pool_min_elements=1000):  # below the threshold
+    with tuning.tuned(pool_min_elements=1000):  # below the threshold
         assert threads_used(np.zeros(4)) == me
         assert threads_used(np.zeros(4), elements=999) == me
-    with ta.use_fast_paths(pool_min_elements=0):
+    with tuning.tuned(pool_min_elements=0):
         assert threads_used(backend.to_device(np.zeros(4), "strict")) == me  # not a NumPy array (as CuPy's)
         assert threads_used(np.zeros(4), ranges=[(0, 4)]) == me  # one piece
 
@@ -330,7 +329,7 @@ def test_a_task_error_reaches_the_caller_and_the_pool_goes_on():
         if start == 1:
             raise ValueError("piece 1 failed")
 
-    with ta.use_fast_paths(pool_min_elements=0):
+    with tuning.tuned(pool_min_elements=0):
         with pytest.raises(ValueError, match="piece 1 failed"):
             parallel.run(task, [(0, 1), (1, 2), (2, 3)], np.zeros(3))
         out = np.zeros(6)
@@ -338,9 +337,12 @@ def test_a_task_error_reaches_the_caller_and_the_pool_goes_on():
         assert out.sum() == 6
 
 
-@pytest.mark.skipif(parallel._openblas() is None, reason="NumPy's BLAS here is not an OpenBLAS this process finds")
-def test_one_blas_thread_sets_openblas_to_one_thread_and_back():
-    _, get_threads = parallel._openblas()
+def get_threads():
+    """The thread count of the BLAS that NumPy loaded, as ``threadpoolctl`` reads it."""
+    return [info["num_threads"] for info in threadpool_info() if info["user_api"] == "blas"][0]
+
+
+def test_one_blas_thread_sets_the_blas_to_one_thread_and_back():
     before = get_threads()
     with parallel.one_blas_thread():
         assert get_threads() == 1
@@ -357,15 +359,15 @@ def test_thread_count_follows_the_blas_setting(monkeypatch):
     monkeypatch.setenv("OPENBLAS_NUM_THREADS", "1")
     assert parallel.thread_count() == 1
     monkeypatch.setenv("OPENBLAS_NUM_THREADS", "64")
-    assert parallel.thread_count() == parallel.MAX_THREADS
+    assert parallel.thread_count() == tuning.values.max_threads
     monkeypatch.delenv("OPENBLAS_NUM_THREADS")
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
-    assert 1 <= parallel.thread_count() <= parallel.MAX_THREADS
+    assert 1 <= parallel.thread_count() <= tuning.values.max_threads
 
 
 @MULTICORE
 def test_shutdown_then_a_new_pool():
-    with ta.use_fast_paths(pool_min_elements=0):
+    with tuning.tuned(pool_min_elements=0):
         threads_used(np.zeros(4))
         parallel.shutdown()
         assert len(threads_used(np.zeros(4))) == 2
@@ -374,7 +376,7 @@ def test_shutdown_then_a_new_pool():
 @MULTICORE
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork here")
 def test_the_pool_works_in_a_forked_child():
-    with ta.use_fast_paths(pool_min_elements=0):
+    with tuning.tuned(pool_min_elements=0):
         threads_used(np.zeros(4))  # the parent's pool exists
         pid = os.fork()
         if pid == 0:  # the child: exit status 0 only if its pool ran both pieces at once
@@ -388,8 +390,8 @@ def test_the_pool_works_in_a_forked_child():
 
 
 def test_the_interpreter_exits_with_the_pool_started():
-    code = ("import numpy as np, tinyattn as ta; from tinyattn.fast import kernels\n"
-            "with ta.use_fast_paths(pool_min_elements=0, piece_elements=64):\n"
+    code = ("import numpy as np, tinyattn as ta; from tinyattn.fast import kernels, tuning\n"
+            "with tuning.tuned(pool_min_elements=0, piece_elements=64):\n"
             "    y, _ = kernels.layer_norm_rows(np.ones((100, 16)), None, None, 1e-5)\n"
             "print(y.shape)")
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([os.getcwd(), os.environ.get("PYTHONPATH", "")]))
@@ -422,7 +424,7 @@ def test_attention_pieces_with_long_keys_are_not_a_few_rows_each():
     assert min(stop - start for start, stop in ranges) >= 64 and elements == 0
     ranges, elements = kernels._query_pieces(like, 128, 128, (8, 8), 32)  # medium: pooled, one BLAS thread each
     assert len(ranges) > 1 and elements == 128 * 8 * 8 * 128
-    assert max(stop - start for start, stop in ranges) * 128 * 32 <= parallel.BLAS_ONE_THREAD_MNK
+    assert max(stop - start for start, stop in ranges) * 128 * 32 <= tuning.values.blas_one_thread_mnk
 
 
 # ----------------------------------------------------------------------------- products over the pool
@@ -435,7 +437,7 @@ def test_matmul_over_the_pool_is_the_product_and_pooled_bit_identical(monkeypatc
     """Inside ``products_on_pool``, ``parallel.matmul`` is ``a @ b`` to round-off, for row-major operands and
     transposed views alike (as the blocks pass ``Wᵀ`` and ``Gᵀ``); pooled, it gives bit for bit what its pieces
     give one after another."""
-    monkeypatch.setattr(parallel, "BLAS_ONE_THREAD_MNK", 0)  # every product is cut here, however small
+    monkeypatch.setattr(tuning.values, "blas_one_thread_mnk", 0)  # every product is cut here, however small
     monkeypatch.setattr(parallel, "thread_count", lambda: 3)  # three pieces, whatever the machine
     monkeypatch.setattr(parallel._products, "on_pool", True)
     rng = np.random.default_rng(seed)
@@ -468,14 +470,12 @@ def test_matmul_is_the_blas_product_outside_a_block_for_small_products_and_one_t
     assert len(ran) == 1 and ran[0][1] == [(0, 128), (128, 256)]  # one piece of rows per thread
 
 
-@pytest.mark.skipif(parallel._openblas() is None, reason="NumPy's BLAS here is not an OpenBLAS this process finds")
 def test_blocks_large_enough_for_the_pool_record_with_openblas_on_one_thread(monkeypatch):
     """``products_on_pool``: a block whose passes go to the pool runs its forward (while a graph is recorded) and its
     backward with OpenBLAS on one thread; inference, a block too small for the pool and the setting off keep
     OpenBLAS's threads."""
     from tinyattn.fast import blocks
 
-    _, get_threads = parallel._openblas()
     before, seen, in_backward = get_threads(), [], []
     if before < 2:
         pytest.skip("OpenBLAS runs one thread here: one thread and its own threads look the same")
@@ -485,13 +485,13 @@ def test_blocks_large_enough_for_the_pool_record_with_openblas_on_one_thread(mon
                         lambda *args: in_backward.append(get_threads()) or norm_backward(*args))
     layer = ta.nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0)
     x = ta.tensor(np.random.default_rng(0).standard_normal((2, 3, 8), dtype=np.float32), requires_grad=True)
-    with ta.use_fast_paths(pool_min_elements=0):  # every pass is large enough here
+    with tuning.tuned(pool_min_elements=0):  # every pass is large enough here
         y = layer(x)  # records: both blocks' forwards (out_proj's product, then the feed-forward's two)
         y.backward(ta.ones_like(y))
         assert seen == [1, 1, 1] and in_backward == [1, 1]  # post-norm: each backward starts with the norm's
         with ta.no_grad():
             layer(x)
-        with ta.use_fast_paths(products_on_pool=False):
+        with tuning.tuned(products_on_pool=False):
             layer(x).backward(ta.ones_like(y))
     layer(x).backward(ta.ones_like(y))  # 2·3·16 hidden activations, 2·2·3·3 scores: under the default threshold
     assert seen[3:] == [before] * 9 and in_backward[2:] == [before] * 4
@@ -499,18 +499,18 @@ def test_blocks_large_enough_for_the_pool_record_with_openblas_on_one_thread(mon
 
 
 def test_the_router_says_where_a_blocks_products_run():
-    """``routes.why_not_products_on_pool`` decides for both blocks, and ``ta.explain`` prints its answer for each
-    (as it would be while a graph is recorded); ``use_fast_paths(products_on_pool=False)`` turns it off."""
-    threshold = ta.routes.settings.pool_min_elements
-    assert ta.routes.why_not_products_on_pool(threshold) is None
-    assert "under the pool's threshold" in ta.routes.why_not_products_on_pool(threshold - 1)
-    with ta.use_fast_paths(products_on_pool=False):
-        assert ta.routes.why_not_products_on_pool(threshold) == "turned off (ta.use_fast_paths(products_on_pool=False))"
-    assert ta.routes.settings.products_on_pool is True
+    """``router.why_not_products_on_pool`` decides for both blocks, and ``ta.explain`` prints its answer for each
+    (as it would be while a graph is recorded); ``tuning.tuned(products_on_pool=False)`` turns it off."""
+    threshold = tuning.values.pool_min_elements
+    assert router.why_not_products_on_pool(threshold) is None
+    assert "under the pool's threshold" in router.why_not_products_on_pool(threshold - 1)
+    with tuning.tuned(products_on_pool=False):
+        assert router.why_not_products_on_pool(threshold) == "turned off (fast.tuning: products_on_pool=False)"
+    assert tuning.values.products_on_pool is True
     layer = ta.nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0)
     x = ta.tensor(np.zeros((2, 3, 8), dtype=np.float32))
     on_pool = "over the pool, OpenBLAS on one thread"
-    with ta.use_fast_paths(pool_min_elements=50):  # scores 2·2·3·3 = 36 elements, hidden activations 2·3·16 = 96
+    with tuning.tuned(pool_min_elements=50):  # scores 2·2·3·3 = 36 elements, hidden activations 2·3·16 = 96
         lines = ta.explain(layer, x, file=io.StringIO()).splitlines()
     assert "  self-attention products, training: on OpenBLAS's threads (its widest pass, 36 elements, is under the " \
            "pool's threshold 50)" in lines

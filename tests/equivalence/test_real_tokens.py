@@ -32,7 +32,7 @@ import tinyattn as ta
 import tinyattn.nn as nn
 import tinyattn.nn.functional as F
 from tinyattn import compat, fast
-from tinyattn.fast import SelfAttentionBlock
+from tinyattn.fast import SelfAttentionBlock, tuning
 
 DEVICES = ["cpu", "strict", pytest.param("cuda", marks=pytest.mark.cuda)]  # cuda: skipped without a GPU
 ACTIVATIONS = {"relu": "relu", "gelu": "gelu", "gelu_tanh": nn.GELU(approximate="tanh")}
@@ -79,7 +79,7 @@ def test_real_tokens_alone_equal_the_reference(device, data):
     spy = mock.patch.object(fast, "encoder_on_real_tokens", wraps=fast.encoder_on_real_tokens)
     sentences = mock.patch.object(fast.blocks, "attention_by_sequences", wraps=fast.blocks.attention_by_sequences)
     with spy as real_tokens, sentences as by_sequences:
-        with ta.use_fast_paths(sequence_attention_min_length=0 if by_sentence else L + 1):
+        with tuning.tuned(sequence_attention_min_length=0 if by_sentence else L + 1):
             fast_out = host(run(encoder, x, mask, True)._data)
         assert real_tokens.call_count == 1  # the fast route ran ...
         assert by_sequences.call_count == (len(encoder.layers) if by_sentence else 0)  # ... attention as drawn ...
@@ -113,7 +113,7 @@ def test_inference_on_few_rows_runs_its_products_transposed(activation):
         transposed = encoder(x, mask=mask).numpy()
         assert product.call_count == 6 and all(call.args[2] for call in product.call_args_list)  # 3 a layer
         assert projection.call_count == 2 and all(call.args[6] for call in projection.call_args_list)
-        with ta.use_fast_paths(transposed_products_rows=sum(lengths) - 1):
+        with tuning.tuned(transposed_products_rows=sum(lengths) - 1):
             row_major = encoder(x, mask=mask).numpy()
         assert product.call_count == 12 and not any(call.args[2] for call in product.call_args_list[6:])
         assert not any(call.args[6] for call in projection.call_args_list[2:])
@@ -205,7 +205,7 @@ def test_zeros_at_the_padding_exactly_where_pytorch_has_them(condition, data):
     recording = condition == "grad enabled"
     by_sentence = data.draw(st.booleans(), label="attention sentence by sentence")  # where the real tokens route runs
     with (ta.enable_grad() if recording else ta.no_grad(),
-          ta.use_fast_paths(sequence_attention_min_length=0 if by_sentence else L + 1)):
+          tuning.tuned(sequence_attention_min_length=0 if by_sentence else L + 1)):
         out = ours(ta.tensor(x, requires_grad=recording), mask=ta.tensor(real[:, None, None, :]))
     with torch.enable_grad() if recording else torch.no_grad():
         expected = theirs(torch.tensor(x, requires_grad=recording), src_key_padding_mask=torch.tensor(~real))
@@ -428,12 +428,11 @@ def test_the_default_threshold_counts_real_tokens(lengths, by_sentence):
     assert by_sequences.call_count == (2 if by_sentence else 0)
 
 
-def test_the_threshold_setting_is_a_number():
-    settings = ta.routes.settings
-    with ta.use_fast_paths(sequence_attention_min_length="4"):
-        assert settings.sequence_attention_min_length == 4.0
-    assert settings.sequence_attention_min_length == 3.0
-    before = (settings.enabled, settings.transposed_products_rows, settings.sequence_attention_min_length)
-    with pytest.raises(ValueError):
-        ta.use_fast_paths(not settings.enabled, transposed_products_rows=7, sequence_attention_min_length="few")
-    assert (settings.enabled, settings.transposed_products_rows, settings.sequence_attention_min_length) == before
+def test_a_tuned_threshold_comes_back_and_an_unknown_name_is_refused():
+    with tuning.tuned(sequence_attention_min_length=4.0):
+        assert tuning.values.sequence_attention_min_length == 4.0
+    assert tuning.values.sequence_attention_min_length == 3.0
+    before = vars(tuning.values).copy()
+    with pytest.raises(TypeError, match="unknown tuning values"):
+        tuning.tuned(transposed_products_rows=7, sequence_min_length=1)
+    assert vars(tuning.values) == before

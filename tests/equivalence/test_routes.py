@@ -1,5 +1,5 @@
-"""The switch and the dispatcher: ``ta.use_fast_paths``, ``TINYATTN_FAST``, the ``why_not_*`` reasons
-and ``ta.explain``, each read from ``tinyattn.routes``, the one module that decides."""
+"""The switch and the router: ``ta.use_fast_paths``, ``TINYATTN_FAST``, the ``why_not_*`` reasons
+and ``ta.explain``, each read from ``tinyattn.fast.router``, the one module that decides."""
 
 import functools
 import io
@@ -16,33 +16,41 @@ from hypothesis import strategies as st
 import tinyattn as ta
 import tinyattn.nn as nn
 import tinyattn.nn.functional as F
-from tinyattn import routes
+from tinyattn import dispatch
+from tinyattn.fast import router, tuning
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_use_fast_paths_is_a_function_and_a_context_manager_that_restores():
-    assert routes.settings.enabled
+    assert dispatch.enabled()
     with ta.use_fast_paths(False):
-        assert not routes.settings.enabled
-        with ta.use_fast_paths(True, blocked_attention_min_keys=7, attention_block_size=3):
-            assert routes.settings.enabled and routes.settings.blocked_attention_min_keys == 7
-            assert routes.settings.attention_block_size == 3
-        assert not routes.settings.enabled and routes.settings.blocked_attention_min_keys == 513
-        assert routes.settings.attention_block_size is None
-    assert routes.settings.enabled
+        assert not dispatch.enabled()
+        with ta.use_fast_paths(True), tuning.tuned(blocked_attention_min_keys=7, attention_block_size=3):
+            assert dispatch.enabled() and tuning.values.blocked_attention_min_keys == 7
+            assert tuning.values.attention_block_size == 3
+        assert not dispatch.enabled() and tuning.values.blocked_attention_min_keys == 513
+        assert tuning.values.attention_block_size is None
+    assert dispatch.enabled()
     previous = ta.use_fast_paths(False)  # called as a function, the setting stays
     try:
-        assert not routes.settings.enabled
+        assert not dispatch.enabled()
     finally:
         previous.__exit__(None, None, None)
-    assert routes.settings.enabled
+    assert dispatch.enabled()
+
+
+def test_the_switch_takes_no_tuning_and_tuning_takes_known_names_only():
+    with pytest.raises(TypeError):
+        ta.use_fast_paths(True, blocked_attention_min_keys=7)
+    with pytest.raises(TypeError, match="unknown tuning values .'blocked_min'."):
+        tuning.tuned(blocked_min=7)
 
 
 @pytest.mark.parametrize("value, enabled", [("0", False), ("1", True)])
 def test_the_environment_variable_is_read_at_import(value, enabled):
     env = {**os.environ, "PYTHONPATH": str(ROOT), "TINYATTN_FAST": value}
-    code = "import tinyattn as ta; print(ta.routes.settings.enabled)"
+    code = "import tinyattn as ta; print(ta.dispatch.enabled())"
     result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
     assert result.stdout.strip() == str(enabled), result.stderr
 
@@ -50,52 +58,56 @@ def test_the_environment_variable_is_read_at_import(value, enabled):
 def test_attention_reasons_name_the_threshold_the_weights_dropout_and_the_dtype():
     q = ta.randn(1, 2, 3, 4)
     kv = ta.randn(1, 2, 600, 4)
-    assert routes.why_not_blocked_attention(q, kv, kv, None, 0.0, False) is None
-    assert routes.attention(q, kv, kv, None, 0.0, False) == "blocked"
+    assert router.why_not_blocked_attention(q, kv, kv, None, 0.0, False, 0.5, False) is None
+    assert router.attention_route(q, kv, kv, None, 0.0, False) == "blocked"
+    assert dispatch.replacement(F._attention, q, kv, kv, None, 0.0, False, 0.5, False).name == "fast.BlockedAttention"
     short = ta.randn(1, 2, 5, 4)
-    reason = routes.why_not_blocked_attention(q, short, short, None, 0.0, False)
+    reason = router.why_not_blocked_attention(q, short, short, None, 0.0, False, 0.5, False)
     assert reason == "5 keys, fewer than the blocked-attention threshold of 513"
-    assert routes.attention(q, short, short, None, 0.0, False) == "fused"
-    with ta.use_fast_paths(blocked_attention_min_keys=5):
-        assert routes.attention(q, short, short, None, 0.0, False) == "blocked"
-    assert "dropout" in routes.why_not_blocked_attention(q, kv, kv, None, 0.1, False)
-    assert "need_weights" in routes.why_not_fused_attention(q, kv, kv, None, True)
-    assert routes.attention(q, kv, kv, None, 0.0, True) == "masked softmax"
-    assert "dtype" in routes.why_not_fused_attention(q, kv.double(), kv, None, False)
+    assert router.attention_route(q, short, short, None, 0.0, False) == f"fused (not blocked: {reason})"
+    assert dispatch.replacement(F._attention, q, short, short, None, 0.0, False, 0.5, False).name == "fast.Attention"
+    with tuning.tuned(blocked_attention_min_keys=5):
+        assert router.attention_route(q, short, short, None, 0.0, False) == "blocked"
+    assert "dropout" in router.why_not_blocked_attention(q, kv, kv, None, 0.1, False, 0.5, False)
+    assert "need_weights" in router.why_not_fused_attention(q, kv, kv, None, 0.0, False, 0.5, True)
+    assert router.attention_route(q, kv, kv, None, 0.0, True).startswith("masked softmax")
+    assert dispatch.replacement(F._attention, q, kv, kv, None, 0.0, False, 0.5, True) is None
+    assert "dtype" in router.why_not_fused_attention(q, kv.double(), kv, None, 0.0, False, 0.5, False)
     with ta.use_fast_paths(False):
-        assert routes.attention(q, kv, kv, None, 0.0, False) == "reference"
-        assert routes.why_not_fused_attention(q, kv, kv, None, False) == routes.FAST_OFF
+        assert router.attention_route(q, kv, kv, None, 0.0, False) == "reference (fast paths are off)"
+        assert dispatch.replacement(F._attention, q, kv, kv, None, 0.0, False, 0.5, False) is None
 
 
 def test_packed_self_attention_reasons():
     mha = nn.MultiHeadAttention(8, 2)
     x, other = ta.randn(2, 3, 8), ta.randn(2, 3, 8)
-    assert routes.why_not_packed_self_attention(mha, x, x, x, False) is None
-    assert "not self-attention" in routes.why_not_packed_self_attention(mha, x, other, other, False)
-    assert "need_weights" in routes.why_not_packed_self_attention(mha, x, x, x, True)
+    assert router.why_not_packed_self_attention(mha, x, x, x, need_weights=False) is None
+    assert router.why_not_packed_self_attention(mha, x, need_weights=False) is None  # key and value default to x
+    assert "not self-attention" in router.why_not_packed_self_attention(mha, x, other, other, need_weights=False)
+    assert "need_weights" in router.why_not_packed_self_attention(mha, x, x, x, need_weights=True)
+    assert "batch-first" in router.why_not_packed_self_attention(mha, ta.randn(3, 8), need_weights=False)
     mha.k_proj.forward = mha.k_proj.forward  # a forward set on the instance (a wrapper, say)
-    assert "k_proj" in routes.why_not_packed_self_attention(mha, x, x, x, False)
+    assert "k_proj" in router.why_not_packed_self_attention(mha, x, x, x, need_weights=False)
     at_threshold, long = ta.randn(1, 512, 8), ta.randn(1, 513, 8)  # 512 keys: the whole matrix; 513: blocks of keys
-    assert routes.why_not_packed_self_attention(nn.MultiHeadAttention(8, 2), at_threshold, at_threshold,
-                                                at_threshold, False) is None
-    assert "513 keys, at least the blocked-attention threshold of 513" == routes.why_not_packed_self_attention(
-        nn.MultiHeadAttention(8, 2), long, long, long, False)
+    assert router.why_not_packed_self_attention(nn.MultiHeadAttention(8, 2), at_threshold, need_weights=False) is None
+    assert "513 keys, at least the blocked-attention threshold of 513" == router.why_not_packed_self_attention(
+        nn.MultiHeadAttention(8, 2), long, need_weights=False)
 
 
 def test_layer_reasons():
     layer = nn.TransformerEncoderLayer(8, 2, dim_feedforward=16, dropout=0.1)
     x = ta.randn(2, 3, 8)
-    assert "dropout" in routes.why_not_self_attention_block(layer, x, None)
-    assert "dropout" in routes.why_not_feed_forward_block(layer, layer.norm2, x, layer.dropout2)
+    assert "dropout" in router.why_not_self_attention_block(layer, x, None)
+    assert "dropout" in router.why_not_feed_forward_block(layer, layer.norm2, x, layer.dropout2)
     layer.eval()
-    assert routes.encoder_layer(layer, x, None) == (True, "relu")
+    assert router.encoder_layer(layer, x, None) == (True, "relu")
     layer.keep_attn_weights = True
-    assert "keep_attn_weights" in routes.why_not_self_attention_block(layer, x, None)
+    assert "keep_attn_weights" in router.why_not_self_attention_block(layer, x, None)
     other = nn.TransformerEncoderLayer(8, 2, dim_feedforward=16, activation=ta.tanh).eval()
-    assert routes.why_not_feed_forward_block(other, other.norm2, x, other.dropout2) == \
+    assert router.why_not_feed_forward_block(other, other.norm2, x, other.dropout2) == \
         "the activation is tanh, not relu or gelu"
     float_mask = ta.zeros(3, 3, requires_grad=True)
-    assert "gradient" in routes.why_not_self_attention_block(other, x, float_mask)
+    assert "gradient" in router.why_not_self_attention_block(other, x, float_mask)
 
 
 class OwnGELU(nn.GELU):
@@ -122,7 +134,7 @@ def test_the_feed_forward_block_takes_relu_and_gelu_in_both_forms(activation, na
     """The route (``LayerRoute.feed_forward_block``, ``ta.explain``) and the node that runs agree."""
     layer = nn.TransformerEncoderLayer(8, 2, dim_feedforward=16, dropout=0.0, activation=activation)
     x = ta.randn(2, 3, 8, requires_grad=True)
-    assert routes.encoder_layer(layer, x, None).feed_forward_block == name
+    assert router.encoder_layer(layer, x, None).feed_forward_block == name
     out = layer(x)
     assert (type(out._ctx).__name__ == "FeedForwardBlock") == (name is not None)
     if name is not None:
@@ -138,7 +150,7 @@ def test_the_feed_forward_block_takes_relu_and_gelu_in_both_forms(activation, na
 def test_gelu_blocks_take_float32_and_float64_only():
     layer = nn.TransformerEncoderLayer(8, 2, dim_feedforward=16, dropout=0.0, activation="gelu").to(np.float16)
     x = ta.randn(2, 3, 8).to(np.float16)
-    assert routes.why_not_feed_forward_block(layer, layer.norm2, x, layer.dropout2) == \
+    assert router.why_not_feed_forward_block(layer, layer.norm2, x, layer.dropout2) == \
         "GELU's kernels take float32 and float64, not float16"
 
 
@@ -154,7 +166,7 @@ def test_a_bert_layer_with_its_padding_mask_runs_both_blocks(eps):
     ids, attention_mask = ta.tensor([[1, 5, 7, 2], [1, 9, 2, 0]]), ta.tensor([[1, 1, 1, 1], [1, 1, 1, 0]])
     layer, h = model.encoder.layers[0], ta.randn(2, 4, 8)
     assert layer.norm1.eps == layer.norm2.eps == eps
-    assert routes.encoder_layer(layer, h, key_mask(attention_mask)) == (True, "gelu")
+    assert router.encoder_layer(layer, h, key_mask(attention_mask)) == (True, "gelu")
     lines = ta.explain(model, ids, attention_mask=attention_mask, file=io.StringIO()).splitlines()
     for i in range(2):
         assert f"encoder.layers.{i} (TransformerEncoderLayer)" in lines
@@ -190,17 +202,9 @@ def test_a_batch_of_key_masks_shaped_b_l_points_to_padding_mask():
                                        attn_mask=keys_per_sequence)
 
 
-def test_the_fast_layer_never_imports_the_layers_and_only_routes_decides():
-    for path in (ROOT / "tinyattn" / "fast").glob("*.py"):
-        source = path.read_text()
-        assert "from ..nn" not in source and "import tinyattn.nn" not in source, path
-    for path in (ROOT / "tinyattn" / "nn").glob("*.py"):  # the layers ask routes, never read its settings' switch
-        assert "settings.enabled" not in path.read_text(), path
-
-
 # ----------------------------------------------------------------------------- remembered routes
 #
-# A layer's route is remembered until something it reads changes (routes.changed). Each change below
+# A layer's route is remembered until something it reads changes (dispatch.changed). Each change below
 # is one a user can make between two calls; after every one the remembered route must be the one the
 # checks give afresh, and the layer's output must be the reference's.
 
@@ -245,9 +249,9 @@ def _change(layer, what, rng):
     elif what == "fast paths on":
         ta.use_fast_paths(True)
     elif what == "blocked threshold 4":
-        ta.use_fast_paths(routes.settings.enabled, blocked_attention_min_keys=4)
+        tuning.tuned(blocked_attention_min_keys=4).__enter__()  # (the test puts the value back)
     elif what == "blocked threshold 512":
-        ta.use_fast_paths(routes.settings.enabled, blocked_attention_min_keys=512)
+        tuning.tuned(blocked_attention_min_keys=512).__enter__()
 
 
 CHANGES = ["train", "eval", "dropout1.p", "dropout.p", "attention dropout", "keep_attn_weights",
@@ -267,14 +271,14 @@ def test_a_remembered_route_is_the_route_the_checks_give_after_any_change(change
     attn_mask = {"none": None, "bool": ta.tensor((rng.random((L, L)) > 0.3) | np.eye(L, dtype=bool)),
                  "float": ta.tensor(rng.standard_normal((L, L)), dtype=dtype),
                  "float with grad": ta.tensor(rng.standard_normal((L, L)), dtype=dtype, requires_grad=True)}[mask]
-    with ta.use_fast_paths(True):  # the changes below switch settings; leaving restores them
+    with ta.use_fast_paths(True), tuning.tuned(blocked_attention_min_keys=513):  # leaving restores both
         for what in [None] + changes:
             if what is not None:
                 _change(layer, what, rng)
             xi = ta.tensor(x, dtype=layer.linear2.weight.dtype)
-            remembered = routes.encoder_layer(layer, xi, attn_mask)
-            again = routes.encoder_layer(layer, xi, attn_mask)
-            fresh = routes._find_layer_route(layer, xi, attn_mask, layer.norm2, layer.dropout2)
+            remembered = router.encoder_layer(layer, xi, attn_mask)
+            again = router.encoder_layer(layer, xi, attn_mask)
+            fresh = router._find_layer_route(layer, xi, attn_mask, layer.norm2, layer.dropout2)
             assert remembered == again == fresh, (what, remembered, fresh)
         layer.eval()
         for what in ("norm1.weight.data of its shape", "linear1 plain"):  # a layer that runs
@@ -291,13 +295,13 @@ def test_a_remembered_route_is_the_route_the_checks_give_after_any_change(change
 def test_a_route_is_remembered_until_a_change():
     layer = nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0)
     x = ta.randn(2, 5, 8)
-    first = routes.encoder_layer(layer, x, None)
-    key = next(k for k in routes._REMEMBERED if k[0] == id(layer))
-    assert routes._REMEMBERED[key][1] is first and routes.encoder_layer(layer, x, None) is first
-    layer.dropout1.p = 0.5  # a module's attribute: forgotten, and asked afresh
-    assert not routes._REMEMBERED
+    first = router.encoder_layer(layer, x, None)
+    key = next(k for k in router._REMEMBERED if k[0] == id(layer))
+    assert router._REMEMBERED[key][2] is first and router.encoder_layer(layer, x, None) is first
+    layer.dropout1.p = 0.5  # a module's attribute: the remembered route is stale, and asked afresh
+    assert router._REMEMBERED[key][0] != dispatch.generation()
     layer.train()
-    assert routes.encoder_layer(layer, x, None).self_attention_block is False
+    assert router.encoder_layer(layer, x, None).self_attention_block is False
 
 
 def test_a_remembered_route_is_never_handed_to_another_layer_at_the_same_address():
@@ -312,15 +316,15 @@ def test_a_remembered_route_is_never_handed_to_another_layer_at_the_same_address
         evaluated(x)  # remembered: fused
         del evaluated
         training = copy.deepcopy(base)
-        fresh = routes._find_layer_route(training, x, None, training.norm2, training.dropout2)
+        fresh = router._find_layer_route(training, x, None, training.norm2, training.dropout2)
         assert fresh.self_attention_block is False
-        assert routes.encoder_layer(training, x, None) == fresh
+        assert router.encoder_layer(training, x, None) == fresh
 
 
 def test_deleting_an_instance_forward_brings_the_fused_route_back():
     layer = nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0)
     x = ta.randn(2, 5, 8)
     layer.norm1.forward = layer.norm1.forward  # a forward on the instance: the composed route
-    assert routes.encoder_layer(layer, x, None).self_attention_block is False
+    assert router.encoder_layer(layer, x, None).self_attention_block is False
     del layer.norm1.forward
-    assert routes.encoder_layer(layer, x, None).self_attention_block is True
+    assert router.encoder_layer(layer, x, None).self_attention_block is True

@@ -12,7 +12,7 @@ import pytest
 
 import tinyattn as ta
 import tinyattn.nn as nn
-from tinyattn.fast import blocks
+from tinyattn.fast import blocks, tuning
 
 BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
 sys.path.insert(0, str(BENCHMARKS))
@@ -90,13 +90,13 @@ def test_the_bert_rows_run_and_the_peak_counts_each_product(tmp_path):
 
     import run  # benchmarks/run.py
 
-    steps, rows = run.bert6_products_cases("batch8", False), ta.routes.settings.transposed_products_rows
+    steps, rows = run.bert6_products_cases("batch8", False), tuning.values.transposed_products_rows
     with mock.patch.object(blocks, "times_weight_t", wraps=blocks.times_weight_t) as spy:
         steps["tinyattn"]()
         assert spy.call_count == 18 and all(call.args[2] for call in spy.call_args_list)  # 6 layers, 3 products
         steps["tinyattn, row-major products"]()
         assert spy.call_count == 36 and not any(call.args[2] for call in spy.call_args_list[18:])
-    assert ta.routes.settings.transposed_products_rows == rows  # put back
+    assert tuning.values.transposed_products_rows == rows  # put back
 
     assert run.SIZES["small"] == (2, 16, 32, 4)  # M = B·L = 32 rows, d = 32, F = 4·d = 128
     products = 2 * 32 * 32 * 96 + 2 * 32 * 32 * 32 + 2 * (2 * 32 * 32 * 128) + 2 * (2 * 2 * 16 * 16 * 32)
@@ -114,7 +114,7 @@ def test_the_blocked_threshold_script_times_both_paths():
     step = blocked_threshold.step_of(1, 8, 8, 2)
     for threshold, blocked_calls in ((9, 0), (8, 1)):  # the whole matrix, then blocks of keys
         with mock.patch.object(BlockedAttention, "forward", autospec=True, side_effect=BlockedAttention.forward) as spy:
-            with ta.use_fast_paths(True, blocked_attention_min_keys=threshold):
+            with ta.use_fast_paths(True), tuning.tuned(blocked_attention_min_keys=threshold):
                 step()
         assert spy.call_count == blocked_calls
 
@@ -137,7 +137,7 @@ def test_the_sequences_sweep_times_both_routes_of_attention(capsys):
     with sentences as by_sequences:
         pool_threshold.sequences(1, grid=((5, (3,)),))
     assert by_sequences.call_count == 3  # the two warm-up steps and the one timed, sentence by sentence
-    assert ta.routes.settings.sequence_attention_min_length == 3.0  # put back
+    assert tuning.values.sequence_attention_min_length == 3.0  # put back
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].split() == ["l_max", "B", "tokens", "mean", "by", "sentence", "ms", "padded", "ms", "ratio"]
     l_max, B, tokens, mean, by_sentence, padded, ratio = lines[1].split()
@@ -156,13 +156,13 @@ def test_the_products_on_pool_comparison_times_both_ways_and_puts_the_switch_bac
     def small(name):  # the same cases at the small size, recording the switch at each step
         def cases(size, backward):
             step = real_cases[name]("small", backward)["tinyattn"]
-            return {"tinyattn": lambda: switch.append(ta.routes.settings.products_on_pool) or step()}
+            return {"tinyattn": lambda: switch.append(tuning.values.products_on_pool) or step()}
         return cases
 
     for name in real_cases:
         monkeypatch.setattr(run, name, small(name))
     pool_threshold.products_on_pool(2)
-    assert ta.routes.settings.products_on_pool is True  # put back
+    assert tuning.values.products_on_pool is True  # put back
     assert switch.count(True) == switch.count(False) > 0  # both ways, as often
     lines = capsys.readouterr().out.splitlines()
     assert "right after a two-thread GEMM" in lines[0]

@@ -138,30 +138,39 @@ class LogSoftmax(Function):
         return (grad - xp.exp(self.y) * grad.sum(axis=self.dim, keepdims=True),)
 
 
-def softmax(input, dim):
-    """``exp(x_i) / Σ_j exp(x_j)`` along ``dim`` (computed with the max subtracted).
+def softmax(input, dim, dtype=None):
+    """``exp(x_i) / Σ_j exp(x_j)`` along ``dim`` (computed with the max subtracted); ``dtype``: the input is
+    cast to it first, as in PyTorch. Also ``ta.softmax`` and the method ``t.softmax(dim)``.
 
     >>> import tinyattn as ta
     >>> softmax(ta.tensor([0.0, 0.0]), dim=0)
     tensor([0.5, 0.5])
     """
+    if dtype is not None:
+        input = input.to(dtype)
     dim = check.reduction_input("softmax", input, dim)
     if input._data.size == 0:  # nothing to normalise
         return input.reshape(input.shape)
     return Softmax.apply(input, dim=dim)
 
 
-def log_softmax(input, dim):
-    """``x_i - log Σ_j exp(x_j)`` along ``dim``; finite for logits as large as 1e4.
+def log_softmax(input, dim, dtype=None):
+    """``x_i - log Σ_j exp(x_j)`` along ``dim``; finite for logits as large as 1e4; ``dtype`` as ``softmax``'s.
+    Also ``ta.log_softmax`` and the method ``t.log_softmax(dim)``.
 
     >>> import tinyattn as ta
     >>> log_softmax(ta.tensor([1e4, 0.0]), dim=0)
     tensor([     0., -10000.])
     """
+    if dtype is not None:
+        input = input.to(dtype)
     dim = check.reduction_input("log_softmax", input, dim)
     if input._data.size == 0:  # nothing to normalise
         return input.reshape(input.shape)
     return LogSoftmax.apply(input, dim=dim)
+
+
+Tensor.softmax, Tensor.log_softmax = softmax, log_softmax  # the methods, as in PyTorch
 
 
 # ----------------------------------------------------------------------------- layer norm

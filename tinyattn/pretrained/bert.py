@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from .. import nn
 from ..creation import arange, zeros
 from .files import activation_of, refuse
+from .loading import load
 
 BERT_DEFAULTS = dict(vocab_size=30522, hidden_size=768, num_hidden_layers=12, num_attention_heads=12,
                      intermediate_size=3072, hidden_act="gelu", hidden_dropout_prob=0.1,
@@ -111,6 +112,8 @@ class BertModel(nn.Module):
     ``inputs_embeds (B, L, E)`` replaces the word embeddings (for gradients with respect to them).
     """
 
+    model_type = "bert"  # config.json's, checked by from_pretrained
+
     def __init__(self, config, add_pooling_layer=True):
         super().__init__()
         self.config = config = bert_config(config)
@@ -128,9 +131,13 @@ class BertModel(nn.Module):
     @classmethod
     def from_pretrained(cls, path, dtype=None):
         """Load a ``BertModel`` folder (``config.json``, ``model.safetensors``) or Hub id; in eval mode."""
-        from .loading import load
-
         return load(cls, path, dtype)
+
+    @classmethod
+    def from_weights(cls, config, weights):
+        """``(model, state_dict)`` from a config and a file's weights (``loading.load`` asks)."""
+        state = bert_state_dict(weights)
+        return cls(config, add_pooling_layer="pooler.dense.weight" in state), state
 
     def forward(self, input_ids=None, attention_mask=None, token_type_ids=None, position_ids=None,
                 inputs_embeds=None, output_attentions=False, output_hidden_states=False):

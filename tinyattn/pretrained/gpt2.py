@@ -38,6 +38,7 @@ from ..ops import cat
 from ..tensor import no_grad
 from .bert import key_mask
 from .files import activation_of, refuse
+from .loading import load
 
 GPT2_DEFAULTS = dict(vocab_size=50257, n_positions=1024, n_embd=768, n_layer=12, n_head=12, n_inner=None,
                      activation_function="gelu_new", resid_pdrop=0.1, embd_pdrop=0.1, attn_pdrop=0.1,
@@ -101,6 +102,8 @@ class GPT2Model(nn.Module):
     layer, empty to start) runs the cached route and returns the cache, extended.
     """
 
+    model_type = "gpt2"  # config.json's, checked by from_pretrained
+
     def __init__(self, config):
         super().__init__()
         self.config = config = gpt2_config(config)
@@ -125,9 +128,15 @@ class GPT2Model(nn.Module):
 
     @classmethod
     def from_pretrained(cls, path, dtype=None):
-        from .loading import load
-
         return load(cls, path, dtype)
+
+    @classmethod
+    def from_weights(cls, config, weights):
+        """``(model, state_dict)`` from a config and a file's weights (``loading.load`` asks)."""
+        model = cls(config)
+        bare = {name.removeprefix("transformer."): value for name, value in weights.items()}
+        bare.pop("lm_head.weight", None)
+        return model, gpt2_state_dict(bare, model.config)
 
     def forward(self, input_ids=None, attention_mask=None, position_ids=None, past_key_values=None,
                 use_cache=False, inputs_embeds=None, output_attentions=False, output_hidden_states=False):
@@ -178,6 +187,8 @@ class GPT2LMHeadModel(nn.Module):
     GPT-2 is; a config with ``tie_word_embeddings: false`` gets its own ``lm_head``). ``forward``
     takes ``GPT2Model``'s arguments and returns a ``GPT2Output`` with ``logits``."""
 
+    model_type = "gpt2"  # config.json's, checked by from_pretrained
+
     def __init__(self, config):
         super().__init__()
         self.transformer = GPT2Model(config)
@@ -187,9 +198,16 @@ class GPT2LMHeadModel(nn.Module):
 
     @classmethod
     def from_pretrained(cls, path, dtype=None):
-        from .loading import load
-
         return load(cls, path, dtype)
+
+    @classmethod
+    def from_weights(cls, config, weights):
+        """``(model, state_dict)`` from a config and a file's weights (``loading.load`` asks)."""
+        model = cls(config)
+        bare = {name.removeprefix("transformer."): value for name, value in weights.items()}
+        state = {(name if name == "lm_head.weight" else "transformer." + name): value
+                 for name, value in gpt2_state_dict(bare, model.transformer.config).items()}
+        return model, state
 
     def forward(self, input_ids=None, **kwargs):
         out = self.transformer(input_ids, **kwargs)

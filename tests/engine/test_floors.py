@@ -1,0 +1,115 @@
+"""The floors hold: every import in the package, lazy ones inside functions included, points down or
+sideways within its floor, and the modules' imports form no cycle.
+
+    1 backend, dispatch            which array library; the one switch and the one table
+    2 tensor                       Tensor, Function, the graph walk, grad modes
+    3 ops and their helpers        the differentiable primitives, creation, masks, argument checks, autograd
+    4 the reference layer          nn (functional and the layers), optim, interop, serialization, testing
+    5 the fast layer               fast (router, table, tuning, nodes, blocks, kernels, pool)
+    6 on top                       compat, pretrained, viz, and the package's own __init__
+
+The README's and the docs' reading order name the same floors.
+"""
+
+import ast
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parents[2] / "tinyattn"
+
+FLOORS = {
+    "tinyattn.backend": 1, "tinyattn.dispatch": 1,
+    "tinyattn.tensor": 2,
+    "tinyattn.ops": 3, "tinyattn.ops_extra": 3, "tinyattn.inplace": 3, "tinyattn.creation": 3,
+    "tinyattn._checks": 3, "tinyattn.masks": 3, "tinyattn.autograd": 3,
+    "tinyattn.nn": 4, "tinyattn.optim": 4, "tinyattn.interop": 4, "tinyattn.serialization": 4,
+    "tinyattn.testing": 4,
+    "tinyattn.fast": 5,
+    "tinyattn.compat": 6, "tinyattn.pretrained": 6, "tinyattn.viz": 6, "tinyattn": 6,
+}
+
+
+def module_name(path):
+    parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+MODULES = {module_name(path): path for path in PACKAGE.rglob("*.py")}
+
+
+def floor(module):
+    """The floor of a module: that of the longest prefix in FLOORS."""
+    parts = module.split(".")
+    for end in range(len(parts), 0, -1):
+        prefix = ".".join(parts[:end])
+        if prefix in FLOORS:
+            return FLOORS[prefix]
+    raise AssertionError(f"{module} is on no floor: add it to FLOORS")
+
+
+def imports(module):
+    """The library modules ``module`` imports, anywhere in its source (functions included)."""
+    path = MODULES[module]
+    package = module if path.name == "__init__.py" else module.rsplit(".", 1)[0]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names if alias.name.startswith("tinyattn"))
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")
+                base = base[: len(base) - node.level + 1]
+                source = ".".join(base + ([node.module] if node.module else []))
+            elif node.module and node.module.startswith("tinyattn"):
+                source = node.module
+            else:
+                continue
+            for alias in node.names:  # `from . import backend` imports the module tinyattn.backend
+                candidate = f"{source}.{alias.name}"
+                found.add(candidate if candidate in MODULES else source)
+    return {name for name in found if name in MODULES and name != module}
+
+
+def test_every_import_points_down_or_within_its_floor():
+    upward = []
+    for module in MODULES:
+        for target in imports(module):
+            if floor(target) > floor(module):
+                upward.append(f"{module} (floor {floor(module)}) imports {target} (floor {floor(target)})")
+    assert not upward, "\n".join(upward)
+
+
+def test_the_imports_form_no_cycle():
+    """A package's ``__init__`` may gather its own modules (a module importing its package reaches them first);
+    any other cycle is a defect."""
+    graph = {module: {t for t in imports(module) if not module.startswith(t + ".")} for module in MODULES}
+    state, cycles = {}, []
+
+    def visit(node, stack):
+        state[node] = "open"
+        for target in sorted(graph[node]):
+            if state.get(target) == "open":
+                cycles.append(" -> ".join(stack[stack.index(target):] + [target]))
+            elif target not in state:
+                visit(target, stack + [target])
+        state[node] = "done"
+
+    for module in sorted(graph):
+        if module not in state:
+            visit(module, [module])
+    assert not cycles, "\n".join(cycles)
+
+
+def test_the_reference_layer_knows_nothing_of_speed():
+    """``tinyattn.nn`` imports nothing of the fast layer and names no route: it only marks its replaceable units."""
+    for module in MODULES:
+        if module.startswith("tinyattn.nn"):
+            assert not any(t.startswith("tinyattn.fast") for t in imports(module)), module
+            source = MODULES[module].read_text()
+            assert "why_not" not in source and "tuning" not in source, module
+
+
+def test_the_engine_floor_holds_only_the_engine():
+    """``tensor.py`` imports only floor 1 (the backend, and dispatch for its one replaceable unit)."""
+    assert imports("tinyattn.tensor") <= {"tinyattn.backend", "tinyattn.dispatch"}
