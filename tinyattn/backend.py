@@ -412,3 +412,12 @@ def random_uniform(shape, dtype, device):
     if type(out) is not np.ndarray and isinstance(out, np.generic):  # NumPy draws a scalar for shape ()
         out = np.asarray(out)
     return StrictArray(out) if device == "strict" else out
+
+
+def dropout_mask(shape, p, dtype, device):
+    """Inverted dropout's mask: each element kept with probability ``1 - p`` and then worth ``1/(1-p)``, else 0
+    (all zeros for ``p = 1``), drawn from the library's generator on ``device``. ``F.dropout`` and the fast
+    layer's attention draw it here, so the same seed gives the same mask on either route."""
+    uniform = random_uniform(shape, dtype, device)
+    scale = 0.0 if p == 1 else 1 / (1 - p)
+    return (uniform >= p).astype(dtype) * scale  # kept with probability 1 - p

@@ -396,7 +396,7 @@ def attention(query, key, value, attn_mask, allowed, is_causal, scale, dropout_p
         return _attention_whole(*whole)
     xp = backend.namespace(query)
     weights = xp.empty(batch + (Lq, Lk), dtype=query.dtype)  # P, kept for backward
-    keep = _dropout_keep(weights, dropout_p)
+    keep = _dropout_keep(weights.shape, weights.dtype, weights, dropout_p)
     if out is None:
         out_batch = batch if value.shape[:-2] == batch else tuple(np.broadcast_shapes(batch, value.shape[:-2]))
         out = xp.empty(out_batch + (Lq, Ev), dtype=query.dtype)
@@ -412,11 +412,15 @@ def attention(query, key, value, attn_mask, allowed, is_causal, scale, dropout_p
     return out, weights, keep
 
 
-def _attend(xp, query, key_t, value, scale, attn_mask, allowed, above, keep, scores, out):
-    """One piece of ``attention``, in place: ``scores`` (a view of ``P``) becomes the masked softmax of
-    ``Q Kᵀ·scale`` and ``out`` gets ``P̃ V``. ``attn_mask``, ``allowed``, ``above`` (the causal mask) and
-    ``keep`` are the piece's parts of the masks (or ``None``); each broadcasts to ``scores``."""
-    xp.matmul(query * scale, key_t, out=scores)  # S = Q Kᵀ·scale; scaling Q is the cheaper side
+def _attend(xp, query, key_t, value, scale, attn_mask, allowed, above, keep, scores=None, out=None):
+    """One piece of ``attention`` (or the whole of it, as one piece): ``scores`` (a view of ``P``, or ``None``: a
+    fresh array) becomes the masked softmax of ``Q Kᵀ·scale`` and ``out`` (or a fresh array) gets ``P̃ V``;
+    returns both. ``attn_mask``, ``allowed``, ``above`` (the causal mask) and ``keep`` are the piece's parts of
+    the masks (or ``None``); each broadcasts to ``scores``."""
+    if scores is None:
+        scores = (query * scale) @ key_t  # S = Q Kᵀ·scale; scaling Q is the cheaper side
+    else:
+        xp.matmul(query * scale, key_t, out=scores)
     if attn_mask is not None:
         scores += attn_mask  # the mask broadcasts to the scores (checked by the caller)
     forbidden = None if allowed is None else ~allowed
@@ -427,7 +431,9 @@ def _attend(xp, query, key_t, value, scale, attn_mask, allowed, above, keep, sco
     if scores.size:
         softmax_into(scores, scores)  # P
     dropped = scores if keep is None else scores * keep  # P̃
-    xp.matmul(dropped, value, out=out)  # O = P̃ V
+    # O = P̃ V; `@` when there is no `out` (NumPy's matmul is slower with out=None)
+    out = dropped @ value if out is None else xp.matmul(dropped, value, out=out)
+    return scores, out
 
 
 def batch_slices(like, arrays, Lq, Lk):
@@ -474,7 +480,7 @@ def _attention_by_slices(slices, query, key, value, attn_mask, allowed, is_causa
     """``attention`` a few whole batch slices at a time (``batch_slices``), over the pool."""
     xp, batch, Lq, Lk = backend.namespace(query), query.shape[:-2], query.shape[-2], key.shape[-2]
     weights = xp.empty(batch + (Lq, Lk), dtype=query.dtype)  # P, kept for backward
-    keep = _dropout_keep(weights, dropout_p)
+    keep = _dropout_keep(weights.shape, weights.dtype, weights, dropout_p)
     out = xp.empty(batch + (Lq, value.shape[-1]), dtype=query.dtype) if out is None else out
     above = xp.arange(Lk) > xp.arange(Lq)[:, None] if is_causal else None  # (Lq, Lk): query i attends keys j <= i
 
@@ -489,33 +495,22 @@ def _attention_by_slices(slices, query, key, value, attn_mask, allowed, is_causa
     return out, weights, keep
 
 
-def _dropout_keep(weights, dropout_p):
-    """F.dropout's draw over the weights' shape, kept as a scaled mask for backward (``None``: no dropout)."""
+def _dropout_keep(shape, dtype, like, dropout_p):
+    """F.dropout's scaled keep-mask over ``shape`` (``backend.dropout_mask``: the same draw), kept for backward;
+    ``None`` without dropout."""
     if dropout_p == 0.0:
         return None
-    uniform = backend.random_uniform(weights.shape, weights.dtype, backend.device_of(weights))
-    return (uniform >= dropout_p).astype(weights.dtype) * (0.0 if dropout_p == 1 else 1 / (1 - dropout_p))
+    return backend.dropout_mask(shape, dropout_p, dtype, backend.device_of(like))
 
 
 def _attention_whole(query, key, value, attn_mask, allowed, is_causal, scale, dropout_p, out):
-    """``attention`` as one piece: each step once over the whole arrays (the pieces' steps, in order)."""
+    """``attention`` as one piece: ``_attend`` once over the whole arrays."""
     xp = backend.namespace(query)
     Lq, Lk = query.shape[-2], key.shape[-2]
-    weights = (query * scale) @ key.swapaxes(-1, -2)  # S (…, Lq, Lk), a fresh array: the weights in place
-    if attn_mask is not None:
-        weights += attn_mask
-    forbidden = None if allowed is None else ~allowed
-    if is_causal:
-        above = xp.arange(Lk) > xp.arange(Lq)[:, None]  # (Lq, Lk)
-        forbidden = above if forbidden is None else forbidden | above
-    if forbidden is not None:
-        xp.copyto(weights, -math.inf, where=forbidden)
-    if weights.size:
-        softmax_into(weights, weights)  # P
-    keep = _dropout_keep(weights, dropout_p)
-    dropped = weights if keep is None else weights * keep  # P̃
-    # O = P̃ V  (…, Lq, Ev); `@` when there is no `out` (NumPy's matmul is slower with out=None)
-    out = dropped @ value if out is None else xp.matmul(dropped, value, out=out)
+    batch = tuple(np.broadcast_shapes(query.shape[:-2], key.shape[:-2]))
+    keep = _dropout_keep(batch + (Lq, Lk), query.dtype, query, dropout_p)
+    above = xp.arange(Lk) > xp.arange(Lq)[:, None] if is_causal else None  # (Lq, Lk)
+    weights, out = _attend(xp, query, key.swapaxes(-1, -2), value, scale, attn_mask, allowed, above, keep, None, out)
     return out, weights, keep
 
 
@@ -582,25 +577,32 @@ def rows_dot(grad, output):
     return backend.namespace(grad).einsum("...k,...k->...", grad, output)[..., None]
 
 
-def _attention_backward_whole(grad, query, key, value, weights, keep, scale, output, mask_shape, out):
-    """``attention_backward`` as one piece: each step once over the whole arrays. The scale goes onto
-    ``dS`` once, before both products (the pieces scale each product: the same up to round-off)."""
-    grad_scores = grad @ value.swapaxes(-1, -2)  # G Vᵀ  (…, Lq, Lk), a fresh array
+def _attend_backward(xp, grad, query, key, value, weights, keep, scale, output, grad_scores=None, out=(None,) * 3):
+    """One piece's (or the whole's) backward, in the order of ``attention_backward``'s formulas: ``dS`` into
+    ``grad_scores`` (or a fresh array), then ``dQ, dK, dV`` into ``out`` (or fresh arrays); returns ``dS`` and
+    the three."""
+    value_t = value.swapaxes(-1, -2)  # (…, Ev, Lk), a view
+    if grad_scores is None:
+        grad_scores = grad @ value_t  # G Vᵀ  (…, Lq, Lk)
+    else:
+        xp.matmul(grad, value_t, out=grad_scores)
     if keep is not None:
         grad_scores *= keep  # dP
     masked_softmax_backward(grad_scores, weights, out=grad_scores, dot=rows_dot(grad, output))  # dS, in place
-    grad_mask = None
-    if mask_shape is not None:
-        grad_mask = ops.sum_to(grad_scores, mask_shape)
-        if grad_mask is grad_scores:
-            grad_mask = grad_scores.copy()  # dS is scaled in place below
-    grad_scores *= scale  # dS·scale
     dropped = weights if keep is None else weights * keep  # P̃
     products = ((grad_scores, key), (grad_scores.swapaxes(-1, -2), query), (dropped.swapaxes(-1, -2), grad))
-    if out is None:  # dQ = dS K·scale (…, Lq, E), dK = dSᵀ Q·scale (…, Lk, E), dV = P̃ᵀ G (…, Lk, Ev)
-        return (*[a @ b for a, b in products], grad_mask)
-    matmul = backend.namespace(grad).matmul
-    return (*[matmul(a, b, out=o) for (a, b), o in zip(products, out)], grad_mask)  # the same, into `out`
+    grads = [a @ b if o is None else xp.matmul(a, b, out=o) for (a, b), o in zip(products, out)]
+    grads[0] *= scale  # dQ = dS K·scale  (…, Lq, E)
+    grads[1] *= scale  # dK = dSᵀ Q·scale  (…, Lk, E); dV = P̃ᵀ G  (…, Lk, Ev)
+    return grad_scores, grads
+
+
+def _attention_backward_whole(grad, query, key, value, weights, keep, scale, output, mask_shape, out):
+    """``attention_backward`` as one piece: ``_attend_backward`` once over the whole arrays."""
+    xp = backend.namespace(grad)
+    grad_scores, grads = _attend_backward(xp, grad, query, key, value, weights, keep, scale, output,
+                                          out=(None,) * 3 if out is None else out)
+    return (*grads, None if mask_shape is None else ops.sum_to(grad_scores, mask_shape))
 
 
 def _attention_backward_by_slices(slices, grad, query, key, value, weights, keep, scale, output, mask_shape, out):
@@ -610,30 +612,19 @@ def _attention_backward_by_slices(slices, grad, query, key, value, weights, keep
     lead, (Lq, Lk) = grad.shape[:-2], weights.shape[-2:]
     if out is None:
         out = tuple(xp.empty(lead + (n, size), dtype=grad.dtype) for n, size in ((Lq, E), (Lk, E), (Lk, Ev)))
-    grad_query, grad_key, grad_value = out
     every_grad_scores = None if mask_shape is None else xp.empty(lead + (Lq, Lk), dtype=grad.dtype)  # for dmask
 
     def backward(first, last):  # pieces first:last
         for index in slices[first:last]:
-            g, p, value_t = grad[index], weights[index], value[index].swapaxes(-1, -2)  # (n, Lq, Ev), (n, Lq, Lk)
-            if every_grad_scores is None:
-                grad_scores = g @ value_t  # G Vᵀ
-            else:  # kept whole for dmask
-                grad_scores = xp.matmul(g, value_t, out=every_grad_scores[index])
-            if keep is not None:
-                grad_scores *= keep[index]  # dP
-            masked_softmax_backward(grad_scores, p, out=grad_scores, dot=rows_dot(g, output[index]))  # dS, in place
-            xp.matmul(grad_scores, key[index], out=grad_query[index])
-            grad_query[index] *= scale  # dQ = dS K·scale
-            xp.matmul(grad_scores.swapaxes(-1, -2), query[index], out=grad_key[index])
-            grad_key[index] *= scale  # dK = dSᵀ Q·scale
-            dropped = p if keep is None else p * keep[index]  # P̃
-            xp.matmul(dropped.swapaxes(-1, -2), g, out=grad_value[index])  # dV = P̃ᵀ G
+            _attend_backward(xp, grad[index], query[index], key[index], value[index], weights[index],
+                             None if keep is None else keep[index], scale, output[index],
+                             None if every_grad_scores is None else every_grad_scores[index],
+                             tuple(o[index] for o in out))
 
     with parallel.one_blas_thread():
         parallel.run(backward, [(i, i + 1) for i in range(len(slices))], weights)
     grad_mask = None if mask_shape is None else ops.sum_to(every_grad_scores, mask_shape)
-    return grad_query, grad_key, grad_value, grad_mask
+    return (*out, grad_mask)
 
 
 def packed_attention(qkv, attn_mask, allowed, is_causal, scale, dropout_p):

@@ -9,6 +9,7 @@ import math
 
 from .. import backend, ops
 from ..masks import checked_mask, split_mask
+from ..nn.functional import log_softmax_of_array
 from ..tensor import Function
 from . import kernels
 
@@ -95,8 +96,7 @@ class CrossEntropy(Function):
         target = target.reshape(-1)  # (M,)
         valid = target != ignore_index
         safe_target = xp.where(valid, target, 0)
-        shifted = z - z.max(axis=1, keepdims=True)
-        log_p = shifted - xp.log(xp.exp(shifted).sum(axis=1, keepdims=True))  # (M, C)
+        log_p = log_softmax_of_array(z, 1)  # (M, C)
         picked = xp.take_along_axis(log_p, safe_target[:, None], axis=1)[:, 0]  # (M,)
         losses = -(1 - label_smoothing) * picked
         if label_smoothing:

@@ -127,15 +127,21 @@ class LogSoftmax(Function):
     """``y = x - max x - log Σ exp(x - max x)`` along ``dim``; ``∂L/∂x = g - exp(y) · Σ g``."""
 
     def forward(self, x, dim):
-        xp = backend.namespace(x)
         self.dim = dim
-        shifted = x - x.max(axis=dim, keepdims=True)
-        self.y = shifted - xp.log(xp.exp(shifted).sum(axis=dim, keepdims=True))
+        self.y = log_softmax_of_array(x, dim)
         return self.y
 
     def backward(self, grad):
         xp = backend.namespace(grad)
         return (grad - xp.exp(self.y) * grad.sum(axis=self.dim, keepdims=True),)
+
+
+def log_softmax_of_array(x, dim):
+    """``x - max x - log Σ exp(x - max x)`` along ``dim``, on a backend array (``LogSoftmax`` and the fast
+    layer's cross-entropy both compute it here)."""
+    xp = backend.namespace(x)
+    shifted = x - x.max(axis=dim, keepdims=True)
+    return shifted - xp.log(xp.exp(shifted).sum(axis=dim, keepdims=True))
 
 
 def softmax(input, dim, dtype=None):
@@ -260,9 +266,7 @@ def dropout(input, p=0.5, training=True):
     if not training or p == 0:
         return input
     p = float(p)  # a NumPy float64 p would promote a float32 mask (NumPy 2 keeps a NumPy scalar's dtype)
-    uniform = backend.random_uniform(input.shape, input.dtype, input.device)
-    scale = 0.0 if p == 1 else 1 / (1 - p)
-    mask = (uniform >= p).astype(input.dtype) * scale  # kept with probability 1 - p
+    mask = backend.dropout_mask(input.shape, p, input.dtype, input.device)  # 0, or 1/(1-p) with probability 1 - p
     return input * Tensor._wrap(mask)
 
 
