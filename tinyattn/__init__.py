@@ -7,8 +7,6 @@
 array([ 0.8553, -1.1816], dtype=float32)
 """
 
-import os
-
 import numpy as np
 
 from . import backend, dispatch, ops
@@ -84,9 +82,6 @@ from .ops_extra import (
 concat = cat
 float32, float64, int64, bool = np.float32, np.float64, np.int64, np.bool_
 long, int32, uint8 = np.int64, np.int32, np.uint8
-
-if os.environ.get("TINYATTN_KEEP_FREED_MEMORY") == "1":  # an opt-in: it changes glibc's malloc for the process
-    backend.keep_freed_memory()  # the next step reuses this step's memory instead of faulting it in again
 
 # the floors above the engine, imported once the engine is complete: the reference layer, then the fast
 # layer, which registers its rows into dispatch's table, then the tooling

@@ -203,11 +203,11 @@ def keep_freed_memory(enabled=True):
 
     A training step allocates the same large arrays at every step. By default glibc hands a freed
     block bigger than its mmap threshold back to the kernel, and trims the free top of its heap,
-    so the next step's arrays are mapped and page-faulted afresh, one 4 KiB page at a time (the
-    README's speed section gives what that costs a training step).
+    so the next step's arrays are mapped and page-faulted afresh, one 4 KiB page at a time.
     ``mallopt(M_MMAP_THRESHOLD, 32 MiB)`` (the most it allows) and ``mallopt(M_TRIM_THRESHOLD, 1 GiB)``
     keep such blocks in the heap instead; the process then holds on to the memory of its largest
-    step. ``tinyattn`` calls this when imported unless ``TINYATTN_KEEP_FREED_MEMORY=0``;
+    step. It changes ``malloc`` for the whole process, the user's own code included, so ``tinyattn``
+    never calls it by itself: a user opts in with ``ta.backend.keep_freed_memory()``.
     ``keep_freed_memory(False)`` sets both back to glibc's starting values (128 KiB), though not
     glibc's habit of raising the mmap threshold by itself, which any explicit setting turns off.
     """

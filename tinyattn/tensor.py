@@ -13,6 +13,14 @@ The arithmetic operators (``+ - * / ** @``, comparisons, indexing) and the metho
 operations (``sum``, ``exp``, ``reshape``, ``masked_fill``…) are attached to ``Tensor`` at the
 end of ``ops.py``, beside the ``Function``s they call; this file holds only what a tensor is.
 
+Two extension points, for the floors above, and nothing else of theirs:
+
+- ``_accumulate_leaf`` (how a leaf takes its gradient: a copy, then ``+=``) is a replaceable unit of
+  ``tinyattn.dispatch``; the fast layer keeps a fresh gradient instead of copying it.
+- ``_result_class``: a subclass of ``Tensor`` that names its own (``tinyattn.compat``'s tensor, whose
+  ``.grad`` and ``.data`` are tensors) gets results of that class from every operation on it
+  (``Tensor._wrap``); until a subclass names one, no operation looks.
+
 >>> import tinyattn as ta
 >>> x = ta.tensor([1.0, 2.0, 3.0], requires_grad=True)
 >>> y = (x * x).sum()

@@ -76,7 +76,7 @@ def test_real_tokens_alone_equal_the_reference(device, data):
     x = leaf(rng.standard_normal((B, L, E)), device, requires_grad=False)
     mask = F.padding_mask(lengths, L).to(device)
     by_sentence = data.draw(st.booleans(), label="attention sentence by sentence")
-    spy = mock.patch.object(fast, "encoder_on_real_tokens", wraps=fast.encoder_on_real_tokens)
+    spy = mock.patch.object(fast.table, "encoder_on_real_tokens", wraps=fast.encoder_on_real_tokens)
     sentences = mock.patch.object(fast.blocks, "attention_by_sequences", wraps=fast.blocks.attention_by_sequences)
     with spy as real_tokens, sentences as by_sequences:
         with tuning.tuned(sequence_attention_min_length=0 if by_sentence else L + 1):
@@ -270,7 +270,7 @@ def test_compat_encoder_matches_torch_with_a_key_padding_mask(batch_first, fast_
     padding = ~(np.arange(L)[None, :] < np.array([5, 2, 3])[:, None])  # (B, L), True = padding
     given = np.where(padding, -np.inf, 0.0) if float_mask else padding  # PyTorch's float form: -inf = padding
     x = rng.standard_normal((B, L, E) if batch_first else (L, B, E))
-    spy = mock.patch.object(fast, "encoder_on_real_tokens", wraps=fast.encoder_on_real_tokens)
+    spy = mock.patch.object(fast.table, "encoder_on_real_tokens", wraps=fast.encoder_on_real_tokens)
     with spy as real_tokens, ta.use_fast_paths(fast_paths), ta.no_grad():
         out = ours(compat.tensor(x), src_key_padding_mask=compat.tensor(given)).numpy()
     with torch.no_grad():

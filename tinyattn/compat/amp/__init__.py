@@ -24,14 +24,13 @@ tensor([3., 3.])
 import warnings
 
 from ... import backend
+from .._devices import is_available as _cuda_is_available
 
 __all__ = ["autocast", "GradScaler"]
 
 
 def _cuda_absent(device_type, what):
-    from .. import cuda  # compat.cuda.amp builds on this module
-
-    if device_type == "cuda" and not cuda.is_available():
+    if device_type == "cuda" and not _cuda_is_available():
         warnings.warn(f"{what}: device_type 'cuda' but CUDA is not available here; disabling", stacklevel=3)
         return True
     return False

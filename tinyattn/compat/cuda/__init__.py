@@ -11,27 +11,9 @@ the calls that need a GPU raise the error torch raises there.
 >>> torch.cuda.manual_seed_all(0)
 """
 
-import functools
-
 from ... import backend
+from .._devices import device_count, is_available  # noqa: F401
 from . import amp  # noqa: F401
-
-
-@functools.lru_cache(maxsize=1)
-def device_count():
-    """The number of GPUs CuPy sees (0 without CuPy)."""
-    try:
-        import cupy
-    except ImportError:
-        return 0
-    try:
-        return int(cupy.cuda.runtime.getDeviceCount())
-    except Exception:  # CuPy without a driver or a device
-        return 0
-
-
-def is_available():
-    return device_count() > 0
 
 
 def _needs_a_gpu(name):
