@@ -364,7 +364,8 @@ def randint(low, high=None, size=None, *, generator=None, dtype=None, device=Non
     if size is None:
         low, high, size = 0, low, high
     draws = _uniform(tuple(size), device or "cpu", generator)
-    return _no_grad((low + draws * (high - low)).astype(dtype or np.int64), None)
+    xp = backend.namespace(draws)
+    return _no_grad(xp.floor(low + draws * (high - low)).astype(dtype or np.int64), None)
 
 
 def from_numpy(ndarray):

@@ -220,9 +220,9 @@ def gpt_trainer(torch, model, data, ix_stream, args, out_path, log):
     ptdtype = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}[dtype]
     ctx = contextlib.nullcontext() if device_type == "cpu" else torch.amp.autocast(device_type=device_type,
                                                                                   dtype=ptdtype)
-    scaler = torch.cuda.amp.GradScaler(enabled=(dtype == "float16" and device_type == "cuda"))
+    scaler = torch.cuda.amp.GradScaler(enabled=(dtype == "float16"))  # warns and disables itself without CUDA
     optimizer = model.configure_optimizers(0.1, args.learning_rate, (0.9, 0.95), device_type)
-    block_size, batch_size = model.config.block_size, args.batch_size
+    block_size = model.config.block_size
 
     def get_batch():
         ix = torch.tensor(next(ix_stream))  # torch.randint(len(data) - block_size, (batch_size,)) in the original
@@ -290,6 +290,7 @@ def _gpt_twins(flash):
     return models[compat], models[torch]
 
 
+@pytest.mark.filterwarnings("ignore:.*GradScaler:FutureWarning", "ignore:.*CUDA is not available:UserWarning")
 @pytest.mark.parametrize("flash", [True, False])
 def test_nanogpt_style_outputs_gradients_training_checkpoint_and_sampling_match_torch(tmp_path, flash):
     ours, theirs = _gpt_twins(flash)
@@ -500,7 +501,7 @@ def word_lm_project(torch):
                 if p.grad is not None:
                     p.data.add_(p.grad, alpha=-lr)
             losses.append(loss.item())
-            log.append("| {:5d} batches | lr {:02.2f} | loss {:5.2f} | ppl {:8.2f}".format(
+            log.append("| {:5d} batches | lr {:02.2f} | loss {:5.2f} | ppl {:8.2f}".format(  # noqa: UP032
                 batch, lr, loss.item(), math.exp(loss.item())))
         return losses
 
@@ -666,7 +667,7 @@ def translation_project(torch):
 
     def generate_square_subsequent_mask(sz):
         mask = (torch.triu(torch.ones((sz, sz))) == 1).transpose(0, 1)
-        return mask.float().masked_fill(mask == 0, float("-inf")).masked_fill(mask == 1, float(0.0))
+        return mask.float().masked_fill(mask == 0, float("-inf")).masked_fill(mask == 1, float(0.0))  # noqa: UP018
 
     def create_mask(src, tgt):
         src_seq_len, tgt_seq_len = src.shape[0], tgt.shape[0]
@@ -704,7 +705,7 @@ def translation_project(torch):
     def greedy_decode(model, src, src_mask, max_len, start_symbol):
         memory = model.encode(src, src_mask)
         ys = torch.ones(1, 1).fill_(start_symbol).type(torch.long)
-        for i in range(max_len - 1):
+        for _ in range(max_len - 1):
             tgt_mask = (generate_square_subsequent_mask(ys.size(0)).type(torch.bool))
             out = model.decode(ys, memory, tgt_mask).transpose(0, 1)
             prob = model.generator(out[:, -1])

@@ -14,7 +14,12 @@ attached to a compat module takes its compat class, in place.
 
 Where PyTorch's conventions differ (sequence-first attention, ``True`` = masked, packed
 ``in_proj_weight`` in the state dict), ``compat.nn`` holds thin adapters over the native layers.
-A name that is missing says so, in every submodule: ``tinyattn.compat has no `x` yet``.
+Beyond the layers: ``utils.data`` (datasets, samplers, ``DataLoader``), ``cuda``, ``backends`` and
+``amp`` (what scripts ask of a GPU), ``serialization`` (whole models saved without pickle), and
+torch's everyday functions and tensor methods (``_methods``, ``functions``). What compat does not
+do (``compile``, CUDA kernels, pickle) raises an error that says what to do instead; the page
+``docs/compat.md`` holds the coverage table. A name that is missing says so, in every submodule:
+``tinyattn.compat has no `x` yet``.
 
 Known differences from PyTorch (each pinned by a test in ``tests/compat``):
 
@@ -110,7 +115,7 @@ from ._random import Generator
 from .amp import autocast  # noqa: E402
 from .functions import *  # noqa: F401,F403  (torch's functions beyond the native ones)
 from .functions import __all__ as _function_names
-from .functions import masked_fill, pow  # noqa: F401
+from .functions import masked_fill, pow, randint  # noqa: F401
 from .serialization import load, save  # noqa: E402
 
 float, double, half = float32, float64, _np.float16
@@ -140,26 +145,10 @@ full = _making_compat(_creation.full)
 ones = _making_compat(_creation.ones)
 ones_like = _making_compat(_creation.ones_like)
 rand = _making_compat(_creation.rand)
-randint = _making_compat(_ops_extra.randint)
 randn = _making_compat(_creation.randn)
 tensor = _making_compat(_creation.tensor)
 zeros = _making_compat(_creation.zeros)
 zeros_like = _making_compat(_creation.zeros_like)
-
-
-def FloatTensor(*data):
-    """``torch.FloatTensor([1, 2])`` (from data) or ``torch.FloatTensor(2, 3)`` (of that shape, zeros)."""
-    return _legacy(data, float32)
-
-
-def LongTensor(*data):
-    return _legacy(data, int64)
-
-
-def _legacy(data, dtype):
-    if len(data) == 1 and not isinstance(data[0], int):
-        return tensor(data[0], dtype=dtype)
-    return zeros(*data, dtype=dtype)
 
 
 for _name in ("abs", "all", "any", "argmax", "argmin", "cat", "chunk", "concat", "flatten", "gather", "log_softmax",
@@ -181,6 +170,6 @@ __all__ = [
     "flatten", "gather", "is_tensor", "log", "log_softmax", "masked_fill", "matmul", "max", "maximum", "mean",
     "min", "minimum", "multinomial", "nonzero", "norm", "permute", "pow", "relu", "repeat_interleave", "reshape",
     "sigmoid", "sin", "softmax", "split", "sqrt", "squeeze", "stack", "std", "sum", "tanh", "topk", "transpose",
-    "tril", "triu", "unsqueeze", "var", "where", "device", "Size", "FloatTensor", "LongTensor", "Generator",
+    "tril", "triu", "unsqueeze", "var", "where", "device", "Size", "Generator",
     "amp", "autocast", "backends", "cuda", "serialization", "utils", *_function_names,
 ]

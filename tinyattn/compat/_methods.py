@@ -28,8 +28,8 @@ import numpy as np
 from .. import backend
 from .. import ops as _ops
 from .. import ops_extra as _ops_extra
+from ..tensor import Function, no_grad
 from ..tensor import Tensor as _NativeTensor
-from ..tensor import no_grad
 
 SortResult = collections.namedtuple("sort", ["values", "indices"])
 
@@ -37,6 +37,26 @@ SortResult = collections.namedtuple("sort", ["values", "indices"])
 def _cut(array, like):
     """``array`` as a tensor of ``like``'s class, with no graph (results torch gives no gradient)."""
     return _NativeTensor._wrap(array, like)
+
+
+class Piecewise(Function):
+    """A piecewise-constant function of ``x`` (rounding, ``sign``): its values, and a gradient of zeros."""
+
+    saved_inputs, saves_output = (), False
+
+    def forward(self, x, values=None):
+        return values
+
+    def backward(self, grad):
+        return (backend.namespace(grad).zeros_like(grad),)
+
+
+def _constant_pieces(array, like):
+    """``array`` (a function of ``like`` that is constant piecewise): in the graph with a zero gradient when
+    ``like`` requires one, as torch records it; cut from the graph otherwise."""
+    if like.requires_grad and array.dtype.kind == "f":
+        return Piecewise.apply(like, values=array)
+    return _cut(array, like)
 
 
 def _dim(dim, ndim, name):
@@ -123,7 +143,7 @@ def narrow(self, dim, start, length):
     if start < 0:
         start += size
     if not (0 <= start and length >= 0 and start + length <= size):
-        raise IndexError(f"narrow: start ({start}) + length ({length}) exceeds dimension size ({size}).")
+        raise RuntimeError(f"narrow: start ({start}) + length ({length}) exceeds dimension size ({size}).")
     return self[(slice(None),) * dim + (slice(start, start + length),)]
 
 
@@ -146,10 +166,12 @@ def index_select(self, dim, index):
 
 def flip(self, dims):
     """The elements in reverse order along each of ``dims``."""
-    dims = (dims,) if isinstance(dims, int) else tuple(dims)
+    dims = [_dim(dim, self.ndim, "flip") for dim in ((dims,) if isinstance(dims, int) else dims)]
     index = [slice(None)] * self.ndim
     for dim in dims:
-        index[_dim(dim, self.ndim, "flip")] = slice(None, None, -1)
+        if index[dim] != slice(None):
+            raise RuntimeError(f"dim {dim} appears multiple times in the list of dims")
+        index[dim] = slice(None, None, -1)
     return self[tuple(index)]
 
 
@@ -195,19 +217,19 @@ def div(self, other, *, rounding_mode=None):
     if rounding_mode is None:
         return self / other
     if rounding_mode not in ("floor", "trunc"):
-        raise ValueError(f"div expected rounding_mode to be one of None, 'trunc', or 'floor' but found "
+        raise RuntimeError(f"div expected rounding_mode to be one of None, 'trunc', or 'floor' but found "
                          f"'{rounding_mode}'")
     a, b = self._data, other._data if isinstance(other, _NativeTensor) else other
     xp = backend.namespace(a)
     if a.dtype.kind in "biu" and (np.asarray(b).dtype.kind in "biu"):
         if (np.asarray(b) == 0).any():
-            raise ZeroDivisionError("ZeroDivisionError")
+            raise RuntimeError("ZeroDivisionError")
         out = xp.floor_divide(a, b) if rounding_mode == "floor" else xp.trunc(xp.true_divide(a, b)).astype(
             np.result_type(a, b))
         return _cut(xp.asarray(out), self)
     quotient = (self / other)._data
     out = xp.floor(quotient) if rounding_mode == "floor" else xp.trunc(quotient)
-    return _cut(out.astype(quotient.dtype), self)
+    return _constant_pieces(out.astype(quotient.dtype), self)
 
 
 def floor_divide(self, other):
@@ -218,10 +240,10 @@ def _rounding(name):
     def method(self):
         if self._data.dtype.kind in "biu":
             return self.clone() if name != "sign" else _cut(backend.namespace(self._data).sign(self._data), self)
-        return _cut(getattr(backend.namespace(self._data), name)(self._data), self)
+        return _constant_pieces(getattr(backend.namespace(self._data), name)(self._data), self)
 
     method.__name__ = name
-    method.__doc__ = f"``{name}`` of each element (its gradient is zero almost everywhere: none is recorded)."
+    method.__doc__ = f"``{name}`` of each element (a gradient of zeros, as in torch)."
     return method
 
 
@@ -337,16 +359,6 @@ def attach(cls):
 
 
 # ----------------------------------------------------------------------------- functions
-
-
-def as_function(method):
-    """``torch.NAME(input, ...)`` from the method ``Tensor.NAME``."""
-
-    @functools.wraps(method)
-    def function(input, *args, **kwargs):
-        return method(input, *args, **kwargs)
-
-    return function
 
 
 def pow(input, exponent):

@@ -37,7 +37,8 @@ __all__ = [
     "set_grad_enabled", "is_inference_mode_enabled", "compile", "dtype", "float16", "bfloat16", "int8", "int16",
     "short", "finfo", "iinfo", "get_default_dtype", "set_default_dtype", "set_float32_matmul_precision",
     "get_float32_matmul_precision", "use_deterministic_algorithms", "are_deterministic_algorithms_enabled",
-    "set_printoptions", "BoolTensor", "IntTensor", "DoubleTensor", "jit", "onnx", "distributed",
+    "set_printoptions", "FloatTensor", "LongTensor", "BoolTensor", "IntTensor", "DoubleTensor", "jit", "onnx",
+    "distributed",
 ]
 
 pow = _methods.pow
@@ -288,8 +289,8 @@ class finfo:
     def __init__(self, type=None):
         info = np.finfo(np.float32 if type is None else type)
         self.dtype, self.bits = str(info.dtype), info.bits
-        self.eps, self.max, self.min, self.resolution = (builtins.float(v) for v in (info.eps, info.max, info.min,
-                                                                                      info.resolution))
+        self.eps, self.max, self.min = (builtins.float(v) for v in (info.eps, info.max, info.min))
+        self.resolution = 10.0 ** -info.precision
         self.tiny = self.smallest_normal = builtins.float(info.tiny)
 
 
@@ -310,6 +311,15 @@ def set_default_dtype(d):
     if np.dtype(d) != np.float32:
         raise NotImplementedError(f"set_default_dtype({np.dtype(d)}): tinyattn.compat makes float32 from Python "
                                   "floats; pass dtype= to the creation functions, or call .double() on the model")
+
+
+def FloatTensor(*data):
+    """``torch.FloatTensor([1, 2])`` (from data) or ``torch.FloatTensor(2, 3)`` (of that shape, zeros)."""
+    return _legacy(data, np.float32)
+
+
+def LongTensor(*data):
+    return _legacy(data, np.int64)
 
 
 def BoolTensor(*data):

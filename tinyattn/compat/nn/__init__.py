@@ -60,6 +60,10 @@ class Module(_native.Module):
     def _registered(self, name, value):
         super()._registered(name, as_compat(value))
 
+    def to(self, *args, device=None, dtype=None, non_blocking=False):
+        """``model.to(device or dtype, non_blocking=False)``, as in torch (``non_blocking`` is moot on the host)."""
+        return super().to(*args, device=device, dtype=dtype)
+
     def state_dict(self):
         return OrderedDict(to_torch(super().state_dict()))
 

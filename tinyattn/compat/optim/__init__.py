@@ -59,12 +59,15 @@ class SGD(_SGD):
 
 class Adam(_Adam):
     """``Adam(params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0, amsgrad=False, *, foreach=None,
-    maximize=False, capturable=False, differentiable=False, fused=None)``."""
+    maximize=False, capturable=False, differentiable=False, fused=None, decoupled_weight_decay=False)``
+    (``decoupled_weight_decay=True`` is ``AdamW``: use that)."""
 
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0, amsgrad=False, *,
-                 foreach=None, maximize=False, capturable=False, differentiable=False, fused=None):
-        _refuse(type(self).__name__, fused, amsgrad=(amsgrad, False), maximize=(maximize, False),
-                capturable=(capturable, False), differentiable=(differentiable, False))
+                 foreach=None, maximize=False, capturable=False, differentiable=False, fused=None,
+                 decoupled_weight_decay=False):
+        _refuse("Adam", fused, amsgrad=(amsgrad, False), maximize=(maximize, False),
+                capturable=(capturable, False), differentiable=(differentiable, False),
+                decoupled_weight_decay=(decoupled_weight_decay, False))
         super().__init__(params, lr, betas=betas, eps=eps, weight_decay=weight_decay)
 
     def step(self, closure=None):
@@ -73,11 +76,11 @@ class Adam(_Adam):
 
 
 class AdamW(_AdamW):
-    """``AdamW(params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2, amsgrad=False, *, foreach=None,
-    maximize=False, capturable=False, differentiable=False, fused=None)``."""
+    """``AdamW(params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2, amsgrad=False, *, maximize=False,
+    foreach=None, capturable=False, differentiable=False, fused=None)``."""
 
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2, amsgrad=False, *,
-                 foreach=None, maximize=False, capturable=False, differentiable=False, fused=None):
+                 maximize=False, foreach=None, capturable=False, differentiable=False, fused=None):
         _refuse("AdamW", fused, amsgrad=(amsgrad, False), maximize=(maximize, False),
                 capturable=(capturable, False), differentiable=(differentiable, False))
         super().__init__(params, lr, betas=betas, eps=eps, weight_decay=weight_decay)

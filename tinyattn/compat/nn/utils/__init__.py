@@ -8,9 +8,13 @@
 tensor([ 1. , -1.5,  1.5])
 """
 
+import math
 import warnings
 
-from ....nn.utils import clip_grad_norm_
+import numpy as np
+
+from ....creation import tensor
+from ....nn.utils import clip_grad_norm_ as _native_clip_grad_norm_
 from ....ops import cat
 from ... import _tensor
 from . import rnn  # noqa: F401
@@ -23,11 +27,30 @@ def _parameters(parameters):
     return [parameters] if isinstance(parameters, _tensor._NativeTensor) else list(parameters)
 
 
+def clip_grad_norm_(parameters, max_norm, norm_type=2.0, error_if_nonfinite=False, foreach=None):
+    """Scale all gradients together so that their joint norm is at most ``max_norm`` (the native
+    ``clip_grad_norm_``); returns the norm before clipping as a 0-d tensor of the gradients' dtype, as torch
+    does. With ``error_if_nonfinite`` a NaN or infinite norm raises instead of clipping."""
+    parameters = _parameters(parameters)
+    grads = [p._grad for p in parameters if p._grad is not None]
+    dtype = grads[0].dtype if grads else np.float32
+    if error_if_nonfinite and grads:
+        norms = [float(np.linalg.norm(np.asarray(g, dtype=np.float64).ravel(), ord=float(norm_type)))
+                 for g in grads]
+        total = max(norms) if float(norm_type) == math.inf else math.hypot(*norms)
+        if not math.isfinite(total):
+            raise RuntimeError(f"The total norm of order {float(norm_type)} for gradients from `parameters` is "
+                               "non-finite, so it cannot be clipped. To disable this error and scale the gradients "
+                               "by the non-finite norm anyway, set `error_if_nonfinite=False`")
+    total = _native_clip_grad_norm_(parameters, max_norm, norm_type)
+    return _tensor.as_compat(tensor(total, dtype=dtype))
+
+
 def clip_grad_norm(parameters, max_norm, norm_type=2.0, error_if_nonfinite=False, foreach=None):
     """The deprecated name of ``clip_grad_norm_`` (torch warns, then clips)."""
     warnings.warn("torch.nn.utils.clip_grad_norm is now deprecated in favor of torch.nn.utils.clip_grad_norm_.",
                   FutureWarning, stacklevel=2)
-    return clip_grad_norm_(parameters, max_norm, norm_type)
+    return clip_grad_norm_(parameters, max_norm, norm_type, error_if_nonfinite)
 
 
 def clip_grad_value_(parameters, clip_value, foreach=None):

@@ -63,15 +63,18 @@ def default_collate(batch):
 
 
 def default_convert(data):
-    """One sample as the loader yields it with ``batch_size=None``: NumPy arrays become tensors."""
-    if isinstance(data, np.ndarray) and data.dtype.kind in "biufc":
-        return _tensor.as_compat(_NativeTensor(data))
+    """One sample as the loader yields it with ``batch_size=None``: NumPy arrays and scalars become tensors,
+    tuples lists (as torch's does), containers are converted item by item."""
+    if isinstance(data, (np.ndarray, np.generic)) and data.dtype.kind in "biufc":
+        return _tensor.as_compat(_NativeTensor(np.asarray(data)))
     if isinstance(data, collections.abc.Mapping):
         return type(data)({key: default_convert(value) for key, value in data.items()})
     if isinstance(data, tuple) and hasattr(data, "_fields"):
         return type(data)(*(default_convert(d) for d in data))
-    if isinstance(data, (list, tuple)):
-        return type(data)(default_convert(d) for d in data)
+    if isinstance(data, tuple):
+        return [default_convert(d) for d in data]
+    if isinstance(data, list):
+        return [default_convert(d) for d in data]
     return data
 
 

@@ -4,6 +4,7 @@ import numbers
 
 import numpy as np
 
+from .... import backend
 from ... import _random
 
 
@@ -65,8 +66,6 @@ class RandomSampler(Sampler):
 def _draws(n, count, generator):
     rng = _random.numpy_generator(generator)
     if rng is None:
-        from ... import backend
-
         return (backend.random_uniform((count,), np.dtype(np.float64), "cpu") * n).astype(np.int64).tolist()
     return rng.integers(0, n, count).tolist()
 
