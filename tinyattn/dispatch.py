@@ -6,11 +6,13 @@ asks ``replacement(type(module), module, …)``). The fast layer (``tinyattn.fas
 for each unit, one or more ``Replacement`` rows, tried in the order they were registered:
 
 - ``name``: what runs instead, as ``ta.explain`` prints it (``"fast.Linear"``);
-- ``why_not(*args, **kwargs)``: ``None`` when it applies to these arguments, else one sentence saying why not;
+- ``why_not(*args, **kwargs)``: ``None`` when it applies to these arguments, else one sentence saying why not
+  (a row whose ``why_not`` is ``None`` applies whenever fast paths are on);
 - ``run(*args, **kwargs)``: the replacement, computing what the unit computes.
 
-A module's rows take the module as their first argument. A subclass finds its base class's rows only
-while it keeps the base's ``forward`` (one that overrides it computes something else).
+A module's rows take the module as their first argument. They apply while the class's ``forward`` is
+the one it had when its rows were registered: a subclass that overrides ``forward``, or a ``forward``
+patched onto the class later, computes something else, and runs as written.
 
 With fast paths off (``use_fast_paths(False)``, or ``TINYATTN_FAST=0`` in the environment at import)
 the table is not read: every unit runs its reference definition. ``generation()`` counts the changes
@@ -50,12 +52,17 @@ class Replacement(NamedTuple):
 _ENABLED = [os.environ.get("TINYATTN_FAST", "1") != "0"]
 _GENERATION = [0]
 _TABLE = {}  # unit (a function or a Module class) -> tuple of Replacement rows
-_RESOLVED = {}  # a module class -> the rows it takes (its own, or its base's while it keeps the base's forward)
+_CALLS = {}  # unit -> ((why_not, run), ...): the same rows as plain pairs, read on every call
+_FORWARDS = {}  # a Module class in the table -> its forward when its rows were registered
+_RESOLVED = {}  # a module class -> the nearest class of its MRO that is in the table, or None
 
 
 def register(unit, name, why_not, run):
     """Add a row for ``unit`` (a ``@replaceable`` function or a ``Module`` class), after its earlier rows."""
     _TABLE[unit] = _TABLE.get(unit, ()) + (Replacement(name, why_not, run),)
+    _CALLS[unit] = tuple((row.why_not, row.run) for row in _TABLE[unit])
+    if isinstance(unit, type):
+        _FORWARDS[unit] = unit.forward
     _RESOLVED.clear()
     changed()
 
@@ -68,15 +75,31 @@ def rows(unit):
 
 
 def _rows_of_class(cls):
-    found = _RESOLVED.get(cls)
-    if found is None:
-        found = ()
-        for base in cls.__mro__:
-            if base in _TABLE:
-                found = _TABLE[base] if cls.forward is base.forward else ()
-                break
-        _RESOLVED[cls] = found
-    return found
+    base = _RESOLVED.get(cls, _UNSEEN)
+    if base is _UNSEEN:
+        base = _RESOLVED[cls] = next((base for base in cls.__mro__ if base in _TABLE), None)
+    if base is None or cls.forward is not _FORWARDS[base]:
+        return ()
+    return _TABLE[base]
+
+
+_UNSEEN = object()
+
+
+def module_replacement(module, args, kwargs):
+    """``replacement(type(module), module, *args, **kwargs)`` as ``Module.__call__`` asks it, on every call of
+    every module: ``None`` at once for a module whose class has no rows, or whose ``forward`` is set on the
+    instance (a user's wrapper runs as it is)."""
+    cls = type(module)
+    base = _RESOLVED.get(cls, _UNSEEN)
+    if base is None or not _ENABLED[0] or "forward" in module.__dict__:
+        return None
+    if base is _UNSEEN or cls.forward is not _FORWARDS[base]:
+        return replacement(cls, module, *args, **kwargs)  # (resolves the class first)
+    for row in _TABLE[base]:
+        if row.why_not is None or row.why_not(module, *args, **kwargs) is None:
+            return row
+    return None
 
 
 def replacement(unit, *args, **kwargs):
@@ -84,7 +107,7 @@ def replacement(unit, *args, **kwargs):
     fast paths are off)."""
     if _ENABLED[0]:
         for row in rows(unit):
-            if row.why_not(*args, **kwargs) is None:
+            if row.why_not is None or row.why_not(*args, **kwargs) is None:
                 return row
     return None
 
@@ -96,9 +119,9 @@ def replaceable(definition):
     @functools.wraps(definition)
     def unit(*args, **kwargs):
         if _ENABLED[0]:
-            for row in _TABLE.get(unit, ()):
-                if row.why_not(*args, **kwargs) is None:
-                    return row.run(*args, **kwargs)
+            for why_not, run in _CALLS.get(unit, ()):
+                if why_not is None or why_not(*args, **kwargs) is None:
+                    return run(*args, **kwargs)
         return definition(*args, **kwargs)
 
     unit.reference = definition

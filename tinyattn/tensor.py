@@ -15,8 +15,9 @@ end of ``ops.py``, beside the ``Function``s they call; this file holds only what
 
 Two extension points, for the floors above, and nothing else of theirs:
 
-- ``_accumulate_leaf`` (how a leaf takes its gradient: a copy, then ``+=``) is a replaceable unit of
-  ``tinyattn.dispatch``; the fast layer keeps a fresh gradient instead of copying it.
+- ``LEAF_ACCUMULATOR``: how a leaf takes its gradient (``_accumulate_leaf``: a copy, then ``+=``), one
+  slot that the fast layer fills with its own (``fast.gradients``: a fresh gradient kept, not copied);
+  the graph walk reads it once per ``backward()``, and with fast paths off takes the reference.
 - ``_result_class``: a subclass of ``Tensor`` that names its own (``tinyattn.compat``'s tensor, whose
   ``.grad`` and ``.data`` are tensors) gets results of that class from every operation on it
   (``Tensor._wrap``); until a subclass names one, no operation looks.
@@ -263,7 +264,6 @@ def _topological_order(root):
     return sorted(nodes, key=_by_sequence, reverse=True)
 
 
-@dispatch.replaceable
 def _accumulate_leaf(t, grad, fresh=False):
     """Add ``grad`` to the leaf's ``.grad``, never writing to an array anyone else can see: the first
     gradient is copied, in the leaf's dtype. ``fresh``: ``grad`` comes from a node that keeps no reference
@@ -274,10 +274,14 @@ def _accumulate_leaf(t, grad, fresh=False):
         t._grad = backend.namespace(t._data).array(grad, dtype=t._data.dtype)
 
 
+LEAF_ACCUMULATOR = [_accumulate_leaf]  # the extension slot (see the module's docstring)
+
+
 def _run_backward(root, grad, retain_graph):
     if root._ctx is None:  # backward() on a leaf: the gradient is the caller's array
-        _accumulate_leaf(root, grad)
+        _accumulate_leaf(root, grad)  # (the caller's array: always copied)
         return
+    accumulate = LEAF_ACCUMULATOR[0] if dispatch.enabled() else _accumulate_leaf
     grads = {root._ctx: grad}  # node -> the gradient of its output, summed so far
     owned = set()  # nodes whose summed gradient is an array made here: safe to add to in place
     for fn in _topological_order(root._ctx):
@@ -302,7 +306,7 @@ def _run_backward(root, grad, retain_graph):
                 continue
             if ctx is None:  # a leaf when the node was recorded
                 if p.requires_grad and p._ctx is None:
-                    _accumulate_leaf(p, g, fresh)
+                    accumulate(p, g, fresh)
                 continue
             previous = grads.get(ctx)
             if previous is None:

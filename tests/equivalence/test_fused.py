@@ -3,6 +3,7 @@
 - ``F.linear`` is one fused node (batch folded into rows): it must agree with ``x @ W.T + b``;
 - ``layer_norm`` with weight and bias is one fused node: it must agree with the composed formula
   (``test_functional`` checks the same through its fused table; here the partial-affine cases too);
+- multi-head attention's ``SplitHeads``/``MergeHeads`` must agree with reshape + transpose;
 - the graph walk sums a gradient in place only in arrays it made itself: upstream gradients are
   never written to and no two ``.grad`` arrays share memory;
 - modules reach their parameters by plain attribute lookup, and the cached parameter list
@@ -19,7 +20,7 @@ import tinyattn as ta
 import tinyattn.nn as nn
 import tinyattn.nn.functional as F
 from tinyattn import testing as tt
-from tinyattn.fast import FeedForwardBlock, gradients
+from tinyattn.fast import FeedForwardBlock, MergeHeads, SplitHeads, gradients
 
 DEVICES = ["cpu", "strict", pytest.param("cuda", marks=pytest.mark.cuda)]  # cuda: skipped without a GPU
 
@@ -179,6 +180,26 @@ def test_transformer_layers_use_the_fused_blocks_only_when_no_dropout_acts(layer
     layer.train()  # dropout acts: composed, so that the dropout masks stay where PyTorch puts them
     y = layer(*args)
     assert not {"SelfAttentionBlock", "FeedForwardBlock"} & node_types(y)
+
+
+# ----------------------------------------------------------------------------- heads
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@given(B=st.integers(1, 3), L=st.integers(1, 4), H=st.integers(1, 3), D=st.integers(1, 3),
+       seed=st.integers(0, 2**32 - 1))
+def test_split_and_merge_heads_match_reshape_and_transpose(device, B, L, H, D, seed):
+    rng = np.random.default_rng(seed)
+    x, upstream = rng.standard_normal((B, L, H * D)), rng.standard_normal((B, H, L, D))
+
+    fused = _run(lambda t: SplitHeads.apply(t, num_heads=H), [x], [True], upstream, device)
+    composed = _run(lambda t: t.reshape(B, L, H, D).transpose(1, 2), [x], [True], upstream, device)
+    _assert_same(fused, composed)
+
+    heads = rng.standard_normal((B, H, L, D))
+    fused = _run(MergeHeads.apply, [heads], [True], x, device)
+    composed = _run(lambda t: t.transpose(1, 2).reshape(B, L, H * D), [heads], [True], x, device)
+    _assert_same(fused, composed)
 
 
 # ----------------------------------------------------------------------------- in-place accumulation

@@ -18,7 +18,7 @@ prints which route each module takes and why; ``ta.use_fast_paths(False)`` turns
                     pieces of query rows and keys or sentence by sentence, projections)
     activations.py  GELU's kernels (normal CDF, both forms, and its backward) and a float32 erf
     parallel.py     a thread pool: a large pass goes in pieces of rows over every core
-    gradients.py    a leaf keeps a fresh gradient as its ``.grad`` instead of a copy
+    gradients.py    a leaf keeps a fresh gradient as its ``.grad`` instead of a copy (the engine's one slot)
 
 It imports the reference layer (to know its classes), never the other way round.
 """
@@ -38,11 +38,13 @@ from .nodes import (  # noqa: F401
     InProjection,
     Linear,
     MaskedSoftmax,
+    MergeHeads,
     Normalize,
     PackedSelfAttention,
+    SplitHeads,
     packed_self_attention,
 )
 from .router import explain  # noqa: F401
 
 table.register()
-gradients.measure()
+gradients.install()  # the engine's slot for a leaf's gradient (tensor.LEAF_ACCUMULATOR)

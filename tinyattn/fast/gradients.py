@@ -4,8 +4,10 @@ The reference (``tensor._accumulate_leaf``) copies a leaf's first gradient, sinc
 seen elsewhere. A node that declares its gradients fresh (``Function.fresh_gradients``: it keeps no
 reference to what its backward returns) hands down arrays that nothing but the graph walk refers
 to; ``steal`` keeps such an array as it is when its reference count says so: a NumPy/CuPy array of
-the leaf's dtype, not a view, referred to only by the walk. ``measure()`` finds that count by sending
-an array down the same calls as the walk makes.
+the leaf's dtype, not a view, referred to only by the walk. It fills the engine's one extension slot
+for this (``tensor.LEAF_ACCUMULATOR``), which the walk reads once per ``backward()``: a table row's
+test on every leaf would cost more than it saves. ``measure()`` finds the count by sending an array
+down the same calls as the walk makes.
 """
 
 import sys
@@ -13,25 +15,20 @@ import sys
 import numpy as np
 
 from .. import backend, dispatch
-from ..tensor import Tensor, _accumulate_leaf
+from ..tensor import LEAF_ACCUMULATOR, Function, Tensor
 
 _FRESH_REFERENCES = [0]  # sys.getrefcount inside steal of an array only the walk refers to
 _PROBE = []  # while measure() runs: the counts steal sees
 
 
-def why_not_steal(t, grad, fresh=False):
-    if not fresh:
-        return "the gradient's node does not declare it fresh: it may be referred to elsewhere"
-    if t._grad is not None:
-        return "the leaf has a gradient already: the new one is added to it"
-    return None
-
-
 def steal(t, grad, fresh=False):
+    """``tensor._accumulate_leaf``, keeping a fresh gradient (see the module's docstring) instead of copying it."""
     if _PROBE:
         _PROBE.append(sys.getrefcount(grad))
         return
-    if (sys.getrefcount(grad) <= _FRESH_REFERENCES[0] and type(grad) is type(t._data)
+    if t._grad is not None:
+        t._grad += grad
+    elif (fresh and sys.getrefcount(grad) <= _FRESH_REFERENCES[0] and type(grad) is type(t._data)
             and grad.dtype == t._data.dtype and type(grad) is not backend.StrictArray and grad.base is None):
         # (not a view; a strict array's wrapper does not tell whether another wrapper shares its memory)
         t._grad = grad
@@ -39,18 +36,35 @@ def steal(t, grad, fresh=False):
         t._grad = backend.namespace(t._data).array(grad, dtype=t._data.dtype)
 
 
+def install():
+    """Fill the engine's slot with ``steal`` and measure the reference count it compares with."""
+    LEAF_ACCUMULATOR[0] = steal
+    measure()
+
+
+class _Probe(Function):
+    """A node whose backward returns a fresh array, as the library's own nodes do."""
+
+    fresh_gradients = True
+
+    def forward(self, x):
+        return x
+
+    def backward(self, grad):
+        return (backend.namespace(grad).ones(grad.shape, dtype=grad.dtype),)
+
+
 def measure():
-    """Set the reference count of a fresh gradient inside ``steal``, measured through the walk's own calls
-    (a tuple a ``backward`` returned, the walk's loop, the table's dispatch)."""
-    leaf = Tensor(np.zeros(1))
+    """Set the reference count of a fresh gradient inside ``steal``, measured through the walk's own calls: a
+    backward through a probe node, its fresh gradient handed to ``steal`` as the walk hands it."""
+    leaf = Tensor(np.zeros(1), requires_grad=True)
     tracer, profiler = sys.gettrace(), sys.getprofile()
     sys.settrace(None)  # a debugger's tracer may hold frames' locals: it would raise the count
     sys.setprofile(None)
     _PROBE.append(None)  # (steal records while the probe is set)
     try:
         with dispatch.use_fast_paths(True):
-            for p, _, g in zip((leaf,), (None,), (np.empty(1),)):
-                _accumulate_leaf(p, g, True)
+            _Probe.apply(leaf).backward(np.ones(1))
     finally:
         sys.settrace(tracer)
         sys.setprofile(profiler)

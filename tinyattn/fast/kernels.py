@@ -44,7 +44,12 @@ def layer_norm_rows(rows, weight, bias, eps):
     are independent: a large array goes in pieces of rows over the pool (``fast.parallel``)."""
     M, N = rows.shape
     average = backend.filled_like(N, 1 / max(N, 1), rows)  # (N,), 1/N each
+    # One piece (what parallel.pieces gives), or CuPy: the same steps on the whole array. Several pieces
+    # always go as pieces, pooled or not: a row's BLAS sum can depend on how many rows a call has.
+    if M * N <= tuning.piece_elements or type(rows) is not np.ndarray:
+        return _layer_norm_whole(rows, weight, bias, eps, average)
     xp = backend.namespace(rows)
+    ranges = parallel.pieces(M, N)
     x_hat, rstd = xp.empty_like(rows), xp.empty((M, 1), dtype=rows.dtype)  # (M, N), (M, 1)
     out = x_hat if weight is None else xp.empty_like(rows)  # weight and bias share the rows' dtype (the callers check)
 
@@ -59,18 +64,23 @@ def layer_norm_rows(rows, weight, bias, eps):
         xp.multiply(centered, weight, out=y)
         y += bias
 
-    _by_pieces(normalize, rows, M, N)
+    parallel.run(normalize, ranges, rows)
     return out, (x_hat, rstd, average, weight)
 
 
-def _by_pieces(step, like, M, N):
-    """``step(start, stop)`` over the rows of an ``(M, N)`` pass: once over all of them where they are one piece
-    (what ``parallel.pieces`` gives) or not NumPy, else by pieces, pooled where it pays. (Several pieces always
-    go as pieces, pooled or not: a row's BLAS sum can depend on how many rows a call has.)"""
-    if M * N <= tuning.piece_elements or type(like) is not np.ndarray:
-        step(0, M)
-    else:
-        parallel.run(step, parallel.pieces(M, N), like)
+def _layer_norm_whole(rows, weight, bias, eps, average):
+    """``layer_norm_rows`` in one piece: ``normalize`` above, on all rows at once, into fresh arrays."""
+    xp = backend.namespace(rows)
+    centered = xp.empty_like(rows)  # (M, N)
+    variance = _center(rows, average, centered)  # (M,)
+    rstd = (1 / xp.sqrt(variance + eps))[:, None]  # (M, 1)
+    centered *= rstd  # x̂
+    saved = (centered, rstd, average, weight)
+    if weight is None:
+        return centered, saved
+    out = centered * weight  # (M, N), a fresh array
+    out += bias
+    return out, saved
 
 
 _SPREAD = 1e-3  # a row whose standard deviation is below this fraction of its mean is centred again (_center)
@@ -106,7 +116,10 @@ def layer_norm_rows_backward(grad, saved):
     pool; the sums over rows are one BLAS call each, on the whole."""
     x_hat, rstd, average, weight = saved
     M, N = x_hat.shape
+    if M * N <= tuning.piece_elements or type(grad) is not np.ndarray:  # one piece, or CuPy (see above)
+        return _layer_norm_whole_backward(grad, x_hat, rstd, average, weight)
     xp = backend.namespace(grad)
+    ranges = parallel.pieces(M, N)
     dtype = grad.dtype if weight is None else xp.result_type(grad, weight)
     grad_x = xp.empty((M, N), dtype=dtype)
     grad_times_x_hat = None if weight is None else xp.empty((M, N), dtype=xp.result_type(grad, x_hat))
@@ -122,10 +135,24 @@ def layer_norm_rows_backward(grad, saved):
         gx -= x * ((g * x) @ average)[:, None]
         gx *= rstd[start:stop]
 
-    _by_pieces(backward, grad, M, N)
+    parallel.run(backward, ranges, grad)
     if weight is None:
         return grad_x, None, None
     return grad_x, column_sums(grad_times_x_hat), column_sums(grad)  # (M, N), (N,), (N,)
+
+
+def _layer_norm_whole_backward(grad, x_hat, rstd, average, weight):
+    """``layer_norm_rows_backward`` in one piece: ``backward`` above, on all rows at once."""
+    grad_weight = grad_bias = None
+    if weight is not None:
+        grad_weight, grad_bias = column_sums(grad * x_hat), column_sums(grad)  # (N,)
+        grad = grad * weight  # ĝ
+    if grad.dtype != average.dtype:
+        average = average.astype(grad.dtype)
+    grad_x = grad - (grad @ average)[:, None]  # (M, N), a fresh array: updated in place
+    grad_x -= x_hat * ((grad * x_hat) @ average)[:, None]
+    grad_x *= rstd
+    return grad_x, grad_weight, grad_bias
 
 
 # ----------------------------------------------------------------------------- ReLU
@@ -480,8 +507,11 @@ def _attention_whole(query, key, value, attn_mask, allowed, is_causal, scale, dr
     """``attention`` as one piece: ``_attend`` once over the whole arrays."""
     xp = backend.namespace(query)
     Lq, Lk = query.shape[-2], key.shape[-2]
-    batch = tuple(np.broadcast_shapes(query.shape[:-2], key.shape[:-2]))
-    keep = _dropout_keep(batch + (Lq, Lk), query.dtype, query, dropout_p)
+    keep = None
+    if dropout_p:
+        batch = query.shape[:-2] if key.shape[:-2] == query.shape[:-2] else tuple(
+            np.broadcast_shapes(query.shape[:-2], key.shape[:-2]))
+        keep = _dropout_keep(batch + (Lq, Lk), query.dtype, query, dropout_p)
     above = xp.arange(Lk) > xp.arange(Lq)[:, None] if is_causal else None  # (Lq, Lk)
     weights, out = _attend(xp, query, key.swapaxes(-1, -2), value, scale, attn_mask, allowed, above, keep, None, out)
     return out, weights, keep

@@ -164,6 +164,28 @@ class MaskedSoftmax(Function):
         return (kernels.masked_softmax_backward(grad, self.out),) + (None,) * (len(self.parents) - 1)
 
 
+class SplitHeads(Function):
+    """``(B, L, E) -> (B, H, L, D)``, ``E = H·D``: ``x.reshape(B, L, H, D).transpose(1, 2)`` as one
+    node; the gradient goes back through the inverse, ``MergeHeads``."""
+
+    def forward(self, x, num_heads):
+        return kernels.split_heads(x, num_heads)
+
+    def backward(self, grad):
+        return (kernels.merge_heads(grad),)
+
+
+class MergeHeads(Function):
+    """``(B, H, L, D) -> (B, L, H·D)``: ``x.transpose(1, 2).reshape(B, L, H·D)`` as one node."""
+
+    def forward(self, x):
+        self.num_heads = x.shape[1]
+        return kernels.merge_heads(x)
+
+    def backward(self, grad):
+        return (kernels.split_heads(grad, self.num_heads),)
+
+
 class InProjection(Function):
     """Self-attention's three input projections as one GEMM: ``x (B, L, E) -> qkv (3, B, H, L, D)``
     (``kernels.in_projection``; ``forward(x, w_q, w_k, w_v, b_q=None, b_k=None, b_v=None, *, num_heads)``).

@@ -30,33 +30,16 @@ from ..nn import attention as _attention_module
 from ..nn import functional as _functional
 from ..nn import layers as _layers
 from ..nn import transformer as _transformer
-from ..tensor import no_grad
+from ..tensor import Tensor, no_grad
 from .tuning import values as tuning
 
 # ----------------------------------------------------------------------------- ops
 
 
-def why_not_fused_linear(input, weight, bias):
-    """``None`` when ``x Wᵀ + b`` runs as one ``fast.Linear`` node (the batch folded into rows)."""
-    return None
-
-
-def why_not_fused_layer_norm(input, ndim, weight, bias, eps):
-    """``None`` when layer norm runs as one ``fast.Normalize`` node (the weight and bias inside it when both
-    are given)."""
-    return None
-
-
-def why_not_fused_cross_entropy(logits, target, ignore_index, reduction, label_smoothing):
-    """``None`` when cross-entropy runs as one ``fast.CrossEntropy`` node (its gradient ``p - onehot``
-    written out)."""
-    return None
-
-
-def why_not_masked_softmax(scores, allowed):
-    """``None`` when attention's softmax is ``fast.MaskedSoftmax`` (whole-array shift, underflowing
-    rows redone) instead of the reference ``F.softmax`` over the masked scores."""
-    return None
+# Linear (one node, the batch folded into rows), layer norm (one node, the weight and bias inside it),
+# cross-entropy (one node, its gradient p - onehot written out), the heads split and merged (one node each)
+# and attention's softmax (whole-array shift, underflowing rows redone) take their fused node whenever fast
+# paths are on: their rows in fast.table have no test (why_not None), and nothing here decides for them.
 
 
 # ----------------------------------------------------------------------------- attention
@@ -123,6 +106,8 @@ def why_not_packed_self_attention(module, query, key=None, value=None, attn_mask
 
 
 def _why_not_packed(module, query, key, value, need_weights):
+    if not isinstance(query, Tensor) or query.ndim != 3 or query.shape[-1] != module.embed_dim:
+        return f"the query is not a batch-first (B, L, {module.embed_dim}) tensor"
     if need_weights:
         return "the weights are returned (need_weights=True)"
     if not (key is None or query is key) or not (value is None or value is (query if key is None else key)):
@@ -140,8 +125,6 @@ def _why_not_packed(module, query, key, value, need_weights):
 def _why_not_packable(attention_module, x):
     """Why ``x`` cannot go through the packed whole-matrix self-attention of ``attention_module``."""
     threshold = tuning.blocked_attention_min_keys
-    if x.ndim != 3:
-        return f"the input is not batch-first (B, L, E): shape {x.shape}"
     if x.shape[1] >= threshold:
         return f"{x.shape[1]} keys, at least the blocked-attention threshold of {threshold}"
     if not attention_module.kdim == attention_module.vdim == attention_module.embed_dim:
@@ -241,7 +224,7 @@ LayerRoute.__doc__ = """Which residual blocks of a Transformer layer run as one 
 
 
 def _why_not_batch_first(x, d_model):
-    if not hasattr(x, "ndim") or x.ndim != 3 or x.shape[-1] != d_model:
+    if not isinstance(x, Tensor) or x.ndim != 3 or x.shape[-1] != d_model:
         return f"the input is not batch-first (B, L, {d_model})"
     return None
 
@@ -263,10 +246,27 @@ def why_not_encoder_layer(layer, src, src_mask=None, is_causal=False):
     reason = _why_not_batch_first(src, layer.self_attn.embed_dim)
     if reason:
         return reason
-    route = encoder_layer(layer, src, src_mask)
+    return _answer(layer, src, src_mask, encoder_layer(layer, src, src_mask))
+
+
+def _answer(layer, x, attn_mask, route):
     if not (route.self_attention_block or route.feed_forward_block):
         return "neither residual block runs as a fused node"
+    _LAST[0] = (layer, x, attn_mask, route)
     return None
+
+
+_LAST = [None]  # (layer, input, mask, route) of the last layer test that said yes: its row's run reads it
+
+
+def answered(find, layer, x, attn_mask):
+    """The route ``find`` (``encoder_layer`` or ``decoder_layer``) gives ``layer`` on ``x`` and ``attn_mask``:
+    as the layer's test has just found it, when the test was of these very objects (the test and the run of one
+    call see the same ones, and nothing changes between them), else afresh."""
+    last, _LAST[0] = _LAST[0], None
+    if last is not None and last[0] is layer and last[1] is x and last[2] is attn_mask:
+        return last[3]
+    return find(layer, x, attn_mask)
 
 
 def why_not_decoder_layer(layer, tgt, memory, tgt_mask=None, memory_mask=None, tgt_is_causal=False):
@@ -275,10 +275,7 @@ def why_not_decoder_layer(layer, tgt, memory, tgt_mask=None, memory_mask=None, t
     reason = _why_not_batch_first(tgt, d_model) or _why_not_batch_first(memory, d_model)
     if reason:
         return reason
-    route = decoder_layer(layer, tgt, tgt_mask)
-    if not (route.self_attention_block or route.feed_forward_block):
-        return "neither residual block runs as a fused node"
-    return None
+    return _answer(layer, tgt, tgt_mask, decoder_layer(layer, tgt, tgt_mask))
 
 
 def why_not_attention_by_sequences(sentences, tokens):
@@ -345,7 +342,7 @@ def encoder(module, src, mask=None, is_causal=False):
     """``(reason, real, activations)`` for ``TransformerEncoder.forward``: ``real``, the real tokens ``(B, L)`` when
     the padding's outputs are zeros (``nn.transformer.padding_to_zero``, else ``None``), and, when the real tokens
     are computed alone (``reason`` is ``None``), each layer's activation name."""
-    real = _transformer.padding_to_zero(module, src, mask, is_causal) if hasattr(src, "ndim") else None
+    real = _transformer.padding_to_zero(module, src, mask, is_causal) if isinstance(src, Tensor) else None
     if real is None:
         return "the padding is computed (no padding to fill with zeros: padding_to_zero)", None, None
     reason, activations = _real_tokens_route(module, src, mask)

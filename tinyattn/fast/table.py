@@ -3,10 +3,12 @@
 ``register()`` (called once, by ``tinyattn.fast``'s ``__init__``) puts them into ``tinyattn.dispatch``:
 
     unit (reference)                               fast form                         the router's test
-    F.linear, nn.Linear (F._linear)                fast.Linear                       why_not_fused_linear
-    F.layer_norm, nn.LayerNorm (F._layer_norm)     fast.Normalize                    why_not_fused_layer_norm
-    F.cross_entropy (F._cross_entropy)             fast.CrossEntropy                 why_not_fused_cross_entropy
-    attention's softmax (F._softmax_over_allowed)  fast.MaskedSoftmax                why_not_masked_softmax
+    F.linear, nn.Linear (F._linear)                fast.Linear                       (always)
+    F.layer_norm, nn.LayerNorm (F._layer_norm)     fast.Normalize                    (always)
+    F.cross_entropy (F._cross_entropy)             fast.CrossEntropy                 (always)
+    attention's softmax (F._softmax_over_allowed)  fast.MaskedSoftmax                (always)
+    heads split and merged (attention._split_heads, _merge_heads)
+                                                   fast.SplitHeads, fast.MergeHeads  (always)
     scaled dot-product attention (F._attention)    fast.BlockedAttention             why_not_blocked_attention
                                                    fast.Attention                    why_not_fused_attention
     nn.MultiHeadAttention                          fast.InProjection + PackedSelfAttention
@@ -15,7 +17,8 @@
                                                                                      why_not_encoder_layer
     nn.TransformerDecoderLayer                     the same two blocks               why_not_decoder_layer
     nn.TransformerEncoder                          fast.encoder_on_real_tokens       why_not_encoder
-    the leaves' gradients (tensor._accumulate_leaf) a fresh gradient kept, not copied (gradients.why_not_steal)
+
+(always): whenever fast paths are on; the row has no test.
 
 A layer's row composes the layer as its reference ``forward`` does, with each residual block that the
 router allows as one fused node and the layer's own lines for the other.
@@ -26,11 +29,21 @@ from ..masks import per_batch_mask, split_mask
 from ..nn import attention as _attention_module
 from ..nn import functional as F
 from ..nn import transformer as _transformer
-from ..tensor import Tensor, _accumulate_leaf
-from . import gradients, router
+from ..tensor import Tensor
+from . import router
 from .blocked import blocked_attention
 from .blocks import encoder_on_real_tokens, feed_forward_block, self_attention_block
-from .nodes import Attention, CrossEntropy, InProjection, Linear, MaskedSoftmax, Normalize, packed_self_attention
+from .nodes import (
+    Attention,
+    CrossEntropy,
+    InProjection,
+    Linear,
+    MaskedSoftmax,
+    MergeHeads,
+    Normalize,
+    SplitHeads,
+    packed_self_attention,
+)
 from .tuning import values as tuning
 
 # ----------------------------------------------------------------------------- functions
@@ -52,6 +65,14 @@ def layer_norm(input, ndim, weight, bias, eps):
 def cross_entropy(logits, target, ignore_index, reduction, label_smoothing):
     return CrossEntropy.apply(logits, target=target, ignore_index=ignore_index, reduction=reduction,
                               label_smoothing=label_smoothing)
+
+
+def split_heads(x, num_heads):
+    return SplitHeads.apply(x, num_heads=num_heads)
+
+
+def merge_heads(x):
+    return MergeHeads.apply(x)
 
 
 def masked_softmax(scores, allowed):
@@ -98,13 +119,13 @@ def _feed_forward_residual(layer, x, norm, activation):
 
 
 def encoder_layer(layer, src, src_mask=None, is_causal=False):
-    route = router.encoder_layer(layer, src, src_mask)
+    route = router.answered(router.encoder_layer, layer, src, src_mask)
     x = _self_attention_residual(layer, src, src_mask, is_causal, route.self_attention_block)  # (B, S, E)
     return _feed_forward_residual(layer, x, layer.norm2, route.feed_forward_block)  # (B, S, E)
 
 
 def decoder_layer(layer, tgt, memory, tgt_mask=None, memory_mask=None, tgt_is_causal=False):
-    route = router.decoder_layer(layer, tgt, tgt_mask)
+    route = router.answered(router.decoder_layer, layer, tgt, tgt_mask)
     x = _self_attention_residual(layer, tgt, tgt_mask, tgt_is_causal, route.self_attention_block)  # (B, T, E)
     if layer.norm_first:
         x = x + layer._ca_block(layer.norm2(x), memory, memory_mask)
@@ -122,10 +143,12 @@ def encoder(module, src, mask=None, is_causal=False):
 def register():
     """Put the fast layer's rows into the table (once)."""
     rows = [
-        (F._linear, "fast.Linear", router.why_not_fused_linear, linear),
-        (F._layer_norm, "fast.Normalize", router.why_not_fused_layer_norm, layer_norm),
-        (F._cross_entropy, "fast.CrossEntropy", router.why_not_fused_cross_entropy, cross_entropy),
-        (F._softmax_over_allowed, "fast.MaskedSoftmax", router.why_not_masked_softmax, masked_softmax),
+        (F._linear, "fast.Linear", None, linear),  # (None: whenever fast paths are on)
+        (F._layer_norm, "fast.Normalize", None, layer_norm),
+        (F._cross_entropy, "fast.CrossEntropy", None, cross_entropy),
+        (F._softmax_over_allowed, "fast.MaskedSoftmax", None, masked_softmax),
+        (_attention_module._split_heads, "fast.SplitHeads", None, split_heads),
+        (_attention_module._merge_heads, "fast.MergeHeads", None, merge_heads),
         (F._attention, "fast.BlockedAttention", router.why_not_blocked_attention, attention_blocked),
         (F._attention, "fast.Attention", router.why_not_fused_attention, attention_fused),
         (_attention_module.MultiHeadAttention, "fast.InProjection + fast.PackedSelfAttention",
@@ -135,8 +158,6 @@ def register():
         (_transformer.TransformerDecoderLayer, "fast.SelfAttentionBlock, fast.FeedForwardBlock",
          router.why_not_decoder_layer, decoder_layer),
         (_transformer.TransformerEncoder, "fast.encoder_on_real_tokens", router.why_not_encoder, encoder),
-        (_accumulate_leaf, "a fresh gradient kept as the leaf's .grad", gradients.why_not_steal,
-         gradients.steal),
     ]
     for unit, name, why_not, run in rows:
         if not any(row.run is run for row in dispatch.rows(unit)):

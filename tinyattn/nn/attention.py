@@ -23,18 +23,21 @@ import math
 
 from .. import _checks as check
 from .. import backend
+from ..dispatch import replaceable
 from ..masks import per_batch_mask
 from . import functional as F
 from .layers import Linear
 from .module import Module
 
 
+@replaceable
 def _split_heads(x, num_heads):
     """``(B, L, E) -> (B, H, L, D)``, ``E = H·D``: each head's slice of the features, heads first."""
     B, L, E = x.shape
     return x.reshape(B, L, num_heads, E // num_heads).transpose(1, 2)  # (B, H, L, D)
 
 
+@replaceable
 def _merge_heads(x):
     """``(B, H, L, D) -> (B, L, H·D)``: the heads side by side again."""
     B, H, L, D = x.shape

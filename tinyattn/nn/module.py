@@ -94,10 +94,9 @@ class Module:
         raise NotImplementedError(f"{type(self).__name__} has no forward(); define it in the subclass")
 
     def __call__(self, *args, **kwargs):
-        if "forward" not in self.__dict__:  # (a forward set on the instance is the user's: it runs as it is)
-            row = dispatch.replacement(type(self), self, *args, **kwargs)  # a faster form (tinyattn.fast), if any
-            if row is not None:
-                return row.run(self, *args, **kwargs)
+        row = dispatch.module_replacement(self, args, kwargs)  # a faster form from tinyattn.fast's table, if any
+        if row is not None:
+            return row.run(self, *args, **kwargs)
         return self.forward(*args, **kwargs)
 
     # ----------------------------------------------------------------- registration
