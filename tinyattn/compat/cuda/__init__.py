@@ -6,8 +6,8 @@ own. ``is_available()`` says whether CuPy is installed and sees a device; where 
 the calls that need a GPU raise the error torch raises there.
 
 >>> import tinyattn.compat as torch
->>> torch.cuda.is_available(), torch.cuda.device_count()
-(False, 0)
+>>> torch.cuda.is_available() == (torch.cuda.device_count() > 0)
+True
 >>> torch.cuda.manual_seed_all(0)
 """
 
