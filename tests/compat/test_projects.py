@@ -1,8 +1,9 @@
-"""Three public PyTorch projects' styles, written here as test code and run from one source on torch and
-on ``tinyattn.compat``: a nanoGPT-style GPT with its trainer, checkpoint and sampling; a word-level
+"""Public PyTorch projects' styles, written here as test code and run from one source on torch and on
+``tinyattn.compat``: a nanoGPT-style GPT with its trainer, checkpoint and sampling; a word-level
 language model in the style of the PyTorch examples' ``main.py``/``model.py``/``generate.py`` (LSTM
-and Transformer variants, the whole model saved and loaded); and a translation Transformer in the
-style of the PyTorch tutorial, with padding, a DataLoader, greedy decoding and beam search.
+and Transformer variants, the whole model saved and loaded); a translation Transformer in the style
+of the PyTorch tutorial, with padding, a DataLoader, greedy decoding and beam search; and the seq2seq
+tutorial's GRU encoder and attention decoder.
 
 Weights are torch's, loaded into compat's models through ``load_state_dict``; everything runs in
 float64. Outputs and every gradient agree to 1e-9, training losses step by step, and generated
@@ -804,3 +805,137 @@ def test_translation_transformer_trains_and_decodes_greedily_and_by_beam_search_
         assert decoded[compat][0] == decoded[torch][0]
         assert decoded[compat][1][0] == decoded[torch][1][0]
         assert abs(decoded[compat][1][1] - decoded[torch][1][1]) < 1e-9
+
+
+# ============================================================================= and a GRU encoder-decoder
+
+
+def gru_seq2seq_project(torch):
+    """The PyTorch tutorial's GRU encoder and Bahdanau-attention decoder, batch-first, trained from a
+    TensorDataset through a DataLoader with a sampler, and decoded greedily with ``topk``."""
+    nn, F = torch.nn, torch.nn.functional
+    SOS_token, EOS_token, MAX_LENGTH = 0, 1, 6
+
+    class EncoderRNN(nn.Module):
+        def __init__(self, input_size, hidden_size, dropout_p=0.0):
+            super().__init__()
+            self.embedding = nn.Embedding(input_size, hidden_size)
+            self.gru = nn.GRU(hidden_size, hidden_size, batch_first=True)
+            self.dropout = nn.Dropout(dropout_p)
+
+        def forward(self, input):
+            embedded = self.dropout(self.embedding(input))
+            return self.gru(embedded)
+
+    class BahdanauAttention(nn.Module):
+        def __init__(self, hidden_size):
+            super().__init__()
+            self.Wa, self.Ua, self.Va = (nn.Linear(hidden_size, hidden_size), nn.Linear(hidden_size, hidden_size),
+                                         nn.Linear(hidden_size, 1))
+
+        def forward(self, query, keys):
+            scores = self.Va(torch.tanh(self.Wa(query) + self.Ua(keys)))
+            scores = scores.squeeze(2).unsqueeze(1)
+            weights = F.softmax(scores, dim=-1)
+            return torch.bmm(weights, keys), weights
+
+    class AttnDecoderRNN(nn.Module):
+        def __init__(self, hidden_size, output_size, dropout_p=0.0):
+            super().__init__()
+            self.embedding = nn.Embedding(output_size, hidden_size)
+            self.attention = BahdanauAttention(hidden_size)
+            self.gru = nn.GRU(2 * hidden_size, hidden_size, batch_first=True)
+            self.out = nn.Linear(hidden_size, output_size)
+            self.dropout = nn.Dropout(dropout_p)
+
+        def forward(self, encoder_outputs, encoder_hidden, target_tensor=None):
+            batch_size = encoder_outputs.size(0)
+            decoder_input = torch.empty(batch_size, 1, dtype=torch.long).fill_(SOS_token)
+            decoder_hidden, decoder_outputs, attentions = encoder_hidden, [], []
+            for i in range(MAX_LENGTH):
+                decoder_output, decoder_hidden, attn_weights = self.forward_step(decoder_input, decoder_hidden,
+                                                                                 encoder_outputs)
+                decoder_outputs.append(decoder_output)
+                attentions.append(attn_weights)
+                if target_tensor is not None:
+                    decoder_input = target_tensor[:, i].unsqueeze(1)  # teacher forcing
+                else:
+                    _, topi = decoder_output.topk(1)
+                    decoder_input = topi.squeeze(-1).detach()
+            decoder_outputs = F.log_softmax(torch.cat(decoder_outputs, dim=1), dim=-1)
+            return decoder_outputs, decoder_hidden, torch.cat(attentions, dim=1)
+
+        def forward_step(self, input, hidden, encoder_outputs):
+            embedded = self.dropout(self.embedding(input))
+            query = hidden.permute(1, 0, 2)
+            context, attn_weights = self.attention(query, encoder_outputs)
+            output, hidden = self.gru(torch.cat((embedded, context), dim=2), hidden)
+            return self.out(output), hidden, attn_weights
+
+    def get_dataloader(pairs, batch_size):
+        input_ids = np.zeros((len(pairs), MAX_LENGTH), dtype=np.int32)
+        target_ids = np.zeros((len(pairs), MAX_LENGTH), dtype=np.int32)
+        for idx, (inp, tgt) in enumerate(pairs):
+            inp, tgt = inp + [EOS_token], tgt + [EOS_token]
+            input_ids[idx, :len(inp)], target_ids[idx, :len(tgt)] = inp, tgt
+        train_data = torch.utils.data.TensorDataset(torch.LongTensor(input_ids), torch.LongTensor(target_ids))
+        sampler = torch.utils.data.SequentialSampler(train_data)  # the tutorial's RandomSampler draws differently
+        return torch.utils.data.DataLoader(train_data, sampler=sampler, batch_size=batch_size)
+
+    def train_epoch(dataloader, encoder, decoder, encoder_optimizer, decoder_optimizer, criterion):
+        total_loss = 0
+        for input_tensor, target_tensor in dataloader:
+            encoder_optimizer.zero_grad()
+            decoder_optimizer.zero_grad()
+            encoder_outputs, encoder_hidden = encoder(input_tensor)
+            decoder_outputs, _, _ = decoder(encoder_outputs, encoder_hidden, target_tensor)
+            loss = criterion(decoder_outputs.view(-1, decoder_outputs.size(-1)), target_tensor.view(-1))
+            loss.backward()
+            encoder_optimizer.step()
+            decoder_optimizer.step()
+            total_loss += loss.item()
+        return total_loss / len(dataloader)
+
+    def evaluate(encoder, decoder, input_ids, index2word):
+        with torch.no_grad():
+            input_tensor = torch.tensor(input_ids + [EOS_token], dtype=torch.long).view(1, -1)
+            encoder_outputs, encoder_hidden = encoder(input_tensor)
+            decoder_outputs, _, attentions = decoder(encoder_outputs, encoder_hidden)
+            _, topi = decoder_outputs.topk(1)
+            decoded_ids = topi.squeeze()
+            words = []
+            for idx in decoded_ids:
+                if idx.item() == EOS_token:
+                    words.append("<EOS>")
+                    break
+                words.append(index2word[idx])
+        return words, attentions
+
+    return EncoderRNN, AttnDecoderRNN, get_dataloader, train_epoch, evaluate
+
+
+def test_gru_seq2seq_with_attention_trains_and_decodes_as_torch():
+    projects = {lib: gru_seq2seq_project(lib) for lib in (torch, compat)}
+    models = {}
+    for lib in (torch, compat):
+        torch.manual_seed(0)
+        models[lib] = (projects[lib][0](12, 8).double(), projects[lib][1](8, 12).double())
+    for ours, theirs in zip(models[compat], models[torch]):
+        _load_torch_weights(ours, theirs)
+    pairs = [([2, 3, 4], [5, 6]), ([4, 3], [6, 7, 8]), ([5, 2, 2, 3], [9, 5]), ([6, 7], [10, 11, 5]),
+             ([8, 9, 10], [2, 3])]
+    losses, decoded = {}, {}
+    for lib in (torch, compat):
+        encoder, decoder = models[lib]
+        dataloader = projects[lib][2](pairs, batch_size=2)
+        optimizers = [lib.optim.Adam(m.parameters(), lr=0.01) for m in (encoder, decoder)]
+        losses[lib] = [projects[lib][3](dataloader, encoder, decoder, *optimizers, lib.nn.NLLLoss())
+                       for _ in range(3)]
+        index2word = [f"w{i}" for i in range(12)]
+        decoded[lib] = [projects[lib][4](encoder, decoder, src, index2word) for src, _ in pairs]
+    np.testing.assert_allclose(losses[compat], losses[torch], rtol=1e-9)
+    for (words, attention), (their_words, their_attention) in zip(decoded[compat], decoded[torch]):
+        assert words == their_words
+        _close(attention, their_attention, "attention weights")
+    for ours, theirs in zip(models[compat], models[torch]):
+        _same_state(ours, theirs)
