@@ -40,6 +40,7 @@ import threading
 
 import numpy as np
 
+from . import router
 from .tuning import values as tuning
 
 
@@ -83,10 +84,10 @@ def run(task, ranges, like, elements=None):
 
 
 def pays(like, ranges, elements=None):
-    """Whether ``run`` would hand ``ranges`` to the pool (see ``run``)."""
+    """Whether ``run`` hands ``ranges`` to the pool: the router's answer (``router.why_not_pool``), and never
+    from inside a pooled task (no nesting)."""
     elements = like.size if elements is None else elements
-    return not (len(ranges) < 2 or type(like) is not np.ndarray or elements < tuning.pool_min_elements
-                or _in_task.active)
+    return not _in_task.active and router.why_not_pool(like, ranges, elements) is None
 
 
 # ----------------------------------------------------------------------------- the BLAS's own threads

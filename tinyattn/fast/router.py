@@ -299,6 +299,18 @@ def why_not_products_on_pool(elements):
     return None
 
 
+def why_not_pool(like, ranges, elements):
+    """``None`` when a pass of ``elements`` elements over arrays like ``like``, cut into ``ranges``, goes over the
+    thread pool (``fast.parallel.run``); else why it runs on the calling thread."""
+    if len(ranges) < 2:
+        return "one piece"
+    if type(like) is not np.ndarray:
+        return "not NumPy arrays (CuPy has its own parallelism, the strict test backend none)"
+    if elements < tuning.pool_min_elements:
+        return f"{elements:,} elements, under the pool's threshold {tuning.pool_min_elements:,}"
+    return None
+
+
 def self_attention_products_on_pool(x, num_heads, for_backward):
     """Whether a ``SelfAttentionBlock`` on a padded batch ``x (B, L, E)`` runs its products over the pool: while a
     graph is recorded, by ``why_not_products_on_pool`` for its scores ``(B, H, L, L)``."""
