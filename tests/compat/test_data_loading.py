@@ -3,6 +3,7 @@ options, the same lengths, the same errors in kind. Shuffled orders come from ea
 stream, so there the properties are checked (a permutation per pass, reproducible from a seed)."""
 
 import collections
+import warnings
 
 import hypothesis.strategies as st
 import numpy as np
@@ -143,8 +144,13 @@ def test_random_sampler_with_replacement_is_lazy_and_bounded():
 @SETTINGS
 @given(n=st.integers(0, 40), fractions=st.sampled_from([[0.8, 0.2], [0.5, 0.3, 0.2], [1.0], [0.25, 0.25, 0.5]]))
 def test_random_split_lengths_match_torch(n, fractions):
-    ours = compat_data.random_split(list(range(n)), fractions, generator=compat.Generator().manual_seed(1))
-    theirs = torch_data.random_split(list(range(n)), fractions, generator=torch.Generator().manual_seed(1))
+    with warnings.catch_warnings(record=True) as ours_warned:
+        warnings.simplefilter("always")
+        ours = compat_data.random_split(list(range(n)), fractions, generator=compat.Generator().manual_seed(1))
+    with warnings.catch_warnings(record=True) as theirs_warned:
+        warnings.simplefilter("always")
+        theirs = torch_data.random_split(list(range(n)), fractions, generator=torch.Generator().manual_seed(1))
+    assert [str(w.message) for w in ours_warned] == [str(w.message) for w in theirs_warned]
     assert [len(s) for s in ours] == [len(s) for s in theirs]
     items = [x for subset in ours for x in subset]
     assert sorted(items) == list(range(n))

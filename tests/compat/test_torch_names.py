@@ -672,3 +672,36 @@ def test_clip_grad_norm_returns_torchs_tensor_and_refuses_a_nonfinite_norm_when_
         (w * float("inf")).sum().backward()
         with pytest.raises(RuntimeError, match="non-finite"):
             lib.nn.utils.clip_grad_norm_([w], 1.0, norm_type=norm_type, error_if_nonfinite=True)
+
+
+EINSUMS = ["bqd,bkd->bqk", "ij,jk->ik", "bi,bj->bij", "i,i->", "bij->bji", "ij->j", "ij,j", "bhqk,bhkd->bhqd",
+           "ik,kj,jl->il", "abc,c->ab"]
+
+
+@SETTINGS
+@given(equation=st.sampled_from(EINSUMS), data=st.data())
+def test_einsum_matches_torch_values_and_gradients(equation, data):
+    inputs = equation.split("->")[0].split(",")
+    sizes = {c: data.draw(st.integers(1, 3), label=c) for c in set("".join(inputs))}
+    rng = np.random.default_rng(len(equation))
+    arrays = [rng.standard_normal([sizes[c] for c in subscripts]) for subscripts in inputs]
+    results = []
+    for lib in LIBS:
+        operands = [lib.tensor(a, requires_grad=True) for a in arrays]
+        out = lib.einsum(equation, *operands)
+        upstream = np.random.default_rng(1).standard_normal(tuple(out.shape))
+        out.backward(lib.tensor(upstream))
+        results.append([_np(out)] + [_np(t.grad) for t in operands])
+    for a, b in zip(*results):
+        np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12)
+    listed = compat.einsum(equation, [compat.tensor(a) for a in arrays])
+    np.testing.assert_allclose(_np(listed), results[0][0], rtol=1e-12)
+
+
+@pytest.mark.parametrize("call", [
+    lambda lib: lib.einsum("ij,jk->ik", lib.ones(2, 3)),
+    lambda lib: lib.einsum("ij->ijk", lib.ones(2, 3)),
+    lambda lib: lib.einsum("ijk->i", lib.ones(2, 3)),
+])
+def test_einsum_errors_match_torch_in_kind(call):
+    _same_error(call)

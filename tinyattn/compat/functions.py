@@ -25,6 +25,7 @@ from .. import ops_extra as _ops_extra
 from ..tensor import _GRAD_ENABLED, enable_grad, no_grad
 from ..tensor import Tensor as _NativeTensor
 from . import _methods, _random
+from ._einsum import einsum
 from ._tensor import as_compat
 
 __all__ = [
@@ -38,7 +39,7 @@ __all__ = [
     "short", "finfo", "iinfo", "get_default_dtype", "set_default_dtype", "set_float32_matmul_precision",
     "get_float32_matmul_precision", "use_deterministic_algorithms", "are_deterministic_algorithms_enabled",
     "set_printoptions", "FloatTensor", "LongTensor", "BoolTensor", "IntTensor", "DoubleTensor", "jit", "onnx",
-    "distributed",
+    "distributed", "einsum",
 ]
 
 pow = _methods.pow

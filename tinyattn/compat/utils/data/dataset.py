@@ -4,6 +4,7 @@ import bisect
 import itertools
 import math
 import numbers
+import warnings
 
 from ..._random import permutation
 
@@ -92,6 +93,10 @@ def random_split(dataset, lengths, generator=None):
             counts.append(int(math.floor(n * fraction)))
         for i in range(n - sum(counts)):
             counts[i % len(counts)] += 1
+        for i, count in enumerate(counts):
+            if count == 0:
+                warnings.warn(f"Length of split at index {i} is 0. This might result in an empty dataset.",
+                              stacklevel=2)
         lengths = counts
     if any(not isinstance(length, numbers.Integral) or length < 0 for length in lengths):
         raise ValueError(f"random_split: lengths must be non-negative integers or fractions summing to 1, "
