@@ -361,7 +361,32 @@ def test_grad_modes_as_torch():
     def f(x):
         return x * 2
 
-    assert not f(w).requires_grad
+    @compat.inference_mode
+    def g(x):
+        return x * 2
+
+    @compat.set_grad_enabled(False)
+    def h(x):
+        return x * 2
+
+    assert compat.is_grad_enabled()
+    assert not f(w).requires_grad and not g(w).requires_grad and not h(w).requires_grad
+    assert compat.is_grad_enabled() and (w * 2).requires_grad
+
+
+def test_print_options_change_how_tensors_print():
+    try:
+        compat.set_printoptions(precision=2)
+        assert repr(compat.tensor([1.23456])) == "tensor([1.23])"
+        compat.set_printoptions(profile="short", threshold=5)
+        assert "..." in repr(compat.arange(20))
+        compat.set_printoptions(profile="full")
+        assert "..." not in repr(compat.arange(2000))
+    finally:
+        compat.set_printoptions(profile="default")
+    assert repr(compat.tensor([1.23456])) == "tensor([1.23456])"
+    with pytest.raises(ValueError, match="profile"):
+        compat.set_printoptions(profile="wide")
 
 
 def test_dtypes_and_their_information_match_torch():

@@ -16,6 +16,7 @@ RuntimeError: torch.compile: tinyattn.compat runs every model as written, withou
 
 import builtins
 import numbers
+import sys
 
 import numpy as np
 
@@ -135,8 +136,8 @@ def multinomial(input, num_samples, replacement=False, *, generator=None):
 
 
 def _like(make):
-    def like(input, *, dtype=None, device=None, requires_grad=False, **kwargs):
-        return as_compat(make(input.shape, dtype or input.dtype, device or input.device, requires_grad, **kwargs))
+    def like(input, *, dtype=None, device=None, requires_grad=False, memory_format=None):
+        return as_compat(make(input.shape, dtype or input.dtype, device or input.device, requires_grad))
 
     return like
 
@@ -211,12 +212,12 @@ def set_rng_state(new_state):
 
 
 class set_grad_enabled:
-    """``set_grad_enabled(mode)``: recording on or off, at once (as a call) and until the block ends (as a
-    context manager) — torch's two uses."""
+    """``set_grad_enabled(mode)``: recording on or off, at once (as a call), until the block ends (as a
+    context manager) or inside a function (as a decorator) — torch's three uses."""
 
     def __init__(self, mode):
-        self.previous = _GRAD_ENABLED[0]
-        _GRAD_ENABLED[0] = bool(mode)
+        self.mode, self.previous = bool(mode), _GRAD_ENABLED[0]
+        _GRAD_ENABLED[0] = self.mode
 
     def __enter__(self):
         return self
@@ -225,9 +226,25 @@ class set_grad_enabled:
         _GRAD_ENABLED[0] = self.previous
         return False
 
+    def __call__(self, fn):
+        _GRAD_ENABLED[0] = self.previous  # decorating changes nothing until the function runs
+
+        def run(*args, **kwargs):
+            with set_grad_enabled(self.mode):
+                return fn(*args, **kwargs)
+
+        run.__name__, run.__doc__ = fn.__name__, fn.__doc__
+        return run
+
 
 class inference_mode:
-    """``inference_mode(mode=True)``: ``no_grad`` (compat keeps no extra bookkeeping to switch off)."""
+    """``inference_mode(mode=True)``: ``no_grad`` (compat keeps no extra bookkeeping to switch off); a context
+    manager and a decorator, with or without parentheses."""
+
+    def __new__(cls, mode=True):
+        if callable(mode):  # used bare, as ``@inference_mode``
+            return cls()(mode)
+        return super().__new__(cls)
 
     def __init__(self, mode=True):
         self.mode = mode
@@ -367,8 +384,18 @@ def are_deterministic_algorithms_enabled():
     return _SETTINGS["deterministic"]
 
 
+_PROFILES = {"default": dict(precision=8, threshold=1000, edgeitems=3, linewidth=75, suppress=False),
+             "short": dict(precision=2, threshold=1000, edgeitems=2, linewidth=80),
+             "full": dict(precision=8, threshold=sys.maxsize, edgeitems=3, linewidth=75)}
+
+
 def set_printoptions(precision=None, threshold=None, edgeitems=None, linewidth=None, profile=None, sci_mode=None):
-    """NumPy's print options, which the tensors' ``repr`` uses."""
+    """NumPy's print options, which the tensors' ``repr`` uses; a ``profile`` (``"default"``, ``"short"``,
+    ``"full"``) first, then the options given (``"default"`` is NumPy's, as compat's tensors print)."""
+    if profile is not None:
+        if profile not in _PROFILES:
+            raise ValueError(f"set_printoptions: profile must be one of {sorted(_PROFILES)}, got {profile!r}")
+        np.set_printoptions(**_PROFILES[profile])
     options = {k: v for k, v in dict(precision=precision, threshold=threshold, edgeitems=edgeitems,
                                      linewidth=linewidth).items() if v is not None}
     if sci_mode is not None:
