@@ -730,3 +730,23 @@ def test_einsum_matches_torch_values_and_gradients(equation, data):
 ])
 def test_einsum_errors_match_torch_in_kind(call):
     _same_error(call)
+
+
+def test_module_lookups_and_casts_match_torch():
+    results = []
+    for lib in LIBS:
+        torch.manual_seed(0)
+        model = lib.nn.Sequential(lib.nn.Linear(2, 3), lib.nn.ModuleList([lib.nn.LayerNorm(3)]))
+        model.register_buffer("scale", lib.ones(1))
+        model.register_module("head", lib.nn.Linear(3, 1))
+        results.append((type(model.get_submodule("1.0")).__name__, tuple(model.get_parameter("0.weight").shape),
+                        tuple(model.get_buffer("scale").shape), model.get_submodule("") is model,
+                        str(model.half().head.weight.dtype).replace("torch.", ""), model.share_memory() is model))
+        for method, target in (("get_submodule", "1.5"), ("get_parameter", "0.missing"), ("get_buffer", "0.weight")):
+            with pytest.raises(AttributeError):
+                getattr(model, method)(target)
+    assert results[0] == results[1]
+    with pytest.raises(TypeError, match="bfloat16"):
+        compat.nn.Linear(2, 2).bfloat16()
+    with pytest.raises(RuntimeError, match="without compiling"):
+        compat.nn.Linear(2, 2).compile()

@@ -13,6 +13,8 @@
 
 from collections import OrderedDict
 
+import numpy as np
+
 from ... import _checks as check
 from ... import dispatch
 from ... import nn as _native
@@ -63,6 +65,53 @@ class Module(_native.Module):
     def to(self, *args, device=None, dtype=None, non_blocking=False):
         """``model.to(device or dtype, non_blocking=False)``, as in torch (``non_blocking`` is moot on the host)."""
         return super().to(*args, device=device, dtype=dtype)
+
+    def get_submodule(self, target):
+        """The submodule at the dotted path ``target`` (``""`` is this module)."""
+        module = self
+        for i, name in enumerate(target.split(".") if target else []):
+            if name not in module._modules:
+                where = ".".join(target.split(".")[:i]) or "the model"
+                raise AttributeError(f"{type(module).__name__} ({where}) has no attribute `{name}`")
+            module = module._modules[name]
+        return module
+
+    def get_parameter(self, target):
+        """The parameter at the dotted path ``target``."""
+        return self._dotted_member(target, "_parameters", "parameter")
+
+    def get_buffer(self, target):
+        """The buffer at the dotted path ``target``."""
+        return self._dotted_member(target, "_buffers", "buffer")
+
+    def _dotted_member(self, target, table, kind):
+        path, _, name = target.rpartition(".")
+        module = self.get_submodule(path)
+        if name not in getattr(module, table):
+            raise AttributeError(f"`{name}` is not an nn.{kind.capitalize()}" if hasattr(module, name)
+                                 else f"{type(module).__name__} has no attribute `{name}`")
+        return getattr(module, table)[name]
+
+    def register_module(self, name, module):
+        """``add_module``'s other name."""
+        self.add_module(name, module)
+
+    def half(self):
+        """Floating-point parameters and buffers cast to float16."""
+        return self.to(np.float16)
+
+    def bfloat16(self):
+        raise TypeError("bfloat16 has no NumPy dtype, so tinyattn.compat cannot hold it; use .float() or .half()")
+
+    def compile(self, *args, **kwargs):
+        """Refused, as ``torch.compile`` is: the module runs as written."""
+        from .. import compile
+
+        compile(self)
+
+    def share_memory(self):
+        """For worker processes; compat loads data in one process, so there is nothing to share: ``self``."""
+        return self
 
     def state_dict(self):
         return OrderedDict(to_torch(super().state_dict()))
