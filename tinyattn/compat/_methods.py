@@ -1,9 +1,9 @@
 """The tensor methods and functions of torch's everyday API that the native tensor does not carry.
 
 Each is written from the native differentiable operations (indexing, ``gather``, ``transpose``,
-arithmetic), so gradients come for free; the ones with no gradient in torch either (sorting
-indices, rounding, ``floor_divide``, the ``is*`` tests) return tensors cut from the graph.
-Argument names, defaults, result dtypes and errors are torch's.
+arithmetic), so gradients come for free. What torch gives no gradient (sorting indices,
+``floor_divide``, the ``is*`` tests) comes cut from the graph; rounding and ``sign`` record a
+gradient of zeros, as torch's do. Argument names, defaults, result dtypes and errors are torch's.
 
 >>> import tinyattn.compat as torch
 >>> x = torch.tensor([[3.0, 1.0, 2.0], [0.5, 4.0, 1.5]], requires_grad=True)
@@ -209,16 +209,17 @@ def cumsum(self, dim, *, dtype=None):
     return _ops_extra.cumsum(x, _dim(dim, x.ndim, "cumsum"))
 
 
-# ----------------------------------------------------------------------------- arithmetic with no gradient
+# ----------------------------------------------------------------------------- rounding
 
 
 def div(self, other, *, rounding_mode=None):
-    """``self / other``; ``rounding_mode="floor"`` or ``"trunc"`` rounds the quotient (no gradient)."""
+    """``self / other``; ``rounding_mode="floor"`` or ``"trunc"`` rounds the quotient (then the gradient is
+    zeros, as in torch)."""
     if rounding_mode is None:
         return self / other
     if rounding_mode not in ("floor", "trunc"):
         raise RuntimeError(f"div expected rounding_mode to be one of None, 'trunc', or 'floor' but found "
-                         f"'{rounding_mode}'")
+                           f"'{rounding_mode}'")
     a, b = self._data, other._data if isinstance(other, _NativeTensor) else other
     xp = backend.namespace(a)
     if a.dtype.kind in "biu" and (np.asarray(b).dtype.kind in "biu"):
