@@ -750,3 +750,57 @@ def test_module_lookups_and_casts_match_torch():
         compat.nn.Linear(2, 2).bfloat16()
     with pytest.raises(RuntimeError, match="without compiling"):
         compat.nn.Linear(2, 2).compile()
+
+
+@pytest.mark.parametrize("optimizer_name, options", [
+    ("SGD", dict(momentum=0.9)), ("Adam", dict()), ("AdamW", dict()),
+])
+@pytest.mark.parametrize("schedule", [
+    dict(anneal_strategy="cos"), dict(anneal_strategy="linear", three_phase=True), dict(cycle_momentum=False),
+])
+def test_one_cycle_gives_torchs_rates_and_momenta(optimizer_name, options, schedule):
+    seen = {}
+    for lib in LIBS:
+        w = lib.nn.Parameter(lib.ones(2, dtype=lib.float64))
+        optimizer = getattr(lib.optim, optimizer_name)([w], lr=0.1, **options)
+        scheduler = lib.optim.lr_scheduler.OneCycleLR(optimizer, max_lr=0.5, epochs=4, steps_per_epoch=5, **schedule)
+        seen[lib] = []
+        for _ in range(20):
+            group = optimizer.param_groups[0]
+            seen[lib].append((group["lr"], group.get("momentum", group.get("betas", (0,))[0])))
+            (w * w).sum().backward()
+            optimizer.step()
+            optimizer.zero_grad()
+            scheduler.step()
+        seen[lib].append(_np(w).tolist())
+    np.testing.assert_allclose(np.array(seen[compat][:-1]), np.array(seen[torch][:-1]), rtol=1e-12)
+    np.testing.assert_allclose(seen[compat][-1], seen[torch][-1], rtol=1e-9)
+
+
+def test_sequential_schedules_give_torchs_rates():
+    rates = {}
+    for lib in LIBS:
+        optimizer = lib.optim.AdamW([lib.nn.Parameter(lib.ones(1))], lr=0.3)
+        warmup = lib.optim.lr_scheduler.LinearLR(optimizer, start_factor=0.1, total_iters=3)
+        decay = lib.optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max=8, eta_min=0.01)
+        scheduler = lib.optim.lr_scheduler.SequentialLR(optimizer, [warmup, decay], milestones=[3])
+        rates[lib] = []
+        for _ in range(12):
+            rates[lib].append(scheduler.get_last_lr()[0])
+            optimizer.step()
+            scheduler.step()
+    np.testing.assert_allclose(rates[compat], rates[torch], rtol=1e-12)
+    for lib in LIBS:
+        optimizer = lib.optim.SGD([lib.nn.Parameter(lib.ones(1))], lr=0.3)
+        with pytest.raises(ValueError, match="one more than the number of milestone"):
+            lib.optim.lr_scheduler.SequentialLR(optimizer, [lib.optim.lr_scheduler.StepLR(optimizer, 2)], [1])
+        with pytest.raises(ValueError, match="momentum or beta1"):
+            lib.optim.lr_scheduler.OneCycleLR(lib.optim.Adagrad([lib.nn.Parameter(lib.ones(1))])
+                                              if lib is torch else _NoMomentum(), max_lr=1.0, total_steps=5)
+
+
+class _NoMomentum:
+    """An optimizer without momentum or betas (compat has no Adagrad)."""
+
+    defaults = {"lr": 0.1}
+    param_groups = [{"lr": 0.1, "params": []}]

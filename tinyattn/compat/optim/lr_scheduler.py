@@ -21,7 +21,7 @@ import math
 from ...optim.lr_scheduler import LambdaLR
 
 __all__ = ["LRScheduler", "LambdaLR", "StepLR", "MultiStepLR", "ExponentialLR", "CosineAnnealingLR", "LinearLR",
-           "ReduceLROnPlateau"]
+           "SequentialLR", "OneCycleLR", "ReduceLROnPlateau"]
 
 LRScheduler = LambdaLR
 
@@ -77,6 +77,121 @@ class LinearLR(LambdaLR):
         self.start_factor, self.end_factor, self.total_iters = start_factor, end_factor, total_iters
         super().__init__(optimizer, lambda step: start_factor + (end_factor - start_factor)
                          * min(step, total_iters) / total_iters, last_epoch)
+
+
+class SequentialLR:
+    """``SequentialLR(optimizer, schedulers, milestones)``: ``schedulers[i]`` from step ``milestones[i - 1]`` on,
+    each later one starting from its own step 0 (a warm-up then a decay, say)."""
+
+    def __init__(self, optimizer, schedulers, milestones, last_epoch=-1):
+        if len(milestones) != len(schedulers) - 1:
+            raise ValueError("Sequential Schedulers expects number of schedulers provided to be one more than the "
+                             f"number of milestone points, but got number of schedulers {len(schedulers)} and the "
+                             f"number of milestones to be equal to {len(milestones)}")
+        for i, scheduler in enumerate(schedulers):
+            if scheduler.optimizer is not optimizer:
+                raise ValueError(f"Sequential Schedulers expects all schedulers to belong to the same optimizer, "
+                                 f"but got scheduler at index {i} to be different than the optimizer passed in.")
+        self.optimizer, self._schedulers, self._milestones = optimizer, list(schedulers), list(milestones)
+        self.last_epoch = last_epoch + 1
+        for group in optimizer.param_groups:  # undo what the schedulers' constructions set, then start the first
+            group["lr"] = group["initial_lr"]
+        for scheduler in self._schedulers:
+            scheduler.last_epoch -= 1
+        self._schedulers[0].step()
+        self._last_lr = self._schedulers[0].get_last_lr()
+
+    def step(self):
+        self.last_epoch += 1
+        index = bisect.bisect_right(self._milestones, self.last_epoch)
+        scheduler = self._schedulers[index]
+        if index > 0 and self._milestones[index - 1] == self.last_epoch:
+            scheduler.last_epoch = -1  # the next scheduler starts at its own step 0
+        scheduler.step()
+        self._last_lr = scheduler.get_last_lr()
+
+    def get_last_lr(self):
+        return list(self._last_lr)
+
+
+class OneCycleLR:
+    """``OneCycleLR(optimizer, max_lr, total_steps=None, epochs=None, steps_per_epoch=None, pct_start=0.3,
+    anneal_strategy="cos", cycle_momentum=True, base_momentum=0.85, max_momentum=0.95, div_factor=25.0,
+    final_div_factor=1e4, three_phase=False)``: the rate rises from ``max_lr / div_factor`` to ``max_lr``, then
+    falls to ``max_lr / div_factor / final_div_factor``, while the momentum (SGD's, or Adam's ``beta1``) moves
+    the other way (Smith and Topin)."""
+
+    def __init__(self, optimizer, max_lr, total_steps=None, epochs=None, steps_per_epoch=None, pct_start=0.3,
+                 anneal_strategy="cos", cycle_momentum=True, base_momentum=0.85, max_momentum=0.95, div_factor=25.0,
+                 final_div_factor=1e4, three_phase=False, last_epoch=-1):
+        if total_steps is None:
+            if epochs is None or steps_per_epoch is None:
+                raise ValueError("You must define either total_steps OR (epochs AND steps_per_epoch)")
+            total_steps = epochs * steps_per_epoch
+        if total_steps <= 0 or not isinstance(total_steps, int):
+            raise ValueError(f"Expected positive integer total_steps, but got {total_steps}")
+        if not 0 <= pct_start <= 1 or not isinstance(pct_start, float):
+            raise ValueError(f"Expected float between 0 and 1 pct_start, but got {pct_start}")
+        if anneal_strategy not in ("cos", "linear"):
+            raise ValueError(f"anneal_strategy must be one of 'cos' or 'linear', instead got {anneal_strategy}")
+        self.optimizer, self.total_steps, self.cycle_momentum = optimizer, total_steps, cycle_momentum
+        self._anneal = _cosine if anneal_strategy == "cos" else _linear
+        up = float(pct_start * total_steps) - 1
+        if three_phase:
+            self._phases = [(up, "initial_lr", "max_lr", "max_momentum", "base_momentum"),
+                            (float(2 * pct_start * total_steps) - 2, "max_lr", "initial_lr", "base_momentum",
+                             "max_momentum"),
+                            (total_steps - 1, "initial_lr", "min_lr", "max_momentum", "max_momentum")]
+        else:
+            self._phases = [(up, "initial_lr", "max_lr", "max_momentum", "base_momentum"),
+                            (total_steps - 1, "max_lr", "min_lr", "base_momentum", "max_momentum")]
+        groups = optimizer.param_groups
+        max_lrs = list(max_lr) if isinstance(max_lr, (list, tuple)) else [max_lr] * len(groups)
+        self._use_betas = "betas" in optimizer.defaults
+        if cycle_momentum and not self._use_betas and "momentum" not in optimizer.defaults:
+            raise ValueError("optimizer must support momentum or beta1 with `cycle_momentum` option enabled")
+        for group, top in zip(groups, max_lrs):
+            group["initial_lr"] = top / div_factor
+            group["max_lr"], group["min_lr"] = top, group["initial_lr"] / final_div_factor
+            if cycle_momentum:
+                group["max_momentum"], group["base_momentum"] = max_momentum, base_momentum
+                self._set_momentum(group, max_momentum)
+        self.last_epoch = last_epoch
+        self.step()
+
+    def _set_momentum(self, group, momentum):
+        if self._use_betas:
+            group["betas"] = (momentum, *group["betas"][1:])
+        else:
+            group["momentum"] = momentum
+
+    def step(self):
+        self.last_epoch += 1
+        step = self.last_epoch
+        if step > self.total_steps:
+            raise ValueError(f"Tried to step {step} times. The specified number of total steps is {self.total_steps}")
+        for group in self.optimizer.param_groups:
+            start = 0.0
+            for i, (end, lr_from, lr_to, momentum_from, momentum_to) in enumerate(self._phases):
+                if step <= end or i == len(self._phases) - 1:
+                    pct = (step - start) / (end - start)
+                    group["lr"] = self._anneal(group[lr_from], group[lr_to], pct)
+                    if self.cycle_momentum:
+                        self._set_momentum(group, self._anneal(group[momentum_from], group[momentum_to], pct))
+                    break
+                start = end
+        self._last_lr = [group["lr"] for group in self.optimizer.param_groups]
+
+    def get_last_lr(self):
+        return list(self._last_lr)
+
+
+def _cosine(start, end, pct):
+    return end + (start - end) / 2.0 * (math.cos(math.pi * pct) + 1)
+
+
+def _linear(start, end, pct):
+    return (end - start) * pct + start
 
 
 class ReduceLROnPlateau:
