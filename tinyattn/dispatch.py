@@ -2,7 +2,7 @@
 
 The reference layer (``tinyattn.nn``) knows nothing of speed. It only names the units that a faster
 form may replace: a function by wearing ``@replaceable``, a module by being called (``Module.__call__``
-asks ``replacement(type(module), module, …)``). The fast layer (``tinyattn.fast``) fills the table:
+asks ``module_replacement``). The fast layer (``tinyattn.fast``) fills the table:
 for each unit, one or more ``Replacement`` rows, tried in the order they were registered:
 
 - ``name``: what runs instead, as ``ta.explain`` prints it (``"fast.Linear"``);
@@ -34,6 +34,8 @@ True
 """
 
 import functools
+import inspect
+import itertools
 import os
 from collections.abc import Callable
 from typing import NamedTuple
@@ -50,6 +52,7 @@ class Replacement(NamedTuple):
 
 
 _ENABLED = [os.environ.get("TINYATTN_FAST", "1") != "0"]
+_COUNT = itertools.count(1)  # next() on it is atomic: two threads never take the same generation
 _GENERATION = [0]
 _TABLE = {}  # unit (a function or a Module class) -> tuple of Replacement rows
 _CALLS = {}  # unit -> ((why_not, run), ...): the same rows as plain pairs, read on every call
@@ -95,11 +98,28 @@ def module_replacement(module, args, kwargs):
     if base is None or not _ENABLED[0] or "forward" in module.__dict__:
         return None
     if base is _UNSEEN or cls.forward is not _FORWARDS[base]:
-        return replacement(cls, module, *args, **kwargs)  # (resolves the class first)
-    for row in _TABLE[base]:
-        if row.why_not is None or row.why_not(module, *args, **kwargs) is None:
+        rows = _rows_of_class(cls)  # (resolves the class first)
+    else:
+        rows = _TABLE[base]
+    for row in rows:
+        try:
+            reason = None if row.why_not is None else row.why_not(module, *args, **kwargs)
+        except TypeError:
+            if _binds(cls.forward, module, args, kwargs):
+                raise
+            return None  # arguments forward does not take: forward itself says so, in its own words
+        if reason is None:
             return row
     return None
+
+
+def _binds(function, module, args, kwargs):
+    """Whether ``function`` takes ``(module, *args, **kwargs)``."""
+    try:
+        inspect.signature(function).bind(module, *args, **kwargs)
+    except TypeError:
+        return False
+    return True
 
 
 def replacement(unit, *args, **kwargs):
@@ -135,7 +155,7 @@ def enabled():
 
 def changed():
     """Something a route reads has changed: routes remembered before now are stale."""
-    _GENERATION[0] += 1
+    _GENERATION[0] = next(_COUNT)
 
 
 def generation():
@@ -146,7 +166,7 @@ def generation():
 class use_fast_paths:
     """``use_fast_paths(enabled=True)``: turn the fast paths on or off, now; used as a context manager
     (``with ta.use_fast_paths(False): ...``), the previous setting comes back on exit. Off, every op and
-    layer runs its reference definition.
+    layer runs its reference definition. The switch is the process's, shared by its threads.
 
     >>> import tinyattn as ta
     >>> layer = ta.nn.TransformerEncoderLayer(8, 2, dim_feedforward=16, dropout=0.0)

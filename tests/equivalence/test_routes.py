@@ -328,3 +328,87 @@ def test_deleting_an_instance_forward_brings_the_fused_route_back():
     assert router.encoder_layer(layer, x, None).self_attention_block is False
     del layer.norm1.forward
     assert router.encoder_layer(layer, x, None).self_attention_block is True
+
+
+# ----------------------------------------------------------------------------- the table's edges
+
+
+class _DoubledLayer(nn.TransformerEncoderLayer):
+    def forward(self, src, src_mask=None, is_causal=False):
+        return super().forward(src, src_mask, is_causal) * 2
+
+
+class _OwnForwardGELU(nn.GELU):
+    def forward(self, input):
+        return super().forward(input) + 1
+
+
+@pytest.mark.parametrize("change", ["subclass", "forward on the instance", "activation with its own forward"])
+@pytest.mark.parametrize("fast", [True, False])
+def test_the_padding_is_zeroed_only_for_the_librarys_own_layer(change, fast):
+    """What the encoder returns is the reference's business: zeros at the padding only where the first layer
+    computes the library's forward (PyTorch's nested-tensor case); a changed layer gets its padding computed."""
+    ta.manual_seed(0)
+    layer = nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0, activation=_OwnForwardGELU()
+                                       if change == "activation with its own forward" else "relu")
+    encoder = nn.TransformerEncoder(layer, 1).eval()
+    if change == "subclass":
+        encoder.layers[0] = _DoubledLayer(8, 2, 16, dropout=0.0).eval()
+    elif change == "forward on the instance":
+        first = encoder.layers[0]
+        first.forward = functools.partial(nn.TransformerEncoderLayer.forward, first)
+    x, mask = ta.randn(2, 4, 8), F.padding_mask([4, 2], 4)
+    with ta.use_fast_paths(fast), ta.no_grad():
+        out = encoder(x, mask=mask).numpy()
+    assert np.abs(out[1, 2:]).max() > 1e-3  # the padding's rows were computed, not zeroed
+
+
+@pytest.mark.parametrize("call", ["mha key_padding_mask", "layer src_key_padding_mask", "encoder src_key_padding_mask",
+                                  "layer too many", "layer none"])
+def test_a_wrong_argument_gets_the_forwards_own_error_with_fast_paths_on(call):
+    mha, layer = nn.MultiHeadAttention(8, 2), nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0)
+    encoder, x = nn.TransformerEncoder(layer, 1), ta.randn(2, 4, 8)
+    calls = {"mha key_padding_mask": lambda: mha(x, key_padding_mask=None),
+             "layer src_key_padding_mask": lambda: layer(x, src_key_padding_mask=None),
+             "encoder src_key_padding_mask": lambda: encoder(x, src_key_padding_mask=None),
+             "layer too many": lambda: layer(x, None, False, 5), "layer none": lambda: layer()}
+    messages = []
+    for fast in (True, False):
+        with ta.use_fast_paths(fast), pytest.raises(TypeError) as error:
+            calls[call]()
+        messages.append(str(error.value))
+    assert messages[0] == messages[1] and "forward()" in messages[0] and "why_not" not in messages[0]
+
+
+def test_a_decoder_with_integer_memory_gets_the_layers_error_with_fast_paths_on():
+    decoder = nn.TransformerDecoderLayer(8, 2, 16, dropout=0.0)
+    memory = ta.tensor(np.zeros((2, 3, 8), dtype=np.int64))
+    for fast in (True, False):
+        with ta.use_fast_paths(fast), pytest.raises(TypeError, match="TransformerDecoderLayer: memory"):
+            decoder(ta.randn(2, 4, 8), memory)
+
+
+def test_a_tuning_value_set_directly_makes_the_layers_route_be_found_again():
+    layer = nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0).eval()
+    x = ta.randn(2, 8, 8)
+    assert router.encoder_layer(layer, x, None).self_attention_block
+    previous = tuning.values.blocked_attention_min_keys
+    try:
+        tuning.values.blocked_attention_min_keys = 4
+        assert not router.encoder_layer(layer, x, None).self_attention_block  # 8 keys: blocked attention now
+    finally:
+        tuning.values.blocked_attention_min_keys = previous
+    assert router.encoder_layer(layer, x, None).self_attention_block
+
+
+def test_a_pooled_pass_in_an_atexit_handler_runs_on_the_calling_thread():
+    code = ("import atexit, numpy as np, tinyattn as ta\n"
+            "from tinyattn.fast import kernels\n"
+            "def at_exit():\n"
+            "    z = kernels.bias_relu(np.ones((1024, 1024), np.float32), np.zeros(1024, np.float32))\n"
+            "    print('ok', float(z.sum()))\n"
+            "atexit.register(at_exit)\n"
+            "kernels.bias_relu(np.ones((1024, 1024), np.float32), np.zeros(1024, np.float32))\n")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0 and result.stdout.strip() == "ok 1048576.0", result.stderr

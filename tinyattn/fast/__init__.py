@@ -10,7 +10,8 @@ prints which route each module takes and why; ``ta.use_fast_paths(False)`` turns
     router.py       every decision, each ``why_not_*`` with its reason; ``explain``
     table.py        the rows of the table: for each reference unit, the router's test and the fused form
     tuning.py       the thresholds and sizes, private
-    nodes.py        Linear, Normalize, CrossEntropy, MaskedSoftmax, InProjection, Attention, PackedSelfAttention
+    nodes.py        Linear, Normalize, CrossEntropy, MaskedSoftmax, SplitHeads, MergeHeads, InProjection,
+                    Attention, PackedSelfAttention
     blocked.py      BlockedAttention: keys a block at a time, with a running softmax
     blocks.py       SelfAttentionBlock, FeedForwardBlock: a Transformer layer's residual blocks; an
                     encoder stack on a padded batch's real tokens alone

@@ -11,6 +11,7 @@ down the same calls as the walk makes.
 """
 
 import sys
+import threading
 
 import numpy as np
 
@@ -18,13 +19,19 @@ from .. import backend, dispatch
 from ..tensor import LEAF_ACCUMULATOR, Function, Tensor
 
 _FRESH_REFERENCES = [0]  # sys.getrefcount inside steal of an array only the walk refers to
-_PROBE = []  # while measure() runs: the counts steal sees
+
+
+class _Probe(threading.local):
+    counts = None  # while measure() runs on this thread: the counts steal sees here (other threads go on as usual)
+
+
+_PROBE = _Probe()
 
 
 def steal(t, grad, fresh=False):
     """``tensor._accumulate_leaf``, keeping a fresh gradient (see the module's docstring) instead of copying it."""
-    if _PROBE:
-        _PROBE.append(sys.getrefcount(grad))
+    if _PROBE.counts is not None:
+        _PROBE.counts.append(sys.getrefcount(grad))
         return
     if t._grad is not None:
         t._grad += grad
@@ -42,7 +49,7 @@ def install():
     measure()
 
 
-class _Probe(Function):
+class _ProbeNode(Function):
     """A node whose backward returns a fresh array, as the library's own nodes do."""
 
     fresh_gradients = True
@@ -61,13 +68,12 @@ def measure():
     tracer, profiler = sys.gettrace(), sys.getprofile()
     sys.settrace(None)  # a debugger's tracer may hold frames' locals: it would raise the count
     sys.setprofile(None)
-    _PROBE.append(None)  # (steal records while the probe is set)
+    _PROBE.counts = counts = []  # (steal records while the probe is set, on this thread)
     try:
-        with dispatch.use_fast_paths(True):
-            _Probe.apply(leaf).backward(np.ones(1))
+        with dispatch.use_fast_paths(True):  # (the walk takes the slot only with fast paths on)
+            _ProbeNode.apply(leaf).backward(np.ones(1))
     finally:
         sys.settrace(tracer)
         sys.setprofile(profiler)
-        counts = _PROBE[1:]
-        _PROBE.clear()
+        _PROBE.counts = None
     _FRESH_REFERENCES[0] = counts[0]

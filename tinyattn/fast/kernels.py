@@ -580,10 +580,13 @@ def rows_dot(grad, output):
     return backend.namespace(grad).einsum("...k,...k->...", grad, output)[..., None]
 
 
-def _attend_backward(xp, grad, query, key, value, weights, keep, scale, output, grad_scores=None, out=(None,) * 3):
+def _attend_backward(xp, grad, query, key, value, weights, keep, scale, output, grad_scores=None, out=(None,) * 3,
+                     mask_shape=None, scale_first=False):
     """One piece's (or the whole's) backward, in the order of ``attention_backward``'s formulas: ``dS`` into
-    ``grad_scores`` (or a fresh array), then ``dQ, dK, dV`` into ``out`` (or fresh arrays); returns ``dS`` and
-    the three."""
+    ``grad_scores`` (or a fresh array), then ``dQ, dK, dV`` into ``out`` (or fresh arrays); returns ``dmask``
+    (``dS`` summed to ``mask_shape``, or ``None``) and the three. ``scale_first``: the scale goes onto ``dS`` once,
+    before both products (a fresh ``dS``: one pass over the scores), else onto ``dQ`` and ``dK`` after them (the
+    same up to round-off)."""
     value_t = value.swapaxes(-1, -2)  # (…, Ev, Lk), a view
     if grad_scores is None:
         grad_scores = grad @ value_t  # G Vᵀ  (…, Lq, Lk)
@@ -592,20 +595,29 @@ def _attend_backward(xp, grad, query, key, value, weights, keep, scale, output, 
     if keep is not None:
         grad_scores *= keep  # dP
     masked_softmax_backward(grad_scores, weights, out=grad_scores, dot=rows_dot(grad, output))  # dS, in place
+    grad_mask = None
+    if mask_shape is not None:
+        grad_mask = ops.sum_to(grad_scores, mask_shape)
+        if scale_first and grad_mask is grad_scores:
+            grad_mask = grad_scores.copy()  # dS is scaled in place below
+    if scale_first:
+        grad_scores *= scale  # dS·scale
     dropped = weights if keep is None else weights * keep  # P̃
     products = ((grad_scores, key), (grad_scores.swapaxes(-1, -2), query), (dropped.swapaxes(-1, -2), grad))
     grads = [a @ b if o is None else xp.matmul(a, b, out=o) for (a, b), o in zip(products, out)]
-    grads[0] *= scale  # dQ = dS K·scale  (…, Lq, E)
-    grads[1] *= scale  # dK = dSᵀ Q·scale  (…, Lk, E); dV = P̃ᵀ G  (…, Lk, Ev)
-    return grad_scores, grads
+    if not scale_first:
+        grads[0] *= scale  # dQ = dS K·scale  (…, Lq, E)
+        grads[1] *= scale  # dK = dSᵀ Q·scale  (…, Lk, E); dV = P̃ᵀ G  (…, Lk, Ev)
+    return grad_mask, grads
 
 
 def _attention_backward_whole(grad, query, key, value, weights, keep, scale, output, mask_shape, out):
     """``attention_backward`` as one piece: ``_attend_backward`` once over the whole arrays."""
     xp = backend.namespace(grad)
-    grad_scores, grads = _attend_backward(xp, grad, query, key, value, weights, keep, scale, output,
-                                          out=(None,) * 3 if out is None else out)
-    return (*grads, None if mask_shape is None else ops.sum_to(grad_scores, mask_shape))
+    grad_mask, grads = _attend_backward(xp, grad, query, key, value, weights, keep, scale, output,
+                                        out=(None,) * 3 if out is None else out, mask_shape=mask_shape,
+                                        scale_first=True)
+    return (*grads, grad_mask)
 
 
 def _attention_backward_by_slices(slices, grad, query, key, value, weights, keep, scale, output, mask_shape, out):

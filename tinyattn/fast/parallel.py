@@ -208,8 +208,13 @@ class _Pool:
         try:
             # next(count) is atomic under the GIL: every thread takes the next piece until none is left
             job = (task, ranges, itertools.count(), [])
-            helpers = [self.executor.submit(_work, job) for _ in range(min(self.helpers, len(ranges) - 1))]
-            _work(job)
+            helpers = []
+            try:
+                for _ in range(min(self.helpers, len(ranges) - 1)):
+                    helpers.append(self.executor.submit(_work, job))
+            except RuntimeError:  # the interpreter is shutting down (an atexit handler): no new threads
+                pass
+            _work(job)  # this thread takes pieces too, and all of them when no helper could start
             concurrent.futures.wait(helpers)
         finally:
             self.busy.release()
@@ -259,9 +264,11 @@ def shutdown():
 
 
 def _forget_after_fork():
-    """A forked child has none of the parent's threads: it starts its own pool when it needs one."""
-    global _POOL, _CREATE
-    _POOL, _CREATE = None, threading.Lock()
+    """A forked child has none of the parent's threads: it starts its own pool when it needs one, and no thread of
+    its own is inside ``one_blas_thread`` (the parent's may have been: its lock and count are the parent's)."""
+    global _POOL, _CREATE, _BLAS_LOCK
+    _POOL, _CREATE, _BLAS_LOCK = None, threading.Lock(), threading.Lock()
+    _BLAS_USERS[:] = [0, None]
 
 
 atexit.register(shutdown)

@@ -3,8 +3,10 @@
 Each ``why_not_*`` function returns ``None`` when a fast route applies, else one sentence saying why
 not (the pattern of PyTorch's ``why_not_sparsity_fast_path``). ``fast.table`` puts them in the table
 (``tinyattn.dispatch``) beside the kernels they guard; the reference layer never calls them.
-``explain`` prints what the same functions answer, module by module. Kernels take what is decided
-here as arguments (``products_on_pool``, ``transposed``, ``cu_seqlens``) and decide nothing.
+``explain`` prints what the same functions answer, module by module. The blocks take what is decided
+here as arguments (``products_on_pool``, ``transposed``, ``cu_seqlens``), and the pool asks
+``why_not_pool``. What is left to the kernels is how to cut a pass into pieces (one piece, whole batch
+slices, runs of rows or keys: ``fast.kernels``, ``fast.blocked``), which gives the same numbers either way.
 
 The thresholds are the fast layer's private tuning (``fast.tuning``).
 
@@ -18,16 +20,15 @@ True
 """
 
 import math
+import threading
 import weakref
 from collections import namedtuple
-from functools import partial
 
 import numpy as np
 
 from .. import dispatch
 from ..dispatch import FAST_OFF
 from ..nn import attention as _attention_module
-from ..nn import functional as _functional
 from ..nn import layers as _layers
 from ..nn import transformer as _transformer
 from ..tensor import Tensor, no_grad
@@ -106,8 +107,9 @@ def why_not_packed_self_attention(module, query, key=None, value=None, attn_mask
 
 
 def _why_not_packed(module, query, key, value, need_weights):
-    if not isinstance(query, Tensor) or query.ndim != 3 or query.shape[-1] != module.embed_dim:
-        return f"the query is not a batch-first (B, L, {module.embed_dim}) tensor"
+    if (not isinstance(query, Tensor) or query.ndim != 3 or query.shape[-1] != module.embed_dim
+            or query.dtype.kind != "f"):
+        return f"the query is not a batch-first (B, L, {module.embed_dim}) floating-point tensor"
     if need_weights:
         return "the weights are returned (need_weights=True)"
     if not (key is None or query is key) or not (value is None or value is (query if key is None else key)):
@@ -169,24 +171,7 @@ def why_not_self_attention_block(layer, x, attn_mask):
     return None
 
 
-def feed_forward_activation(activation):
-    """The name ``fast.FeedForwardBlock`` knows ``activation`` by: ``"relu"`` (``F.relu``, a plain
-    ``nn.ReLU``), ``"gelu"`` (``F.gelu``, the layers' ``"gelu"``, a plain ``nn.GELU()``, or
-    ``functools.partial(F.gelu, approximate=...)``), ``"gelu_tanh"`` (``nn.GELU(approximate="tanh")``),
-    or ``None`` for any other callable (a subclass with its own ``forward`` included)."""
-    library = _LIBRARY
-    if activation in library["relu"] or _runs_own_forward(activation, "ReLU"):
-        return "relu"
-    if activation in library["gelu"]:
-        return "gelu"
-    if _runs_own_forward(activation, "GELU"):
-        approximate = activation.approximate
-    elif isinstance(activation, partial) and activation.func in library["gelu"] and not activation.args and set(
-            activation.keywords) <= {"approximate"}:
-        approximate = activation.keywords.get("approximate", "none")
-    else:
-        return None
-    return {"none": "gelu", "tanh": "gelu_tanh"}.get(approximate)
+feed_forward_activation = _transformer.activation_name  # the name fast.FeedForwardBlock knows it by
 
 
 def why_not_feed_forward_block(layer, norm, x, output_dropout):
@@ -224,8 +209,8 @@ LayerRoute.__doc__ = """Which residual blocks of a Transformer layer run as one 
 
 
 def _why_not_batch_first(x, d_model):
-    if not isinstance(x, Tensor) or x.ndim != 3 or x.shape[-1] != d_model:
-        return f"the input is not batch-first (B, L, {d_model})"
+    if not isinstance(x, Tensor) or x.ndim != 3 or x.shape[-1] != d_model or x.dtype.kind != "f":
+        return f"the input is not a batch-first (B, L, {d_model}) floating-point tensor"
     return None
 
 
@@ -252,18 +237,22 @@ def why_not_encoder_layer(layer, src, src_mask=None, is_causal=False):
 def _answer(layer, x, attn_mask, route):
     if not (route.self_attention_block or route.feed_forward_block):
         return "neither residual block runs as a fused node"
-    _LAST[0] = (layer, x, attn_mask, route)
+    _LAST.answer = (layer, x, attn_mask, route)
     return None
 
 
-_LAST = [None]  # (layer, input, mask, route) of the last layer test that said yes: its row's run reads it
+class _Last(threading.local):
+    answer = None  # (layer, input, mask, route) of this thread's last layer test that said yes: its run reads it
+
+
+_LAST = _Last()
 
 
 def answered(find, layer, x, attn_mask):
     """The route ``find`` (``encoder_layer`` or ``decoder_layer``) gives ``layer`` on ``x`` and ``attn_mask``:
     as the layer's test has just found it, when the test was of these very objects (the test and the run of one
     call see the same ones, and nothing changes between them), else afresh."""
-    last, _LAST[0] = _LAST[0], None
+    last, _LAST.answer = _LAST.answer, None
     if last is not None and last[0] is layer and last[1] is x and last[2] is attn_mask:
         return last[3]
     return find(layer, x, attn_mask)
@@ -368,7 +357,10 @@ def encoder(module, src, mask=None, is_causal=False):
 def why_not_encoder(module, src, mask=None, is_causal=False):
     """``None`` when a ``TransformerEncoder`` computes a padded batch's real tokens alone
     (``fast.encoder_on_real_tokens``)."""
-    return encoder(module, src, mask, is_causal)[0]
+    reason, real, activations = encoder(module, src, mask, is_causal)
+    if reason is None:
+        _LAST.answer = (module, src, mask, (real, activations))
+    return reason
 
 
 # A layer asks for its route on every call, and the answer reads some thirty attributes of its parts,
@@ -429,20 +421,17 @@ def _find_layer_route(layer, x, attn_mask, ff_norm, ff_dropout):
 
 _LIBRARY = dict(
     Linear=_layers.Linear, LayerNorm=_layers.LayerNorm, Dropout=_layers.Dropout, ReLU=_layers.ReLU,
-    GELU=_layers.GELU, MultiHeadAttention=_attention_module.MultiHeadAttention, relu=(_functional.relu,),
-    TransformerEncoderLayer=_transformer.TransformerEncoderLayer, gelu=(_functional.gelu,),
+    GELU=_layers.GELU, MultiHeadAttention=_attention_module.MultiHeadAttention,
+    TransformerEncoderLayer=_transformer.TransformerEncoderLayer,
     _sa_block=(_transformer.TransformerEncoderLayer._sa_block, _transformer.TransformerDecoderLayer._sa_block),
     _ff_block=(_transformer.TransformerEncoderLayer._ff_block, _transformer.TransformerDecoderLayer._ff_block),
 )
 
 
 def _runs_own_forward(module, class_name):
-    """``module`` is exactly the library's ``class_name`` (or its ``tinyattn.compat`` twin, which names it
-    in its own ``_routes_as``) and its ``forward`` is the class's (not one set on the instance, such as a
-    wrapper that records activations): a fused path computes what it would."""
-    cls = type(module)
-    return (cls.__dict__.get("_routes_as", cls) is _LIBRARY[class_name]
-            and "forward" not in module.__dict__)
+    """``module`` computes what the library's ``class_name`` computes (``nn.transformer.computes_forward_of``):
+    a fused path computes what it would."""
+    return _transformer.computes_forward_of(module, _LIBRARY[class_name])
 
 
 def _own_methods(name):

@@ -135,7 +135,9 @@ def decoder_layer(layer, tgt, memory, tgt_mask=None, memory_mask=None, tgt_is_ca
 
 
 def encoder(module, src, mask=None, is_causal=False):
-    _, real, activations = router.encoder(module, src, mask, is_causal)
+    real, activations = router.answered(lambda *args: router.encoder(*args, is_causal)[1:], module, src, mask)
+    if activations is None:  # (the module changed between its test and this call, in another thread)
+        return type(module).forward(module, src, mask, is_causal)
     x = encoder_on_real_tokens(module.layers, activations, src, mask, real)  # zeros at the padding
     return x if module.norm is None else module.norm(x)  # (B, S, E)
 
@@ -153,9 +155,9 @@ def register():
         (F._attention, "fast.Attention", router.why_not_fused_attention, attention_fused),
         (_attention_module.MultiHeadAttention, "fast.InProjection + fast.PackedSelfAttention",
          router.why_not_packed_self_attention, multi_head_attention),
-        (_transformer.TransformerEncoderLayer, "fast.SelfAttentionBlock, fast.FeedForwardBlock",
+        (_transformer.TransformerEncoderLayer, "fast.SelfAttentionBlock, fast.FeedForwardBlock (encoder layer)",
          router.why_not_encoder_layer, encoder_layer),
-        (_transformer.TransformerDecoderLayer, "fast.SelfAttentionBlock, fast.FeedForwardBlock",
+        (_transformer.TransformerDecoderLayer, "fast.SelfAttentionBlock, fast.FeedForwardBlock (decoder layer)",
          router.why_not_decoder_layer, decoder_layer),
         (_transformer.TransformerEncoder, "fast.encoder_on_real_tokens", router.why_not_encoder, encoder),
     ]

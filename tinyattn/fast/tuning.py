@@ -16,7 +16,14 @@ from types import SimpleNamespace
 
 from .. import dispatch
 
-values = SimpleNamespace(
+
+class _Values(SimpleNamespace):
+    def __setattr__(self, name, value):
+        super().__setattr__(name, value)
+        dispatch.changed()  # a route remembered under the old value is stale
+
+
+values = _Values(
     # keys from which attention without weights or dropout goes a block of keys at a time (lean in memory)
     blocked_attention_min_keys=513,
     # keys per block of blocked attention; None lets BlockedAttention choose
@@ -59,10 +66,8 @@ class tuned:
     def __enter__(self):
         for name, value in self._changes.items():
             setattr(values, name, value)
-        dispatch.changed()
         return values
 
     def __exit__(self, *exc):
         for name, value in self._previous.items():
             setattr(values, name, value)
-        dispatch.changed()

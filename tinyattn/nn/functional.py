@@ -137,8 +137,8 @@ class LogSoftmax(Function):
 
 
 def log_softmax_of_array(x, dim):
-    """``x - max x - log Σ exp(x - max x)`` along ``dim``, on a backend array (``LogSoftmax`` and the fast
-    layer's cross-entropy both compute it here)."""
+    """``x - max x - log Σ exp(x - max x)`` along ``dim``, on a backend array (``LogSoftmax``'s forward; one
+    place for every log-softmax on arrays)."""
     xp = backend.namespace(x)
     shifted = x - x.max(axis=dim, keepdims=True)
     return shifted - xp.log(xp.exp(shifted).sum(axis=dim, keepdims=True))

@@ -127,6 +127,7 @@ class Module:
                 self._registered(name, value)
                 return
         object.__setattr__(self, name, value)
+        dispatch.changed()  # (and once set: a route found by another thread in between is forgotten too)
 
     def _registered(self, name, value):
         """Mirror a registered entry in the instance dict, so that ``module.name`` is a plain

@@ -308,8 +308,8 @@ def padding_to_zero(encoder, src, mask, is_causal):
     if not encoder.enable_nested_tensor or not len(layers) or is_causal or src.ndim != 3:
         return None
     first = layers[0]
-    if (not isinstance(first, TransformerEncoderLayer) or first.norm_first or first.training
-            or not _relu_or_gelu(first.activation)
+    if (not computes_forward_of(first, TransformerEncoderLayer) or first.norm_first or first.training
+            or activation_name(first.activation) is None
             or first.norm1.eps != first.norm2.eps or first.self_attn.num_heads % 2):
         return None
     B, L, _ = src.shape
@@ -324,11 +324,32 @@ def padding_to_zero(encoder, src, mask, is_causal):
     return real if bool((real == first_tokens).all()) else None
 
 
-def _relu_or_gelu(activation):
-    """PyTorch's ``activation_relu_or_gelu``: ``F.relu``, ``F.gelu`` (either form), an ``nn.ReLU`` or ``nn.GELU``."""
-    if activation is F.relu or activation is F.gelu or isinstance(activation, (ReLU, GELU)):
-        return True
-    return isinstance(activation, functools.partial) and activation.func is F.gelu and not activation.args
+def computes_forward_of(module, cls):
+    """Whether ``module`` computes what ``cls``'s ``forward`` computes: it is exactly a ``cls`` (or a class that
+    names ``cls`` in its own ``_routes_as``, as ``tinyattn.compat``'s layers do, whose ``forward`` only converts
+    PyTorch's conventions), with no ``forward`` set on the instance (a wrapper that records activations, say)."""
+    kind = type(module)
+    return kind.__dict__.get("_routes_as", kind) is cls and "forward" not in module.__dict__
+
+
+def activation_name(activation):
+    """A layer's activation by name: ``"relu"`` (``F.relu``, a plain ``nn.ReLU``), ``"gelu"`` (``F.gelu``, the
+    layers' ``"gelu"``, a plain ``nn.GELU()``, ``functools.partial(F.gelu)``), ``"gelu_tanh"``
+    (``nn.GELU(approximate="tanh")``, ``functools.partial(F.gelu, approximate="tanh")``), or ``None`` for any
+    other callable (a subclass with its own ``forward`` included). PyTorch's nested-tensor encoder asks the same
+    (its ``activation_relu_or_gelu``)."""
+    if activation is F.relu or computes_forward_of(activation, ReLU):
+        return "relu"
+    if activation is F.gelu:
+        return "gelu"
+    if computes_forward_of(activation, GELU):
+        approximate = activation.approximate
+    elif (isinstance(activation, functools.partial) and activation.func is F.gelu and not activation.args
+          and set(activation.keywords) <= {"approximate"}):
+        approximate = activation.keywords.get("approximate", "none")
+    else:
+        return None
+    return {"none": "gelu", "tanh": "gelu_tanh"}.get(approximate)
 
 
 def zeros_at_padding(x, real):
