@@ -308,8 +308,7 @@ def bert_layer_cases(size, backward, device="cpu"):
 
 
 BERT6 = dict(layers=6, d=384, heads=12, ff=1536, lengths=[25, 5, 12, 18, 9, 21, 14, 7])  # 8 sentences, padded
-BERT6_REPEAT = 100  # timed calls per variant: a bert6 step is short (about 30 ms), and with 30 calls (six rounds of
-# blocks) one run's ratio moved by a tenth either way from the next's on the same code
+BERT6_REPEAT = 100  # timed calls per variant: a bert6 step is short, and fewer calls leave its ratio noisy
 
 
 def bert6_cases(size, backward, device="cpu"):

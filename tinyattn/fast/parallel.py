@@ -18,8 +18,10 @@ every thread takes the next piece until none is left.
   (``blas_one_thread_mnk``), or runs the pass inside ``one_blas_thread`` (attention's whole batch
   slices, ``matmul``'s pieces, and a layer's blocks while a graph is recorded: ``products_on_pool``), so a
   pooled pass asks for no more threads than cores. The BLAS's thread count is set through
-  ``threadpoolctl`` (OpenBLAS, MKL and BLIS, on every OS); the pool's threads are a
-  ``concurrent.futures.ThreadPoolExecutor``'s.
+  ``threadpoolctl`` (OpenBLAS, MKL and BLIS, on every OS).
+- **Its own threads.** ``count - 1`` threads wait on a queue each, and the caller works too: a
+  ``concurrent.futures.ThreadPoolExecutor`` in their place, with its futures and their waits, measured
+  slower per pass (``docs/performance.md`` gives the figures).
 
 >>> import numpy as np
 >>> x = np.arange(12.0).reshape(6, 2)
@@ -31,11 +33,11 @@ array([ 0.,  4.,  8., 12., 16., 20.])
 """
 
 import atexit
-import concurrent.futures
 import contextlib
 import functools
 import itertools
 import os
+import queue
 import threading
 
 import numpy as np
@@ -192,13 +194,15 @@ _in_task = _TaskFlag()
 
 
 class _Pool:
-    """``count - 1`` worker threads of a ``ThreadPoolExecutor``; the caller is the ``count``-th."""
+    """``count - 1`` worker threads, idle on a queue each; the caller is the ``count``-th."""
 
     def __init__(self, count):
-        self.helpers = count - 1
-        self.executor = concurrent.futures.ThreadPoolExecutor(max_workers=max(1, self.helpers),
-                                                              thread_name_prefix="tinyattn-pool")
+        self.inboxes = [queue.SimpleQueue() for _ in range(count - 1)]
         self.busy = threading.Lock()  # one pass at a time: a second caller runs its pieces itself
+        self.threads = [threading.Thread(target=self._serve, args=(inbox,), daemon=True, name=f"tinyattn-pool-{i}")
+                        for i, inbox in enumerate(self.inboxes)]
+        for thread in self.threads:
+            thread.start()
 
     def run(self, task, ranges):
         if not self.busy.acquire(blocking=False):
@@ -206,29 +210,41 @@ class _Pool:
                 task(start, stop)
             return
         try:
-            # next(count) is atomic under the GIL: every thread takes the next piece until none is left
-            job = (task, ranges, itertools.count(), [])
-            helpers = []
-            try:
-                for _ in range(min(self.helpers, len(ranges) - 1)):
-                    helpers.append(self.executor.submit(_work, job))
-            except RuntimeError:  # the interpreter is shutting down (an atexit handler): no new threads
-                pass
-            _work(job)  # this thread takes pieces too, and all of them when no helper could start
-            concurrent.futures.wait(helpers)
+            # next(count) is atomic under the GIL; each pass has its own queue of "done" tokens, so a pass
+            # interrupted while it waits (KeyboardInterrupt) leaves no late token for the next pass to count
+            done = queue.SimpleQueue()
+            job = (task, ranges, itertools.count(), [], done)
+            helpers = self.inboxes[: len(ranges) - 1]
+            for inbox in helpers:
+                inbox.put(job)
+            _work(job)
+            for _ in helpers:
+                done.get()
         finally:
             self.busy.release()
         errors = job[3]
         if errors:
             raise errors[0]
 
+    def _serve(self, inbox):
+        while True:
+            job = inbox.get()
+            if job is None:
+                return
+            _work(job)
+            done, job = job[4], None  # drop the task and the arrays it holds before waiting for the next one
+            done.put(None)
+
     def close(self):
-        self.executor.shutdown(wait=True)
+        for inbox in self.inboxes:
+            inbox.put(None)
+        for thread in self.threads:
+            thread.join()
 
 
 def _work(job):
     """Take pieces of ``job`` until none is left (or one has failed)."""
-    task, ranges, counter, errors = job
+    task, ranges, counter, errors, _ = job
     previous, _in_task.active = _in_task.active, True
     try:
         for index in counter:
