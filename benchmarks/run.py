@@ -5,6 +5,7 @@
     python benchmarks/run.py --memory              # also peak memory of one step, each variant in its own process
     python benchmarks/run.py --device cuda --cases encoder --sizes medium,large   # CuPy against PyTorch CUDA
     python benchmarks/run.py --reference --cases encoder   # tinyattn's reference definitions (fast paths off)
+    python benchmarks/run.py --keep-freed-memory           # with glibc keeping freed memory (an opt-in)
 
 Cases (``--cases``, comma-separated; the default runs all but ``longattn``, ``minilm`` and ``bert6_products``):
 
@@ -535,8 +536,15 @@ def main():
                              "(the documentation's performance page includes docs/performance_table.md)")
     parser.add_argument("--reference", action="store_true",
                         help="tinyattn with fast paths off (ta.use_fast_paths(False)): its reference definitions")
+    parser.add_argument("--keep-freed-memory", action="store_true",
+                        help="opt in to ta.backend.keep_freed_memory() first (glibc keeps freed memory for the next "
+                             "step: a process-wide malloc setting tinyattn never makes by itself)")
     parser.add_argument("--memory-child", nargs=3, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.keep_freed_memory:
+        import tinyattn as ta
+
+        ta.backend.keep_freed_memory()
     if args.reference:
         os.environ["TINYATTN_FAST"] = "0"  # for the --memory children too
         import tinyattn as ta

@@ -87,6 +87,7 @@ def _rows_of_class(cls):
 
 
 _UNSEEN = object()
+_NONE = ()
 
 
 def module_replacement(module, args, kwargs):
@@ -139,7 +140,7 @@ def replaceable(definition):
     @functools.wraps(definition)
     def unit(*args, **kwargs):
         if _ENABLED[0]:
-            for why_not, run in _CALLS.get(unit, ()):
+            for why_not, run in _CALLS.get(unit, _NONE):
                 if why_not is None or why_not(*args, **kwargs) is None:
                     return run(*args, **kwargs)
         return definition(*args, **kwargs)

@@ -21,7 +21,7 @@ every thread takes the next piece until none is left.
   ``threadpoolctl`` (OpenBLAS, MKL and BLIS, on every OS).
 - **Its own threads.** ``count - 1`` threads wait on a queue each, and the caller works too: a
   ``concurrent.futures.ThreadPoolExecutor`` in their place, with its futures and their waits, measured
-  slower per pass (``docs/performance.md`` gives the figures).
+  slower per pass (attention over the benchmark's medium batch).
 
 >>> import numpy as np
 >>> x = np.arange(12.0).reshape(6, 2)
