@@ -40,7 +40,7 @@ import os
 from collections.abc import Callable
 from typing import NamedTuple
 
-FAST_OFF = "fast paths are off"  # the reason every row gives while the switch is off
+FAST_OFF = "fast paths are off"  # the reason ta.explain gives for every fast route while the switch is off
 
 
 class Replacement(NamedTuple):
