@@ -58,6 +58,7 @@ _TABLE = {}  # unit (a function or a Module class) -> tuple of Replacement rows
 _CALLS = {}  # unit -> ((why_not, run), ...): the same rows as plain pairs, read on every call
 _FORWARDS = {}  # a Module class in the table -> its forward when its rows were registered
 _RESOLVED = {}  # a module class -> the nearest class of its MRO that is in the table, or None
+WITHOUT_ROWS = set()  # module classes that have no rows: Module.__call__ skips the table for them at once
 
 
 def register(unit, name, why_not, run):
@@ -67,6 +68,7 @@ def register(unit, name, why_not, run):
     if isinstance(unit, type):
         _FORWARDS[unit] = unit.forward
     _RESOLVED.clear()
+    WITHOUT_ROWS.clear()
     changed()
 
 
@@ -81,6 +83,8 @@ def _rows_of_class(cls):
     base = _RESOLVED.get(cls, _UNSEEN)
     if base is _UNSEEN:
         base = _RESOLVED[cls] = next((base for base in cls.__mro__ if base in _TABLE), None)
+        if base is None:
+            WITHOUT_ROWS.add(cls)
     if base is None or cls.forward is not _FORWARDS[base]:
         return ()
     return _TABLE[base]

@@ -94,9 +94,10 @@ class Module:
         raise NotImplementedError(f"{type(self).__name__} has no forward(); define it in the subclass")
 
     def __call__(self, *args, **kwargs):
-        row = dispatch.module_replacement(self, args, kwargs)  # a faster form from tinyattn.fast's table, if any
-        if row is not None:
-            return row.run(self, *args, **kwargs)
+        if type(self) not in dispatch.WITHOUT_ROWS:  # a faster form from tinyattn.fast's table, if any
+            row = dispatch.module_replacement(self, args, kwargs)
+            if row is not None:
+                return row.run(self, *args, **kwargs)
         return self.forward(*args, **kwargs)
 
     # ----------------------------------------------------------------- registration
