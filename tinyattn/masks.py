@@ -67,6 +67,6 @@ def split_mask(attn_mask):
 
 def per_batch_mask(attn_mask):
     """A 3-D ``(B, Lq, Lk)`` mask as ``(B, 1, Lq, Lk)``, the same for every head; others as they are."""
-    if attn_mask is not None and attn_mask.ndim == 3:
+    if getattr(attn_mask, "ndim", None) == 3:  # (anything else, a list say, goes on to checked_mask's error)
         return attn_mask[:, None]
     return attn_mask

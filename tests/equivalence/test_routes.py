@@ -412,3 +412,10 @@ def test_a_pooled_pass_in_an_atexit_handler_runs_on_the_calling_thread():
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
     assert result.returncode == 0 and result.stdout.strip() == "ok 1048576.0", result.stderr
+
+
+def test_a_list_as_the_mask_gets_the_masks_own_error():
+    mha = nn.MultiHeadAttention(8, 2)
+    for fast in (True, False):
+        with ta.use_fast_paths(fast), pytest.raises(TypeError, match="attn_mask: expected a boolean or float tensor"):
+            mha(ta.randn(2, 4, 8), attn_mask=[[True] * 4] * 4)
