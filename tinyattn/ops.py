@@ -648,6 +648,8 @@ def masked_fill(x, mask, value):
         raise TypeError(f"masked_fill: mask must be a boolean tensor, got dtype {mask.data.dtype}")
     value = value._to_dtype(x.dtype) if isinstance(value, Tensor) else \
         Tensor._wrap(backend.namespace(x._data).asarray(value, dtype=x.dtype), x)
+    if value.ndim != 0:
+        raise RuntimeError(f"masked_fill: value must be a number or a 0-d tensor, got shape {value.shape}")
     try:
         return Where.apply(mask, value, x)
     except ValueError:

@@ -455,3 +455,10 @@ def test_arithmetic_function_forms_equal_operators(name, operator_form):
     a, b = ta.tensor(np.array([[1.0, 2.0], [3.0, 4.0]])), ta.tensor(np.array([[0.5, 1.5], [2.0, 0.25]]))
     np.testing.assert_array_equal(getattr(ta, name)(a, b).numpy(), operator_form(a, b).numpy())
     np.testing.assert_array_equal(ta.neg(a).numpy(), (-a).numpy())
+
+
+def test_masked_fill_takes_a_number_or_a_0d_value_only():
+    x, mask = ta.zeros(2, 3), ta.tensor([[True, False, True], [False, True, False]])
+    with pytest.raises(RuntimeError, match=r"masked_fill: value must be a number or a 0-d tensor, got shape \(3,\)"):
+        x.masked_fill(mask, ta.ones(3))
+    assert x.masked_fill(mask, ta.tensor(2.0)).numpy().sum() == 6.0

@@ -486,3 +486,14 @@ def test_a_training_loop_on_a_linear_layer_matches_torch(name, device):
     np.testing.assert_allclose(model.weight.numpy(), reference.weight.detach().numpy(), rtol=1e-10, atol=1e-12)
     np.testing.assert_allclose(model.bias.numpy(), reference.bias.detach().numpy(), rtol=1e-10, atol=1e-12)
     assert losses[-1] < losses[0]
+
+
+@pytest.mark.parametrize("make", [lambda ps: optim.SGD(ps, lr=0.1), optim.Adam, optim.AdamW])
+def test_a_step_over_an_integer_gradient_is_refused_in_the_library_s_words(make):
+    layer = ta.nn.Linear(2, 2)
+    opt = make(layer.parameters())
+    layer.weight.grad = np.ones((2, 2), np.int64)
+    before = layer.weight.numpy()
+    with pytest.raises(TypeError, match="optimizer step: a parameter of dtype float32 has a .grad of dtype int64"):
+        opt.step()
+    np.testing.assert_array_equal(layer.weight.numpy(), before)

@@ -16,7 +16,7 @@ import threading
 import numpy as np
 
 from .. import backend, dispatch
-from ..tensor import LEAF_ACCUMULATOR, Function, Tensor
+from ..tensor import LEAF_ACCUMULATOR, Function, Tensor, _accumulate_leaf
 
 _FRESH_REFERENCES = [0]  # sys.getrefcount inside steal of an array only the walk refers to
 
@@ -33,14 +33,12 @@ def steal(t, grad, fresh=False):
     if _PROBE.counts is not None:
         _PROBE.counts.append(sys.getrefcount(grad))
         return
-    if t._grad is not None:
-        t._grad += grad
-    elif (fresh and sys.getrefcount(grad) <= _FRESH_REFERENCES[0] and type(grad) is type(t._data)
+    if (t._grad is None and fresh and sys.getrefcount(grad) <= _FRESH_REFERENCES[0] and type(grad) is type(t._data)
             and grad.dtype == t._data.dtype and type(grad) is not backend.StrictArray and grad.base is None):
         # (not a view; a strict array's wrapper does not tell whether another wrapper shares its memory)
         t._grad = grad
     else:
-        t._grad = backend.namespace(t._data).array(grad, dtype=t._data.dtype)
+        _accumulate_leaf(t, grad)  # the reference: a copy, or += into the gradient the leaf has
 
 
 def install():

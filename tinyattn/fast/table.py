@@ -162,5 +162,4 @@ def register():
         (_transformer.TransformerEncoder, "fast.encoder_on_real_tokens", router.why_not_encoder, encoder),
     ]
     for unit, name, why_not, run in rows:
-        if not any(row.run is run for row in dispatch.rows(unit)):
-            dispatch.register(unit, name, why_not, run)
+        dispatch.register(unit, name, why_not, run)

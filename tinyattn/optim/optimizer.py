@@ -195,7 +195,11 @@ def non_negative(value, what, arg):
 
 
 def grad_of(p):
-    """``p.grad``, which must have ``p``'s shape: an optimizer never broadcasts a gradient over its parameter."""
+    """``p.grad``, which must have ``p``'s shape: an optimizer never broadcasts a gradient over its parameter, and
+    updates floating-point parameters only (an integer one cannot take a fractional step)."""
+    if p._data.dtype.kind != "f" or p._grad.dtype.kind != "f":
+        raise TypeError(f"optimizer step: a parameter of dtype {p._data.dtype} has a .grad of dtype {p._grad.dtype}; "
+                        "an optimizer updates floating-point parameters with floating-point gradients")
     if p._grad.shape != p._data.shape:
         raise RuntimeError(f"optimizer step: a parameter of shape {p.shape} has a .grad of shape "
                            f"{tuple(p.grad.shape)}; a gradient must have its parameter's shape")
