@@ -24,11 +24,11 @@ import numpy as np
 
 from . import _checks as check
 from . import backend
-from .tensor import Function, Tensor
+from .tensor import OUTPUT, Function, Tensor
 
 
 def sum_to(grad, shape):
-    """Undo broadcasting: sum ``grad`` over the axes that broadcasting added or stretched.
+    """Undo broadcasting: sum ``grad`` (an array, or a tensor) over the axes that broadcasting added or stretched.
 
     >>> sum_to(np.ones((4, 2, 3)), (2, 1)).tolist()
     [[12.0], [12.0]]
@@ -39,7 +39,17 @@ def sum_to(grad, shape):
     axes = tuple(range(lead)) + tuple(
         lead + i for i, n in enumerate(shape) if n == 1 and grad.shape[lead + i] != 1
     )
+    if isinstance(grad, Tensor):
+        return sum(grad, axes, keepdim=True).reshape(shape) if axes else grad.reshape(shape)
     return grad.sum(axis=axes, keepdims=True).reshape(shape)
+
+
+def namespace(x):
+    """The functions a backward formula calls, for ``x``: the array library's (NumPy, CuPy) for an array;
+    for a tensor, the same names as differentiable operations (``TENSOR_NAMESPACE``). So one formula
+    serves both: on arrays for a gradient, on tensors for a gradient that can be differentiated again
+    (``Function.differentiable``)."""
+    return TENSOR_NAMESPACE if isinstance(x, Tensor) else backend.namespace(x)
 
 
 def _broadcast_error(name, a, b):
@@ -56,6 +66,7 @@ def _normalize_dims(dim, ndim, name="sum"):
 
 
 class _Binary(Function):
+    differentiable, saved_as = True, {"a": 0, "b": 1}
     fresh_gradients = True  # keeps no reference to what backward returns (see Function)
 
     def forward(self, a, b):
@@ -111,6 +122,8 @@ class Div(_Binary):
 
 
 class Pow(_Binary):
+    saved_as = {"a": 0, "b": 1, "out": OUTPUT}
+
     def compute(self, a, b):
         self.a, self.b = a, b
         self.out = a**b
@@ -122,7 +135,7 @@ class Pow(_Binary):
         if self.parents[0].requires_grad:  # b·a^(b-1)
             grad_a = sum_to(grad * b * a ** (b - 1), self.a_shape)
         if self.parents[1].requires_grad:  # a^b·ln a, taken as 0 where a <= 0
-            xp = backend.namespace(a)
+            xp = namespace(a)
             log_a = xp.log(xp.where(a > 0, a, 1))
             grad_b = sum_to(grad * self.out * log_a, self.b_shape)
         return grad_a, grad_b
@@ -131,7 +144,7 @@ class Pow(_Binary):
 class Where(Function):
     """``where(condition, a, b)``: ``a`` where the condition holds, else ``b``."""
 
-    saved_inputs, saves_output = (0,), False
+    saved_inputs, saves_output, differentiable = (0,), False, True
 
     def forward(self, condition, a, b):
         xp = backend.namespace(a)
@@ -146,7 +159,7 @@ class Where(Function):
 
     def backward(self, grad):
         zero = grad.dtype.type(0)
-        xp = backend.namespace(grad)
+        xp = namespace(grad)
         return (None,
                 sum_to(xp.where(self.condition, grad, zero), self.a_shape),
                 sum_to(xp.where(self.condition, zero, grad), self.b_shape))
@@ -156,7 +169,7 @@ class MatMul(Function):
     """``a @ b`` with NumPy's rules: batched, broadcasting, 1-D operands promoted."""
 
     fresh_gradients = True  # keeps no reference to what backward returns (see Function)
-    saves_output = False
+    saves_output, differentiable, saved_as = False, True, {"a": 0, "b": 1}
 
     def forward(self, a, b):
         if a.ndim == 0 or b.ndim == 0:
@@ -204,7 +217,7 @@ class MatMul(Function):
 
 
 class Neg(Function):
-    saved_inputs, saves_output = (), False  # backward reads no array of theirs (see Function)
+    saved_inputs, saves_output, differentiable = (), False, True  # backward reads no array of theirs (see Function)
     def forward(self, x):
         if x.dtype.kind == "b":
             raise TypeError("neg: the - operator on a boolean tensor is not supported; invert a mask with ~")
@@ -216,6 +229,7 @@ class Neg(Function):
 
 class Exp(Function):
     saved_inputs, saves_output = (), True  # backward reads only its output
+    differentiable, saved_as = True, {"out": OUTPUT}
     def forward(self, x):
         self.out = backend.namespace(x).exp(x)
         return self.out
@@ -225,7 +239,7 @@ class Exp(Function):
 
 
 class Log(Function):
-    saves_output = False
+    saves_output, differentiable, saved_as = False, True, {"x": 0}
     def forward(self, x):
         self.x = x
         return backend.namespace(x).log(x)
@@ -236,6 +250,7 @@ class Log(Function):
 
 class Sqrt(Function):
     saved_inputs, saves_output = (), True  # backward reads only its output
+    differentiable, saved_as = True, {"out": OUTPUT}
     def forward(self, x):
         self.out = backend.namespace(x).sqrt(x)
         return self.out
@@ -246,6 +261,7 @@ class Sqrt(Function):
 
 class Tanh(Function):
     saved_inputs, saves_output = (), True  # backward reads only its output
+    differentiable, saved_as = True, {"out": OUTPUT}
     def forward(self, x):
         self.out = backend.namespace(x).tanh(x)
         return self.out
@@ -256,6 +272,7 @@ class Tanh(Function):
 
 class Sigmoid(Function):
     saved_inputs, saves_output = (), True  # backward reads only its output
+    differentiable, saved_as = True, {"out": OUTPUT}
     def forward(self, x):
         self.out = 0.5 * backend.namespace(x).tanh(0.5 * x) + 0.5  # overflow-free σ(x)
         return self.out
@@ -266,6 +283,7 @@ class Sigmoid(Function):
 
 class ReLU(Function):
     saved_inputs, saves_output = (), True  # backward reads only its output
+    differentiable, saved_as = True, {"out": OUTPUT}
     def forward(self, x):
         if x.dtype.kind in "bc":
             raise TypeError(f"relu: {x.dtype} input is not supported; convert it with .float()")
@@ -278,6 +296,7 @@ class ReLU(Function):
 
 class Abs(Function):
     saved_inputs, saves_output = (), False  # backward reads no array of theirs (see Function)
+    differentiable = True
     def forward(self, x):
         if x.dtype.kind == "b":
             raise TypeError("abs: boolean input is not supported; convert it with .float()")
@@ -292,7 +311,7 @@ class Abs(Function):
 class To(Function):
     """A change of dtype or device; the gradient goes back the same way."""
 
-    saved_inputs, saves_output = (), False  # backward reads no array of theirs (see Function)
+    saved_inputs, saves_output, differentiable = (), False, True  # backward reads no array of theirs (see Function)
 
     def forward(self, x, dtype=None, device=None):
         self.dtype, self.device = x.dtype, backend.device_of(x)
@@ -301,6 +320,8 @@ class To(Function):
         return x.astype(dtype)
 
     def backward(self, grad):
+        if isinstance(grad, Tensor):
+            return (To.apply(grad, device=self.device) if grad.device != self.device else grad)._to_dtype(self.dtype),
         return (backend.to_device(grad, self.device).astype(self.dtype, copy=False),)
 
 
@@ -309,6 +330,7 @@ class To(Function):
 
 class Sum(Function):
     saved_inputs, saves_output = (), False  # backward reads no array of theirs (see Function)
+    differentiable = True
     def forward(self, x, dim=None, keepdim=False):
         self.shape, self.axes, self.keepdim = x.shape, _normalize_dims(dim, x.ndim), keepdim
         return x.sum(axis=self.axes, keepdims=keepdim)
@@ -316,13 +338,14 @@ class Sum(Function):
     def backward(self, grad):
         if not self.keepdim and self.axes is not None:
             grad = grad.reshape([1 if i in self.axes else n for i, n in enumerate(self.shape)])
-        return (backend.namespace(grad).broadcast_to(grad, self.shape),)
+        return (namespace(grad).broadcast_to(grad, self.shape),)
 
 
 class Amax(Function):
     """Maximum over ``dim``; ties share the gradient equally (as in PyTorch)."""
 
     saved_inputs, saves_output = (), False  # backward reads no array of theirs (see Function)
+    differentiable = True
 
     def forward(self, x, dim=None, keepdim=False):
         self.axes, self.keepdim = _normalize_dims(dim, x.ndim, "amax"), keepdim
@@ -347,7 +370,7 @@ class Amax(Function):
 
 
 class Reshape(Function):
-    saved_inputs, saves_output = (), False
+    saved_inputs, saves_output, differentiable = (), False, True
 
     def forward(self, x, shape):
         self.shape = x.shape
@@ -365,7 +388,7 @@ class Reshape(Function):
 
 
 class Permute(Function):
-    saved_inputs, saves_output, is_view = (), False, True
+    saved_inputs, saves_output, is_view, differentiable = (), False, True, True
     def forward(self, x, dims):
         self.dims = dims  # a permutation of range(x.ndim), checked by ``permute``
         return x.transpose(dims)
@@ -374,11 +397,11 @@ class Permute(Function):
         inverse = [0] * len(self.dims)
         for i, d in enumerate(self.dims):
             inverse[d] = i  # axis d of the input went to position i
-        return (grad.transpose(inverse),)
+        return (namespace(grad).transpose(grad, inverse),)
 
 
 class Expand(Function):
-    saved_inputs, saves_output, is_view = (), False, True
+    saved_inputs, saves_output, is_view, differentiable = (), False, True, True
     def forward(self, x, shape):
         self.shape = x.shape
         shape = tuple(n if n != -1 else x.shape[i - len(shape) + x.ndim] for i, n in enumerate(shape))
@@ -407,7 +430,7 @@ def _is_advanced(index):
 class GetItem(Function):
     """``x[index]``: basic slices, or integer-array indexing (repeats accumulate)."""
 
-    fresh_gradients = True  # keeps no reference to what backward returns (see Function)
+    fresh_gradients, differentiable = True, True  # (fresh: keeps no reference to what backward returns)
     saved_inputs, saves_output = (), False
 
     def forward(self, x, index):
@@ -419,17 +442,39 @@ class GetItem(Function):
             raise IndexError(f"getitem: {error} (indexing a tensor of shape {tuple(x.shape)})") from None
 
     def backward(self, grad):
-        xp = backend.namespace(grad)
-        full = xp.zeros(self.shape, dtype=self.dtype)
-        if _is_advanced(self.index):
-            backend.scatter_add(full, self.index, grad)
+        return (scatter(grad, self.shape, self.index),)
+
+
+class Scatter(Function):
+    """``GetItem``'s backward as an operation: an array of zeros of ``shape`` with ``x`` added at ``index``
+    (repeated positions accumulate). Its own backward reads ``index`` back out: ``GetItem``."""
+
+    fresh_gradients, differentiable = True, True
+    saved_inputs, saves_output = (), False
+
+    def forward(self, x, shape, index):
+        self.index = index
+        full = backend.namespace(x).zeros(shape, dtype=x.dtype)
+        if _is_advanced(index):
+            backend.scatter_add(full, index, x)
         else:
-            full[self.index] = grad
-        return (full,)
+            full[index] = x
+        return full
+
+    def backward(self, grad):
+        return (grad[self.index],)
+
+
+def scatter(x, shape, index):
+    """``Scatter`` on an array or a tensor (a backward formula's call)."""
+    if isinstance(x, Tensor):
+        return Scatter.apply(x, shape=shape, index=index)
+    return Scatter().forward(x, shape, index)
 
 
 class Concatenate(Function):
     saved_inputs, saves_output = (), False  # backward reads no array of theirs (see Function)
+    differentiable = True
     def forward(self, *arrays, dim=0):
         xp = backend.namespace(arrays[0])
         self.dim = dim  # in [0, ndim), checked by ``cat``
@@ -440,11 +485,14 @@ class Concatenate(Function):
             raise ValueError(f"cat: shapes {[tuple(a.shape) for a in arrays]} differ outside dim {dim}") from None
 
     def backward(self, grad):
-        return tuple(backend.namespace(grad).split(grad, self.bounds, axis=self.dim))
+        lead = (slice(None),) * self.dim
+        starts, stops = [0, *self.bounds], [*self.bounds, grad.shape[self.dim]]
+        return tuple(grad[lead + (slice(start, stop),)] for start, stop in zip(starts, stops))
 
 
 class Stack(Function):
     saved_inputs, saves_output = (), False  # backward reads no array of theirs (see Function)
+    differentiable = True
     def forward(self, *arrays, dim=0):
         xp = backend.namespace(arrays[0])
         self.dim = dim  # in [0, ndim], checked by ``stack``
@@ -454,7 +502,8 @@ class Stack(Function):
             raise ValueError(f"stack: all shapes must be equal, got {[tuple(a.shape) for a in arrays]}") from None
 
     def backward(self, grad):
-        return tuple(grad.take(i, axis=self.dim) for i in range(grad.shape[self.dim]))
+        lead = (slice(None),) * self.dim
+        return tuple(grad[lead + (i,)] for i in range(grad.shape[self.dim]))
 
 
 # ----------------------------------------------------------------------------- the public functions
@@ -820,6 +869,28 @@ def _compare(op):
     return compare
 
 
+class _TensorNamespace:
+    """``namespace(tensor)``: the array library's names that backward formulas call, as differentiable
+    operations on tensors (``ops_extra`` adds its own: ``sin``, ``cos``, ``flip``, ``cumsum``)."""
+
+    where, log, exp, sqrt, tanh = map(staticmethod, (where, log, exp, sqrt, tanh))
+
+    @staticmethod
+    def broadcast_to(x, shape):
+        return expand(x, *shape)
+
+    @staticmethod
+    def transpose(x, axes):
+        return permute(x, *axes)
+
+    @staticmethod
+    def swapaxes(x, axis0, axis1):
+        return transpose(x, axis0, axis1)
+
+
+TENSOR_NAMESPACE = _TensorNamespace()
+
+
 # ----------------------------------------------------------------------------- Tensor methods
 
 Tensor.__add__ = add
@@ -851,6 +922,7 @@ Tensor.sigmoid, Tensor.relu, Tensor.abs = sigmoid, relu, abs
 Tensor.sum, Tensor.mean, Tensor.amax, Tensor.var = sum, mean, amax, var
 Tensor.reshape = Tensor.view = reshape
 Tensor.transpose, Tensor.permute = transpose, permute
+Tensor.swapaxes = Tensor.swapdims = transpose  # PyTorch's (and NumPy's) other names for it
 Tensor.unsqueeze, Tensor.squeeze, Tensor.expand, Tensor.flatten = unsqueeze, squeeze, expand, flatten
 Tensor.masked_fill = masked_fill
 Tensor.split, Tensor.chunk = split, chunk

@@ -33,6 +33,7 @@ array([2., 4., 6.], dtype=float32)
 import inspect
 import itertools
 import operator
+import weakref
 
 import numpy as np
 
@@ -101,6 +102,87 @@ def is_grad_enabled():
     return _GRAD_ENABLED[0]
 
 
+class set_grad_enabled(no_grad):
+    """``set_grad_enabled(mode)``: record the graph or not, from now on; used as a context manager or a
+    decorator, the previous mode comes back on exit (PyTorch's ``torch.set_grad_enabled``).
+
+    >>> import tinyattn as ta
+    >>> w = ta.ones(2, requires_grad=True)
+    >>> with ta.set_grad_enabled(False):
+    ...     (w * 2).requires_grad
+    False
+    """
+
+    def __new__(cls, mode):
+        return object.__new__(cls)
+
+    def __init__(self, mode):
+        self.mode, self._previous = bool(mode), _GRAD_ENABLED[0]
+        _GRAD_ENABLED[0] = self.mode
+
+    def __enter__(self):
+        pass
+
+    def __exit__(self, *exc):
+        _GRAD_ENABLED[0] = self._previous
+
+    def __call__(self, fn):
+        mode = self.mode
+        _GRAD_ENABLED[0] = self._previous  # as a decorator it changes nothing until ``fn`` runs
+
+        def wrapper(*args, **kwargs):
+            with set_grad_enabled(mode):
+                return fn(*args, **kwargs)
+
+        wrapper.__name__, wrapper.__doc__ = fn.__name__, fn.__doc__
+        return wrapper
+
+
+class inference_mode(no_grad):
+    """``inference_mode(mode=True)``: PyTorch's context manager and decorator for inference. Here it is
+    ``no_grad`` (``mode=False``: ``enable_grad``'s opposite, nothing changes): the engine has no
+    tensors that could be cheaper than those ``no_grad`` makes.
+
+    >>> import tinyattn as ta
+    >>> with ta.inference_mode():
+    ...     ta.is_inference_mode_enabled(), (ta.ones(2, requires_grad=True) * 2).requires_grad
+    (True, False)
+    """
+
+    def __new__(cls, mode=True):
+        if callable(mode):  # used bare, as ``@inference_mode``
+            return cls()(mode)
+        return object.__new__(cls)
+
+    def __init__(self, mode=True):
+        self.mode = bool(mode)
+
+    def __enter__(self):
+        self._previous = _GRAD_ENABLED[0], _INFERENCE[0]
+        if self.mode:
+            _GRAD_ENABLED[0], _INFERENCE[0] = False, True
+
+    def __exit__(self, *exc):
+        _GRAD_ENABLED[0], _INFERENCE[0] = self._previous
+
+    def __call__(self, fn):
+        mode = self.mode
+
+        def wrapper(*args, **kwargs):
+            with inference_mode(mode):
+                return fn(*args, **kwargs)
+
+        wrapper.__name__, wrapper.__doc__ = fn.__name__, fn.__doc__
+        return wrapper
+
+
+_INFERENCE = [False]
+
+
+def is_inference_mode_enabled():
+    return _INFERENCE[0]
+
+
 def records_graph(tensors):
     """Whether an operation on ``tensors`` is linked into the graph (``Function.apply``): gradients are
     enabled and one of them requires a gradient. A fused node may skip what only its backward needs when not."""
@@ -127,7 +209,7 @@ class Function:
     the graph walk refuses to run its backward once one of them has been written to since.
     """
 
-    __slots__ = ("parents", "edges", "sequence", "released", "versions", "__dict__")
+    __slots__ = ("parents", "edges", "sequence", "released", "versions", "hooks", "__dict__")
 
     #: True in a subclass whose ``backward`` returns arrays that it keeps no reference to, in a
     #: tuple it keeps none to either (the library's own nodes whose gradients feed parameters):
@@ -143,6 +225,17 @@ class Function:
     #: True in an operation whose output is a view of its first input's array (reshape, transpose,
     #: basic indexing): the two then share one version counter, as a view and its base do in PyTorch.
     is_view = False
+    #: True in an operation whose ``backward`` is written in operations that tensors have as well as
+    #: arrays (``*``, ``sum_to``, ``ops.namespace(grad).where``…): with ``create_graph=True`` the graph
+    #: walk hands it tensors, and the gradient it computes records its own graph. The attributes that
+    #: hold an input's array or the output's are named in ``saved_as``. A node whose backward works on
+    #: arrays alone (a fused kernel) says False, and either gives ``reference(*inputs)`` (its output
+    #: recomputed from its input tensors by differentiable operations, which ``create_graph``
+    #: differentiates instead) or gives a gradient that refuses a second differentiation.
+    differentiable = False
+    #: ``{attribute: input position, or OUTPUT}``: where ``forward`` kept an input's or the output's array,
+    #: which a differentiable backward reads as the tensor itself under ``create_graph``.
+    saved_as = {}
 
     @classmethod
     def apply(cls, *inputs, **options):
@@ -169,7 +262,9 @@ class Function:
         if fn.is_view:
             result._version, result._view = inputs[0]._version, _view_record(inputs[0], cls, options)
         if records_graph(inputs):
-            fn.parents, fn.sequence, fn.released = inputs, next(_SEQUENCE), False
+            fn.parents, fn.sequence, fn.released, fn.hooks = inputs, next(_SEQUENCE), False, None
+            if _ANOMALY[0]:
+                fn.__dict__["_created_at"] = _user_frame()
             fn.edges = tuple([p._ctx for p in inputs])  # their nodes now: an in-place op moves a tensor on
             fn.versions = _versions(fn, inputs, result)
             result.requires_grad, result._ctx = True, fn
@@ -179,6 +274,9 @@ class Function:
         """Drop the arrays saved for backward; the node stays in the graph, marked."""
         self.__dict__ = {}
         self.released = True
+
+
+OUTPUT = "output"  # ``saved_as``'s name for the operation's output
 
 
 #: True once a subclass of Tensor names its own ``_result_class`` (``tinyattn.compat``'s tensor): results
@@ -253,11 +351,15 @@ _SEQUENCE = itertools.count()
 _by_sequence = operator.attrgetter("sequence")
 
 
-def _topological_order(root):
-    """Nodes reachable from ``root``, each before the nodes it depends on. No recursion."""
-    nodes, stack = {root}, [root]
+def _topological_order(roots, boundary=0):
+    """Nodes reachable from ``roots``, each before the nodes it depends on. No recursion. A node numbered
+    below ``boundary`` is listed, but not followed."""
+    nodes, stack = set(roots), list(roots)
     while stack:
-        for ctx in stack.pop().edges:
+        fn = stack.pop()
+        if fn.sequence < boundary:
+            continue
+        for ctx in fn.edges:
             if ctx is not None and ctx not in nodes:
                 nodes.add(ctx)
                 stack.append(ctx)
@@ -277,45 +379,357 @@ def _accumulate_leaf(t, grad, fresh=False):
 LEAF_ACCUMULATOR = [_accumulate_leaf]  # the extension slot (see the module's docstring)
 
 
-def _run_backward(root, grad, retain_graph):
-    if root._ctx is None:  # backward() on a leaf: the gradient is the caller's array
-        _accumulate_leaf(root, grad)  # (the caller's array: always copied)
+# ----------------------------------------------------------------------------- the graph walk
+
+
+def _walk(roots, retain_graph, create_graph, inputs=None, boundary=0):
+    """Backpropagate from ``roots`` (pairs of a tensor and its gradient: arrays, or tensors under
+    ``create_graph``) and return ``{id(leaf): (leaf, gradient)}`` for the leaves reached; with ``inputs``
+    (tensors, leaves or not), return the gradients of those alone, ``{id(tensor): gradient}``.
+
+    With ``create_graph`` every backward runs on tensors, with the graph recorded (``_on_tensors``), so
+    that what comes out can be differentiated again. Nodes numbered below ``boundary`` are not run: the
+    gradients reaching them are only taken for ``inputs`` (``_recomputed`` differentiates a subgraph so).
+    """
+    grads, leaves, owned = {}, {}, set()  # node -> the gradient of its output, summed so far; leaves likewise
+    wanted = None if inputs is None else {t._ctx: t for t in inputs if t._ctx is not None}
+    for tensor, grad in roots:
+        if tensor._ctx is None or (wanted is not None and tensor._ctx in wanted):
+            _add(leaves if tensor._ctx is None else grads, tensor._ctx or id(tensor), grad, tensor)
+        else:
+            _add(grads, tensor._ctx, grad)
+    order = _topological_order([t._ctx for t, _ in roots if t._ctx is not None], boundary)
+    runs = None if inputs is None else _needed(order, inputs, wanted)
+    if runs is not None:
+        order = [fn for fn in order if fn in runs or fn in wanted]
+    taken = {}
+    with enable_grad() if create_graph else no_grad():
+        for fn in order:
+            grad = grads.pop(fn, None)
+            if grad is None:
+                continue
+            if fn.hooks is not None:
+                grad = fn.hooks.run(grad)
+            if wanted is not None and fn in wanted:
+                taken[id(wanted[fn])] = grad
+                if fn not in runs:
+                    continue  # nothing wanted lies beyond it
+            if fn.sequence < boundary:
+                continue
+            _check_runnable(fn)
+            input_grads = _on_tensors(fn, grad) if create_graph else fn.backward(grad)
+            if _ANOMALY[0]:
+                _check_finite(fn, input_grads)
+            if not retain_graph:
+                fn.release()
+            fresh = fn.fresh_gradients and not create_graph
+            for p, ctx, g in zip(fn.parents, fn.edges, input_grads):
+                if g is None:
+                    continue
+                if ctx is None:  # a leaf when the node was recorded
+                    if p.requires_grad and p._ctx is None:
+                        _add(leaves, id(p), g, p, fresh)
+                elif ctx not in grads:
+                    grads[ctx] = g  # may be another node's array: never written to
+                elif ctx in owned:
+                    grads[ctx] += g  # in place (a NumPy 0-d scalar, being immutable, is replaced)
+                else:
+                    grads[ctx] = grads[ctx] + g
+                    if not create_graph:
+                        owned.add(ctx)
+        for key, (leaf, grad, _) in list(leaves.items()):
+            if leaf._hooks is not None:
+                leaves[key] = (leaf, leaf._hooks.run(grad), True)
+    if inputs is None:
+        return leaves
+    taken.update((key, grad) for key, (leaf, grad, _) in leaves.items())
+    return taken
+
+
+def _add(table, key, grad, tensor=None, fresh=False):
+    """Sum ``grad`` into ``table[key]`` (a leaf's entry: ``(tensor, gradient, owned)``, ``owned`` when the
+    gradient array is one that nobody else holds; a node's entry: the gradient)."""
+    if tensor is None:
+        table[key] = grad if key not in table else table[key] + grad
+    elif key not in table:
+        table[key] = (tensor, grad, fresh)
+    else:
+        _, total, owned = table[key]
+        if owned and not isinstance(total, Tensor) and total.shape == grad.shape and total.dtype == grad.dtype:
+            total += grad  # in place: an array made here, or handed over by a node that keeps none
+        else:
+            total = total + grad
+        table[key] = (tensor, total, True)
+
+
+def _check_runnable(fn):
+    if fn.released:
+        raise RuntimeError(
+            f"backward through the graph a second time: the arrays saved by "
+            f"{type(fn).__name__} were freed after the first backward(). "
+            "Call backward(retain_graph=True) the first time to walk it again."
+        )
+    for counter, version in fn.versions:  # was an array it saved written to since?
+        if counter[0] != version:
+            _modified(fn, counter[0], version)
+
+
+def _needed(order, inputs, wanted):
+    """The nodes of ``order`` whose backward must run for a gradient to reach one of ``inputs`` (the others
+    need not run; a wanted node outside this set is only visited, for its gradient)."""
+    leaves = {id(t) for t in inputs if t._ctx is None}
+    runs = set()
+    for fn in reversed(order):  # inputs before the nodes that use them
+        for p, e in zip(fn.parents, fn.edges):
+            if e in runs or e in wanted or (e is None and id(p) in leaves):
+                runs.add(fn)
+                break
+    return runs
+
+
+def _run_backward(root, grad, retain_graph, create_graph=False, inputs=None):
+    """``Tensor.backward``: accumulate into the leaves' ``.grad`` (with ``inputs``, into theirs alone)."""
+    if root._ctx is None and inputs is None:  # backward() on a leaf: the gradient is the caller's array
+        _accumulate_leaf(root, grad._data if isinstance(grad, Tensor) else grad)  # (always copied)
         return
     accumulate = LEAF_ACCUMULATOR[0] if dispatch.enabled() else _accumulate_leaf
-    grads = {root._ctx: grad}  # node -> the gradient of its output, summed so far
-    owned = set()  # nodes whose summed gradient is an array made here: safe to add to in place
-    for fn in _topological_order(root._ctx):
-        grad = grads.pop(fn, None)
-        if grad is None:
+    if inputs is not None:
+        grads = _walk([(root, grad)], retain_graph, create_graph, inputs)
+        for t in inputs:
+            if id(t) in grads:
+                g = grads[id(t)]
+                _accumulate_leaf(t, g._data if isinstance(g, Tensor) else g)
+        return
+    for leaf, g, fresh in _walk([(root, grad)], retain_graph, create_graph).values():
+        if isinstance(g, Tensor):  # create_graph: the sum keeps its graph too (compat's ``.grad`` shows it)
+            with enable_grad():
+                kept = leaf._grad_graph is not None and leaf._grad_graph._data is leaf._grad
+                total = _Copy.apply(g) if leaf._grad is None else \
+                    (leaf._grad_graph if kept else Tensor._wrap(leaf._grad)) + g
+            leaf._grad, leaf._grad_graph = total._data, total
+        else:
+            accumulate(leaf, g, fresh)
+
+
+# ----------------------------------------------------------------------------- differentiating a backward
+
+
+def _on_tensors(fn, grad):
+    """``fn``'s input gradients as tensors that carry their own graph (``create_graph=True``): its backward
+    formula run on tensors where it is written for them (``differentiable``), else its output recomputed
+    by its ``reference`` and differentiated, else gradients that refuse to be differentiated again."""
+    if fn.differentiable:
+        return type(fn).backward(_AsTensors(fn), grad)
+    if hasattr(fn, "reference"):
+        return _recomputed(fn, grad)
+    with no_grad():
+        grads = fn.backward(grad._data)
+    return tuple(None if g is None else OnceDifferentiable.apply(grad, *fn.parents, array=g, name=type(fn).__name__)
+                 for g in grads)
+
+
+class _AsTensors:
+    """A node as its backward sees it under ``create_graph``: the arrays it saved of its inputs and its
+    output (``Function.saved_as``) are those tensors, so that the formula records a graph through them."""
+
+    def __init__(self, fn):
+        self._fn = fn
+        for name, position in fn.saved_as.items():
+            setattr(self, name, _output_of(fn) if position == OUTPUT else fn.parents[position])
+
+    def __getattr__(self, name):
+        return getattr(self._fn, name)
+
+
+def _output_of(fn):
+    """``fn``'s output as a tensor in the graph (the one ``apply`` returned may be gone): its saved array
+    (``saved_as``'s ``OUTPUT`` attribute), with ``fn`` as its node."""
+    name = next(name for name, position in fn.saved_as.items() if position == OUTPUT)
+    out = Tensor._wrap(getattr(fn, name))
+    out.requires_grad, out._ctx = True, fn
+    return out
+
+
+def _recomputed(fn, grad):
+    """The gradients of a node whose backward works on arrays alone, under ``create_graph``: its output
+    recomputed from its input tensors by ``fn.reference`` (differentiable operations, fast paths off),
+    then differentiated through that subgraph alone, down to the inputs."""
+    boundary = next(_SEQUENCE)  # every node the recomputation records comes after this number
+    parents = fn.parents
+    with dispatch.use_fast_paths(False), enable_grad():
+        out = fn.reference(*parents)
+    if not out.requires_grad:
+        return (None,) * len(parents)
+    differentiable = [p for p in parents if p.requires_grad]
+    taken = _walk([(out, grad)], True, True, differentiable, boundary)
+    return tuple(taken.get(id(p)) if p.requires_grad else None for p in parents)
+
+
+class _Copy(Function):
+    """A copy of the array (a gradient kept as a leaf's ``.grad`` is never another's array)."""
+
+    differentiable, saved_inputs, saves_output = True, (), False
+
+    def forward(self, x):
+        return x.copy()
+
+    def backward(self, grad):
+        return (grad,)
+
+
+class OnceDifferentiable(Function):
+    """A gradient computed by a backward written on arrays (PyTorch's ``once_differentiable``): its value is
+    right, and it stays in the graph only to refuse, by name, a differentiation through it."""
+
+    saved_inputs, saves_output = (), False
+
+    def forward(self, *inputs, array, name):
+        self.name = name
+        return array
+
+    def backward(self, grad):
+        raise RuntimeError(
+            f"{self.name}'s backward works on arrays (it is once differentiable): the gradient it gave under "
+            "create_graph=True cannot be differentiated again. Write its backward in tensor operations, or "
+            "give the node a reference(*inputs) that recomputes its output from differentiable operations"
+        )
+
+
+# ----------------------------------------------------------------------------- hooks and anomalies
+
+
+class _Hooks:
+    """The hooks of one tensor's gradient, in order (``Tensor.register_hook``)."""
+
+    def __init__(self, tensor):
+        self.tensor_shape, self.dtype, self.hooks, self.retain = tensor.shape, tensor.dtype, {}, None
+
+    def run(self, grad):
+        """``grad`` (an array, or a tensor under ``create_graph``) after every hook has seen or replaced it."""
+        as_tensor = isinstance(grad, Tensor)
+        current = grad if as_tensor else Tensor._wrap(grad)
+        for hook in list(self.hooks.values()):
+            result = hook(current)
+            if result is not None:
+                current = self._checked(hook, result, current)
+        if self.retain is not None:
+            t = self.retain()
+            if t is not None:
+                t._grad = current._data.copy() if t._grad is None else t._grad + current._data
+        return current if as_tensor else current._data
+
+    def _checked(self, hook, result, current):
+        if not isinstance(result, Tensor):
+            if not backend.is_array(result):
+                raise TypeError(f"hook {_name_of(hook)} returned {type(result).__name__}; a gradient hook returns "
+                                f"None or a tensor of shape {self.tensor_shape}")
+            result = Tensor._wrap(result)
+        if result.shape != current.shape:
+            raise RuntimeError(f"hook {_name_of(hook)} returned a gradient of shape {result.shape}, but the tensor's "
+                               f"gradient has shape {current.shape}")
+        if result.dtype != current.dtype:
+            raise RuntimeError(f"hook {_name_of(hook)} returned a gradient of dtype {result.dtype}, but the tensor's "
+                               f"gradient has dtype {current.dtype}")
+        return result
+
+
+def _name_of(hook):
+    return getattr(hook, "__qualname__", None) or repr(hook)
+
+
+class RemovableHandle:
+    """What ``register_hook`` returns: ``remove()`` takes the hook away (also on leaving a ``with`` block)."""
+
+    _ids = itertools.count()
+
+    def __init__(self, table):
+        self.table, self.id = table, next(RemovableHandle._ids)
+
+    def remove(self):
+        self.table.pop(self.id, None)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.remove()
+
+
+_ANOMALY = [False]
+
+
+def _user_frame():
+    """Where the user's code created a node: the innermost frame outside the library, as ``file:line``."""
+    import traceback
+    library = __file__.rsplit("/", 1)[0]
+    for frame in reversed(traceback.extract_stack()[:-2]):
+        if not frame.filename.startswith(library):
+            return f'File "{frame.filename}", line {frame.lineno}, in {frame.name}\n    {frame.line}'
+    return "(no frame outside the library)"
+
+
+def _check_finite(fn, grads):
+    xp = None
+    for i, g in enumerate(grads):
+        if g is None:
             continue
-        if fn.released:
+        array = g._data if isinstance(g, Tensor) else g
+        xp = xp or backend.namespace(array)
+        if array.dtype.kind in "fc" and bool(xp.isnan(array).any()):
+            where = fn.__dict__.get("_created_at", "(the node was recorded before anomaly detection was on)")
+            raise RuntimeError(f"Function {type(fn).__name__}Backward returned nan values in its {i}th output; "
+                               f"the forward operation {type(fn).__name__} was created at:\n{where}")
+
+
+def _root_grad(name, tensor, grad, create_graph):
+    """The gradient a walk starts from, for ``tensor``: ones for a one-element tensor when ``grad`` is
+    ``None``; an array of the tensor's shape, dtype and device (a tensor as it is under ``create_graph``)."""
+    if grad is None:
+        if tensor._data.size != 1:
             raise RuntimeError(
-                f"backward through the graph a second time: the arrays saved by "
-                f"{type(fn).__name__} were freed after the first backward(). "
-                "Call backward(retain_graph=True) the first time to walk it again."
+                f"{name} without grad works only for a one-element tensor (grad can be implicitly created only "
+                f"for scalar outputs); this one has shape {tensor.shape}: pass grad, an array of that shape"
             )
-        for counter, version in fn.versions:  # was an array it saved written to since?
-            if counter[0] != version:
-                _modified(fn, counter[0], version)
-        input_grads = fn.backward(grad)
-        if not retain_graph:
-            fn.release()
-        fresh = fn.fresh_gradients
-        for p, ctx, g in zip(fn.parents, fn.edges, input_grads):
-            if g is None:
-                continue
-            if ctx is None:  # a leaf when the node was recorded
-                if p.requires_grad and p._ctx is None:
-                    accumulate(p, g, fresh)
-                continue
-            previous = grads.get(ctx)
-            if previous is None:
-                grads[ctx] = g  # may be another node's array: never written to
-            elif ctx in owned:
-                grads[ctx] += g  # in place (a NumPy 0-d scalar, being immutable, is replaced)
-            else:
-                grads[ctx] = previous + g
-                owned.add(ctx)
+        grad = backend.namespace(tensor._data).ones(tensor._data.shape, dtype=tensor.dtype)
+        return Tensor._wrap(grad) if create_graph else grad
+    if isinstance(grad, Tensor):
+        if create_graph:
+            if grad.shape != tensor.shape:
+                raise RuntimeError(f"{name}: grad has shape {grad.shape}, expected the tensor's shape "
+                                   f"{tensor.shape}")
+            return grad if grad.dtype == tensor.dtype else grad._to_dtype(tensor.dtype)
+        grad = grad._data
+    if not backend.is_array(grad):
+        try:
+            grad = backend.to_device(np.asarray(grad, dtype=tensor.dtype), tensor.device)
+        except (ValueError, TypeError):
+            raise TypeError(f"{name}: grad must be a tensor or an array of shape {tensor.shape}, "
+                            f"got {type(grad).__name__} {grad!r}") from None
+    if tuple(grad.shape) != tensor.shape:
+        raise RuntimeError(
+            f"{name}: grad has shape {tuple(grad.shape)}, expected the tensor's shape {tensor.shape}"
+        )
+    if type(grad) is not type(tensor._data):
+        raise RuntimeError(
+            f"{name}: grad is on device {backend.device_of(grad)!r}, the tensor on {tensor.device!r}"
+        )
+    if grad.dtype != tensor.dtype:
+        grad = grad.astype(tensor.dtype)
+    return Tensor._wrap(grad) if create_graph else grad
+
+
+def _input_tensors(name, inputs):
+    """``inputs`` (a tensor or a sequence of them) as a tuple, each checked to require a gradient."""
+    inputs = (inputs,) if isinstance(inputs, Tensor) else tuple(inputs)
+    if not inputs:
+        raise RuntimeError(f"{name}: inputs is empty; give at least one tensor")
+    for i, t in enumerate(inputs):
+        if not isinstance(t, Tensor):
+            raise TypeError(f"{name}: inputs[{i}] is a {type(t).__name__}, expected a Tensor")
+        if not t.requires_grad:
+            raise RuntimeError(f"{name}: inputs[{i}] (shape {t.shape}) does not require grad, so it has no "
+                               "gradient to compute")
+    return inputs
 
 
 class Tensor:
@@ -333,7 +747,10 @@ class Tensor:
     # _view: None, or (base tensor, the view operations from it) for a view of another tensor
     # _data, _grad: the backend array and its gradient (the public ``data`` and ``grad`` below read them;
     #   the library's own code reads these slots, so that a subclass may give ``data``/``grad`` another face)
-    __slots__ = ("_data", "_grad", "requires_grad", "_ctx", "_version", "_view", "__weakref__")
+    # _hooks: None, or the ``_Hooks`` of a leaf's gradient (a non-leaf's live on its node, ``Function.hooks``)
+    # _grad_graph: after ``backward(create_graph=True)``, the tensor (with its graph) whose array is ``_grad``
+    __slots__ = ("_data", "_grad", "requires_grad", "_ctx", "_version", "_view", "_hooks", "_grad_graph",
+                 "__weakref__")
     __array_ufunc__ = None  # ``ndarray + tensor`` defers to Tensor.__radd__
 
     def __init__(self, data, requires_grad=False, dtype=None, device=None):
@@ -366,6 +783,7 @@ class Tensor:
         self.requires_grad = bool(requires_grad)
         self._ctx = None
         self._version, self._view = [0], None
+        self._hooks = self._grad_graph = None
 
     # ----------------------------------------------------------------- properties
 
@@ -426,45 +844,67 @@ class Tensor:
         """Accumulate d(self)/d(leaf) · gradient into every leaf's ``.grad``.
 
         ``gradient`` (PyTorch's name; ``grad`` is accepted too) is a tensor or array of this
-        tensor's shape; it may be omitted for a one-element tensor. ``create_graph`` and
-        ``inputs`` are PyTorch's, not supported here: they must keep their defaults.
+        tensor's shape; it may be omitted for a one-element tensor. ``retain_graph`` (default:
+        ``create_graph``) keeps the saved arrays for another walk. ``create_graph=True`` runs every
+        backward on tensors, recording its graph: the native ``.grad`` stays an array, so a gradient to
+        differentiate again comes from ``ta.autograd.grad``. ``inputs``: accumulate into these tensors'
+        ``.grad`` alone (leaves or not).
         """
-        if create_graph or inputs is not None:
-            raise NotImplementedError("backward(): create_graph and inputs are not supported")
         grad = gradient if grad is None else grad
-        retain_graph = bool(retain_graph)
+        retain_graph = create_graph if retain_graph is None else bool(retain_graph)
+        if inputs is not None:
+            inputs = _input_tensors("backward", inputs)
         if not self.requires_grad:
             raise RuntimeError(
                 "backward() on a tensor that does not require grad: no input of its "
                 "computation had requires_grad=True (or it was computed under no_grad)"
             )
-        if grad is None:
-            if self._data.size != 1:
-                raise RuntimeError(
-                    f"backward() without grad works only for a one-element tensor; this one "
-                    f"has shape {self.shape}: pass grad, an array of that shape"
-                )
-            grad = backend.namespace(self._data).ones(self._data.shape, dtype=self.dtype)
+        grad = _root_grad("backward()", self, grad, create_graph)
+        _run_backward(self, grad, retain_graph, create_graph, inputs)
+
+    def register_hook(self, hook):
+        """``hook(grad) -> None or a new gradient``, called with this tensor's gradient (a tensor) each time
+        one is computed, before it goes further (a leaf: before it is added to ``.grad``). Returns a handle
+        whose ``remove()`` takes the hook away.
+
+        >>> import tinyattn as ta
+        >>> x = ta.tensor([1.0, 2.0], requires_grad=True)
+        >>> y = x * 3
+        >>> handle = y.register_hook(lambda g: g * 10)   # replace y's gradient on its way to x
+        >>> y.sum().backward()
+        >>> x.grad
+        array([30., 30.], dtype=float32)
+        """
+        if not self.requires_grad:
+            raise RuntimeError("register_hook: cannot register a hook on a tensor that does not require grad")
+        if self._ctx is None:
+            self._hooks = self._hooks or _Hooks(self)
+            hooks = self._hooks
         else:
-            grad = grad._data if isinstance(grad, Tensor) else grad
-            if not backend.is_array(grad):
-                try:
-                    grad = backend.to_device(np.asarray(grad, dtype=self.dtype), self.device)
-                except (ValueError, TypeError):
-                    raise TypeError(f"backward(): grad must be a tensor or an array of shape {self.shape}, "
-                                    f"got {type(grad).__name__} {grad!r}") from None
-            if tuple(grad.shape) != self.shape:
-                raise RuntimeError(
-                    f"backward(): grad has shape {tuple(grad.shape)}, expected the tensor's shape {self.shape}"
-                )
-            if type(grad) is not type(self._data):
-                raise RuntimeError(
-                    f"backward(): grad is on device {backend.device_of(grad)!r}, "
-                    f"the tensor on {self.device!r}"
-                )
-            if grad.dtype != self.dtype:
-                grad = grad.astype(self.dtype)
-        _run_backward(self, grad, retain_graph)
+            self._ctx.hooks = self._ctx.hooks or _Hooks(self)
+            hooks = self._ctx.hooks
+        handle = RemovableHandle(hooks.hooks)
+        hooks.hooks[handle.id] = hook
+        return handle
+
+    def retain_grad(self):
+        """Keep this non-leaf tensor's gradient in ``.grad`` (as an array) during ``backward()``; a leaf
+        keeps it anyway."""
+        if not self.requires_grad:
+            raise RuntimeError("retain_grad: cannot retain the gradient of a tensor that does not require grad")
+        if self._ctx is not None:
+            self._ctx.hooks = self._ctx.hooks or _Hooks(self)
+            self._ctx.hooks.retain = weakref.ref(self)
+
+    @property
+    def retains_grad(self):
+        hooks = None if self._ctx is None else self._ctx.hooks
+        return hooks is not None and hooks.retain is not None and hooks.retain() is self
+
+    @property
+    def grad_fn(self):
+        """The node that made this tensor (``None`` for a leaf)."""
+        return self._ctx
 
     def detach(self):
         """The same data, cut from the graph. It shares this tensor's count of in-place writes (as in PyTorch):
@@ -472,6 +912,14 @@ class Tensor:
         detached = Tensor._wrap(self._data, self)
         detached._version = self._version
         return detached
+
+    def detach_(self):
+        """Cut this tensor from the graph, in place: it becomes a leaf that requires no gradient."""
+        if self._view is not None and self._view[0].requires_grad:
+            raise RuntimeError("detach_: cannot detach a view of a tensor that requires grad in place; use "
+                               "detach(), which returns a new tensor")
+        self._ctx, self.requires_grad = None, False
+        return self
 
     def requires_grad_(self, requires_grad=True):
         if requires_grad and self.dtype.kind not in "fc":
@@ -487,6 +935,7 @@ class Tensor:
         of that class); a plain ``Tensor`` when ``like`` is ``None``."""
         t = Tensor.__new__(Tensor if like is None else like._result_class)
         t._data, t._grad, t.requires_grad, t._ctx, t._version, t._view = array, None, False, None, [0], None
+        t._hooks = t._grad_graph = None
         return t
 
     # ----------------------------------------------------------------- conversion
