@@ -118,6 +118,9 @@ def _why_not_packed(module, query, key, value, need_weights):
     if reason:
         return reason
     q, k, v = module.q_proj, module.k_proj, module.v_proj
+    reason = _why_not_hooked((("q_proj", q), ("k_proj", k), ("v_proj", v)))
+    if reason:
+        return reason
     params = (q.weight, k.weight, v.weight) + ((q.bias, k.bias, v.bias) if q.bias is not None else ())
     if query.dtype.kind != "f" or not _all_of_dtype(query.dtype, params):
         return "the input and the projections' parameters are not of one floating dtype"
@@ -152,6 +155,11 @@ def why_not_self_attention_block(layer, x, attn_mask):
                              (attention.out_proj, "Linear")):
         if not _runs_own_forward(part, class_name):
             return f"{_name_in(layer, part)} is not the library's {class_name} with its own forward"
+    reason = _why_not_hooked((("self_attn", attention), ("self_attn.q_proj", attention.q_proj),
+                              ("self_attn.k_proj", attention.k_proj), ("self_attn.v_proj", attention.v_proj),
+                              ("self_attn.out_proj", attention.out_proj), ("norm1", norm), ("dropout1", dropout)))
+    if reason:
+        return reason
     if attention.training and attention.dropout:
         return f"dropout acts on the attention weights (p={attention.dropout}, training)"
     if dropout.training and dropout.p:
@@ -189,6 +197,11 @@ def why_not_feed_forward_block(layer, norm, x, output_dropout):
                              (output_dropout, "Dropout")):
         if not _runs_own_forward(part, class_name):
             return f"{_name_in(layer, part)} is not the library's {class_name} with its own forward"
+    reason = _why_not_hooked((("linear1", linear1), ("dropout", dropout), ("linear2", linear2),
+                              (_name_in(layer, norm), norm), (_name_in(layer, output_dropout), output_dropout),
+                              ("activation", layer.activation)))
+    if reason:
+        return reason
     for part in (dropout, output_dropout):
         if part.training and part.p:
             return f"{_name_in(layer, part)} acts (p={part.p}, training)"
@@ -332,6 +345,9 @@ def _real_tokens_route(encoder, src, mask):
     for i, layer in enumerate(encoder.layers):
         if not _runs_own_forward(layer, "TransformerEncoderLayer"):
             return f"layers.{i} is not the library's TransformerEncoderLayer with its own forward", None
+        reason = _why_not_hooked(((f"layers.{i}", layer),))
+        if reason:
+            return reason, None
         route = encoder_layer(layer, src, mask)
         if not route.self_attention_block or not route.feed_forward_block:
             return f"layers.{i} does not run both residual blocks as fused nodes", None
@@ -443,6 +459,21 @@ def _name_in(layer, part):
         if child is part:
             return name
     return "self_attn.out_proj" if part is getattr(layer.self_attn, "out_proj", None) else "a part"
+
+
+_HOOK_KINDS = (("_forward_pre_hooks", "a forward pre-hook"), ("_forward_hooks", "a forward hook"),
+               ("_backward_pre_hooks", "a full backward pre-hook"), ("_backward_hooks", "a full backward hook"))
+
+
+def _why_not_hooked(parts):
+    """``None`` unless one of ``parts`` (``(name, module)`` pairs: the modules a fused route computes without
+    calling them) has a hook, which only its own call (``Module.__call__``) fires; else which part has which kind
+    of hook. (Registering or removing a hook calls ``dispatch.changed()``: remembered routes are asked again.)"""
+    for name, part in parts:
+        if getattr(part, "_has_hooks", False):  # (an activation may be a plain function)
+            kind = next(kind for table, kind in _HOOK_KINDS if getattr(part, table))
+            return f"{name} has {kind}"
+    return None
 
 
 def _fit(dtype, shape, tensors):

@@ -26,12 +26,15 @@ TwoLayer(
 )
 """
 
+import warnings
 from collections import OrderedDict, namedtuple
+from types import MappingProxyType
 
 import numpy as np
 
 from .. import backend, dispatch
 from ..tensor import Tensor
+from .hooks import BackwardHook, RemovableHandle, hook_name
 
 
 class Parameter(Tensor):
@@ -80,8 +83,19 @@ def _host_copy(value):
     return np.asarray(value)
 
 
+_NO_HOOKS = MappingProxyType({})  # every hook table of a module that never had a hook (read-only, shared)
+# PyTorch's names for a module's hook tables: hook id -> hook, in calling order; the *_with_kwargs and
+# *_always_called tables hold the ids of the hooks registered with that option
+_HOOK_TABLES = ("_forward_pre_hooks", "_forward_pre_hooks_with_kwargs", "_forward_hooks", "_forward_hooks_with_kwargs",
+                "_forward_hooks_always_called", "_backward_pre_hooks", "_backward_hooks")
+
+
 class Module:
     """Base class of every layer: subclasses set attributes in ``__init__`` and define ``forward``."""
+
+    _has_hooks = False  # True on an instance while one of its hook tables is not empty (``__call__`` asks only this)
+    _forward_pre_hooks = _forward_pre_hooks_with_kwargs = _forward_hooks = _forward_hooks_with_kwargs = _NO_HOOKS
+    _forward_hooks_always_called = _backward_pre_hooks = _backward_hooks = _NO_HOOKS
 
     def __init__(self):
         object.__setattr__(self, "training", True)
@@ -94,7 +108,18 @@ class Module:
         raise NotImplementedError(f"{type(self).__name__} has no forward(); define it in the subclass")
 
     def __call__(self, *args, **kwargs):
+        if self._has_hooks:  # (one class attribute read for a module without hooks)
+            return self._call_with_hooks(args, kwargs)
         if type(self) not in dispatch.WITHOUT_ROWS:  # a faster form from tinyattn.fast's table, if any
+            row = dispatch.module_replacement(self, args, kwargs)
+            if row is not None:
+                return row.run(self, *args, **kwargs)
+        return self.forward(*args, **kwargs)
+
+    def _run_forward(self, args, kwargs):
+        """What ``__call__`` runs between the hooks: ``forward``, or its faster form from ``tinyattn.fast``'s
+        table where one applies (the same lines as ``__call__``'s, which keeps them inline for speed)."""
+        if type(self) not in dispatch.WITHOUT_ROWS:
             row = dispatch.module_replacement(self, args, kwargs)
             if row is not None:
                 return row.run(self, *args, **kwargs)
@@ -186,6 +211,137 @@ class Module:
             raise TypeError(f"add_module({name!r}): expected a Module or None, got {type(module).__name__}")
         self._modules[name] = module
         self._registered(name, module)
+
+    # ----------------------------------------------------------------- hooks
+
+    def register_forward_pre_hook(self, hook, *, prepend=False, with_kwargs=False):
+        """Call ``hook(module, args)`` before each ``forward``: it returns ``None``, or the positional arguments
+        ``forward`` gets instead (a tuple; a single value is made a one-element tuple). With ``with_kwargs=True``
+        it is ``hook(module, args, kwargs)`` and returns ``None`` or ``(args, kwargs)``.
+
+        Hooks run in the order they were registered; ``prepend=True`` puts this one before the others. Returns
+        a handle whose ``remove()`` takes the hook off (also a context manager), as ``torch.nn.Module``'s.
+        """
+        return self._add_hook("_forward_pre_hooks", hook, prepend,
+                              ("_forward_pre_hooks_with_kwargs",) if with_kwargs else ())
+
+    def register_forward_hook(self, hook, *, prepend=False, with_kwargs=False, always_call=False):
+        """Call ``hook(module, args, output)`` after each ``forward``: it returns ``None``, or the output the call
+        returns instead. With ``with_kwargs=True`` it is ``hook(module, args, kwargs, output)``; with
+        ``always_call=True`` it runs even when ``forward`` raises (with ``output`` ``None``; the error is then
+        raised on). ``prepend`` and the returned handle as in ``register_forward_pre_hook``.
+
+        The hook fires with fast paths on too: a fused route of a parent layer that would compute a hooked
+        module inside one node gives way to the reference, and ``ta.explain`` says so.
+
+        >>> import tinyattn as ta
+        >>> import tinyattn.nn as nn
+        >>> layer = nn.TransformerEncoderLayer(8, 2, dim_feedforward=16, dropout=0.0)
+        >>> seen = []
+        >>> handle = layer.self_attn.register_forward_hook(lambda module, args, output: seen.append(output[0].shape))
+        >>> _ = layer(ta.randn(2, 3, 8))                   # (B, L, E)
+        >>> seen
+        [(2, 3, 8)]
+        >>> handle.remove()
+        >>> _ = layer(ta.randn(2, 3, 8))
+        >>> len(seen)
+        1
+        """
+        flags = ("_forward_hooks_with_kwargs",) * with_kwargs + ("_forward_hooks_always_called",) * always_call
+        return self._add_hook("_forward_hooks", hook, prepend, flags)
+
+    def register_full_backward_pre_hook(self, hook, prepend=False):
+        """Call ``hook(module, grad_output)`` when the gradients of the module's outputs have come, before they
+        go on into the module: ``grad_output`` is a tuple of tensors (``None`` for an output that got none), one
+        per output; the hook returns ``None`` or the tuple that goes on instead (gradients of the outputs' shapes
+        and dtypes, tensors or backend arrays). ``prepend`` and the returned handle as in
+        ``register_forward_pre_hook``."""
+        return self._add_hook("_backward_pre_hooks", hook, prepend, ())
+
+    def register_full_backward_hook(self, hook, prepend=False):
+        """Call ``hook(module, grad_input, grad_output)`` when the gradients of the module's inputs are computed:
+        ``grad_input`` has one entry per positional argument of the call, the gradient (a tensor) of a Tensor
+        argument that needs one, else ``None``; ``grad_output`` one per output (the entries of a tuple, or the
+        one output). The hook returns ``None`` or a tuple of as many gradients, which go on instead (each of its
+        input's shape and dtype, tensors or backend arrays). When no input needs a gradient, the hook is called
+        with ``grad_input`` all ``None`` as soon as ``grad_output`` is known. Keyword arguments get no entry, as
+        in PyTorch. ``prepend`` and the returned handle as in ``register_forward_pre_hook``."""
+        return self._add_hook("_backward_hooks", hook, prepend, ())
+
+    def _add_hook(self, table, hook, prepend, flags):
+        if not callable(hook):
+            raise TypeError(f"{type(self).__name__}: a hook must be callable, got a {type(hook).__name__}")
+        if "_forward_hooks" not in self.__dict__:  # the first hook: the module's own tables replace the shared ones
+            for name in _HOOK_TABLES:
+                object.__setattr__(self, name, OrderedDict())
+        handle = RemovableHandle(self, (table, *flags))
+        hooks = self.__dict__[table]
+        hooks[handle.id] = hook
+        if prepend:
+            hooks.move_to_end(handle.id, last=False)
+        for flag in flags:
+            self.__dict__[flag][handle.id] = True
+        self._hooks_changed()
+        return handle
+
+    def _remove_hook(self, hook_id, tables):
+        """Take the hook ``hook_id`` out of ``tables`` (``RemovableHandle.remove``)."""
+        for name in tables:
+            self.__dict__.get(name, {}).pop(hook_id, None)
+        self._hooks_changed()
+
+    def _hooks_changed(self):
+        has_hooks = bool(self._forward_pre_hooks or self._forward_hooks or self._backward_pre_hooks
+                         or self._backward_hooks)
+        object.__setattr__(self, "_has_hooks", has_hooks)
+        dispatch.changed()  # a parent's fused route that would skip this module's call may be taken, or no longer
+
+    def _call_with_hooks(self, args, kwargs):
+        """``__call__`` of a module with hooks, in PyTorch's order: the forward pre-hooks, the inputs' side of the
+        backward hooks, ``forward`` (or its faster form), the forward hooks, the outputs' side of the backward
+        hooks. If anything raises, the forward hooks registered with ``always_call`` that have not run yet run."""
+        result, called = None, set()
+        try:
+            for hook_id, hook in self._forward_pre_hooks.items():
+                if hook_id in self._forward_pre_hooks_with_kwargs:
+                    replaced = hook(self, args, kwargs)
+                    if replaced is not None:
+                        if not (isinstance(replaced, tuple) and len(replaced) == 2):
+                            raise RuntimeError(f"forward pre-hook {hook_name(hook)} (with_kwargs=True) must return "
+                                               f"None or a tuple (new_args, new_kwargs), but got {replaced!r:.80}")
+                        args, kwargs = replaced
+                else:
+                    replaced = hook(self, args)
+                    if replaced is not None:
+                        args = replaced if isinstance(replaced, tuple) else (replaced,)
+            backward_hook = None
+            if self._backward_hooks or self._backward_pre_hooks:
+                backward_hook = BackwardHook(self, list(self._backward_hooks.values()),
+                                             list(self._backward_pre_hooks.values()))
+                args = backward_hook.setup_input_hook(args)
+            result = self._run_forward(args, kwargs)
+            for hook_id, hook in self._forward_hooks.items():
+                called.add(hook_id)
+                replaced = self._call_forward_hook(hook_id, hook, args, kwargs, result)
+                if replaced is not None:
+                    result = replaced
+            if backward_hook is not None:
+                result = backward_hook.setup_output_hook(result)
+            return result
+        except Exception:
+            for hook_id, hook in self._forward_hooks.items():
+                if hook_id in self._forward_hooks_always_called and hook_id not in called:
+                    try:
+                        self._call_forward_hook(hook_id, hook, args, kwargs, result)
+                    except Exception as error:
+                        warnings.warn(f"forward hook {hook_name(hook)} (always_call=True) raised an error that was "
+                                      f"silenced, as another error was raised in forward: {error}", stacklevel=3)
+            raise
+
+    def _call_forward_hook(self, hook_id, hook, args, kwargs, result):
+        if hook_id in self._forward_hooks_with_kwargs:
+            return hook(self, args, kwargs, result)
+        return hook(self, args, result)
 
     # ----------------------------------------------------------------- traversal
 
