@@ -45,7 +45,16 @@ from .ops import (
     var,
     where,
 )
-from .tensor import Function, Tensor, enable_grad, is_grad_enabled, no_grad
+from .tensor import (
+    Function,
+    Tensor,
+    enable_grad,
+    inference_mode,
+    is_grad_enabled,
+    is_inference_mode_enabled,
+    no_grad,
+    set_grad_enabled,
+)
 
 # isort: split
 # the everyday tensor API beyond the primitives, and the in-place operations
@@ -93,13 +102,14 @@ from .nn.functional import log_softmax, softmax  # noqa: E402
 from . import fast  # noqa: E402
 
 # isort: split
-from . import testing, viz  # noqa: E402
+from . import testing, utils, viz  # noqa: E402
 from .dispatch import use_fast_paths  # noqa: E402
 from .fast.router import explain  # noqa: E402
 from .serialization import CheckpointError, load, save  # noqa: E402
 
 __all__ = [
-    "Tensor", "Function", "tensor", "no_grad", "enable_grad", "is_grad_enabled", "manual_seed", "get_rng_state",
+    "Tensor", "Function", "tensor", "no_grad", "enable_grad", "is_grad_enabled", "set_grad_enabled", "inference_mode",
+    "is_inference_mode_enabled", "manual_seed", "get_rng_state",
     "set_rng_state", "float32", "float64", "int64", "bool", "long", "int32", "uint8",
     "zeros", "ones", "full", "empty", "arange", "randn", "rand", "randint", "zeros_like", "ones_like", "from_numpy",
     "add", "sub", "mul", "div", "pow", "neg", "matmul", "exp", "log", "sqrt", "tanh", "sigmoid", "relu", "abs",
@@ -109,5 +119,5 @@ __all__ = [
     "gather", "softmax", "log_softmax", "bmm", "tril", "triu", "repeat_interleave", "all", "any", "nonzero",
     "multinomial", "is_tensor",
     "save", "load", "CheckpointError", "backend", "ops", "nn", "optim", "interop", "testing", "viz", "autograd",
-    "use_fast_paths", "explain", "dispatch", "fast",
+    "use_fast_paths", "explain", "dispatch", "fast", "utils",
 ]

@@ -28,10 +28,130 @@ array([ 3., 12.])
 True
 """
 
+import functools
+
 from . import backend
 from .ops import sum_to
+from .tensor import _ANOMALY, OnceDifferentiable, Tensor, _input_tensors, _root_grad, _walk, enable_grad, no_grad
 from .tensor import Function as _NativeFunction
-from .tensor import Tensor, no_grad
+
+
+def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False, allow_unused=None,
+         is_grads_batched=False, materialize_grads=False):
+    """The gradients of ``outputs`` with respect to ``inputs``, as a tuple of tensors (PyTorch's
+    ``torch.autograd.grad``). No ``.grad`` is touched.
+
+    ``grad_outputs``: one gradient per output (``None`` for a one-element output: ones). With
+    ``create_graph=True`` the gradients carry their own graph, so they can be differentiated again, to
+    any order; ``retain_graph`` defaults to ``create_graph``. An input that the outputs do not depend
+    on raises, unless ``allow_unused=True`` (its gradient is then ``None``, or zeros with
+    ``materialize_grads=True``).
+
+    >>> import tinyattn as ta
+    >>> x = ta.tensor(2.0, requires_grad=True)
+    >>> (dy,) = ta.autograd.grad(x ** 3, x, create_graph=True)    # 3x²
+    >>> (d2y,) = ta.autograd.grad(dy, x)                           # 6x
+    >>> dy.item(), d2y.item()
+    (12.0, 12.0)
+    """
+    if is_grads_batched:
+        raise NotImplementedError("autograd.grad: is_grads_batched=True is not supported; use ta.func.vmap")
+    outputs = (outputs,) if isinstance(outputs, Tensor) else tuple(outputs)
+    inputs = _input_tensors("autograd.grad", inputs)
+    allow_unused = materialize_grads if allow_unused is None else allow_unused
+    if materialize_grads and not allow_unused:
+        raise ValueError("autograd.grad: materialize_grads=True needs allow_unused=True (or left as None)")
+    if grad_outputs is None or isinstance(grad_outputs, Tensor):
+        grad_outputs = (grad_outputs,) * len(outputs) if grad_outputs is None else (grad_outputs,)
+    grad_outputs = tuple(grad_outputs)
+    if len(grad_outputs) != len(outputs):
+        raise RuntimeError(f"autograd.grad: {len(grad_outputs)} grad_outputs for {len(outputs)} outputs")
+    retain_graph = create_graph if retain_graph is None else retain_graph
+    roots = []
+    for i, (out, g) in enumerate(zip(outputs, grad_outputs)):
+        if not isinstance(out, Tensor):
+            raise TypeError(f"autograd.grad: outputs[{i}] is a {type(out).__name__}, expected a Tensor")
+        if not out.requires_grad:
+            raise RuntimeError(f"autograd.grad: outputs[{i}] (shape {out.shape}) does not require grad and has no "
+                               "grad_fn: no input of its computation required grad")
+        roots.append((out, _root_grad(f"autograd.grad: outputs[{i}]", out, g, True)))
+    if not create_graph:  # the walk runs on arrays; its results become tensors at the end
+        roots = [(out, g._data) for out, g in roots]
+    taken = _walk(roots, retain_graph, create_graph, inputs)
+    result = []
+    for i, t in enumerate(inputs):
+        g = taken.get(id(t))
+        if g is None:
+            if not allow_unused:
+                raise RuntimeError(
+                    f"autograd.grad: inputs[{i}] (shape {t.shape}) was not used to compute the outputs, so it has no "
+                    "gradient; pass allow_unused=True to get None for it")
+            g = Tensor._wrap(backend.namespace(t._data).zeros(t.shape, t.dtype), t) if materialize_grads else None
+        elif not isinstance(g, Tensor):
+            g = Tensor._wrap(g if g.dtype == t.dtype else g.astype(t.dtype), t)
+        result.append(g)
+    return tuple(result)
+
+
+class detect_anomaly:
+    """Context manager and decorator (PyTorch's ``torch.autograd.detect_anomaly``): each node recorded
+    inside remembers the line of user code that created it, and a backward that produces NaN raises a
+    ``RuntimeError`` naming the node's forward operation and that line. ``check_nan=False`` keeps the
+    lines without the check. Slow: for finding a bug, not for training.
+
+    >>> import tinyattn as ta
+    >>> x = ta.tensor([0.0, 1.0], requires_grad=True)
+    >>> with ta.autograd.detect_anomaly():
+    ...     y = x.sqrt()                                  # d sqrt(x)/dx at 0 is inf; times 0 it is NaN
+    ...     y.backward(ta.tensor([0.0, 1.0]))             # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    RuntimeError: Function SqrtBackward returned nan values in its 0th output; the forward operation Sqrt ...
+    """
+
+    def __init__(self, check_nan=True):
+        self.check_nan = check_nan
+
+    def __enter__(self):
+        self._previous = _ANOMALY[0]
+        _ANOMALY[0] = True if self.check_nan else "lines"
+
+    def __exit__(self, *exc):
+        _ANOMALY[0] = self._previous
+
+    def __call__(self, fn):
+        @functools.wraps(fn)
+        def wrapper(*args, **kwargs):
+            with detect_anomaly(self.check_nan):
+                return fn(*args, **kwargs)
+        return wrapper
+
+
+class set_detect_anomaly(detect_anomaly):
+    """``set_detect_anomaly(mode, check_nan=True)``: anomaly detection on or off from now on; as a context
+    manager the previous setting comes back on exit."""
+
+    def __init__(self, mode, check_nan=True):
+        self.check_nan, self._previous = check_nan, _ANOMALY[0]
+        _ANOMALY[0] = (True if check_nan else "lines") if mode else False
+
+    def __enter__(self):
+        pass
+
+
+def is_anomaly_enabled():
+    return bool(_ANOMALY[0])
+
+
+def once_differentiable(backward):
+    """Decorate a ``Function.backward`` written on arrays, or one that should not be differentiated again
+    (PyTorch's ``torch.autograd.function.once_differentiable``): it runs with no graph recorded, and under
+    ``create_graph`` the gradients it gives raise, naming the function, if differentiated again."""
+    @functools.wraps(backward)
+    def wrapper(ctx, *grads):
+        with no_grad():
+            return backward(ctx, *grads)
+    wrapper.once_differentiable = True
+    return wrapper
 
 
 class FunctionCtx:
@@ -61,9 +181,12 @@ class FunctionCtx:
 
 
 class _Node(_NativeFunction):
-    """The native node ``apply`` records for one output: its backward runs the user's ``backward`` on tensors."""
+    """The native node ``apply`` records for one output: its backward runs the user's ``backward`` on tensors.
+    Under ``create_graph`` it runs with the graph recorded, so that a backward written in tensor operations
+    is differentiable again; one that gives arrays, or wears ``once_differentiable``, gives gradients that
+    refuse a second differentiation, naming the function."""
 
-    saved_inputs, saves_output = (), False  # the user's ctx checks its own saved tensors
+    saved_inputs, saves_output, differentiable = (), False, True  # the user's ctx checks its own saved tensors
 
     def forward(self, *arrays, user, ctx, output):
         self.user, self.ctx = user, ctx
@@ -75,9 +198,21 @@ class _Node(_NativeFunction):
     def _input_grads(self, grads):
         """The user's gradients as arrays, each summed back to its input's shape (a gradient of a
         broadcast shape, as PyTorch allows)."""
-        grads = self.user.backward(self.ctx, grads)
-        return tuple(None if g is None else sum_to(g._data if isinstance(g, Tensor) else g, p.shape)
-                     for g, p in zip(grads, self.parents))
+        on_tensors = any(isinstance(g, Tensor) for g in grads)  # create_graph: the walk hands tensors
+        grads = self.user.backward(self.ctx, grads, on_tensors)
+        if not on_tensors:
+            return tuple(None if g is None else sum_to(g._data if isinstance(g, Tensor) else g, p.shape)
+                         for g, p in zip(grads, self.parents))
+        once = getattr(self.user.cls.backward, "once_differentiable", False)
+        result = []
+        for g, p in zip(grads, self.parents):
+            if g is not None and (once or not isinstance(g, Tensor)):
+                array = sum_to(g._data if isinstance(g, Tensor) else g, p.shape)
+                g = OnceDifferentiable.apply(*self.parents, array=array, name=self.user.cls.__name__)
+            elif g is not None:
+                g = sum_to(g, p.shape)
+            result.append(g)
+        return tuple(result)
 
 
 class _OutputGrads:
@@ -103,15 +238,20 @@ class _Outputs(_Node):
 
     def backward(self, grads):
         xp, materialize = backend.namespace(self.outputs[0]), self.ctx._materialize_grads
+        tensors = any(isinstance(g, Tensor) for g in grads.grads.values())
+
+        def zeros(out):
+            array = xp.zeros(out.shape, out.dtype)
+            return Tensor._wrap(array) if tensors else array
         return self._input_grads(tuple(
-            grads.grads[i] if i in grads.grads else xp.zeros(out.shape, out.dtype) if materialize else None
+            grads.grads[i] if i in grads.grads else zeros(out) if materialize else None
             for i, out in enumerate(self.outputs)))  # an output that got no gradient: zeros, or None
 
 
 class _Pick(_NativeFunction):
     """Output ``index`` of an ``_Outputs`` node."""
 
-    saved_inputs, saves_output = (), False
+    saved_inputs, saves_output, differentiable = (), False, True
 
     def forward(self, hub, index, array):
         self.index = index
@@ -166,9 +306,13 @@ class _ByPosition:
     def __init__(self, cls, positions, count, kind):
         self.cls, self.positions, self.count, self.kind = cls, positions, count, kind  # kind: a class, for Tensor._wrap
 
-    def backward(self, ctx, grads):
-        with no_grad():
-            grads = self.cls.backward(ctx, *[None if g is None else Tensor._wrap(g, self.kind) for g in grads])
+    def backward(self, ctx, grads, on_tensors=False):
+        if on_tensors:  # create_graph: the user's backward records its graph
+            with enable_grad():
+                grads = self.cls.backward(ctx, *grads)
+        else:
+            with no_grad():
+                grads = self.cls.backward(ctx, *[None if g is None else Tensor._wrap(g, self.kind) for g in grads])
         grads = grads if isinstance(grads, tuple) else (grads,)
         if len(grads) != self.count:
             raise RuntimeError(
@@ -177,4 +321,5 @@ class _ByPosition:
         return tuple(grads[i] for i in self.positions)
 
 
-__all__ = ["Function", "FunctionCtx"]
+__all__ = ["Function", "FunctionCtx", "grad", "detect_anomaly", "set_detect_anomaly", "is_anomaly_enabled",
+           "once_differentiable"]

@@ -43,7 +43,7 @@ class SetItem(Function):
     """``x[index] = value`` out of place: ``x``'s gradient is zero where it was overwritten,
     ``value``'s is the gradient at the written positions (summed over its broadcast)."""
 
-    saved_inputs, saves_output = (), False
+    saved_inputs, saves_output, differentiable = (), False, True
 
     def forward(self, x, value, index):
         self.index, self.value_shape = index, value.shape
@@ -52,6 +52,9 @@ class SetItem(Function):
         return out
 
     def backward(self, grad):
+        if isinstance(grad, Tensor):  # create_graph: the same, as an operation on tensors
+            zero = Tensor._wrap(backend.namespace(grad._data).zeros((), grad.dtype))
+            return SetItem.apply(grad, zero, index=self.index), sum_to(grad[self.index], self.value_shape)
         grad_x = _writable_copy(grad)
         grad_x[self.index] = 0
         return grad_x, sum_to(grad[self.index], self.value_shape)
@@ -68,13 +71,20 @@ class CopySlices(Function):
     """A base tensor after an in-place write through one of its views: the written region's
     gradient goes to the new value, the rest to the base as it was."""
 
-    saved_inputs, saves_output = (), False
+    saved_inputs, saves_output, differentiable = (), False, True
 
     def forward(self, base, value, steps):
         self.steps = steps
         return base  # the write already happened in the array (see ``_write``)
 
     def backward(self, grad):
+        if isinstance(grad, Tensor):  # create_graph: zeros written through the view as a mask; the view replayed
+            outside = backend.namespace(grad._data).ones(grad.shape, grad.dtype)
+            _replay(outside, self.steps)[...] = 0
+            value = grad
+            for cls, options in self.steps:
+                value = cls.apply(value, **options)
+            return grad * outside, value
         grad_base = _writable_copy(grad)
         _replay(grad_base, self.steps)[...] = 0
         return grad_base, _replay(grad, self.steps).copy()

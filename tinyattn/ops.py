@@ -876,6 +876,18 @@ class _TensorNamespace:
     where, log, exp, sqrt, tanh = map(staticmethod, (where, log, exp, sqrt, tanh))
 
     @staticmethod
+    def sum(x, axis=None, keepdims=False):
+        return sum(x, axis, keepdims)
+
+    @staticmethod
+    def mean(x, axis=None, keepdims=False):
+        return mean(x, axis, keepdims)
+
+    @staticmethod
+    def flip(x, axis):
+        return x[(slice(None),) * (axis % x.ndim) + (slice(None, None, -1),)]
+
+    @staticmethod
     def broadcast_to(x, shape):
         return expand(x, *shape)
 

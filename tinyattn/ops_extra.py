@@ -25,38 +25,52 @@ from builtins import max as builtins_max
 import numpy as np
 
 from . import backend
-from .ops import _kind_of_pair, _lift, _normalize_dims, amax, getitem, masked_fill, matmul, sqrt, sum, var, where
+from .ops import (
+    TENSOR_NAMESPACE,
+    _kind_of_pair,
+    _lift,
+    _normalize_dims,
+    amax,
+    getitem,
+    masked_fill,
+    matmul,
+    namespace,
+    sqrt,
+    sum,
+    var,
+    where,
+)
 from .tensor import Function, Tensor
 
 # ----------------------------------------------------------------------------- new primitives
 
 
 class Sin(Function):
-    saved_inputs, saves_output = None, False
+    saved_inputs, saves_output, differentiable, saved_as = None, False, True, {"x": 0}
 
     def forward(self, x):
         self.x = x
         return backend.namespace(x).sin(x)
 
     def backward(self, grad):
-        return (grad * backend.namespace(grad).cos(self.x),)
+        return (grad * namespace(grad).cos(self.x),)
 
 
 class Cos(Function):
-    saved_inputs, saves_output = None, False
+    saved_inputs, saves_output, differentiable, saved_as = None, False, True, {"x": 0}
 
     def forward(self, x):
         self.x = x
         return backend.namespace(x).cos(x)
 
     def backward(self, grad):
-        return (-grad * backend.namespace(grad).sin(self.x),)
+        return (-grad * namespace(grad).sin(self.x),)
 
 
 class Clamp(Function):
     """``min(max(x, min), max)``; the gradient passes where ``min <= x <= max``, as in PyTorch."""
 
-    saved_inputs, saves_output = (), False
+    saved_inputs, saves_output, differentiable = (), False, True
 
     def forward(self, x, min=None, max=None):
         xp = backend.namespace(x)
@@ -74,21 +88,21 @@ class Clamp(Function):
 class Cumsum(Function):
     """Running sums along ``dim``; the gradient is the running sum of the gradient from the other end."""
 
-    saved_inputs, saves_output = (), False
+    saved_inputs, saves_output, differentiable = (), False, True
 
     def forward(self, x, dim=0):
         self.dim = dim
         return backend.namespace(x).cumsum(x, axis=dim, dtype=x.dtype)
 
     def backward(self, grad):
-        xp = backend.namespace(grad)
+        xp = namespace(grad)
         return (xp.flip(xp.cumsum(xp.flip(grad, axis=self.dim), axis=self.dim), axis=self.dim),)
 
 
 class Clone(Function):
     """A copy of the array; the gradient passes unchanged."""
 
-    saved_inputs, saves_output = (), False
+    saved_inputs, saves_output, differentiable = (), False, True
 
     def forward(self, x):
         return x.copy()
@@ -122,6 +136,14 @@ def cumsum(input, dim):
 
 def clone(input):
     return Clone.apply(input)
+
+
+def _cumsum_along(x, axis):
+    return Cumsum.apply(x, dim=axis % x.ndim)
+
+
+# the backward formulas' names for these operations on tensors (see ``ops.namespace``)
+TENSOR_NAMESPACE.sin, TENSOR_NAMESPACE.cos, TENSOR_NAMESPACE.cumsum = sin, cos, _cumsum_along
 
 
 # ----------------------------------------------------------------------------- selecting along a dim

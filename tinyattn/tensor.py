@@ -418,7 +418,7 @@ def _walk(roots, retain_graph, create_graph, inputs=None, boundary=0):
                 continue
             _check_runnable(fn)
             input_grads = _on_tensors(fn, grad) if create_graph else fn.backward(grad)
-            if _ANOMALY[0]:
+            if _ANOMALY[0] is True:
                 _check_finite(fn, input_grads)
             if not retain_graph:
                 fn.release()

@@ -51,7 +51,7 @@ class Einsum(Function):
     """``out = einsum(equation, *operands)``; each operand's gradient is ``einsum`` of the upstream gradient
     with the other operands onto its own subscripts."""
 
-    saved_inputs, saves_output = None, False
+    saved_inputs, saves_output, differentiable = None, False, True
 
     def forward(self, *arrays, inputs=None, output=None):
         self.arrays, self.inputs, self.output = arrays, inputs, output
@@ -59,11 +59,14 @@ class Einsum(Function):
         return backend.namespace(arrays[0]).einsum(equation, *arrays)
 
     def backward(self, grad):
-        xp = backend.namespace(grad)
-        sizes = {c: n for subscripts, array in zip(self.inputs, self.arrays) for c, n in zip(subscripts, array.shape)}
+        if isinstance(grad, _NativeTensor):  # create_graph: the same einsums, as operations on the input tensors
+            xp, arrays = _OnTensors, self.parents
+        else:
+            xp, arrays = backend.namespace(grad), self.arrays
+        sizes = {c: n for subscripts, array in zip(self.inputs, arrays) for c, n in zip(subscripts, array.shape)}
         grads = []
-        for i, (subscripts, array) in enumerate(zip(self.inputs, self.arrays)):
-            others = [(s, a) for j, (s, a) in enumerate(zip(self.inputs, self.arrays)) if j != i]
+        for i, (subscripts, array) in enumerate(zip(self.inputs, arrays)):
+            others = [(s, a) for j, (s, a) in enumerate(zip(self.inputs, arrays)) if j != i]
             present = set(self.output).union(*(set(s) for s, _ in others))
             kept = "".join(c for c in subscripts if c in present)  # the indices the einsum below can produce
             equation = ",".join([self.output] + [s for s, _ in others]) + "->" + kept
@@ -73,6 +76,23 @@ class Einsum(Function):
                 partial = xp.broadcast_to(partial.reshape(shape), array.shape)
             grads.append(xp.ascontiguousarray(partial, dtype=array.dtype))
         return tuple(grads)
+
+
+class _OnTensors:
+    """The three array functions ``Einsum.backward`` calls, on tensors."""
+
+    @staticmethod
+    def einsum(equation, *operands):
+        inputs, output = equation.split("->")
+        return Einsum.apply(*operands, inputs=inputs.split(","), output=output)
+
+    @staticmethod
+    def broadcast_to(x, shape):
+        return x.expand(*shape)
+
+    @staticmethod
+    def ascontiguousarray(x, dtype):
+        return x if x.dtype == dtype else x.to(dtype)
 
 
 def einsum(equation, *operands):

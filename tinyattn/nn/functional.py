@@ -27,7 +27,7 @@ from .. import _checks as check
 from .. import backend, ops
 from ..dispatch import replaceable
 from ..masks import checked_mask
-from ..tensor import Function, Tensor
+from ..tensor import OUTPUT, Function, Tensor
 
 # ----------------------------------------------------------------------------- activations
 
@@ -40,12 +40,14 @@ def relu(input):
 class Erf(Function):
     """The error function ``erf(x) = 2/√π ∫₀ˣ e^(-t²) dt``; d/dx = 2/√π · e^(-x²)."""
 
+    differentiable, saved_as = True, {"x": 0}
+
     def forward(self, x):
         self.x = x
         return backend.erf(x)
 
     def backward(self, grad):
-        xp = backend.namespace(grad)
+        xp = ops.namespace(grad)
         return (grad * (2 / math.sqrt(math.pi)) * xp.exp(-self.x * self.x),)
 
 
@@ -111,6 +113,8 @@ class Softmax(Function):
     only ``-inf`` gives NaN, as in PyTorch.
     """
 
+    differentiable, saved_as = True, {"y": OUTPUT}
+
     def forward(self, x, dim):
         xp = backend.namespace(x)
         self.dim = dim
@@ -119,12 +123,14 @@ class Softmax(Function):
         return self.y
 
     def backward(self, grad):
-        y = self.y
-        return (y * (grad - (grad * y).sum(axis=self.dim, keepdims=True)),)
+        y, xp = self.y, ops.namespace(grad)
+        return (y * (grad - xp.sum(grad * y, axis=self.dim, keepdims=True)),)
 
 
 class LogSoftmax(Function):
     """``y = x - max x - log Σ exp(x - max x)`` along ``dim``; ``∂L/∂x = g - exp(y) · Σ g``."""
+
+    differentiable, saved_as = True, {"y": OUTPUT}
 
     def forward(self, x, dim):
         self.dim = dim
@@ -132,8 +138,8 @@ class LogSoftmax(Function):
         return self.y
 
     def backward(self, grad):
-        xp = backend.namespace(grad)
-        return (grad - xp.exp(self.y) * grad.sum(axis=self.dim, keepdims=True),)
+        xp = ops.namespace(grad)
+        return (grad - xp.exp(self.y) * xp.sum(grad, axis=self.dim, keepdims=True),)
 
 
 def log_softmax_of_array(x, dim):
@@ -193,7 +199,7 @@ class LayerNorm(Function):
 
     def forward(self, x, axes, eps):
         xp = backend.namespace(x)
-        self.axes = axes
+        self.axes, self.eps = axes, eps
         centered = x - x.mean(axis=axes, keepdims=True)
         variance = (centered * centered).mean(axis=axes, keepdims=True)
         self.rstd = 1 / xp.sqrt(variance + eps)
@@ -205,6 +211,11 @@ class LayerNorm(Function):
         mean_grad = grad.mean(axis=axes, keepdims=True)
         mean_grad_x_hat = (grad * x_hat).mean(axis=axes, keepdims=True)
         return (self.rstd * (grad - mean_grad - x_hat * mean_grad_x_hat),)
+
+    def reference(self, x):
+        """The same ``x̂`` from primitives, for a gradient that is differentiated again (``create_graph``)."""
+        centered = x - x.mean(self.axes, keepdim=True)
+        return centered / ((centered * centered).mean(self.axes, keepdim=True) + self.eps).sqrt()
 
 
 def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
