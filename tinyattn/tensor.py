@@ -602,12 +602,13 @@ class _Hooks:
     """The hooks of one tensor's gradient, in order (``Tensor.register_hook``)."""
 
     def __init__(self, tensor):
-        self.tensor_shape, self.dtype, self.hooks, self.retain = tensor.shape, tensor.dtype, {}, None
+        self.tensor_shape, self.hooks, self.retain = tensor.shape, {}, None
+        self.kind = type(tensor)  # a hook sees a gradient of its tensor's class (``Tensor._wrap``)
 
     def run(self, grad):
         """``grad`` (an array, or a tensor under ``create_graph``) after every hook has seen or replaced it."""
         as_tensor = isinstance(grad, Tensor)
-        current = grad if as_tensor else Tensor._wrap(grad)
+        current = grad if as_tensor else Tensor._wrap(grad, self.kind)
         for hook in list(self.hooks.values()):
             result = hook(current)
             if result is not None:
@@ -623,7 +624,7 @@ class _Hooks:
             if not backend.is_array(result):
                 raise TypeError(f"hook {_name_of(hook)} returned {type(result).__name__}; a gradient hook returns "
                                 f"None or a tensor of shape {self.tensor_shape}")
-            result = Tensor._wrap(result)
+            result = Tensor._wrap(result, self.kind)
         if result.shape != current.shape:
             raise RuntimeError(f"hook {_name_of(hook)} returned a gradient of shape {result.shape}, but the tensor's "
                                f"gradient has shape {current.shape}")
