@@ -334,6 +334,7 @@ def test_a_wrong_replacement_names_the_hook_and_both_shapes():
         third(randn(4, 3, requires_grad=True)).sum().backward()
 
 
+@pytest.mark.filterwarnings("ignore:Full backward hook is firing when gradients are computed")
 def test_an_input_without_grad_gives_grad_input_none_as_in_pytorch():
     ours, theirs = both_linears()
     x, upstream = rng.standard_normal((4, 3)), rng.standard_normal((4, 2))
@@ -364,3 +365,20 @@ def test_full_backward_hook_of_self_attn_with_fast_paths_on_matches_off():
         runs.append((grad_input[0].numpy(), grad_output[0].numpy(), x_in.grad))
     for fast_value, reference_value in zip(*runs):
         np.testing.assert_allclose(fast_value, reference_value, rtol=1e-10, atol=1e-12)
+
+
+def test_full_backward_hooks_under_create_graph_match_pytorch():
+    x = rng.standard_normal((3, 4))
+    results = []
+    for module, tensor, grad in ((nn.Tanh(), ta.tensor, ta.autograd.grad), (torch.nn.Tanh(), torch.tensor,
+                                                                          torch.autograd.grad)):
+        log = []
+        _record_backward(module, log)
+        x_in = tensor(x, requires_grad=True)
+        first, = grad(module(x_in).sum(), x_in, create_graph=True)  # 1 - tanh²(x), with its graph
+        first.sum().backward()  # d/dx (1 - tanh²(x)) = -2 tanh(x) (1 - tanh²(x))
+        results.append((log[0][0], log[0][1], x_in.grad))
+    (grad_input, grad_output, x_grad), (their_input, their_output, x_grad_t) = results
+    assert_all_close(grad_input, their_input)
+    assert_all_close(grad_output, their_output)
+    np.testing.assert_allclose(x_grad, x_grad_t.numpy(), rtol=1e-12)

@@ -17,6 +17,7 @@ where they gave some) to the tensors it was made of.
 
 import itertools
 import weakref
+from collections import namedtuple
 
 from .. import backend
 from ..tensor import Function, Tensor, is_grad_enabled
@@ -66,9 +67,9 @@ class _Grads:
 class _Hub(Function):
     """The tensors of one side of a hooked module, joined: its output is an empty array, and its backward hands
     the gradients its picks collected to ``on_backward`` (a ``BackwardHook`` method), which returns them for the
-    tensors, replaced where a hook said so."""
+    tensors, replaced where a hook said so. (Under ``create_graph`` the gradients are tensors, and stay so.)"""
 
-    saved_inputs, saves_output = (), False
+    saved_inputs, saves_output, differentiable = (), False, True
 
     def forward(self, *arrays, on_backward):
         self.on_backward = on_backward
@@ -81,7 +82,7 @@ class _Hub(Function):
 class _Pick(Function):
     """Tensor ``index`` of a hub's side: its array, unchanged; its gradient goes to the hub."""
 
-    saved_inputs, saves_output = (), False
+    saved_inputs, saves_output, differentiable = (), False, True
 
     def forward(self, hub, index, array):
         self.index = index
@@ -104,7 +105,7 @@ class BackwardHook:
 
     def __init__(self, module, hooks, pre_hooks):
         self.module, self.hooks, self.pre_hooks = module, hooks, pre_hooks
-        self.n_inputs, self.inputs = 0, None  # inputs: {position: tensor} of the arguments routed through a hub
+        self.n_inputs, self.inputs = 0, None  # inputs: {position: _Joined} of the arguments routed through a hub
         self.grad_outputs = None  # set by the outputs' hub, read (and cleared) by the inputs' hub
 
     def setup_input_hook(self, args):
@@ -121,7 +122,7 @@ class BackwardHook:
         return picked if isinstance(result, tuple) else picked[0]
 
     def _output_backward(self, grads):
-        grad_outputs = _packed(grads, self.outputs, self.n_outputs)
+        grad_outputs, on_tensors = _packed(grads, self.outputs, self.n_outputs)
         for hook in self.pre_hooks:
             replaced = hook(self.module, grad_outputs)
             if replaced is not None:
@@ -138,24 +139,28 @@ class BackwardHook:
                         "but no input of the module needs one: return None (or None for every gradient)"
                     )
             self.grad_outputs = None
-        return _unpacked(grad_outputs, self.outputs)
+        return _unpacked(grad_outputs, self.outputs, on_tensors)
 
     def _input_backward(self, grads):
-        grad_inputs = _packed(grads, self.inputs, self.n_inputs)
+        grad_inputs, on_tensors = _packed(grads, self.inputs, self.n_inputs)
         if self.grad_outputs is None:  # the gradient reached the inputs without passing through the outputs
-            return _unpacked(grad_inputs, self.inputs)
+            return _unpacked(grad_inputs, self.inputs, on_tensors)
         for hook in self.hooks:
             replaced = hook(self.module, grad_inputs, self.grad_outputs)
             if replaced is not None:
                 grad_inputs = _checked(replaced, grad_inputs, self.inputs, hook, "full backward hook", "grad_input")
         self.grad_outputs = None
-        return _unpacked(grad_inputs, self.inputs)
+        return _unpacked(grad_inputs, self.inputs, on_tensors)
+
+
+_Joined = namedtuple("_Joined", "shape dtype kind")  # what a hook's gradient for a joined tensor must be, and
+# its class (for Tensor._wrap); not the tensor, which would tie the outputs' graph to the inputs' hub in a cycle
 
 
 def _join(values, on_backward):
-    """``(tensors, values')``: the Tensors among ``values`` that need a gradient, by position, each replaced in
-    ``values'`` by a pick of one hub (``tensors`` ``None`` and ``values`` as they are when none needs one, or
-    no graph is recorded)."""
+    """``(joined, values')``: the Tensors among ``values`` that need a gradient, by position (as ``_Joined``), each
+    replaced in ``values'`` by a pick of one hub (``joined`` ``None`` and ``values`` as they are when none needs
+    one, or no graph is recorded)."""
     tensors = {i: v for i, v in enumerate(values) if isinstance(v, Tensor) and v.requires_grad}
     if not tensors or not is_grad_enabled():
         return None, values
@@ -163,21 +168,30 @@ def _join(values, on_backward):
     picked = list(values)
     for i, t in tensors.items():
         picked[i] = _Pick.apply(hub, index=i, array=t._data)
-    return tensors, tuple(picked)
+    return {i: _Joined(t.shape, t.dtype, type(t)) for i, t in tensors.items()}, tuple(picked)
 
 
-def _packed(grads, tensors, count):
-    """The gradients by position (arrays) as the tuple a hook receives: tensors, ``None`` where none came."""
-    return tuple(Tensor._wrap(grads[i], tensors[i]) if i in grads else None for i in range(count))
+def _packed(grads, joined, count):
+    """``(gradients, on_tensors)``: the gradients by position (arrays, or tensors under ``create_graph``) as the
+    tuple a hook receives, tensors with ``None`` where none came; and whether they came as tensors."""
+    on_tensors = any(isinstance(g, Tensor) for g in grads.values())
+    return tuple(None if i not in grads else grads[i] if on_tensors else Tensor._wrap(grads[i], joined[i].kind)
+                 for i in range(count)), on_tensors
 
 
-def _unpacked(packed, tensors):
-    """What a hub's backward returns: one array (or ``None``) per tensor it joined, in order."""
-    return tuple(None if packed[i] is None else packed[i]._data if isinstance(packed[i], Tensor) else packed[i]
-                 for i in tensors)
+def _unpacked(packed, joined, on_tensors):
+    """What a hub's backward returns: one gradient (or ``None``) per tensor it joined, in order: arrays, or
+    tensors where the walk handed tensors (``create_graph``)."""
+    result = []
+    for i in joined:
+        g = packed[i]
+        if g is not None and on_tensors != isinstance(g, Tensor):
+            g = Tensor._wrap(g, joined[i].kind) if on_tensors else g._data
+        result.append(g)
+    return tuple(result)
 
 
-def _checked(replaced, original, tensors, hook, kind, name):
+def _checked(replaced, original, joined, hook, kind, name):
     """A hook's replacement of ``original`` (``grad_input`` or ``grad_output``) as a tuple, each gradient of its
     tensor's shape and dtype; else an error naming the hook and both shapes (or dtypes)."""
     where = f"{kind} {hook_name(hook)}"
@@ -189,7 +203,7 @@ def _checked(replaced, original, tensors, hook, kind, name):
         raise RuntimeError(f"{where} returned {len(replaced)} gradients; expected {len(original)} ({name} has "
                            f"one per {one_per})")
     result = list(original)  # a position without a tensor that needs a gradient keeps its None
-    for i, expected in tensors.items():
+    for i, expected in joined.items():
         g = replaced[i]
         if g is None:
             result[i] = None
@@ -204,5 +218,5 @@ def _checked(replaced, original, tensors, hook, kind, name):
         if array.dtype != expected.dtype:
             raise RuntimeError(f"{where} returned {name}[{i}] of dtype {array.dtype}; expected {expected.dtype}, "
                                "the dtype of the tensor it is the gradient of")
-        result[i] = Tensor._wrap(array, expected)
+        result[i] = g if isinstance(g, Tensor) else Tensor._wrap(array, expected.kind)
     return tuple(result)
