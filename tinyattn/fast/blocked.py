@@ -14,6 +14,7 @@ from .. import backend, ops
 from ..masks import split_mask
 from ..tensor import Function
 from . import kernels, parallel
+from .nodes import attention_reference
 from .tuning import values as tuning
 
 
@@ -152,6 +153,10 @@ class BlockedAttention(Function):
             elementwise(_online_softmax_step, probs, row_max[rows], denominator[rows], acc)
             # the first block covers every row, and acc is 0 until it comes
             _add_product(acc, probs, value[..., start:stop, :], xp, first=start == 0)
+
+    def reference(self, query, key, value, attn_mask=None):
+        """The output from the reference attention's lines, for ``create_graph`` (see ``fast.nodes``)."""
+        return attention_reference(query, key, value, attn_mask, self.allowed, self.is_causal, self.scale)
 
     def backward(self, grad):
         xp = backend.namespace(grad)

@@ -38,6 +38,8 @@ import numpy as np
 
 from .. import backend
 from ..masks import checked_mask, per_batch_mask
+from ..nn import attention as _attention_module
+from ..nn import functional as F
 from ..tensor import Function, Tensor, records_graph
 from . import parallel, router
 from .kernels import (
@@ -54,6 +56,7 @@ from .kernels import (
     packed_attention_backward,
     relu_backward,
 )
+from .nodes import attention_reference
 
 
 class _ResidualBlock(Function):
@@ -148,6 +151,7 @@ class SelfAttentionBlock(_ResidualBlock):
                 cu_seqlens=None, products_on_pool=False):
         E = x.shape[-1]
         rows = x.reshape(-1, E)  # (M, E): M = B·L, or T
+        self.options = num_heads, eps, attn_mask, allowed, is_causal  # (for ``reference``)
         self.transposed = transposed and not for_backward  # (W aᵀ)ᵀ keeps no stacked weight for backward
         self.tokens, self.by_sequences = tokens, cu_seqlens is not None
         if self.by_sequences:
@@ -222,6 +226,19 @@ class SelfAttentionBlock(_ResidualBlock):
                                                        index)  # ∂h (M, E)
         return self._grad_of_input(grad_h, grad_s, grad_norm, grad.shape) + (*grad_in_proj, grad_w_o, grad_b_o)
 
+    def reference(self, x, norm_weight, norm_bias, w_q, w_k, w_v, b_q, b_k, b_v, w_o, b_o):
+        """The block's output from the reference lines (``create_graph``; see ``fast.nodes``)."""
+        if self.tokens is not None or self.by_sequences:
+            raise RuntimeError("SelfAttentionBlock: a block run on the real tokens alone records no graph")
+        num_heads, eps, attn_mask, allowed, is_causal = self.options
+        h = F._layer_norm(x, 1, norm_weight, norm_bias, eps) if self.norm_first else x  # (B, L, E)
+        q, k, v = (_attention_module._split_heads(F._linear(h, w, b), num_heads)  # (B, H, L, D) each
+                   for w, b in ((w_q, b_q), (w_k, b_k), (w_v, b_v)))
+        attn_mask = None if attn_mask is None else Tensor._wrap(attn_mask)
+        a = _attention_module._merge_heads(attention_reference(q, k, v, attn_mask, allowed, is_causal, self.scale))
+        s = x + F._linear(a, w_o, b_o)  # (B, L, E)
+        return s if self.norm_first else F._layer_norm(s, 1, norm_weight, norm_bias, eps)
+
 
 class FeedForwardBlock(_ResidualBlock):
     """The feed-forward block (ReLU or GELU) with its LayerNorm and residual sum, as one node.
@@ -253,6 +270,7 @@ class FeedForwardBlock(_ResidualBlock):
     def forward(self, x, norm_weight, norm_bias, w1, b1, w2, b2, *, norm_first, eps, activation="relu",
                 for_backward=True, transposed=False, products_on_pool=False):
         rows = x.reshape(-1, x.shape[-1])  # (M, E)
+        self.eps = eps  # (for ``reference``)
         self.transposed = transposed and not for_backward  # (W aᵀ)ᵀ keeps no slope for backward
         h = self._norm_input(rows, norm_weight, norm_bias, eps, norm_first)  # (M, E)
         hidden = times_weight_t(h, w1, self.transposed)  # Z (M, F), fresh
@@ -279,6 +297,14 @@ class FeedForwardBlock(_ResidualBlock):
         grad_b1 = column_sums(grad_hidden) if parents[4].requires_grad else None  # (F,)
         grad_h = parallel.matmul(grad_hidden, self.w1)  # (M, E)
         return self._grad_of_input(grad_h, grad_s, grad_norm, grad.shape) + (grad_w1, grad_b1, grad_w2, grad_b2)
+
+    def reference(self, x, norm_weight, norm_bias, w1, b1, w2, b2):
+        """The block's output from the reference lines (``create_graph``; see ``fast.nodes``)."""
+        h = F._layer_norm(x, 1, norm_weight, norm_bias, self.eps) if self.norm_first else x
+        z = F._linear(h, w1, b1)  # (…, F)
+        a = F.relu(z) if self.activation == "relu" else F.gelu(z, approximate=_APPROXIMATE[self.activation])
+        s = x + F._linear(a, w2, b2)  # (…, E)
+        return s if self.norm_first else F._layer_norm(s, 1, norm_weight, norm_bias, self.eps)
 
 
 def _kind(mask):

@@ -3,15 +3,37 @@
 Each node's forward and backward sit side by side, on the array kernels of ``fast.kernels``;
 the test suite's equivalence table proves each equal to the reference definition it replaces
 (``nn.functional``, ``nn.attention``), values and gradients.
+
+A backward on arrays cannot record a graph of itself. So each node also gives ``reference(*inputs)``:
+its output recomputed from its input tensors by the reference definition (the graph walk runs it with
+fast paths off), which ``create_graph=True`` differentiates instead (``tensor._recomputed``). Whatever
+the node drew at random (dropout's mask) it reuses there.
 """
 
 import math
 
 from .. import backend, ops
 from ..masks import checked_mask, split_mask
+from ..nn import attention as _attention_module
+from ..nn import functional as F
 from ..nn.functional import log_softmax_of_array
-from ..tensor import Function
+from ..tensor import Function, Tensor
 from . import kernels
+
+
+def attention_reference(query, key, value, attn_mask, allowed, is_causal, scale, keep=None):
+    """The reference attention's lines (``F._attention``) on tensors, with dropout's keep-mask ``keep`` (an
+    array, or ``None``) as a fused node drew it: ``dropout(masked softmax(Q Kᵀ·scale + mask)) V``."""
+    scores = (query * scale) @ key.transpose(-2, -1)  # (…, Lq, Lk)
+    if attn_mask is not None:
+        scores = scores + attn_mask
+    if is_causal:
+        causal = F.causal_mask(query.shape[-2], key.shape[-2], query.device)._data  # (Lq, Lk)
+        allowed = causal if allowed is None else allowed & causal
+    weights = F._softmax_over_allowed(scores, allowed)  # (…, Lq, Lk)
+    if keep is not None:
+        weights = weights * Tensor._wrap(keep)
+    return weights @ value  # (…, Lq, Ev)
 
 # ----------------------------------------------------------------------------- linear, layer norm, cross entropy
 
@@ -48,6 +70,9 @@ class Linear(Function):
         grad_bias = kernels.column_sums(grad) if len(needs) > 2 and needs[2] else None  # (out,)
         return grad_x, grad_weight, grad_bias
 
+    def reference(self, x, weight, bias=None):
+        return F._linear(x, weight, bias)
+
 
 class Normalize(Function):
     """LayerNorm over the last ``ndim`` axes as one node (``kernels.layer_norm_rows`` on the input seen
@@ -62,6 +87,7 @@ class Normalize(Function):
         if weight is not None:
             weight, bias = weight.reshape(size), bias.reshape(size)  # (N,)
         out, self.saved = kernels.layer_norm_rows(rows, weight, bias, eps)
+        self.ndim, self.eps = ndim, eps
         self.saves_output = weight is None  # without a weight the output is x̂, which backward reads
         self.shape = x.shape
         return out.reshape(x.shape)
@@ -77,6 +103,9 @@ class Normalize(Function):
         if shape != grad_weight.shape:
             grad_weight, grad_bias = grad_weight.reshape(shape), grad_bias.reshape(shape)
         return grad_x, grad_weight, grad_bias
+
+    def reference(self, x, weight=None, bias=None):
+        return F._layer_norm(x, self.ndim, weight, bias, self.eps)
 
 
 class CrossEntropy(Function):
@@ -103,7 +132,7 @@ class CrossEntropy(Function):
             losses = losses - (label_smoothing / num_classes) * log_p.sum(axis=1)
         losses = xp.where(valid, losses, 0)  # ignored positions count zero (even where log p is -inf)
         self.log_p, self.safe_target, self.valid = log_p, safe_target, valid
-        self.reduction, self.label_smoothing = reduction, label_smoothing
+        self.reduction, self.label_smoothing, self.ignore_index = reduction, label_smoothing, ignore_index
         if reduction == "none":
             return losses.reshape((self.shape[0],) + tuple(self.shape[2:]))
         total = losses.sum()
@@ -130,6 +159,9 @@ class CrossEntropy(Function):
         dz *= scale[:, None].astype(dz.dtype)
         moved = (self.shape[0],) + self.shape[2:] + (num_classes,)  # (N, d…, C)
         return (xp.moveaxis(dz.reshape(moved), -1, 1),)
+
+    def reference(self, logits, target):
+        return F._cross_entropy(logits, target, self.ignore_index, self.reduction, self.label_smoothing)
 
 
 # ----------------------------------------------------------------------------- attention
@@ -163,26 +195,35 @@ class MaskedSoftmax(Function):
     def backward(self, grad):
         return (kernels.masked_softmax_backward(grad, self.out),) + (None,) * (len(self.parents) - 1)
 
+    def reference(self, scores, allowed=None):
+        return F._softmax_over_allowed(scores, None if allowed is None else allowed._data)
+
 
 class SplitHeads(Function):
     """``(B, L, E) -> (B, H, L, D)``, ``E = H·D``: ``x.reshape(B, L, H, D).transpose(1, 2)`` as one
-    node; the gradient goes back through the inverse, ``MergeHeads``."""
+    node; the gradient goes back through the inverse, ``MergeHeads`` (on tensors too: ``create_graph``)."""
+
+    differentiable = True
 
     def forward(self, x, num_heads):
         return kernels.split_heads(x, num_heads)
 
     def backward(self, grad):
-        return (kernels.merge_heads(grad),)
+        return (MergeHeads.apply(grad) if isinstance(grad, Tensor) else kernels.merge_heads(grad),)
 
 
 class MergeHeads(Function):
     """``(B, H, L, D) -> (B, L, H·D)``: ``x.transpose(1, 2).reshape(B, L, H·D)`` as one node."""
+
+    differentiable = True
 
     def forward(self, x):
         self.num_heads = x.shape[1]
         return kernels.merge_heads(x)
 
     def backward(self, grad):
+        if isinstance(grad, Tensor):
+            return (SplitHeads.apply(grad, num_heads=self.num_heads),)
         return (kernels.split_heads(grad, self.num_heads),)
 
 
@@ -195,6 +236,7 @@ class InProjection(Function):
 
     def forward(self, x, w_q, w_k, w_v, b_q=None, b_k=None, b_v=None, *, num_heads):
         biases = None if b_q is None else (b_q, b_k, b_v)
+        self.num_heads = num_heads
         self.x, self.shape = x.reshape(x.shape[0] * x.shape[1], x.shape[2]), x.shape  # (B·L, E)
         qkv, self.weight = kernels.in_projection(self.x, (w_q, w_k, w_v), biases, x.shape[:2], num_heads)
         return qkv  # (3, B, H, L, D)
@@ -204,6 +246,11 @@ class InProjection(Function):
         if grads[0] is not None:
             grads[0] = grads[0].reshape(self.shape)  # ∂x (B, L, E)
         return tuple(grads)
+
+    def reference(self, x, w_q, w_k, w_v, b_q=None, b_k=None, b_v=None):
+        heads = [_attention_module._split_heads(F._linear(x, w, b), self.num_heads)  # (B, H, L, D) each
+                 for w, b in ((w_q, b_q), (w_k, b_k), (w_v, b_v))]
+        return ops.stack(heads)  # (3, B, H, L, D)
 
 
 class Attention(Function):
@@ -229,6 +276,7 @@ class Attention(Function):
 
     def forward(self, query, key, value, attn_mask=None, *, allowed, is_causal, scale, dropout_p):
         self.query, self.key, self.value, self.scale = query, key, value, scale
+        self.allowed, self.is_causal = allowed, is_causal
         self.out, self.weights, self.keep = kernels.attention(query, key, value, attn_mask, allowed, is_causal,
                                                               scale, dropout_p)
         return self.out  # (…, Lq, Ev); backward reads it (rowsum(G ∘ O), kernels.attention_backward)
@@ -239,6 +287,9 @@ class Attention(Function):
             grad, self.query, self.key, self.value, self.weights, self.keep, self.scale, self.out,
             mask_shape=self.parents[3].shape if len(needs) > 3 and needs[3] else None)
         return tuple(ops.sum_to(g, p.shape) if need else None for g, p, need in zip(grads, self.parents, needs))
+
+    def reference(self, query, key, value, attn_mask=None):
+        return attention_reference(query, key, value, attn_mask, self.allowed, self.is_causal, self.scale, self.keep)
 
 
 class PackedSelfAttention(Function):
@@ -252,7 +303,7 @@ class PackedSelfAttention(Function):
     """
 
     def forward(self, qkv, attn_mask=None, *, allowed, is_causal, scale, dropout_p):
-        self.qkv, self.scale = qkv, scale
+        self.qkv, self.scale, self.allowed, self.is_causal = qkv, scale, allowed, is_causal
         self.merged, self.weights, self.keep = kernels.packed_attention(qkv, attn_mask, allowed, is_causal, scale,
                                                                         dropout_p)
         return self.merged  # (B, L, H·D); backward reads it (rowsum(G ∘ O), kernels.attention_backward)
@@ -261,6 +312,11 @@ class PackedSelfAttention(Function):
         needs_mask = len(self.parents) > 1 and self.parents[1].requires_grad
         return kernels.packed_attention_backward(grad, self.qkv, self.weights, self.keep, self.scale, self.merged,
                                                  mask_shape=self.parents[1].shape if needs_mask else None)
+
+    def reference(self, qkv, attn_mask=None):
+        out = attention_reference(qkv[0], qkv[1], qkv[2], attn_mask, self.allowed, self.is_causal, self.scale,
+                                  self.keep)  # (B, H, L, D)
+        return _attention_module._merge_heads(out)  # (B, L, H·D)
 
 
 def packed_self_attention(qkv, attn_mask=None, dropout_p=0.0, is_causal=False):
