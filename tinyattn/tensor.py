@@ -437,29 +437,31 @@ def _walk(roots, retain_graph, create_graph, inputs=None, boundary=0):
                     grads[ctx] = grads[ctx] + g
                     if not create_graph:
                         owned.add(ctx)
-        for key, (leaf, grad, _) in list(leaves.items()):
+        for key, (leaf, grad, _, _) in list(leaves.items()):
             if leaf._hooks is not None:
-                leaves[key] = (leaf, leaf._hooks.run(grad), True)
+                leaves[key] = (leaf, leaf._hooks.run(grad), True, False)
     if inputs is None:
         return leaves
-    taken.update((key, grad) for key, (leaf, grad, _) in leaves.items())
+    taken.update((key, entry[1]) for key, entry in leaves.items())
     return taken
 
 
 def _add(table, key, grad, tensor=None, fresh=False):
-    """Sum ``grad`` into ``table[key]`` (a leaf's entry: ``(tensor, gradient, owned)``, ``owned`` when the
-    gradient array is one that nobody else holds; a node's entry: the gradient)."""
+    """Sum ``grad`` into ``table[key]``: a node's entry is the gradient; a leaf's is ``(tensor, gradient,
+    fresh, made here)``, fresh when no one else holds the gradient's array (``Function.fresh_gradients``; the
+    node may still hold a view of it, so it is never written to), made here when the walk's own sum made it
+    (then later gradients are added to it in place)."""
     if tensor is None:
         table[key] = grad if key not in table else table[key] + grad
     elif key not in table:
-        table[key] = (tensor, grad, fresh)
+        table[key] = (tensor, grad, fresh, False)
     else:
-        _, total, owned = table[key]
-        if owned and not isinstance(total, Tensor) and total.shape == grad.shape and total.dtype == grad.dtype:
-            total += grad  # in place: an array made here, or handed over by a node that keeps none
+        _, total, _, made_here = table[key]
+        if made_here and not isinstance(total, Tensor) and total.shape == grad.shape and total.dtype == grad.dtype:
+            total += grad
         else:
             total = total + grad
-        table[key] = (tensor, total, True)
+        table[key] = (tensor, total, True, True)
 
 
 def _check_runnable(fn):
@@ -500,7 +502,7 @@ def _run_backward(root, grad, retain_graph, create_graph=False, inputs=None):
                 g = grads[id(t)]
                 _accumulate_leaf(t, g._data if isinstance(g, Tensor) else g)
         return
-    for leaf, g, fresh in _walk([(root, grad)], retain_graph, create_graph).values():
+    for leaf, g, fresh, _ in _walk([(root, grad)], retain_graph, create_graph).values():
         if isinstance(g, Tensor):  # create_graph: the sum keeps its graph too (compat's ``.grad`` shows it)
             with enable_grad():
                 kept = leaf._grad_graph is not None and leaf._grad_graph._data is leaf._grad
