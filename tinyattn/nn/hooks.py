@@ -106,6 +106,7 @@ class BackwardHook:
     def __init__(self, module, hooks, pre_hooks):
         self.module, self.hooks, self.pre_hooks = module, hooks, pre_hooks
         self.n_inputs, self.inputs = 0, None  # inputs: {position: _Joined} of the arguments routed through a hub
+        self.n_outputs, self.outputs = 0, None  # the same of the outputs
         self.grad_outputs = None  # set by the outputs' hub, read (and cleared) by the inputs' hub
 
     def setup_input_hook(self, args):
