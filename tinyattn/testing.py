@@ -3,7 +3,8 @@
 ``gradcheck(fn, inputs)`` compares the engine's gradients of ``sum(fn(*inputs) * upstream)``
 (``upstream`` a seeded random array, never all ones) with central finite differences in
 float64, one input element at a time. It works on every device: inputs are perturbed on
-a host copy and written back through the backend.
+a host copy and written back through the backend. ``gradgradcheck(fn, inputs)`` does the same
+one order up: it runs ``gradcheck`` on the first derivative, taken with ``create_graph=True``.
 
 >>> import numpy as np
 >>> import tinyattn as ta
@@ -20,7 +21,8 @@ The strategies (``shapes``, ``broadcastable_shapes``, ``arrays``, ``positive_arr
 import numpy as np
 
 from . import backend
-from .tensor import Tensor, no_grad
+from .autograd import grad
+from .tensor import Tensor, enable_grad, no_grad
 
 
 class GradcheckError(AssertionError):
@@ -123,6 +125,71 @@ def gradcheck(fn, inputs, eps=1e-6, atol=1e-5, rtol=1e-3, seed=0):
         finally:
             t._data = original
     return True
+
+
+def gradgradcheck(fn, inputs, grad_outputs=None, eps=1e-6, atol=1e-5, rtol=1e-3, seed=0):
+    """Check the second derivatives of ``fn`` at ``inputs`` against finite differences of the first.
+
+    With ``v`` the upstream gradients (``grad_outputs``: one per output of ``fn``; drawn from a
+    generator seeded with ``seed`` when not given), the first derivative is
+    ``g(*inputs) = ta.autograd.grad(fn(*inputs), inputs, v, create_graph=True)`` (a tuple: one
+    gradient per input with ``requires_grad=True``). ``gradcheck`` then compares the engine's
+    gradient of ``g`` (a second derivative: a Hessian-vector product of ``sum(fn · v)`` in the
+    direction of its own random upstream, seeded with ``seed + 1``) with central finite
+    differences of ``g``. An input that ``fn`` does not use has a zero first derivative there
+    (and a zero second derivative). Inputs and outputs are float64. Returns ``True``, or raises
+    ``GradcheckError`` naming the input, the element, both values and the tolerances.
+
+    >>> import numpy as np
+    >>> import tinyattn as ta
+    >>> x = ta.tensor(np.array([0.5, -1.0, 2.0]), requires_grad=True)
+    >>> y = ta.tensor(np.array([1.5, 0.25, -0.75]), requires_grad=True)
+    >>> gradgradcheck(lambda x, y: (x * y.tanh()).exp(), [x, y])
+    True
+    """
+    inputs = list(inputs)
+    checked = [i for i, t in enumerate(inputs) if isinstance(t, Tensor) and t.requires_grad]
+    if not checked:
+        raise ValueError("gradgradcheck: no input has requires_grad=True, so there is nothing to check")
+    for i in checked:
+        if inputs[i].dtype != np.float64:
+            raise TypeError(
+                f"gradgradcheck: input {i} has dtype {inputs[i].dtype}; finite differences need float64 "
+                "inputs (convert with .double())"
+            )
+    with enable_grad():
+        outputs = _outputs(fn(*inputs))
+    if grad_outputs is None:
+        upstreams = [backend.to_device(u, o.device) for o, u in zip(outputs, _upstreams(outputs, seed))]
+    else:
+        upstreams = [g._data if isinstance(g, Tensor) else g for g in _outputs(grad_outputs)]
+        if len(upstreams) != len(outputs):
+            raise ValueError(f"gradgradcheck: {len(upstreams)} grad_outputs for {len(outputs)} outputs")
+    for k, (o, u) in enumerate(zip(outputs, upstreams)):
+        if o.dtype != np.float64:
+            raise TypeError(f"gradgradcheck: output {k} has dtype {o.dtype}, expected float64")
+        if tuple(u.shape) != o.shape:
+            raise ValueError(f"gradgradcheck: grad_outputs[{k}] has shape {tuple(u.shape)}, expected output "
+                             f"{k}'s shape {o.shape}")
+    if not any(o.requires_grad for o in outputs):
+        raise ValueError("gradgradcheck: no output of fn requires grad, so it has no derivative to check")
+    vs = [Tensor._wrap(u if u.dtype == np.float64 else u.astype(np.float64)) for u in upstreams]
+
+    def first_derivative(*xs):
+        """``(d sum_k(fn_k · v_k) / d x_i for each checked input i)``, as tensors with their own graph."""
+        with enable_grad():  # gradcheck evaluates its finite differences under no_grad
+            live = [(o, v) for o, v in zip(_outputs(fn(*xs)), vs) if o.requires_grad]
+            return grad([o for o, _ in live], [xs[i] for i in checked], [v for _, v in live],
+                        create_graph=True, materialize_grads=True)
+
+    try:
+        return gradcheck(first_derivative, inputs, eps=eps, atol=atol, rtol=rtol, seed=seed + 1)
+    except GradcheckError as error:
+        detail = str(error).removeprefix("gradcheck: ")
+        raise GradcheckError(
+            "gradgradcheck: a second derivative disagrees with finite differences of the first "
+            f"(the gradient of sum(grad(fn, inputs, v) * u)): {detail}"
+        ) from None
 
 
 # ----------------------------------------------------------------------------- hypothesis strategies
