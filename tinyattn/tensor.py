@@ -384,8 +384,9 @@ LEAF_ACCUMULATOR = [_accumulate_leaf]  # the extension slot (see the module's do
 
 def _walk(roots, retain_graph, create_graph, inputs=None, boundary=0):
     """Backpropagate from ``roots`` (pairs of a tensor and its gradient: arrays, or tensors under
-    ``create_graph``) and return ``{id(leaf): (leaf, gradient)}`` for the leaves reached; with ``inputs``
-    (tensors, leaves or not), return the gradients of those alone, ``{id(tensor): gradient}``.
+    ``create_graph``) and return ``{id(leaf): (leaf, gradient, fresh, made here)}`` for the leaves reached
+    (see ``_add``); with ``inputs`` (tensors, leaves or not), return ``{id(tensor): gradient}`` for those
+    reached (and any leaf on the way), running only the nodes that lead to them (``_needed``).
 
     With ``create_graph`` every backward runs on tensors, with the graph recorded (``_on_tensors``), so
     that what comes out can be differentiated again. Nodes numbered below ``boundary`` are not run: the
@@ -394,8 +395,8 @@ def _walk(roots, retain_graph, create_graph, inputs=None, boundary=0):
     grads, leaves, owned = {}, {}, set()  # node -> the gradient of its output, summed so far; leaves likewise
     wanted = None if inputs is None else {t._ctx: t for t in inputs if t._ctx is not None}
     for tensor, grad in roots:
-        if tensor._ctx is None or (wanted is not None and tensor._ctx in wanted):
-            _add(leaves if tensor._ctx is None else grads, tensor._ctx or id(tensor), grad, tensor)
+        if tensor._ctx is None:
+            _add(leaves, id(tensor), grad, tensor)
         else:
             _add(grads, tensor._ctx, grad)
     order = _topological_order([t._ctx for t, _ in roots if t._ctx is not None], boundary)
