@@ -1,0 +1,328 @@
+"""Second derivatives through the functionals and the attention layers, against PyTorch's, with fast paths
+on (the fused nodes, which recompute through their reference definition under ``create_graph``) and off.
+
+As in ``test_higher_order``: ``g = grad(f, x, v, create_graph=True)``, ``h = grad(Σ g·u, x)`` on both
+sides, ``v`` and ``u`` random. For the layers the differentiated inputs are the sequences *and* every
+parameter (weights copied from torch through ``interop.from_torch``; torch's directions for the
+parameters mapped to ours the same way, our derivatives mapped back through ``to_torch``). Dropout with
+``p > 0`` draws other masks than torch's, so it is checked against finite differences (``gradgradcheck``,
+the generator re-seeded on every call, so that every evaluation drops the same positions).
+"""
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+from torch.nn.attention import SDPBackend, sdpa_kernel
+from test_higher_order import assert_orders_match
+from test_ops import SMALL, Spec
+from torch_parity import load_from_torch
+
+import tinyattn as ta
+import tinyattn.nn as nn
+import tinyattn.nn.functional as F
+from tinyattn import testing as tt
+from tinyattn.interop import from_torch, to_torch
+
+pytestmark = pytest.mark.usefixtures("route")  # each test runs with fast paths on and off
+TF = torch.nn.functional
+RTOL, ATOL = 1e-7, 1e-9
+
+
+@pytest.fixture(autouse=True)
+def torch_math_attention():
+    """torch's attention on its composite (math) kernel: the fused CPU kernel has no double backward."""
+    with sdpa_kernel(SDPBackend.MATH):
+        yield
+
+
+# ----------------------------------------------------------------------------- functionals
+
+
+@st.composite
+def along_a_dim(draw, high=3.0):
+    shape = draw(tt.shapes(min_dims=1, **SMALL))
+    return [draw(tt.arrays(shape, high=high))], {"dim": draw(st.integers(-len(shape), len(shape) - 1))}
+
+
+@st.composite
+def layer_norm_case(draw):
+    shape = draw(tt.shapes(min_dims=1, max_dims=3, max_side=4))
+    normalized = shape[len(shape) - draw(st.integers(1, len(shape))):]
+    arrays = [draw(tt.arrays(shape)), draw(tt.arrays(normalized)), draw(tt.arrays(normalized))]
+    return arrays, {"normalized_shape": normalized, "eps": draw(st.sampled_from([1e-5, 1e-2]))}
+
+
+@st.composite
+def cross_entropy_case(draw):
+    """Logits ``(N, C)`` or ``(N, C, d)``; targets with some positions ignored, never all of them."""
+    n, c = draw(st.integers(1, 3)), draw(st.integers(2, 4))
+    extra = tuple(draw(st.lists(st.integers(1, 3), max_size=1)))
+    ignore_index = draw(st.sampled_from([-100, 1]))
+    target = draw(hnp.arrays(np.int64, (n,) + extra, elements=st.integers(0, c - 1)))
+    ignored = draw(hnp.arrays(np.bool_, target.shape))
+    ignored.flat[0] = False
+    target = np.where(ignored, ignore_index, target)
+    if ignore_index == 1:  # a target of class 1 is ignored too: keep one that counts
+        target.flat[0] = 0
+    return [draw(tt.arrays((n, c) + extra, high=3.0))], {
+        "target": target, "ignore_index": ignore_index, "reduction": draw(st.sampled_from(["mean", "sum", "none"])),
+        "label_smoothing": draw(st.sampled_from([0.0, 0.1]))}
+
+
+@st.composite
+def embedding_case(draw):
+    num, dim = draw(st.integers(1, 4)), draw(st.integers(1, 3))
+    indices = draw(hnp.arrays(np.int64, draw(tt.shapes(min_dims=1, max_dims=2, max_side=4)),
+                              elements=st.integers(0, num - 1)))  # repeats: gradients add up
+    return [draw(tt.arrays((num, dim)))], {"indices": indices}
+
+
+@st.composite
+def unary_case(draw, high=3.0):
+    shape = draw(tt.shapes(**SMALL))
+    return [draw(tt.arrays(shape, high=high))], {}
+
+
+FUNCTIONALS = [
+    Spec("softmax", along_a_dim(), lambda x, dim: F.softmax(x, dim) * x, lambda x, dim: TF.softmax(x, dim) * x),
+    Spec("log_softmax", along_a_dim(), lambda x, dim: F.log_softmax(x, dim).exp() * F.log_softmax(x, dim),
+         lambda x, dim: TF.log_softmax(x, dim).exp() * TF.log_softmax(x, dim)),
+    Spec("layer_norm", layer_norm_case(), lambda x, w, b, **o: F.layer_norm(x, weight=w, bias=b, **o),
+         lambda x, w, b, **o: TF.layer_norm(x, weight=w, bias=b, **o)),
+    Spec("layer_norm_plain", layer_norm_case(), lambda x, w, b, **o: F.layer_norm(x, **o) * w,
+         lambda x, w, b, **o: TF.layer_norm(x, **o) * w),
+    Spec("cross_entropy", cross_entropy_case(), lambda x, **o: F.cross_entropy(x, **o),
+         lambda x, **o: TF.cross_entropy(x, **o)),
+    Spec("gelu", unary_case(), lambda x: F.gelu(x), lambda x: TF.gelu(x)),
+    Spec("gelu_tanh", unary_case(), lambda x: F.gelu(x, approximate="tanh"), lambda x: TF.gelu(x, approximate="tanh")),
+    Spec("relu", unary_case(), lambda x: F.relu(x) * x, lambda x: TF.relu(x) * x),
+    Spec("dropout_eval", unary_case(), lambda x: F.dropout(x.tanh(), 0.5, training=False) * x,
+         lambda x: TF.dropout(x.tanh(), 0.5, training=False) * x),
+    Spec("dropout_p0", unary_case(), lambda x: F.dropout(x.tanh(), 0.0) * x, lambda x: TF.dropout(x.tanh(), 0.0) * x),
+    Spec("embedding", embedding_case(), lambda w, indices: F.embedding(indices, w).tanh() * F.embedding(indices, w),
+         lambda w, indices: TF.embedding(indices, w).tanh() * TF.embedding(indices, w)),
+]
+
+
+@pytest.mark.parametrize("spec", FUNCTIONALS, ids=[s.name for s in FUNCTIONALS])
+@given(data=st.data())
+def test_functionals_second_order_match_torch(spec, data):
+    arrays, options = data.draw(spec.case, label="case")
+    seed = data.draw(st.integers(0, 2**32 - 1), label="seed")
+    assert_orders_match(spec.ours, spec.theirs, arrays, options, seed, rtol=RTOL, atol=ATOL)
+
+
+@given(shape=tt.shapes(min_dims=1, **SMALL), p=st.sampled_from([0.2, 0.5]), seed=st.integers(0, 2**31 - 1),
+       data=st.data())
+def test_dropout_second_order_against_finite_differences(shape, p, seed, data):
+    x = ta.tensor(data.draw(tt.arrays(shape), label="x"), requires_grad=True)
+
+    def fn(x):
+        ta.manual_seed(seed)  # the same mask on every evaluation
+        return F.dropout(x.tanh() * x, p) * x
+
+    assert tt.gradgradcheck(fn, [x])
+    ta.manual_seed(seed)
+    mask = F.dropout(ta.ones(*shape, dtype=ta.float64), p).numpy()
+    assert set(np.unique(mask)) <= {0.0, 1 / (1 - p)}
+    v = np.random.default_rng(seed).standard_normal(shape)
+    (g,) = ta.autograd.grad(fn(x), x, ta.tensor(v), create_graph=True)
+    a = x.numpy()  # d/dx [m·tanh(x)·x²] = m·(x²·sech²x + 2x·tanh x)
+    np.testing.assert_allclose(g.numpy(), v * mask * (a * a / np.cosh(a) ** 2 + 2 * a * np.tanh(a)), rtol=1e-10,
+                               atol=1e-12)
+
+
+# ----------------------------------------------------------------------------- scaled dot-product attention
+
+
+@st.composite
+def attention_case(draw):
+    """q ``(…, Lq, E)``, k ``(…, Lk, E)``, v ``(…, Lk, Ev)``; a boolean mask (maybe with a fully masked row),
+    a float mask, or none; ``is_causal``; with or without the weights."""
+    lead = tuple(draw(st.lists(st.integers(1, 2), max_size=2)))
+    lq, lk, e, ev = (draw(st.integers(1, 3)) for _ in range(4))
+    arrays = [draw(tt.arrays(lead + (lq, e))), draw(tt.arrays(lead + (lk, e))), draw(tt.arrays(lead + (lk, ev)))]
+    kind = draw(st.sampled_from(["none", "bool", "bool_empty_row", "float"]))
+    mask = None
+    if kind.startswith("bool"):
+        mask = draw(hnp.arrays(np.bool_, (lq, lk)))
+        mask[:, 0] = True  # every query keeps a key…
+        if kind == "bool_empty_row":
+            mask[draw(st.integers(0, lq - 1))] = False  # …but one, whose output and gradients are zeros
+    elif kind == "float":
+        mask = draw(hnp.arrays(np.float64, (lq, lk), elements=st.floats(-2.0, 2.0)))
+    return arrays, {"attn_mask": mask, "is_causal": draw(st.booleans()), "need_weights": draw(st.booleans())}
+
+
+def ours_attention(q, k, v, attn_mask, is_causal, need_weights):
+    out, weights = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, is_causal=is_causal,
+                                                  need_weights=need_weights)
+    return (out, weights) if need_weights else out
+
+
+def torch_attention(q, k, v, attn_mask, is_causal, need_weights):
+    """torch's, the causal mask folded into ``attn_mask`` (torch refuses both at once), and the weights by hand."""
+    lq, lk = q.shape[-2], k.shape[-2]
+    allowed = torch.ones(lq, lk, dtype=torch.bool).tril()
+    if is_causal and attn_mask is None:
+        attn_mask = allowed
+    elif is_causal and attn_mask.dtype == torch.bool:
+        attn_mask = attn_mask & allowed
+    elif is_causal:
+        attn_mask = attn_mask.masked_fill(~allowed, -float("inf"))
+    out = TF.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask)
+    if not need_weights:
+        return out
+    scores = q @ k.transpose(-2, -1) / q.shape[-1] ** 0.5
+    if attn_mask is not None and attn_mask.dtype == torch.bool:
+        scores = scores.masked_fill(~attn_mask, -float("inf"))
+    elif attn_mask is not None:
+        scores = scores + attn_mask
+    empty = (scores == -float("inf")).all(-1, keepdim=True)
+    weights = torch.softmax(scores.masked_fill(empty, 0.0), -1).masked_fill(empty, 0.0)
+    return out, weights
+
+
+@given(data=st.data())
+def test_attention_second_order_matches_torch(data):
+    arrays, options = data.draw(attention_case(), label="case")
+    seed = data.draw(st.integers(0, 2**32 - 1), label="seed")
+    assert_orders_match(ours_attention, torch_attention, arrays, options, seed, rtol=RTOL, atol=ATOL)
+
+
+def test_attention_gradgradcheck_with_a_fully_masked_row():
+    rng = np.random.default_rng(3)
+    q, k, v = (ta.tensor(rng.standard_normal(s), requires_grad=True) for s in [(2, 3, 2), (2, 4, 2), (2, 4, 3)])
+    mask = ta.tensor(np.array([[True, False, True, True], [False] * 4, [True, True, False, True]]))
+    fn = lambda q, k, v: F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=True)[0]  # noqa: E731
+    assert tt.gradgradcheck(fn, [q, k, v])
+    (gq, gk, gv) = ta.autograd.grad(fn(q, k, v), [q, k, v], ta.tensor(rng.standard_normal((2, 3, 3))),
+                                    create_graph=True)
+    np.testing.assert_array_equal(gq.numpy()[:, 1], 0.0)  # the row with no key has no gradient…
+    (h,) = ta.autograd.grad((gq * ta.tensor(rng.standard_normal(gq.shape))).sum(), q)
+    np.testing.assert_array_equal(h.numpy()[:, 1], 0.0)  # …and no second one
+    assert np.isfinite(h.numpy()).all()
+
+
+# ----------------------------------------------------------------------------- layers, parameters included
+
+
+def assert_module_orders_match(ours, theirs, arrays, call_ours, call_theirs, seed):
+    """First and second derivatives of ``call(module, *inputs)`` with respect to the inputs and every
+    parameter, ours against torch's (parameters compared in torch's layout)."""
+    rng = np.random.default_rng(seed)
+    their_params = dict(theirs.named_parameters())
+    our_params = dict(ours.named_parameters())
+    with ta.no_grad():
+        out_shape = call_ours(ours, *[ta.tensor(a) for a in arrays]).shape
+    v = rng.standard_normal(out_shape)
+    u_inputs = [rng.standard_normal(a.shape) for a in arrays]
+    u_theirs = {name: rng.standard_normal(tuple(p.shape)) for name, p in their_params.items()}
+    u_ours = from_torch(u_theirs)
+    assert sorted(u_ours) == sorted(our_params)
+
+    def run(grad, tensor, xs, params, u_params, out):
+        leaves = xs + list(params.values())
+        directions = u_inputs + [u_params[name] for name in params]
+        g = grad(out, leaves, tensor(v), create_graph=True, materialize_grads=True)
+        s = sum((gi * tensor(d)).sum() for gi, d in zip(g, directions))
+        h = grad(s, leaves, materialize_grads=True)
+        return g, h
+
+    xs = [ta.tensor(a, requires_grad=True) for a in arrays]
+    out = call_ours(ours, *xs)
+    ours_g, ours_h = run(ta.autograd.grad, ta.tensor, xs, our_params, u_ours, out)
+    txs = [torch.tensor(a, requires_grad=True) for a in arrays]
+    t_out = call_theirs(theirs, *txs)
+    np.testing.assert_allclose(out.numpy(), t_out.detach().numpy(), rtol=1e-9, atol=1e-10)
+    their_g, their_h = run(torch.autograd.grad, torch.tensor, txs, their_params, u_theirs, t_out)
+    n = len(arrays)
+    for order, mine, other in (("first", ours_g, their_g), ("second", ours_h, their_h)):
+        for i in range(n):
+            np.testing.assert_allclose(mine[i].numpy(), other[i].detach().numpy(), rtol=RTOL, atol=ATOL,
+                                       err_msg=f"{order} derivative, input {i}")
+        mapped = to_torch({name: g.numpy() for name, g in zip(our_params, mine[n:])})
+        for name, g in zip(their_params, other[n:]):
+            np.testing.assert_allclose(mapped[name], g.detach().numpy(force=True), rtol=RTOL, atol=ATOL,
+                                       err_msg=f"{order} derivative, parameter {name}")
+
+
+@st.composite
+def attention_layer_case(draw):
+    heads = draw(st.integers(1, 2))
+    return dict(heads=heads, d_model=heads * draw(st.integers(1, 2)), ff=draw(st.integers(1, 4)),
+                B=draw(st.integers(1, 2)), T=draw(st.integers(1, 3)), S=draw(st.integers(1, 3)),
+                causal=draw(st.booleans()), masked=draw(st.booleans()), norm_first=draw(st.booleans()),
+                activation=draw(st.sampled_from(["relu", "gelu"])), seed=draw(st.integers(0, 2**31 - 1)))
+
+
+def _masks(case, lq, lk):
+    """(our boolean mask or None, True = may attend) and the torch mask that means the same (True = masked);
+    no query loses every key (torch's modules give NaN there)."""
+    rng = np.random.default_rng(case["seed"])
+    allowed = rng.random((lq, lk)) < 0.7 if case["masked"] else np.ones((lq, lk), dtype=bool)
+    allowed[:, 0] = True
+    if case["causal"]:
+        allowed &= np.tril(np.ones((lq, lk), dtype=bool))
+    ours = ta.tensor(allowed) if case["masked"] else None
+    return ours, (torch.tensor(~allowed) if case["masked"] or case["causal"] else None)
+
+
+@given(case=attention_layer_case(), cross=st.booleans())
+def test_multi_head_attention_second_order_matches_torch(case, cross):
+    torch.manual_seed(case["seed"])
+    rng = np.random.default_rng(case["seed"])
+    theirs = torch.nn.MultiheadAttention(case["d_model"], case["heads"], batch_first=True).double()
+    ours = load_from_torch(nn.MultiHeadAttention(case["d_model"], case["heads"]), theirs, "cpu")
+    lk = case["S"] if cross else case["T"]
+    arrays = [rng.standard_normal((case["B"], case["T"], case["d_model"]))]
+    if cross:
+        arrays.append(rng.standard_normal((case["B"], lk, case["d_model"])))
+    our_mask, their_mask = _masks(case, case["T"], lk)
+
+    def call_ours(m, x, memory=None):
+        return m(x, memory, attn_mask=our_mask, is_causal=case["causal"])[0]
+
+    def call_theirs(m, x, memory=None):
+        memory = x if memory is None else memory
+        return m(x, memory, memory, attn_mask=their_mask, need_weights=False)[0]
+
+    assert_module_orders_match(ours, theirs, arrays, call_ours, call_theirs, case["seed"])
+
+
+@pytest.mark.parametrize("side", ["encoder", "decoder"])
+@given(case=attention_layer_case())
+def test_transformer_layers_second_order_match_torch(side, case):
+    torch.manual_seed(case["seed"])
+    rng = np.random.default_rng(case["seed"])
+    common = dict(dim_feedforward=case["ff"], dropout=0.0, activation=case["activation"],
+                  norm_first=case["norm_first"])
+    if side == "encoder":
+        theirs = torch.nn.TransformerEncoderLayer(case["d_model"], case["heads"], batch_first=True, **common)
+        ours = nn.TransformerEncoderLayer(case["d_model"], case["heads"], **common)
+    else:
+        theirs = torch.nn.TransformerDecoderLayer(case["d_model"], case["heads"], batch_first=True, **common)
+        ours = nn.TransformerDecoderLayer(case["d_model"], case["heads"], **common)
+    theirs.double()
+    ours = load_from_torch(ours, theirs, "cpu")
+    arrays = [rng.standard_normal((case["B"], case["T"], case["d_model"]))]
+    our_mask, their_mask = _masks(case, case["T"], case["T"])
+    if side == "encoder":
+        call_ours = lambda m, x: m(x, src_mask=our_mask, is_causal=case["causal"])  # noqa: E731
+        call_theirs = lambda m, x: m(x, src_mask=their_mask)  # noqa: E731
+    else:
+        arrays.append(rng.standard_normal((case["B"], case["S"], case["d_model"])))
+        lengths = rng.integers(1, case["S"] + 1, size=case["B"])
+        padding = F.padding_mask(lengths, case["S"])  # (B, 1, 1, S): True = a real token
+        their_padding = torch.tensor(np.arange(case["S"])[None, :] >= lengths[:, None])  # True = padding
+
+        def call_ours(m, x, memory):
+            return m(x, memory, tgt_mask=our_mask, memory_mask=padding, tgt_is_causal=case["causal"])
+
+        def call_theirs(m, x, memory):
+            return m(x, memory, tgt_mask=their_mask, memory_key_padding_mask=their_padding)
+
+    assert_module_orders_match(ours, theirs, arrays, call_ours, call_theirs, case["seed"])
