@@ -24,7 +24,8 @@ do (``compile``, CUDA kernels, pickle) raises an error that says what to do inst
 Known differences from PyTorch (each pinned by a test in ``tests/compat``):
 
 * ``p.grad`` and ``p.data`` are a new tensor at each access (sharing the same array), so
-  ``p.grad is p.grad`` is false, where torch gives the same object.
+  ``p.grad is p.grad`` is false, where torch gives the same object. After ``backward(create_graph=True)``
+  ``p.grad`` is the gradient with its graph, one object, as in torch.
 * A query whose keys are all masked gets an output of zeros (``out_proj``'s bias after the
   projection) and weights of zeros, never NaN. ``torch.nn.MultiheadAttention`` gives NaN there when
   it returns the weights (its math path), and zeros as here when it does not.
@@ -113,6 +114,7 @@ from ._tensor import Tensor, as_compat  # isort: skip  (before the submodules, w
 from . import _methods, amp, autograd, backends, cuda, nn, optim, serialization, utils  # noqa: F401,E402
 from ._random import Generator
 from .amp import autocast  # noqa: E402
+from .autograd import is_anomaly_enabled  # noqa: E402
 from .functions import *  # noqa: F401,F403  (torch's functions beyond the native ones)
 from .functions import __all__ as _function_names
 from .functions import masked_fill, pow, randint  # noqa: F401
@@ -171,5 +173,5 @@ __all__ = [
     "min", "minimum", "multinomial", "nonzero", "norm", "permute", "pow", "relu", "repeat_interleave", "reshape",
     "sigmoid", "sin", "softmax", "split", "sqrt", "squeeze", "stack", "std", "sum", "tanh", "topk", "transpose",
     "tril", "triu", "unsqueeze", "var", "where", "device", "Size", "Generator",
-    "amp", "autocast", "backends", "cuda", "serialization", "utils", *_function_names,
+    "amp", "autocast", "backends", "cuda", "serialization", "utils", "is_anomaly_enabled", *_function_names,
 ]

@@ -50,7 +50,14 @@ def _set_data(self, value):
 
 
 def _get_grad(self):
-    return None if self._grad is None else _NativeTensor._wrap(self._grad, self)
+    """A tensor sharing the gradient's array; after ``backward(create_graph=True)``, the gradient with its
+    graph (the walk's ``_grad_graph``, while it still holds the array), so that it can be differentiated."""
+    if self._grad is None:
+        return None
+    graph = self._grad_graph
+    if graph is not None and graph._data is self._grad:
+        return as_compat(graph)
+    return _NativeTensor._wrap(self._grad, self)
 
 
 def _set_grad(self, value):
@@ -72,6 +79,13 @@ class Tensor(_NativeTensor):
 
     data = property(_get_data, _set_data, doc="A tensor sharing this tensor's array, cut from the graph.")
     grad = property(_get_grad, _set_grad, doc="``None``, or a tensor sharing the accumulated gradient's array.")
+
+    def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
+        """torch's ``backward``; under ``create_graph`` the implicit gradient of a one-element tensor is a
+        compat tensor, so that every gradient the walk makes from it is one too."""
+        if create_graph and gradient is None and self.numel() == 1:
+            gradient = _NativeTensor._wrap(backend.namespace(self._data).ones_like(self._data), self)
+        super().backward(gradient, retain_graph, create_graph, inputs)
 
     def __array__(self, dtype=None, copy=None):
         """``numpy.asarray(t)``, as torch's CPU tensors allow (a copy from the GPU)."""

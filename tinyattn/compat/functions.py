@@ -23,8 +23,8 @@ import numpy as np
 from .. import backend
 from .. import creation as _creation
 from .. import ops_extra as _ops_extra
-from ..tensor import _GRAD_ENABLED, enable_grad, no_grad
 from ..tensor import Tensor as _NativeTensor
+from ..tensor import inference_mode, is_inference_mode_enabled, set_grad_enabled  # torch's grad modes, as they are
 from . import _methods, _random
 from ._einsum import einsum
 from ._tensor import as_compat
@@ -206,68 +206,6 @@ def get_rng_state():
 
 def set_rng_state(new_state):
     backend.set_rng_state(new_state)
-
-
-# ----------------------------------------------------------------------------- grad modes
-
-
-class set_grad_enabled:
-    """``set_grad_enabled(mode)``: recording on or off, at once (as a call), until the block ends (as a
-    context manager) or inside a function (as a decorator) — torch's three uses."""
-
-    def __init__(self, mode):
-        self.mode, self.previous = bool(mode), _GRAD_ENABLED[0]
-        _GRAD_ENABLED[0] = self.mode
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        _GRAD_ENABLED[0] = self.previous
-        return False
-
-    def __call__(self, fn):
-        _GRAD_ENABLED[0] = self.previous  # decorating changes nothing until the function runs
-
-        def run(*args, **kwargs):
-            with set_grad_enabled(self.mode):
-                return fn(*args, **kwargs)
-
-        run.__name__, run.__doc__ = fn.__name__, fn.__doc__
-        return run
-
-
-class inference_mode:
-    """``inference_mode(mode=True)``: ``no_grad`` (compat keeps no extra bookkeeping to switch off); a context
-    manager and a decorator, with or without parentheses."""
-
-    def __new__(cls, mode=True):
-        if callable(mode):  # used bare, as ``@inference_mode``
-            return cls()(mode)
-        return super().__new__(cls)
-
-    def __init__(self, mode=True):
-        self.mode = mode
-        self._inner = no_grad() if mode else enable_grad()
-
-    def __enter__(self):
-        self._inner.__enter__()
-        return self
-
-    def __exit__(self, *exc):
-        return self._inner.__exit__(*exc)
-
-    def __call__(self, fn):
-        def run(*args, **kwargs):
-            with inference_mode(self.mode):
-                return fn(*args, **kwargs)
-
-        run.__name__, run.__doc__ = fn.__name__, fn.__doc__
-        return run
-
-
-def is_inference_mode_enabled():
-    return not _GRAD_ENABLED[0]
 
 
 # ----------------------------------------------------------------------------- dtypes

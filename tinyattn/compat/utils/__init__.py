@@ -1,8 +1,8 @@
-"""``torch.utils``: ``data`` (datasets, samplers and the loader)."""
+"""``torch.utils``: ``data`` (datasets, samplers and the loader) and ``checkpoint`` (gradient checkpointing)."""
 
-from . import data  # noqa: F401
+from . import checkpoint, data  # noqa: F401
 
-__all__ = ["data"]
+__all__ = ["checkpoint", "data"]
 
 
 def __getattr__(name):
