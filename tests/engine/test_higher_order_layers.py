@@ -15,9 +15,9 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
-from torch.nn.attention import SDPBackend, sdpa_kernel
 from test_higher_order import assert_orders_match
 from test_ops import SMALL, Spec
+from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch_parity import load_from_torch
 
 import tinyattn as ta
