@@ -409,7 +409,7 @@ def _walk(roots, retain_graph, create_graph, inputs=None, boundary=0):
             grad = grads.pop(fn, None)
             if grad is None:
                 continue
-            if fn.hooks is not None:
+            if fn.hooks is not None and fn.sequence >= boundary:  # (below it: the outer walk's to run)
                 grad = fn.hooks.run(grad)
             if wanted is not None and fn in wanted:
                 taken[id(wanted[fn])] = grad
@@ -438,8 +438,8 @@ def _walk(roots, retain_graph, create_graph, inputs=None, boundary=0):
                     grads[ctx] = grads[ctx] + g
                     if not create_graph:
                         owned.add(ctx)
-        for key, (leaf, grad, _, _) in list(leaves.items()):
-            if leaf._hooks is not None:
+        for key, (leaf, grad, _, _) in list(leaves.items()):  # a leaf's hooks: for the leaves asked for
+            if leaf._hooks is not None and not boundary and (inputs is None or any(t is leaf for t in inputs)):
                 leaves[key] = (leaf, leaf._hooks.run(grad), True, False)
     if inputs is None:
         return leaves
@@ -548,23 +548,24 @@ def _output_of(fn):
     """``fn``'s output as a tensor in the graph (the one ``apply`` returned may be gone): its saved array
     (``saved_as``'s ``OUTPUT`` attribute), with ``fn`` as its node."""
     name = next(name for name, position in fn.saved_as.items() if position == OUTPUT)
-    out = Tensor._wrap(getattr(fn, name))
+    array = getattr(fn, name)
+    out = Tensor._wrap(np.asarray(array) if isinstance(array, np.generic) else array)  # (0-d: a NumPy scalar)
     out.requires_grad, out._ctx = True, fn
     return out
 
 
-def _recomputed(fn, grad):
-    """The gradients of a node whose backward works on arrays alone, under ``create_graph``: its output
-    recomputed from its input tensors by ``fn.reference`` (differentiable operations, fast paths off),
-    then differentiated through that subgraph alone, down to the inputs."""
+def _recomputed(fn, grad, create_graph=True):
+    """The gradients of ``fn``'s inputs from its output recomputed by ``fn.reference(*inputs)``: the output
+    recorded afresh from the input tensors, then differentiated through that subgraph alone, down to the
+    inputs (a node whose backward works on arrays, under ``create_graph``; ``utils.Checkpoint`` always)."""
     boundary = next(_SEQUENCE)  # every node the recomputation records comes after this number
     parents = fn.parents
-    with dispatch.use_fast_paths(False), enable_grad():
+    with enable_grad():
         out = fn.reference(*parents)
     if not out.requires_grad:
         return (None,) * len(parents)
     differentiable = [p for p in parents if p.requires_grad]
-    taken = _walk([(out, grad)], True, True, differentiable, boundary)
+    taken = _walk([(out, grad)], create_graph, create_graph, differentiable, boundary)
     return tuple(taken.get(id(p)) if p.requires_grad else None for p in parents)
 
 
@@ -618,7 +619,12 @@ class _Hooks:
                 current = self._checked(hook, result, current)
         if self.retain is not None:
             t = self.retain()
-            if t is not None:
+            if t is not None and as_tensor:  # create_graph: the retained gradient keeps its graph
+                kept = t._grad_graph is not None and t._grad_graph._data is t._grad
+                total = _Copy.apply(current) if t._grad is None else \
+                    (t._grad_graph if kept else Tensor._wrap(t._grad)) + current
+                t._grad, t._grad_graph = total._data, total
+            elif t is not None:
                 t._grad = current._data.copy() if t._grad is None else t._grad + current._data
         return current if as_tensor else current._data
 

@@ -1,13 +1,13 @@
 """Gradient checkpointing: trade compute for memory.
 
-``checkpoint(function, *args)`` runs ``function`` without recording its inside: the graph gets one
-node (``Checkpoint``) that keeps only the inputs. Its backward runs ``function`` again, this time
+``checkpoint(function, *args)`` keeps nothing of ``function``'s inside: the graph gets one node
+(``Checkpoint``) that keeps only the tensors the function reads. Its backward runs ``function`` again, this time
 recording, and backpropagates through that fresh graph. So a stack of layers, each checkpointed,
 holds one layer's activations at a time during backward instead of all of them. The random state is
 put back for the second run, so dropout drops the same positions both times.
 
-Under ``create_graph`` the node recomputes through its inputs' own tensors (``Checkpoint.reference``),
-so the gradient it gives can be differentiated again.
+Under ``create_graph`` the recomputed graph is differentiated with its graph recorded, so the gradient
+it gives can be differentiated again.
 
 >>> import tinyattn as ta
 >>> layer = ta.nn.Linear(4, 4)
@@ -21,60 +21,73 @@ so the gradient it gives can be differentiated again.
 """
 
 from . import backend
-from .tensor import Function, Tensor, _walk, enable_grad, no_grad, records_graph
+from .tensor import _SEQUENCE, Function, Tensor, _recomputed, enable_grad
 
 
 class Checkpoint(Function):
-    """``function(*args)``'s output, recomputed in backward. ``forward(*input arrays, rerun, output)``:
-    ``rerun(*input tensors)`` computes the output again (with the random state of the first run)."""
+    """``function(*args)``'s output, recomputed in backward. Its inputs are every tensor the function read
+    from outside itself (its tensor arguments, the parameters it closes over); ``forward(*their arrays,
+    rerun, output)``, where ``rerun()`` computes the output again from those same tensors (with the random
+    state of the first run)."""
 
-    saved_inputs, saves_output = (), False  # the inputs' tensors are the node's parents; nothing else is kept
+    saved_inputs, saves_output = None, False  # rerun reads every input: a write to one since is refused
 
     def forward(self, *arrays, rerun, output):
         self.rerun = rerun
         return output
 
     def reference(self, *inputs):
-        return self.rerun(*inputs)
+        return self.rerun()
 
     def backward(self, grad):
-        leaves = [Tensor._wrap(p._data, p).requires_grad_(p.requires_grad) for p in self.parents]
-        with enable_grad():
-            output = self.rerun(*leaves)  # the inside's graph, recorded this time, from detached inputs
-        wanted = [leaf for leaf in leaves if leaf.requires_grad]
-        taken = _walk([(output, grad)], False, False, wanted)
-        return tuple(taken.get(id(leaf)) if leaf.requires_grad else None for leaf in leaves)
+        return _recomputed(self, grad, create_graph=False)  # the inside recorded afresh, walked down to the inputs
 
 
 def checkpoint(function, *args, use_reentrant=None, preserve_rng_state=True, **kwargs):
     """``function(*args, **kwargs)``, one tensor, with its inside recomputed during backward instead of kept
     (PyTorch's ``torch.utils.checkpoint.checkpoint``; ``use_reentrant`` is accepted and changes nothing).
-    The tensor arguments are the node's inputs; keyword arguments and other values pass through as they are.
+    Gradients reach every tensor the function reads, arguments and captured parameters alike: the first run
+    records the graph once, to find them (the tensors its nodes read from outside it), then lets it go.
     """
-    positions = [i for i, a in enumerate(args) if isinstance(a, Tensor)]
     state = backend.get_rng_state() if preserve_rng_state else None
-    with no_grad():
+    boundary = next(_SEQUENCE)  # the nodes the function records come after this number
+    with enable_grad():
         output = function(*args, **kwargs)
     if not isinstance(output, Tensor):
         raise TypeError(f"checkpoint: the function must return one tensor, got {type(output).__name__}")
-    tensors = [args[i] for i in positions]
-    if not records_graph(tensors):
-        return output
+    if output._ctx is None or output._ctx.sequence < boundary:
+        return output  # nothing recorded inside (no input needs a gradient, or no_grad around the call)
+    inputs = _read_from_outside(output._ctx, boundary)
+    output = Tensor._wrap(output._data, output)  # the inside's graph goes with the old output
 
-    def rerun(*inputs):
-        arguments = list(args)
-        for i, t in zip(positions, inputs):
-            arguments[i] = t
+    def rerun():
         if state is None:
-            return function(*arguments, **kwargs)
+            return function(*args, **kwargs)
         now = backend.get_rng_state()
         backend.set_rng_state(state)  # the same dropout draws as the first run
         try:
-            return function(*arguments, **kwargs)
+            return function(*args, **kwargs)
         finally:
             backend.set_rng_state(now)
 
-    return Checkpoint.apply(*tensors, rerun=rerun, output=output._data)
+    return Checkpoint.apply(*inputs, rerun=rerun, output=output._data)
+
+
+def _read_from_outside(root, boundary):
+    """The tensors that the nodes recorded since ``boundary`` read from outside them: leaves that require a
+    gradient, and tensors made by earlier nodes; each once, in the order met."""
+    inputs, seen, stack, visited = [], set(), [root], {root}
+    while stack:
+        fn = stack.pop()
+        for p, ctx in zip(fn.parents, fn.edges):
+            if ctx is not None and ctx.sequence >= boundary:
+                if ctx not in visited:
+                    visited.add(ctx)
+                    stack.append(ctx)
+            elif p.requires_grad and id(p) not in seen:
+                seen.add(id(p))
+                inputs.append(p)
+    return inputs
 
 
 __all__ = ["checkpoint", "Checkpoint"]

@@ -5,9 +5,10 @@ the test suite's equivalence table proves each equal to the reference definition
 (``nn.functional``, ``nn.attention``), values and gradients.
 
 A backward on arrays cannot record a graph of itself. So each node also gives ``reference(*inputs)``:
-its output recomputed from its input tensors by the reference definition (the graph walk runs it with
-fast paths off), which ``create_graph=True`` differentiates instead (``tensor._recomputed``). Whatever
-the node drew at random (dropout's mask) it reuses there.
+its output recomputed from its input tensors by the reference definition of the unit it stands for
+(``unit.reference``, never routed back to this node; a smaller unit inside may run fast, with its own
+``reference``), which ``create_graph=True`` differentiates instead (``tensor._recomputed``). Whatever the
+node drew at random (dropout's mask) it reuses there.
 """
 
 import math
@@ -71,7 +72,7 @@ class Linear(Function):
         return grad_x, grad_weight, grad_bias
 
     def reference(self, x, weight, bias=None):
-        return F._linear(x, weight, bias)
+        return F._linear.reference(x, weight, bias)
 
 
 class Normalize(Function):
@@ -105,7 +106,7 @@ class Normalize(Function):
         return grad_x, grad_weight, grad_bias
 
     def reference(self, x, weight=None, bias=None):
-        return F._layer_norm(x, self.ndim, weight, bias, self.eps)
+        return F._layer_norm.reference(x, self.ndim, weight, bias, self.eps)
 
 
 class CrossEntropy(Function):
@@ -120,7 +121,7 @@ class CrossEntropy(Function):
     def forward(self, logits, target, ignore_index, reduction, label_smoothing):
         xp = backend.namespace(logits)
         num_classes = logits.shape[1]
-        self.shape = logits.shape
+        self.shape, self.target = logits.shape, target  # (the target: for ``reference``)
         z = xp.moveaxis(logits, 1, -1).reshape(-1, num_classes)  # (M, C), M = N·d…
         target = target.reshape(-1)  # (M,)
         valid = target != ignore_index
@@ -160,8 +161,8 @@ class CrossEntropy(Function):
         moved = (self.shape[0],) + self.shape[2:] + (num_classes,)  # (N, d…, C)
         return (xp.moveaxis(dz.reshape(moved), -1, 1),)
 
-    def reference(self, logits, target):
-        return F._cross_entropy(logits, target, self.ignore_index, self.reduction, self.label_smoothing)
+    def reference(self, logits):
+        return F._cross_entropy.reference(logits, self.target, self.ignore_index, self.reduction, self.label_smoothing)
 
 
 # ----------------------------------------------------------------------------- attention
@@ -196,7 +197,7 @@ class MaskedSoftmax(Function):
         return (kernels.masked_softmax_backward(grad, self.out),) + (None,) * (len(self.parents) - 1)
 
     def reference(self, scores, allowed=None):
-        return F._softmax_over_allowed(scores, None if allowed is None else allowed._data)
+        return F._softmax_over_allowed.reference(scores, None if allowed is None else allowed._data)
 
 
 class SplitHeads(Function):
