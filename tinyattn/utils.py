@@ -21,7 +21,7 @@ it gives can be differentiated again.
 """
 
 from . import backend
-from .tensor import _SEQUENCE, Function, Tensor, _recomputed, enable_grad
+from .tensor import _SEQUENCE, Function, Tensor, _recomputed, enable_grad, is_grad_enabled
 
 
 class Checkpoint(Function):
@@ -49,6 +49,8 @@ def checkpoint(function, *args, use_reentrant=None, preserve_rng_state=True, **k
     Gradients reach every tensor the function reads, arguments and captured parameters alike: the first run
     records the graph once, to find them (the tensors its nodes read from outside it), then lets it go.
     """
+    if not is_grad_enabled():
+        return function(*args, **kwargs)  # no graph: nothing to recompute
     state = backend.get_rng_state() if preserve_rng_state else None
     boundary = next(_SEQUENCE)  # the nodes the function records come after this number
     with enable_grad():

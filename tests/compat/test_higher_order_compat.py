@@ -319,7 +319,7 @@ def test_checkpoint_gradients_equal_no_checkpoint_and_torch():
     _assert_close(script(compat, ours, True), plain)
     _assert_close(plain, script(torch, theirs, True))
     y = compat.utils.checkpoint.checkpoint(ours, compat.tensor(X, requires_grad=True), use_reentrant=False)
-    assert isinstance(y, compat.Tensor) and type(y.grad_fn).__name__ == "CheckpointFunction"
+    assert isinstance(y, compat.Tensor) and type(y.grad_fn).__name__ == "Checkpoint"
     assert len(y.grad_fn.parents) == 1 + len(list(ours.parameters()))  # the argument, then what the inside reached
 
 
