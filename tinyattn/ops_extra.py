@@ -436,6 +436,7 @@ def _compare_method(op):
 
 # One place where the everyday methods are attached to Tensor.
 Tensor.sin, Tensor.cos, Tensor.clamp, Tensor.clip, Tensor.clone = sin, cos, clamp, clamp, clone
+Tensor.cumsum = cumsum
 Tensor.gather = lambda self, dim, index: gather(self, dim, index)
 Tensor.max, Tensor.min, Tensor.argmax, Tensor.argmin, Tensor.topk = max, min, argmax, argmin, topk
 Tensor.maximum, Tensor.minimum = maximum, minimum
