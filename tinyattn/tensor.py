@@ -31,6 +31,7 @@ array([2., 4., 6.], dtype=float32)
 """
 
 import inspect
+import math
 import itertools
 import operator
 import weakref
@@ -239,6 +240,16 @@ class Function:
 
     @classmethod
     def apply(cls, *inputs, **options):
+        if _BATCHING[0] is not None:  # inside ``ta.func.vmap``: a batched input takes its batching rule
+            result = _BATCHING[0](cls, inputs, options)
+            if result is not None:
+                return _with_tangents(cls, inputs, result, options) if _DUAL_LEVELS else result
+        result = cls._apply(inputs, options)
+        return _with_tangents(cls, inputs, result, options) if _DUAL_LEVELS else result
+
+    @classmethod
+    def _apply(cls, inputs, options):
+        """``apply`` proper: forward on the arrays, the result wrapped, the node linked into the graph."""
         try:
             device = type(inputs[0]._data)
             for t in inputs:
@@ -277,6 +288,41 @@ class Function:
 
 
 OUTPUT = "output"  # ``saved_as``'s name for the operation's output
+
+
+# ----------------------------------------------------------------------------- forward mode and vmap: the hooks
+
+_BATCHING = [None]  # while ``ta.func.vmap`` runs: its batching rules, ``(cls, inputs, options) -> result or None``
+_DUAL_LEVELS = []  # the forward-mode levels open (``autograd.forward_ad.dual_level``), innermost last
+_SEEN_LEVEL = [math.inf]  # the tangents operations propagate: those of the levels below this one
+
+
+def _with_tangents(cls, inputs, result, options):
+    """``result`` with its tangent at every open level at which an input has one (forward mode): the
+    operation's JVP rule, ``cls.jvp(tangents, inputs, result, **options)``, on tensors. While the rule for a
+    level runs, operations see only the levels below it, so a nested level's tangents never mix into an
+    outer one's (the perturbation confusion), while an outer level's flow through the rule's own operations."""
+    levels = sorted({level for t in inputs if t._tangents for level in t._tangents
+                     if level < _SEEN_LEVEL[0] and level in _DUAL_LEVELS})
+    for level in levels:
+        tangents = [t._tangents.get(level) if t._tangents else None for t in inputs]
+        jvp = getattr(cls, "jvp", None)
+        if jvp is None:
+            raise RuntimeError(f"{cls.__name__} has no forward-mode rule (jvp): it cannot carry a tangent; with "
+                               "fast paths off every library operation has one")
+        seen, _SEEN_LEVEL[0] = _SEEN_LEVEL[0], level
+        try:
+            tangent = jvp(tangents, inputs, result, **options)
+        finally:
+            _SEEN_LEVEL[0] = seen
+        if tangent is None:
+            continue
+        if tangent.shape != result.shape:
+            tangent = tangent.expand(*result.shape)
+        if tangent.dtype != result.dtype:
+            tangent = tangent._to_dtype(result.dtype)
+        result._tangents = {**(result._tangents or {}), level: tangent}
+    return result
 
 
 #: True once a subclass of Tensor names its own ``_result_class`` (``tinyattn.compat``'s tensor): results
@@ -759,8 +805,9 @@ class Tensor:
     #   the library's own code reads these slots, so that a subclass may give ``data``/``grad`` another face)
     # _hooks: None, or the ``_Hooks`` of a leaf's gradient (a non-leaf's live on its node, ``Function.hooks``)
     # _grad_graph: after ``backward(create_graph=True)``, the tensor (with its graph) whose array is ``_grad``
+    # _tangents: None, or {forward-mode level: tangent tensor} (``autograd.forward_ad``)
     __slots__ = ("_data", "_grad", "requires_grad", "_ctx", "_version", "_view", "_hooks", "_grad_graph",
-                 "__weakref__")
+                 "_tangents", "__weakref__")
     __array_ufunc__ = None  # ``ndarray + tensor`` defers to Tensor.__radd__
 
     def __init__(self, data, requires_grad=False, dtype=None, device=None):
@@ -793,7 +840,7 @@ class Tensor:
         self.requires_grad = bool(requires_grad)
         self._ctx = None
         self._version, self._view = [0], None
-        self._hooks = self._grad_graph = None
+        self._hooks = self._grad_graph = self._tangents = None
 
     # ----------------------------------------------------------------- properties
 
@@ -945,7 +992,7 @@ class Tensor:
         of that class); a plain ``Tensor`` when ``like`` is ``None``."""
         t = Tensor.__new__(Tensor if like is None else like._result_class)
         t._data, t._grad, t.requires_grad, t._ctx, t._version, t._view = array, None, False, None, [0], None
-        t._hooks = t._grad_graph = None
+        t._hooks = t._grad_graph = t._tangents = None
         return t
 
     # ----------------------------------------------------------------- conversion

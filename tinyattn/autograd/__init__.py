@@ -30,10 +30,10 @@ True
 
 import functools
 
-from . import backend
-from .ops import sum_to
-from .tensor import _ANOMALY, OnceDifferentiable, Tensor, _input_tensors, _root_grad, _walk, enable_grad, no_grad
-from .tensor import Function as _NativeFunction
+from .. import backend
+from ..ops import sum_to
+from ..tensor import _ANOMALY, OnceDifferentiable, Tensor, _input_tensors, _root_grad, _walk, enable_grad, no_grad
+from ..tensor import Function as _NativeFunction
 
 
 def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False, allow_unused=None,
