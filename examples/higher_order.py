@@ -226,8 +226,7 @@ def train_with_penalty(args, classes=3):
     for step in progress:
         tokens, target = make_batch(rng, args.batch_size, args.length, classes, args.device)
         x = model.embeddings(tokens)  # (B, L, d)
-        log_p = F.log_softmax(model(x), dim=-1)  # (B, classes)
-        loss = -log_p[ta.arange(len(target)), target].mean()  # cross-entropy
+        loss = F.cross_entropy(model(x), target)
         (grad_x,) = ta.autograd.grad(loss, x, create_graph=True)  # (B, L, d), with its own graph
         penalty = (grad_x**2).sum()
         total = loss + args.penalty * penalty

@@ -31,8 +31,8 @@ array([2., 4., 6.], dtype=float32)
 """
 
 import inspect
-import math
 import itertools
+import math
 import operator
 import weakref
 

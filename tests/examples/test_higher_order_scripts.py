@@ -38,8 +38,6 @@ def test_gradient_penalty_step_equals_pytorch(benchmarks_on_path):
     assert worst < 1e-9 and share > 0.1  # and the penalty's part of a weight's gradient is not negligible
 
 
-@pytest.mark.xfail(reason="ta.utils.checkpoint leaves the gradients of the parameters used inside the function "
-                          "as None (its backward walks to its tensor arguments only)", strict=False)
 def test_checkpointed_stack_has_the_plain_gradients(benchmarks_on_path, capsys):
     import checkpoint_memory
 
