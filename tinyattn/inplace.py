@@ -30,8 +30,10 @@ RuntimeError: one of the arrays Exp saved for its backward was modified by an in
 import numpy as np
 
 from . import backend
+from .creation import zeros_like
 from .ops import _lift, _unwrap_index, sum_to
-from .tensor import Function, Tensor, is_grad_enabled, no_grad
+from .ops_extra import clone
+from .tensor import _DUAL_LEVELS, _SEEN_LEVEL, Function, Tensor, is_grad_enabled, no_grad
 
 
 def _writable_copy(array):
@@ -58,6 +60,14 @@ class SetItem(Function):
         grad_x = _writable_copy(grad)
         grad_x[self.index] = 0
         return grad_x, sum_to(grad[self.index], self.value_shape)
+
+    @staticmethod
+    def jvp(tangents, inputs, out, index):  # the same write, of the tangents: dx with dvalue at index
+        (dx, dvalue), (x, value) = tangents, inputs
+        if dx is None and dvalue is None:
+            return None
+        return SetItem.apply(zeros_like(x) if dx is None else dx, zeros_like(value) if dvalue is None else dvalue,
+                             index=index)
 
 
 def _replay(array, steps):
@@ -89,12 +99,31 @@ class CopySlices(Function):
         _replay(grad_base, self.steps)[...] = 0
         return grad_base, _replay(grad, self.steps).copy()
 
+    @staticmethod
+    def jvp(tangents, inputs, out, steps):  # the same write, of the tangents: a copy of dbase, dvalue written
+        (dbase, dvalue), (base, value) = tangents, inputs  # through the same view of it
+        if dbase is None and dvalue is None:
+            return None
+        tangent = zeros_like(base) if dbase is None else clone(dbase)
+        view = tangent
+        for cls, options in steps:
+            view = cls.apply(view, **options)
+        view.copy_(zeros_like(value) if dvalue is None else dvalue)
+        return tangent
+
 
 def _alias(t, copy):
     """A second tensor for ``t``'s value and graph position, on a copy of its array if asked."""
     old = Tensor._wrap(t._data.copy() if copy else t._data)
-    old.requires_grad, old._ctx = t.requires_grad, t._ctx
+    old.requires_grad, old._ctx, old._tangents = t.requires_grad, t._ctx, t._tangents
     return old
+
+
+def _rewritten(tangents, new):
+    """A tensor's tangents after a write of ``new`` (forward mode): ``new``'s at the levels operations see
+    now, the others (those of a level whose JVP rule is running) kept."""
+    kept = {level: t for level, t in (tangents or {}).items() if level >= _SEEN_LEVEL[0]}
+    return {**kept, **(new._tangents or {})} or None
 
 
 def _check_writable(t, name):
@@ -135,18 +164,25 @@ def _write(t, compute, name):
     except ValueError as error:  # an expanded tensor's array is read-only
         raise RuntimeError(f"{name}: cannot write into this tensor ({error}); clone() it first") from None
     t._version[0] += 1
-    if not recording:
-        return t
     base = None if t._view is None else t._view[0]
-    if base is not None and (base.requires_grad or new.requires_grad):
-        base_ctx = CopySlices.apply(_alias(base, copy=False), new, steps=t._view[1])._ctx
-        base._ctx, base.requires_grad = base_ctx, True
-        view = base
+    dual = _DUAL_LEVELS and (t._tangents or new._tangents or (base is not None and base._tangents))
+    if not recording and not dual:
+        return t
+    if base is not None and (base.requires_grad or new.requires_grad or dual):
+        rewritten = CopySlices.apply(_alias(base, copy=False), new, steps=t._view[1])
+        view = rewritten
         for cls, options in t._view[1]:  # t becomes a view of the rewritten base again
             view = cls.apply(view, **options)
-        t._ctx, t.requires_grad = view._ctx, True
+        if rewritten.requires_grad:
+            base._ctx, base.requires_grad = rewritten._ctx, True
+            t._ctx, t.requires_grad = view._ctx, True
+        if dual:
+            base._tangents, t._tangents = _rewritten(base._tangents, rewritten), _rewritten(t._tangents, view)
     else:
-        t._ctx, t.requires_grad = new._ctx, new.requires_grad
+        if recording:
+            t._ctx, t.requires_grad = new._ctx, new.requires_grad
+        if dual:
+            t._tangents = _rewritten(t._tangents, new)
     return t
 
 

@@ -24,6 +24,7 @@ import numpy as np
 
 from . import _checks as check
 from . import backend
+from .creation import zeros_like
 from .tensor import OUTPUT, Function, Tensor
 
 
@@ -50,6 +51,16 @@ def namespace(x):
     serves both: on arrays for a gradient, on tensors for a gradient that can be differentiated again
     (``Function.differentiable``)."""
     return TENSOR_NAMESPACE if isinstance(x, Tensor) else backend.namespace(x)
+
+
+def _total(*terms):
+    """The sum of a JVP rule's terms, skipping those that are ``False`` (a term of a zero tangent); ``None``
+    if all are: ``_total(da is not None and da * b, db is not None and a * db)``."""
+    total = None
+    for term in terms:
+        if term is not False:
+            total = term if total is None else total + term
+    return total
 
 
 def _broadcast_error(name, a, b):
@@ -85,6 +96,11 @@ class Add(_Binary):
     def backward(self, grad):
         return sum_to(grad, self.a_shape), sum_to(grad, self.b_shape)
 
+    @staticmethod
+    def jvp(tangents, inputs, out):  # d(a + b) = da + db
+        da, db = tangents
+        return db if da is None else da if db is None else da + db
+
 
 class Sub(_Binary):
     saved_inputs, saves_output = (), False  # backward reads no array of theirs (see Function)
@@ -95,6 +111,11 @@ class Sub(_Binary):
 
     def backward(self, grad):
         return sum_to(grad, self.a_shape), sum_to(-grad, self.b_shape)
+
+    @staticmethod
+    def jvp(tangents, inputs, out):  # d(a - b) = da - db
+        da, db = tangents
+        return -db if da is None else da if db is None else da - db
 
 
 class Mul(_Binary):
@@ -108,6 +129,11 @@ class Mul(_Binary):
         return (sum_to(grad * self.b, self.a_shape) if a_needs else None,
                 sum_to(grad * self.a, self.b_shape) if b_needs else None)
 
+    @staticmethod
+    def jvp(tangents, inputs, out):  # d(a·b) = da·b + a·db
+        (da, db), (a, b) = tangents, inputs
+        return _total(da is not None and da * b, db is not None and a * db)
+
 
 class Div(_Binary):
     saves_output = False
@@ -119,6 +145,13 @@ class Div(_Binary):
         grad_a = grad / self.b  # d(a/b)/da = 1/b
         grad_b = -grad_a * self.a / self.b if self.parents[1].requires_grad else None  # -a/b²
         return sum_to(grad_a, self.a_shape), None if grad_b is None else sum_to(grad_b, self.b_shape)
+
+    @staticmethod
+    def jvp(tangents, inputs, out):  # d(a/b) = (da - db·(a/b)) / b
+        (da, db), (_, b) = tangents, inputs
+        if db is None:
+            return da / b
+        return (-db * out if da is None else da - db * out) / b
 
 
 class Pow(_Binary):
@@ -139,6 +172,12 @@ class Pow(_Binary):
             log_a = xp.log(xp.where(a > 0, a, 1))
             grad_b = sum_to(grad * self.out * log_a, self.b_shape)
         return grad_a, grad_b
+
+    @staticmethod
+    def jvp(tangents, inputs, out):  # d(aᵇ) = b·aᵇ⁻¹·da + aᵇ·ln a·db (ln a taken as 0 where a <= 0)
+        (da, db), (a, b) = tangents, inputs
+        return _total(da is not None and da * b * a ** (b - 1),
+                      db is not None and db * out * where(a > 0, a, 1).log())
 
 
 class Where(Function):
@@ -163,6 +202,13 @@ class Where(Function):
         return (None,
                 sum_to(xp.where(self.condition, grad, zero), self.a_shape),
                 sum_to(xp.where(self.condition, zero, grad), self.b_shape))
+
+    @staticmethod
+    def jvp(tangents, inputs, out):  # d where(c, a, b) = where(c, da, db)
+        (_, da, db), (condition, _, _) = tangents, inputs
+        if da is None and db is None:
+            return None
+        return where(condition, 0 if da is None else da, 0 if db is None else db)
 
 
 class MatMul(Function):
@@ -212,6 +258,11 @@ class MatMul(Function):
             grad_b = grad_b.reshape(b.shape)
         return grad_a, grad_b
 
+    @staticmethod
+    def jvp(tangents, inputs, out):  # d(a @ b) = da @ b + a @ db
+        (da, db), (a, b) = tangents, inputs
+        return _total(da is not None and matmul(da, b), db is not None and matmul(a, db))
+
 
 # ----------------------------------------------------------------------------- unary
 
@@ -226,6 +277,10 @@ class Neg(Function):
     def backward(self, grad):
         return (-grad,)
 
+    @staticmethod
+    def jvp(tangents, inputs, out):  # d(-x) = -dx
+        return -tangents[0]
+
 
 class Exp(Function):
     saved_inputs, saves_output = (), True  # backward reads only its output
@@ -237,6 +292,10 @@ class Exp(Function):
     def backward(self, grad):
         return (grad * self.out,)
 
+    @staticmethod
+    def jvp(tangents, inputs, out):  # d eˣ = eˣ·dx
+        return tangents[0] * out
+
 
 class Log(Function):
     saves_output, differentiable, saved_as = False, True, {"x": 0}
@@ -246,6 +305,10 @@ class Log(Function):
 
     def backward(self, grad):
         return (grad / self.x,)
+
+    @staticmethod
+    def jvp(tangents, inputs, out):  # d ln x = dx / x
+        return tangents[0] / inputs[0]
 
 
 class Sqrt(Function):
@@ -258,6 +321,10 @@ class Sqrt(Function):
     def backward(self, grad):
         return (grad / (2 * self.out),)
 
+    @staticmethod
+    def jvp(tangents, inputs, out):  # d√x = dx / (2√x)
+        return tangents[0] / (2 * out)
+
 
 class Tanh(Function):
     saved_inputs, saves_output = (), True  # backward reads only its output
@@ -269,6 +336,10 @@ class Tanh(Function):
     def backward(self, grad):
         return (grad * (1 - self.out * self.out),)
 
+    @staticmethod
+    def jvp(tangents, inputs, out):  # d tanh x = (1 - tanh² x)·dx
+        return tangents[0] * (1 - out * out)
+
 
 class Sigmoid(Function):
     saved_inputs, saves_output = (), True  # backward reads only its output
@@ -279,6 +350,10 @@ class Sigmoid(Function):
 
     def backward(self, grad):
         return (grad * self.out * (1 - self.out),)
+
+    @staticmethod
+    def jvp(tangents, inputs, out):  # d σ(x) = σ(x)(1 - σ(x))·dx
+        return tangents[0] * out * (1 - out)
 
 
 class ReLU(Function):
@@ -293,6 +368,10 @@ class ReLU(Function):
     def backward(self, grad):
         return (grad * (self.out > 0),)  # out > 0 exactly where x > 0
 
+    @staticmethod
+    def jvp(tangents, inputs, out):  # d relu(x) = dx where x > 0, else 0
+        return tangents[0] * (out > 0)
+
 
 class Abs(Function):
     saved_inputs, saves_output = (), False  # backward reads no array of theirs (see Function)
@@ -306,6 +385,11 @@ class Abs(Function):
 
     def backward(self, grad):
         return (grad * self.sign,)
+
+    @staticmethod
+    def jvp(tangents, inputs, out):  # d|x| = sign(x)·dx
+        (dx,), (x,) = tangents, inputs
+        return dx * (x > 0) - dx * (x < 0)
 
 
 class To(Function):
@@ -324,6 +408,10 @@ class To(Function):
             return (To.apply(grad, device=self.device) if grad.device != self.device else grad)._to_dtype(self.dtype),
         return (backend.to_device(grad, self.device).astype(self.dtype, copy=False),)
 
+    @staticmethod
+    def jvp(tangents, inputs, out, dtype=None, device=None):  # the tangent goes the same way
+        return tangents[0].to(device=device, dtype=dtype)
+
 
 # ----------------------------------------------------------------------------- reductions
 
@@ -339,6 +427,10 @@ class Sum(Function):
         if not self.keepdim and self.axes is not None:
             grad = grad.reshape([1 if i in self.axes else n for i, n in enumerate(self.shape)])
         return (namespace(grad).broadcast_to(grad, self.shape),)
+
+    @staticmethod
+    def jvp(tangents, inputs, out, dim=None, keepdim=False):  # d Σx = Σ dx
+        return Sum.apply(tangents[0], dim=dim, keepdim=keepdim)
 
 
 class Amax(Function):
@@ -365,6 +457,14 @@ class Amax(Function):
         count = winners.sum(axis=self.axes, keepdims=True)
         return (grad * winners / count.astype(grad.dtype),)
 
+    @staticmethod
+    def jvp(tangents, inputs, out, dim=None, keepdim=False):  # the mean of dx over the maxima (ties share)
+        (dx,), (x,) = tangents, inputs
+        axes = _normalize_dims(dim, x.ndim, "amax")
+        winners = x == out.reshape([1 if axes is None or i in axes else n for i, n in enumerate(x.shape)])
+        count = Sum.apply(winners, dim=dim, keepdim=True)
+        return (Sum.apply(dx * winners, dim=dim, keepdim=True) / count).reshape(out.shape)
+
 
 # ----------------------------------------------------------------------------- shape
 
@@ -386,6 +486,10 @@ class Reshape(Function):
     def backward(self, grad):
         return (grad.reshape(self.shape),)
 
+    @staticmethod
+    def jvp(tangents, inputs, out, shape):
+        return Reshape.apply(tangents[0], shape=shape)
+
 
 class Permute(Function):
     saved_inputs, saves_output, is_view, differentiable = (), False, True, True
@@ -398,6 +502,10 @@ class Permute(Function):
         for i, d in enumerate(self.dims):
             inverse[d] = i  # axis d of the input went to position i
         return (namespace(grad).transpose(grad, inverse),)
+
+    @staticmethod
+    def jvp(tangents, inputs, out, dims):
+        return Permute.apply(tangents[0], dims=dims)
 
 
 class Expand(Function):
@@ -412,6 +520,10 @@ class Expand(Function):
 
     def backward(self, grad):
         return (sum_to(grad, self.shape),)
+
+    @staticmethod
+    def jvp(tangents, inputs, out, shape):
+        return Expand.apply(tangents[0], shape=shape)
 
 
 def _unwrap_index(index):
@@ -444,6 +556,10 @@ class GetItem(Function):
     def backward(self, grad):
         return (scatter(grad, self.shape, self.index),)
 
+    @staticmethod
+    def jvp(tangents, inputs, out, index):  # d(x[index]) = dx[index]
+        return GetItem.apply(tangents[0], index=index)
+
 
 class Scatter(Function):
     """``GetItem``'s backward as an operation: an array of zeros of ``shape`` with ``x`` added at ``index``
@@ -463,6 +579,10 @@ class Scatter(Function):
 
     def backward(self, grad):
         return (grad[self.index],)
+
+    @staticmethod
+    def jvp(tangents, inputs, out, shape, index):  # linear: the same scatter of the tangent
+        return Scatter.apply(tangents[0], shape=shape, index=index)
 
 
 def scatter(x, shape, index):
@@ -489,6 +609,10 @@ class Concatenate(Function):
         starts, stops = [0, *self.bounds], [*self.bounds, grad.shape[self.dim]]
         return tuple(grad[lead + (slice(start, stop),)] for start, stop in zip(starts, stops))
 
+    @staticmethod
+    def jvp(tangents, inputs, out, dim=0):  # the tangents concatenated (zeros for an input without one)
+        return Concatenate.apply(*[zeros_like(x) if t is None else t for t, x in zip(tangents, inputs)], dim=dim)
+
 
 class Stack(Function):
     saved_inputs, saves_output = (), False  # backward reads no array of theirs (see Function)
@@ -504,6 +628,22 @@ class Stack(Function):
     def backward(self, grad):
         lead = (slice(None),) * self.dim
         return tuple(grad[lead + (i,)] for i in range(grad.shape[self.dim]))
+
+    @staticmethod
+    def jvp(tangents, inputs, out, dim=0):  # the tangents stacked (zeros for an input without one)
+        return Stack.apply(*[zeros_like(x) if t is None else t for t, x in zip(tangents, inputs)], dim=dim)
+
+
+class TangentPack(Tensor):
+    """The forward-mode tangent of a node that joins several tensors into one empty output (a hooked module's
+    hub, the outputs of a custom ``autograd.Function``): an empty tensor of the output's dtype, carrying the
+    joined tensors' tangents (``parts``) for the picks that take each tensor back out of the node."""
+
+    __slots__ = ("parts",)
+
+    def __init__(self, out, parts):
+        super().__init__(backend.namespace(out._data).empty((0,), out.dtype))
+        self.parts = parts
 
 
 # ----------------------------------------------------------------------------- the public functions

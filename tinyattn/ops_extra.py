@@ -55,6 +55,10 @@ class Sin(Function):
     def backward(self, grad):
         return (grad * namespace(grad).cos(self.x),)
 
+    @staticmethod
+    def jvp(tangents, inputs, out):  # d sin x = cos x·dx
+        return tangents[0] * cos(inputs[0])
+
 
 class Cos(Function):
     saved_inputs, saves_output, differentiable, saved_as = None, False, True, {"x": 0}
@@ -65,6 +69,10 @@ class Cos(Function):
 
     def backward(self, grad):
         return (-grad * namespace(grad).sin(self.x),)
+
+    @staticmethod
+    def jvp(tangents, inputs, out):  # d cos x = -sin x·dx
+        return -tangents[0] * sin(inputs[0])
 
 
 class Clamp(Function):
@@ -84,6 +92,13 @@ class Clamp(Function):
     def backward(self, grad):
         return (grad * self.inside,)
 
+    @staticmethod
+    def jvp(tangents, inputs, out, min=None, max=None):  # dx where min <= x <= max, else 0
+        (dx,), (x,) = tangents, inputs
+        if min is not None:
+            dx = dx * (x >= min)
+        return dx if max is None else dx * (x <= max)
+
 
 class Cumsum(Function):
     """Running sums along ``dim``; the gradient is the running sum of the gradient from the other end."""
@@ -98,6 +113,10 @@ class Cumsum(Function):
         xp = namespace(grad)
         return (xp.flip(xp.cumsum(xp.flip(grad, axis=self.dim), axis=self.dim), axis=self.dim),)
 
+    @staticmethod
+    def jvp(tangents, inputs, out, dim=0):  # linear: the running sums of the tangent
+        return Cumsum.apply(tangents[0], dim=dim)
+
 
 class Clone(Function):
     """A copy of the array; the gradient passes unchanged."""
@@ -109,6 +128,10 @@ class Clone(Function):
 
     def backward(self, grad):
         return (grad,)
+
+    @staticmethod
+    def jvp(tangents, inputs, out):
+        return Clone.apply(tangents[0])
 
 
 def sin(input):

@@ -29,11 +29,25 @@ True
 """
 
 import functools
+import math
 
 from .. import backend
-from ..ops import sum_to
-from ..tensor import _ANOMALY, OnceDifferentiable, Tensor, _input_tensors, _root_grad, _walk, enable_grad, no_grad
+from ..creation import zeros_like
+from ..ops import TangentPack, sum_to
+from ..tensor import (
+    _ANOMALY,
+    _DUAL_LEVELS,
+    _SEEN_LEVEL,
+    OnceDifferentiable,
+    Tensor,
+    _input_tensors,
+    _root_grad,
+    _walk,
+    enable_grad,
+    no_grad,
+)
 from ..tensor import Function as _NativeFunction
+from . import forward_ad
 
 
 def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False, allow_unused=None,
@@ -161,8 +175,14 @@ class FunctionCtx:
         self._saved = tensors
         self._saved_versions = [(t._version, t._version[0]) for t in tensors if isinstance(t, Tensor)]
 
+    def save_for_forward(self, *tensors):
+        """Tensors for ``jvp`` (forward mode), which reads them back as ``ctx.saved_tensors``, as in PyTorch."""
+        self._saved_forward = tensors
+
     @property
     def saved_tensors(self):
+        if self._in_jvp:
+            return self._saved_forward
         for counter, version in self._saved_versions:
             if counter[0] != version:
                 raise RuntimeError(
@@ -194,6 +214,10 @@ class _Node(_NativeFunction):
 
     def backward(self, grad):
         return self._input_grads((grad,))
+
+    @staticmethod
+    def jvp(tangents, inputs, out, user, ctx, output):  # the user's jvp(ctx, *tangents)
+        return user.jvp(ctx, tangents, inputs, 1)[0]
 
     def _input_grads(self, grads):
         """The user's gradients as arrays, each summed back to its input's shape (a gradient of a
@@ -247,6 +271,10 @@ class _Outputs(_Node):
             grads.grads[i] if i in grads.grads else zeros(out) if materialize else None
             for i, out in enumerate(self.outputs)))  # an output that got no gradient: zeros, or None
 
+    @staticmethod
+    def jvp(tangents, inputs, out, user, ctx, output):  # the user's tangents of the outputs, for the picks
+        return TangentPack(out, user.jvp(ctx, tangents, inputs, len(output)))
+
 
 class _Pick(_NativeFunction):
     """Output ``index`` of an ``_Outputs`` node."""
@@ -259,6 +287,10 @@ class _Pick(_NativeFunction):
 
     def backward(self, grad):
         return (_OutputGrads({self.index: grad}),)
+
+    @staticmethod
+    def jvp(tangents, inputs, out, index, array):
+        return tangents[0].parts[index]
 
 
 class Function:
@@ -277,20 +309,34 @@ class Function:
     def backward(ctx, *grad_outputs):
         raise NotImplementedError("autograd.Function subclasses define a static backward(ctx, *grad_outputs)")
 
+    @staticmethod
+    def jvp(ctx, *tangents):
+        """Forward mode (optional): one tangent per argument of ``forward`` (``None`` for a non-tensor) →
+        one per output; it reads what ``forward`` kept with ``ctx.save_for_forward`` as ``ctx.saved_tensors``."""
+        raise NotImplementedError("autograd.Function subclasses define a static jvp(ctx, *tangents) for forward mode")
+
     @classmethod
     def apply(cls, *args, **kwargs):
         ctx = FunctionCtx()
         ctx.needs_input_grad = tuple(isinstance(a, Tensor) and a.requires_grad for a in args)
         ctx._saved, ctx._saved_versions, ctx._non_differentiable, ctx._materialize_grads = (), [], set(), True
-        with no_grad():
-            output = cls.forward(ctx, *args, **kwargs)
+        ctx._saved_forward, ctx._in_jvp = (), False
+        seen = _SEEN_LEVEL[0]
+        if _DUAL_LEVELS:  # forward mode: the tangents come from the user's jvp, not from forward's operations
+            _SEEN_LEVEL[0] = -math.inf
+        try:
+            with no_grad():
+                output = cls.forward(ctx, *args, **kwargs)
+        finally:
+            _SEEN_LEVEL[0] = seen
         outputs = output if isinstance(output, tuple) else (output,)
         if not outputs or not all(isinstance(o, Tensor) for o in outputs):
             kinds = ", ".join(type(o).__name__ for o in outputs) or "an empty tuple"
             raise TypeError(f"{cls.__name__}.forward must return a tensor or a tuple of tensors, got {kinds}")
         tensors = [a for a in args if isinstance(a, Tensor)]
         differentiable = [o.dtype.kind == "f" and id(o) not in ctx._non_differentiable for o in outputs]
-        if not tensors or not any(ctx.needs_input_grad) or not any(differentiable):
+        dual = _DUAL_LEVELS and any(t._tangents for t in tensors)
+        if not tensors or not (any(ctx.needs_input_grad) or dual) or not any(differentiable):
             return output
         user = _ByPosition(cls, [i for i, a in enumerate(args) if isinstance(a, Tensor)], len(args), type(outputs[0]))
         if not isinstance(output, tuple):
@@ -320,6 +366,26 @@ class _ByPosition:
             )
         return tuple(grads[i] for i in self.positions)
 
+    def jvp(self, ctx, tangents, inputs, n_outputs):
+        """The user's ``jvp(ctx, *tangents)``, given one tangent per argument (zeros for a tensor that has none,
+        unless ``ctx.set_materialize_grads(False)``; ``None`` for a non-tensor), as a tuple of ``n_outputs``."""
+        if self.cls.jvp is Function.jvp:
+            raise RuntimeError(f"{self.cls.__name__} has no forward-mode rule: a tensor with a tangent (forward_ad) "
+                               f"went into it; define a static jvp(ctx, *tangents) on {self.cls.__name__}")
+        full = [None] * self.count
+        for position, t, x in zip(self.positions, tangents, inputs):
+            full[position] = zeros_like(x) if t is None and ctx._materialize_grads else t
+        ctx._in_jvp = True
+        try:
+            result = self.cls.jvp(ctx, *full)
+        finally:
+            ctx._in_jvp = False
+        result = result if isinstance(result, tuple) else (result,)
+        if len(result) != n_outputs:
+            raise RuntimeError(f"{self.cls.__name__}.jvp returned {len(result)} tangents; forward gave {n_outputs} "
+                               "outputs")
+        return result
 
-__all__ = ["Function", "FunctionCtx", "grad", "detect_anomaly", "set_detect_anomaly", "is_anomaly_enabled",
-           "once_differentiable"]
+
+__all__ = ["Function", "FunctionCtx", "forward_ad", "grad", "detect_anomaly", "set_detect_anomaly",
+           "is_anomaly_enabled", "once_differentiable"]

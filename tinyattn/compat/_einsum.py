@@ -77,6 +77,15 @@ class Einsum(Function):
             grads.append(xp.ascontiguousarray(partial, dtype=array.dtype))
         return tuple(grads)
 
+    @staticmethod
+    def jvp(tangents, operands, out, **subscripts):  # multilinear: Σᵢ einsum(…, dxᵢ, …)
+        total = None
+        for i, t in enumerate(tangents):
+            if t is not None:
+                term = Einsum.apply(*operands[:i], t, *operands[i + 1:], **subscripts)
+                total = term if total is None else total + term
+        return total
+
 
 class _OnTensors:
     """The three array functions ``Einsum.backward`` calls, on tensors."""

@@ -50,6 +50,11 @@ class Erf(Function):
         xp = ops.namespace(grad)
         return (grad * (2 / math.sqrt(math.pi)) * xp.exp(-self.x * self.x),)
 
+    @staticmethod
+    def jvp(tangents, inputs, out):  # d erf x = 2/√π · e^(-x²)·dx
+        (dx,), (x,) = tangents, inputs
+        return dx * (2 / math.sqrt(math.pi)) * (-x * x).exp()
+
 
 def gelu(input, approximate="none"):
     """Gaussian error linear unit ``x · Φ(x)``.
@@ -126,6 +131,11 @@ class Softmax(Function):
         y, xp = self.y, ops.namespace(grad)
         return (y * (grad - xp.sum(grad * y, axis=self.dim, keepdims=True)),)
 
+    @staticmethod
+    def jvp(tangents, inputs, out, dim):  # dy = y ⊙ (dx - Σ dx ⊙ y)
+        dx = tangents[0]
+        return out * (dx - (dx * out).sum(dim, keepdim=True))
+
 
 class LogSoftmax(Function):
     """``y = x - max x - log Σ exp(x - max x)`` along ``dim``; ``∂L/∂x = g - exp(y) · Σ g``."""
@@ -140,6 +150,11 @@ class LogSoftmax(Function):
     def backward(self, grad):
         xp = ops.namespace(grad)
         return (grad - xp.exp(self.y) * xp.sum(grad, axis=self.dim, keepdims=True),)
+
+    @staticmethod
+    def jvp(tangents, inputs, out, dim):  # dy = dx - Σ dx ⊙ exp(y)
+        dx = tangents[0]
+        return dx - (dx * out.exp()).sum(dim, keepdim=True)
 
 
 def log_softmax_of_array(x, dim):
@@ -211,6 +226,13 @@ class LayerNorm(Function):
         mean_grad = grad.mean(axis=axes, keepdims=True)
         mean_grad_x_hat = (grad * x_hat).mean(axis=axes, keepdims=True)
         return (self.rstd * (grad - mean_grad - x_hat * mean_grad_x_hat),)
+
+    @staticmethod
+    def jvp(tangents, inputs, out, axes, eps):  # dx̂ = r · (dx - mean(dx) - x̂ · mean(dx ⊙ x̂)), x̂ the output
+        (dx,), (x,) = tangents, inputs
+        centered = x - x.mean(axes, keepdim=True)
+        rstd = 1 / ((centered * centered).mean(axes, keepdim=True) + eps).sqrt()
+        return rstd * (dx - dx.mean(axes, keepdim=True) - out * (dx * out).mean(axes, keepdim=True))
 
     def reference(self, x):
         """The same ``x̂`` from primitives, for a gradient that is differentiated again (``create_graph``)."""

@@ -20,6 +20,7 @@ import weakref
 from collections import namedtuple
 
 from .. import backend
+from ..ops import TangentPack
 from ..tensor import Function, Tensor, is_grad_enabled
 
 _IDS = itertools.count()  # one number per hook ever registered, as PyTorch's RemovableHandle.next_id
@@ -78,6 +79,12 @@ class _Hub(Function):
     def backward(self, grads):
         return self.on_backward(grads.grads)
 
+    @staticmethod
+    def jvp(tangents, inputs, out, on_backward):  # the joined tensors' tangents, each beside its array
+        if all(t is None for t in tangents):
+            return None
+        return TangentPack(out, [(x._data, t) for x, t in zip(inputs, tangents)])
+
 
 class _Pick(Function):
     """Tensor ``index`` of a hub's side: its array, unchanged; its gradient goes to the hub."""
@@ -90,6 +97,10 @@ class _Pick(Function):
 
     def backward(self, grad):
         return (_Grads({self.index: grad}),)
+
+    @staticmethod
+    def jvp(tangents, inputs, out, index, array):  # an identity: the tangent of the tensor it picks
+        return next(t for joined, t in tangents[0].parts if joined is array)
 
 
 class BackwardHook:
