@@ -194,3 +194,17 @@ class use_fast_paths:
     def __exit__(self, *exc):
         _ENABLED[0] = self._previous
         changed()
+
+
+class reference_only:
+    """Context manager: the table is not read inside, with nothing else changed (the routes remembered stay
+    right for when it is read again). For the library's own recomputations (a fused node's output recomputed by
+    its reference definition, ``tensor._recomputed``); users switch with ``use_fast_paths``. Like that switch,
+    it is the process's."""
+
+    def __enter__(self):
+        self._previous, _ENABLED[0] = _ENABLED[0], False
+        return self
+
+    def __exit__(self, *exc):
+        _ENABLED[0] = self._previous

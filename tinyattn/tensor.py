@@ -30,6 +30,7 @@ Two extension points, for the floors above, and nothing else of theirs:
 array([2., 4., 6.], dtype=float32)
 """
 
+import contextlib
 import inspect
 import itertools
 import math
@@ -281,6 +282,12 @@ class Function:
             result.requires_grad, result._ctx = True, fn
         return result
 
+    def needs_grad(self, i):
+        """Whether backward must give input ``i``'s gradient: the input requires one, and, in a walk that
+        wants some tensors' gradients alone (``autograd.grad``), it leads to one of them."""
+        needed = self.__dict__.get("needed")
+        return self.parents[i].requires_grad if needed is None else needed[i]
+
     def release(self):
         """Drop the arrays saved for backward; the node stays in the graph, marked."""
         self.__dict__ = {}
@@ -447,6 +454,7 @@ def _walk(roots, retain_graph, create_graph, inputs=None, boundary=0):
             _add(grads, tensor._ctx, grad)
     order = _topological_order([t._ctx for t, _ in roots if t._ctx is not None], boundary)
     runs = None if inputs is None else _needed(order, inputs, wanted)
+    wanted_leaves = set() if inputs is None else {id(t) for t in inputs if t._ctx is None}
     if runs is not None:
         order = [fn for fn in order if fn in runs or fn in wanted]
     taken = {}
@@ -464,7 +472,13 @@ def _walk(roots, retain_graph, create_graph, inputs=None, boundary=0):
             if fn.sequence < boundary:
                 continue
             _check_runnable(fn)
+            if runs is not None:  # which inputs lead to a wanted tensor: the others' gradients are not computed
+                fn.__dict__["needed"] = tuple(
+                    e in runs or e in wanted or (e is None and p.requires_grad and id(p) in wanted_leaves)
+                    for p, e in zip(fn.parents, fn.edges))
             input_grads = _on_tensors(fn, grad) if create_graph else fn.backward(grad)
+            if runs is not None:
+                fn.__dict__.pop("needed", None)
             if _ANOMALY[0] is True:
                 _check_finite(fn, input_grads)
             if not retain_graph:
@@ -600,19 +614,24 @@ def _output_of(fn):
     return out
 
 
-def _recomputed(fn, grad, create_graph=True):
+def _recomputed(fn, grad, create_graph=True, reference_only=True):
     """The gradients of ``fn``'s inputs from its output recomputed by ``fn.reference(*inputs)``: the output
     recorded afresh from the input tensors, then differentiated through that subgraph alone, down to the
-    inputs (a node whose backward works on arrays, under ``create_graph``; ``utils.Checkpoint`` always)."""
+    inputs (a node whose backward works on arrays, under ``create_graph``; ``utils.Checkpoint`` always, with
+    fast paths as they are: ``reference_only=False``). ``reference_only``: the reference definitions alone
+    run inside, so no fused node of the recomputation is recomputed in its turn."""
     boundary = next(_SEQUENCE)  # every node the recomputation records comes after this number
     parents = fn.parents
-    with enable_grad():
+    with dispatch.reference_only() if reference_only else _NOTHING, enable_grad():
         out = fn.reference(*parents)
     if not out.requires_grad:
         return (None,) * len(parents)
-    differentiable = [p for p in parents if p.requires_grad]
-    taken = _walk([(out, grad)], create_graph, create_graph, differentiable, boundary)
-    return tuple(taken.get(id(p)) if p.requires_grad else None for p in parents)
+    needed = [i for i, p in enumerate(parents) if fn.needs_grad(i)]
+    taken = _walk([(out, grad)], create_graph, create_graph, [parents[i] for i in needed], boundary)
+    return tuple(taken.get(id(p)) if i in needed else None for i, p in enumerate(parents))
+
+
+_NOTHING = contextlib.nullcontext()
 
 
 class _Copy(Function):

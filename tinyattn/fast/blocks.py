@@ -88,15 +88,15 @@ class _ResidualBlock(Function):
         y, self.norm = layer_norm_rows(s, norm_weight, norm_bias, eps)  # (M, E)
         return y
 
-    def _grad_of_output(self, grad, a, weight, weight_tensor, bias_tensor):
+    def _grad_of_output(self, grad, a, weight, weight_needed, bias_needed):
         """``(∂s, ∂a, ∂W, ∂b, norm's gradients)`` for ``grad = ∂L/∂y``: ``∂s = G`` pre-norm (the norm's
         gradients come later), ``∂norm(G)`` post-norm; ``∂W = ∂sᵀ a`` and ``∂b = Σ_rows ∂s`` only when
-        the parameter (``weight_tensor``, ``bias_tensor``) needs them; ``∂a = ∂s W``, a fresh array."""
+        the parameter needs them (``weight_needed``, ``bias_needed``); ``∂a = ∂s W``, a fresh array."""
         grad_s, grad_norm = grad.reshape(a.shape[0], grad.shape[-1]), ()  # (M, E)
         if not self.norm_first:
             grad_s, *grad_norm = layer_norm_rows_backward(grad_s, self.norm)
-        grad_weight = parallel.matmul(grad_s.T, a) if weight_tensor.requires_grad else None  # (E, K)
-        grad_bias = column_sums(grad_s) if bias_tensor.requires_grad else None  # (E,)
+        grad_weight = parallel.matmul(grad_s.T, a) if weight_needed else None  # (E, K)
+        grad_bias = column_sums(grad_s) if bias_needed else None  # (E,)
         return grad_s, parallel.matmul(grad_s, weight), grad_weight, grad_bias, grad_norm
 
     def _grad_of_input(self, grad_h, grad_s, grad_norm, shape):
@@ -210,9 +210,9 @@ class SelfAttentionBlock(_ResidualBlock):
             raise RuntimeError("SelfAttentionBlock: backward of a forward run with transposed products and "
                                "for_backward=False (no stacked in-projection weight kept); apply it with "
                                "for_backward=True when a graph is recorded")
-        parents = self.parents  # a weight's or bias's product runs only when it needs its gradient
+        # a weight's or bias's product runs only when it needs its gradient (``needs_grad``)
         grad_s, grad_merged, grad_w_o, grad_b_o, grad_norm = self._grad_of_output(
-            grad, self.merged, self.w_o, parents[9], parents[10])  # ∂s, ∂a (M, E), ∂W_o, ∂b_o
+            grad, self.merged, self.w_o, self.needs_grad(9), self.needs_grad(10))  # ∂s, ∂a (M, E), ∂W_o, ∂b_o
         index = None
         if self.tokens is not None:  # ∂a's rows back in the padded batch; the padding's rows are 0
             index, B, L = self.tokens
@@ -221,7 +221,7 @@ class SelfAttentionBlock(_ResidualBlock):
             grad_merged = every_row  # (B·L, E)
         grad_qkv, _ = packed_attention_backward(grad_merged, self.qkv, self.weights, None, self.scale,
                                                 self.attention_output)
-        in_proj_needs = [True] + [p.requires_grad for p in parents[3:9]]  # ∂h, then W_q … b_v
+        in_proj_needs = [True] + [self.needs_grad(i) for i in range(3, 9)]  # ∂h, then W_q … b_v
         grad_h, *grad_in_proj = in_projection_backward(grad_qkv, self.h, self.w_qkv, in_proj_needs,
                                                        index)  # ∂h (M, E)
         return self._grad_of_input(grad_h, grad_s, grad_norm, grad.shape) + (*grad_in_proj, grad_w_o, grad_b_o)
@@ -283,9 +283,9 @@ class FeedForwardBlock(_ResidualBlock):
 
     @parallel.products_on_pool
     def backward(self, grad):
-        parents = self.parents  # a weight's or bias's product runs only when it needs its gradient
+        # a weight's or bias's product runs only when it needs its gradient (``needs_grad``)
         grad_s, grad_hidden, grad_w2, grad_b2, grad_norm = self._grad_of_output(
-            grad, self.hidden, self.w2, parents[5], parents[6])  # ∂s, ∂A (M, F), ∂W2, ∂b2
+            grad, self.hidden, self.w2, self.needs_grad(5), self.needs_grad(6))  # ∂s, ∂A (M, F), ∂W2, ∂b2
         if self.activation == "relu":
             relu_backward(grad_hidden, self.hidden)  # ∂Z = ∂A ∘ [A > 0], in place
         elif self.slope is None:
@@ -293,8 +293,8 @@ class FeedForwardBlock(_ResidualBlock):
                                "kept); apply it with for_backward=True when a graph is recorded")
         else:
             gelu_backward_rows(grad_hidden, self.slope)  # ∂Z = ∂A ∘ gelu'(Z), in place
-        grad_w1 = parallel.matmul(grad_hidden.T, self.h) if parents[3].requires_grad else None  # (F, E)
-        grad_b1 = column_sums(grad_hidden) if parents[4].requires_grad else None  # (F,)
+        grad_w1 = parallel.matmul(grad_hidden.T, self.h) if self.needs_grad(3) else None  # (F, E)
+        grad_b1 = column_sums(grad_hidden) if self.needs_grad(4) else None  # (F,)
         grad_h = parallel.matmul(grad_hidden, self.w1)  # (M, E)
         return self._grad_of_input(grad_h, grad_s, grad_norm, grad.shape) + (grad_w1, grad_b1, grad_w2, grad_b2)
 
