@@ -125,7 +125,7 @@ class Mul(_Binary):
         return a * b
 
     def backward(self, grad):
-        a_needs, b_needs = self.parents[0].requires_grad, self.parents[1].requires_grad
+        a_needs, b_needs = self.needs_grad(0), self.needs_grad(1)
         return (sum_to(grad * self.b, self.a_shape) if a_needs else None,
                 sum_to(grad * self.a, self.b_shape) if b_needs else None)
 
@@ -143,8 +143,9 @@ class Div(_Binary):
 
     def backward(self, grad):
         grad_a = grad / self.b  # d(a/b)/da = 1/b
-        grad_b = -grad_a * self.a / self.b if self.parents[1].requires_grad else None  # -a/b²
-        return sum_to(grad_a, self.a_shape), None if grad_b is None else sum_to(grad_b, self.b_shape)
+        grad_b = -grad_a * self.a / self.b if self.needs_grad(1) else None  # -a/b²
+        return (sum_to(grad_a, self.a_shape) if self.needs_grad(0) else None,
+                None if grad_b is None else sum_to(grad_b, self.b_shape))
 
     @staticmethod
     def jvp(tangents, inputs, out):  # d(a/b) = (da - db·(a/b)) / b
@@ -165,9 +166,9 @@ class Pow(_Binary):
     def backward(self, grad):
         a, b = self.a, self.b
         grad_a = grad_b = None
-        if self.parents[0].requires_grad:  # b·a^(b-1)
+        if self.needs_grad(0):  # b·a^(b-1)
             grad_a = sum_to(grad * b * a ** (b - 1), self.a_shape)
-        if self.parents[1].requires_grad:  # a^b·ln a, taken as 0 where a <= 0
+        if self.needs_grad(1):  # a^b·ln a, taken as 0 where a <= 0
             xp = namespace(a)
             log_a = xp.log(xp.where(a > 0, a, 1))
             grad_b = sum_to(grad * self.out * log_a, self.b_shape)
@@ -246,9 +247,9 @@ class MatMul(Function):
         if a.ndim == 1:
             grad = grad[..., None, :]  # grad: (…, n, m)
         grad_a = grad_b = None
-        if self.parents[0].requires_grad:
+        if self.needs_grad(0):
             grad_a = sum_to(grad @ b2.swapaxes(-1, -2), a2.shape).reshape(a.shape)  # (…, n, k)
-        if self.parents[1].requires_grad:
+        if self.needs_grad(1):
             if b2.ndim == 2 and a2.ndim > 2:  # fold the batch into rows: one large GEMM
                 k, m = b2.shape
                 rows = math.prod(a2.shape[:-1])  # (not -1: k or m may be 0)
