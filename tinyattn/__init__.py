@@ -103,7 +103,7 @@ from .nn.functional import log_softmax, softmax  # noqa: E402
 from . import fast  # noqa: E402
 
 # isort: split
-from . import testing, utils, viz  # noqa: E402
+from . import func, testing, utils, viz  # noqa: E402
 from .dispatch import use_fast_paths  # noqa: E402
 from .fast.router import explain  # noqa: E402
 from .serialization import CheckpointError, load, save  # noqa: E402
@@ -121,5 +121,5 @@ __all__ = [
     "gather", "softmax", "log_softmax", "bmm", "tril", "triu", "repeat_interleave", "all", "any", "nonzero",
     "multinomial", "is_tensor",
     "save", "load", "CheckpointError", "backend", "ops", "nn", "optim", "interop", "testing", "viz", "autograd",
-    "use_fast_paths", "explain", "dispatch", "fast", "utils",
+    "use_fast_paths", "explain", "dispatch", "fast", "utils", "func",
 ]

@@ -398,7 +398,18 @@ def _generator_from_state(device, saved):
     return rng
 
 
+#: Inside ``ta.func.vmap``: its ``randomness`` ("error", "same" or "different"); ``None`` outside.
+RANDOMNESS = [None]
+
+
+def _check_randomness():
+    if RANDOMNESS[0] == "error":
+        raise RuntimeError("vmap: a random operation (dropout, a random draw) ran inside vmap(randomness='error'); "
+                           "pass randomness='same' (one draw for the whole batch) or 'different' (one per example)")
+
+
 def random_normal(shape, dtype, device):
+    _check_randomness()
     rng = generator(device)
     out = rng.standard_normal(shape, dtype=dtype)
     if type(out) is not np.ndarray and isinstance(out, np.generic):  # NumPy draws a scalar for shape ()
@@ -407,6 +418,7 @@ def random_normal(shape, dtype, device):
 
 
 def random_uniform(shape, dtype, device):
+    _check_randomness()
     rng = generator(device)
     out = rng.random(shape, dtype=dtype)
     if type(out) is not np.ndarray and isinstance(out, np.generic):  # NumPy draws a scalar for shape ()
@@ -414,10 +426,15 @@ def random_uniform(shape, dtype, device):
     return StrictArray(out) if device == "strict" else out
 
 
-def dropout_mask(shape, p, dtype, device):
+def dropout_mask(shape, p, dtype, device, batch_ndim=0):
     """Inverted dropout's mask: each element kept with probability ``1 - p`` and then worth ``1/(1-p)``, else 0
     (all zeros for ``p = 1``), drawn from the library's generator on ``device``. ``F.dropout`` and the fast
-    layer's attention draw it here, so the same seed gives the same mask on either route."""
-    uniform = random_uniform(shape, dtype, device)
+    layer's attention draw it here, so the same seed gives the same mask on either route. ``batch_ndim``: the
+    leading axes that are ``vmap``'s batch; with ``randomness="same"`` one draw serves them all."""
+    if batch_ndim and RANDOMNESS[0] == "same":
+        one = random_uniform(shape[batch_ndim:], dtype, device)
+        uniform = namespace(one).broadcast_to(one, shape)
+    else:
+        uniform = random_uniform(shape, dtype, device)
     scale = 0.0 if p == 1 else 1 / (1 - p)
     return (uniform >= p).astype(dtype) * scale  # kept with probability 1 - p

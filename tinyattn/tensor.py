@@ -329,6 +329,8 @@ def _with_tangents(cls, inputs, result, options):
         if tangent.dtype != result.dtype:
             tangent = tangent._to_dtype(result.dtype)
         result._tangents = {**(result._tangents or {}), level: tangent}
+    if result._tangents and result._ctx is not None:  # for a backward that reads the output (``_output_of``); under
+        result._ctx.__dict__.setdefault("output_tangents", result._tangents)  # vmap: the physical call's, set first
     return result
 
 
@@ -611,6 +613,7 @@ def _output_of(fn):
     array = getattr(fn, name)
     out = Tensor._wrap(np.asarray(array) if isinstance(array, np.generic) else array)  # (0-d: a NumPy scalar)
     out.requires_grad, out._ctx = True, fn
+    out._tangents = fn.__dict__.get("output_tangents")  # forward mode over a backward: the output's tangents too
     return out
 
 

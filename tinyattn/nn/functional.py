@@ -299,8 +299,9 @@ def dropout(input, p=0.5, training=True):
     if not training or p == 0:
         return input
     p = float(p)  # a NumPy float64 p would promote a float32 mask (NumPy 2 keeps a NumPy scalar's dtype)
-    mask = backend.dropout_mask(input.shape, p, input.dtype, input.device)  # 0, or 1/(1-p) with probability 1 - p
-    return input * Tensor._wrap(mask)
+    # 0, or 1/(1-p) with probability 1 - p; over the array as it lies (inside vmap: with the batch's axes in front)
+    mask = backend.dropout_mask(input._data.shape, p, input.dtype, input.device, input._data.ndim - input.ndim)
+    return input * Tensor._wrap(mask, input)
 
 
 # ----------------------------------------------------------------------------- embedding
@@ -533,7 +534,7 @@ def _softmax_over_allowed(scores, allowed):
     empty = (scores._data == -math.inf).all(axis=-1, keepdims=True)  # (…, Lq, 1): rows with no key
     if not empty.any():
         return softmax(scores, dim=-1)
-    empty = Tensor._wrap(empty)
+    empty = Tensor._wrap(empty, scores)  # (of scores' kind: inside vmap, batched as they are)
     return softmax(scores.masked_fill(empty, 0.0), dim=-1).masked_fill(empty, 0.0)
 
 

@@ -1,0 +1,610 @@
+"""Function transforms, as ``torch.func`` has them: ``grad``, ``grad_and_value``, ``vjp``, ``jvp``, ``jacrev``,
+``jacfwd``, ``hessian``, ``vmap`` and ``functional_call``, composable to any depth.
+
+Each transform takes a function of tensors and returns another:
+
+- ``grad(f)(x)`` is ∂f/∂x for a scalar ``f``: reverse mode (``ta.autograd.grad``) on a fresh alias of ``x``;
+- ``vjp(f, x)`` returns ``f(x)`` and the function ``u ↦ uᵀ J``; ``jvp(f, (x,), (v,))`` returns ``f(x)`` and
+  ``J v`` by forward mode (``ta.autograd.forward_ad``);
+- ``jacrev`` and ``jacfwd`` are ``vmap`` of ``vjp`` over the rows of an identity, or of ``jvp`` over its
+  columns; ``hessian(f)`` is ``jacfwd(jacrev(f))``;
+- ``vmap(f)(xs)`` runs ``f`` once on the whole batch, with each primitive's batching rule
+  (``func.batching``), as if on each example alone.
+
+Nesting works because every transform records what the one around it needs: a gradient is taken with
+``create_graph`` when another transform (or an outer graph) will differentiate it; each forward-mode call
+opens its own level, so an inner ``jvp`` never mixes its tangents into an outer one's; each ``vmap`` its own
+batch level. Inside ``vmap`` and forward mode the reference definitions run (fast paths off).
+
+>>> import tinyattn as ta
+>>> from tinyattn.func import grad, vmap
+>>> x = ta.tensor([0.0, 1.0, 2.0], dtype=ta.float64)
+>>> vmap(grad(lambda t: t.tanh()))(x)                       # tanh' = 1 - tanh², example by example
+tensor([1.        , 0.41997434, 0.07065082], dtype=float64)
+"""
+
+import functools
+import itertools
+from collections import namedtuple
+
+import numpy as np
+
+from .. import backend, dispatch, ops
+from ..tensor import (
+    _BATCHING,
+    _DUAL_LEVELS,
+    Tensor,
+    _walk,
+    enable_grad,
+    is_grad_enabled,
+)
+from . import batching
+from .batching import BatchedTensor, batched_class, levels_of
+
+__all__ = ["grad", "grad_and_value", "vjp", "jvp", "jacrev", "jacfwd", "hessian", "vmap", "functional_call"]
+
+_DEPTH = [0]  # how many differentiating transforms run: inside one, gradients keep their graph for the others
+
+
+# ----------------------------------------------------------------------------- trees of tensors
+
+
+def _flatten(tree):
+    """The tensors of a nested tuple/list/dict (leaves in order) and a function that rebuilds the tree."""
+    if isinstance(tree, (tuple, list)):
+        parts = [_flatten(t) for t in tree]
+        leaves = [leaf for part, _ in parts for leaf in part]
+
+        def rebuild(values):
+            values, out = list(values), []
+            for part, build in parts:
+                out.append(build(values[:len(part)]))
+                values = values[len(part):]
+            return type(tree)(out) if not hasattr(tree, "_fields") else type(tree)(*out)
+        return leaves, rebuild
+    if isinstance(tree, dict):
+        keys = list(tree)
+        leaves, rebuild_values = _flatten([tree[k] for k in keys])
+        return leaves, lambda values: dict(zip(keys, rebuild_values(values)))
+    return [tree], lambda values: values[0]
+
+
+class _transform:
+    """Inside: one more transform running (see ``_DEPTH``)."""
+
+    def __enter__(self):
+        _DEPTH[0] += 1
+
+    def __exit__(self, *exc):
+        _DEPTH[0] -= 1
+
+
+def _keeps_graph(tensors):
+    """Whether a gradient taken now must carry its graph: another differentiating transform runs around this
+    one, a forward-mode level is open, or an input is itself in a graph that may be differentiated later."""
+    return _DEPTH[0] > 1 or bool(_DUAL_LEVELS) or (is_grad_enabled() and any(t.requires_grad for t in tensors))
+
+
+# ----------------------------------------------------------------------------- reverse mode
+
+
+def _differentiable(x, name):
+    """A fresh alias of ``x`` that requires a gradient, in ``x``'s graph (so an outer transform still reaches
+    ``x``), batched like every open ``vmap`` level (a per-example gradient even of an unbatched ``x``)."""
+    if not isinstance(x, Tensor):
+        raise TypeError(f"{name}: expected a tensor to differentiate, got {type(x).__name__}")
+    if x.dtype.kind not in "fc":
+        raise TypeError(f"{name}: cannot differentiate with respect to a tensor of dtype {x.dtype}")
+    levels = tuple(batching.LEVELS)
+    missing = tuple(level for level in levels if level not in levels_of(x))
+    if missing:  # per example: the batch axes it lacks, made real
+        x = _lift(x, levels)
+    alias = ops.reshape(x, x.shape)  # a node of x's graph when x requires grad
+    if not alias.requires_grad:  # a leaf of its own, with x's tangents (forward mode around this transform)
+        alias = Tensor._wrap(x._data, x)
+        alias.requires_grad, alias._tangents = True, x._tangents
+    return alias
+
+
+def _lift(x, levels):
+    """``x`` batched at ``levels``: its array broadcast over the batch axes it lacks (a view, in the graph)."""
+    physical = batching.physical(x, levels)
+    sizes = tuple(batching.SIZES[level] for level in levels)
+    out = batching.plain(ops.expand, physical, *(sizes + physical.shape[len(levels):]))
+    out.__class__ = batched_class(levels)
+    tangents = batching.open_tangents(x)
+    if tangents:  # forward mode around: the tangents lifted alike
+        out._tangents = {level: _lift(t, levels) for level, t in tangents.items()}
+    return out
+
+
+def _gradients(outputs, cotangents, inputs, create_graph):
+    """The gradients of ``outputs`` (each given its cotangent, of its shape) with respect to ``inputs``, as
+    tensors of their kinds; zeros for an input the outputs do not reach. The walk runs on the graph's
+    physical arrays (``batching.unwrap``): a gradient leaves it batched again as its input is."""
+    roots = []
+    for out, ct in zip(outputs, cotangents):
+        if not out.requires_grad:
+            continue
+        ct = ct if isinstance(ct, Tensor) else Tensor._wrap(ct, out)
+        if levels_of(out) and not levels_of(ct):
+            ct = ct + out * 0  # one cotangent for every example: batched as the output is
+        if levels_of(ct):
+            ct = batching.unwrap(ct, levels_of(out))
+        roots.append((out, ct if create_graph else ct._data))
+    taken = _walk(roots, create_graph, create_graph, inputs) if roots else {}
+    grads = []
+    for t in inputs:
+        g = taken.get(id(t))
+        if g is None:
+            g = Tensor._wrap(backend.namespace(t._data).zeros(t._data.shape, t.dtype), t)
+        elif not isinstance(g, Tensor):
+            g = Tensor._wrap(g, t)
+        elif levels_of(t) or levels_of(g):
+            g = batching.rewrap(g, levels_of(t))
+        grads.append(g)
+    return grads
+
+
+def _argnums(argnums, count, name):
+    numbers = (argnums,) if isinstance(argnums, int) else tuple(argnums)
+    if not numbers:
+        raise RuntimeError(f"{name}: argnums must not be empty")
+    for n in numbers:
+        if not isinstance(n, int) or not -count <= n < count:
+            raise RuntimeError(f"{name}: argnums {argnums!r} out of range for a function of {count} positional "
+                               "arguments")
+    return tuple(n % count for n in numbers)
+
+
+def grad_and_value(func, argnums=0, has_aux=False):
+    """``(∂func/∂args[argnums], func(*args))`` for a ``func`` that returns one number (a one-element tensor),
+    or ``(number, aux)`` with ``has_aux=True``. ``argnums``: an int, or a tuple (then a tuple of gradients);
+    an argument may be a tensor or a tree (tuple, list, dict) of tensors, and its gradient is the same tree."""
+    @functools.wraps(func)
+    def wrapper(*args, **kwargs):
+        numbers = _argnums(argnums, len(args), "grad")
+        with _transform(), enable_grad():
+            args = list(args)
+            trees, originals = {}, []
+            for n in numbers:
+                leaves, rebuild = _flatten(args[n])
+                originals += leaves
+                leaves = [_differentiable(x, "grad") for x in leaves]
+                trees[n] = (leaves, rebuild)
+                args[n] = rebuild(leaves)
+            output = func(*args, **kwargs)
+            aux = None
+            if has_aux:
+                if not (isinstance(output, tuple) and len(output) == 2):
+                    raise RuntimeError("grad(has_aux=True): the function must return a pair (output, aux), got "
+                                       f"{type(output).__name__}")
+                output, aux = output
+            if not isinstance(output, Tensor):
+                raise RuntimeError(f"grad: the function must return a tensor (a number), got {type(output).__name__}"
+                                   + ("" if has_aux else "; pass has_aux=True to return (output, aux)"))
+            if output.numel() != 1:
+                raise RuntimeError(f"grad: the function must return one number, got a tensor of shape {output.shape}"
+                                   " (use vjp or jacrev for other outputs)")
+            inputs = [x for n in numbers for x in trees[n][0]]
+            ones = Tensor._wrap(backend.namespace(output._data).ones(output._data.shape, output.dtype), output)
+            grads = iter(_gradients([output], [ones], inputs, _keeps_graph(originals)))
+            result = tuple(trees[n][1]([next(grads) for _ in trees[n][0]]) for n in numbers)
+        result = result[0] if isinstance(argnums, int) else result
+        return (result, (output, aux)) if has_aux else (result, output)
+    return wrapper
+
+
+def grad(func, argnums=0, has_aux=False):
+    """``∂func/∂args[argnums]`` (``torch.func.grad``): see ``grad_and_value``; with ``has_aux`` ``(grad, aux)``.
+
+    >>> import tinyattn as ta
+    >>> ta.func.grad(lambda x: (x ** 3).sum())(ta.tensor([1.0, 2.0]))
+    tensor([ 3., 12.])
+    """
+    @functools.wraps(func)
+    def wrapper(*args, **kwargs):
+        gradients, (_, aux) = grad_and_value(func, argnums, has_aux=True)(*args, **kwargs) if has_aux else \
+            (grad_and_value(func, argnums)(*args, **kwargs)[0], (None, None))
+        return (gradients, aux) if has_aux else gradients
+    return wrapper
+
+
+def vjp(func, *primals, has_aux=False):
+    """``(func(*primals), vjp_fn)`` with ``vjp_fn(cotangents)`` → one gradient per primal: ``uᵀ J`` (the
+    cotangents shaped as the output, a tensor or a tree of them); with ``has_aux`` ``(output, vjp_fn, aux)``."""
+    with _transform(), enable_grad():
+        trees = [_flatten(p) for p in primals]
+        originals = [x for part, _ in trees for x in part]
+        leaves = [[_differentiable(x, "vjp") for x in part] for part, _ in trees]
+        output = func(*[build(part) for part, (_, build) in zip(leaves, trees)])
+        aux = None
+        if has_aux:
+            if not (isinstance(output, tuple) and len(output) == 2):
+                raise RuntimeError("vjp(has_aux=True): the function must return a pair (output, aux)")
+            output, aux = output
+    outputs, rebuild_output = _flatten(output)
+    for out in outputs:
+        if not isinstance(out, Tensor):
+            raise RuntimeError(f"vjp: the function must return tensors, got {type(out).__name__}")
+    inputs = [x for part in leaves for x in part]
+
+    def vjp_fn(cotangents):
+        cts, _ = _flatten(cotangents)
+        if len(cts) != len(outputs):
+            raise RuntimeError(f"vjp_fn: {len(cts)} cotangents for {len(outputs)} outputs")
+        for ct, out in zip(cts, outputs):
+            if not isinstance(ct, Tensor) or ct.shape != out.shape:
+                raise RuntimeError(f"vjp_fn: a cotangent of shape {getattr(ct, 'shape', type(ct).__name__)} for an "
+                                   f"output of shape {out.shape}")
+        with _transform(), enable_grad():
+            keep = _keeps_graph(originals) or any(isinstance(ct, BatchedTensor) or ct.requires_grad for ct in cts)
+            grads = iter(_gradients(outputs, cts, inputs, create_graph=True if keep else False))
+            return tuple(build([next(grads) for _ in part]) for part, (_, build) in zip(leaves, trees))
+
+    return (output, vjp_fn, aux) if has_aux else (output, vjp_fn)
+
+
+# ----------------------------------------------------------------------------- forward mode
+
+_LEVEL_NUMBERS = itertools.count(1)
+
+
+def _dual(x, tangent, level):
+    alias = ops.reshape(x, x.shape)  # an alias in x's graph, which carries the tangent
+    alias._tangents = {**(x._tangents or {}), level: tangent}
+    return alias
+
+
+def jvp(func, primals, tangents, *, strict=False, has_aux=False):
+    """``(func(*primals), J · tangents)`` by forward mode (``torch.func.jvp``): ``primals`` and ``tangents``
+    are tuples of the same trees of tensors, each tangent of its primal's shape and dtype."""
+    if not isinstance(primals, tuple) or not isinstance(tangents, tuple):
+        raise RuntimeError("jvp: primals and tangents must be tuples")
+    p_leaves, rebuild = _flatten(primals)
+    t_leaves, _ = _flatten(tangents)
+    if len(p_leaves) != len(t_leaves):
+        raise RuntimeError(f"jvp: {len(t_leaves)} tangents for {len(p_leaves)} primals")
+    for p, t in zip(p_leaves, t_leaves):
+        if not isinstance(p, Tensor) or not isinstance(t, Tensor):
+            raise RuntimeError("jvp: primals and tangents must be tensors")
+        if p.shape != t.shape:
+            raise RuntimeError(f"jvp: a tangent of shape {t.shape} for a primal of shape {p.shape}")
+    level = next(_LEVEL_NUMBERS)
+    with _transform(), dispatch.use_fast_paths(False):
+        _DUAL_LEVELS.append(level)
+        try:
+            duals = [_dual(p, t if t.dtype == p.dtype else t._to_dtype(p.dtype), level)
+                     for p, t in zip(p_leaves, t_leaves)]
+            output = func(*rebuild(duals))
+            aux = None
+            if has_aux:
+                if not (isinstance(output, tuple) and len(output) == 2):
+                    raise RuntimeError("jvp(has_aux=True): the function must return a pair (output, aux)")
+                output, aux = output
+            outputs, rebuild_output = _flatten(output)
+            primal_out, tangent_out = [], []
+            for out in outputs:
+                if not isinstance(out, Tensor):
+                    raise RuntimeError(f"jvp: the function must return tensors, got {type(out).__name__}")
+                tangent = (out._tangents or {}).get(level)
+                plain = ops.reshape(out, out.shape)  # the output without this level's tangent
+                plain._tangents = {k: v for k, v in (out._tangents or {}).items() if k != level} or None
+                primal_out.append(plain)
+                tangent_out.append(tangent if tangent is not None else out * 0)
+        finally:
+            _DUAL_LEVELS.remove(level)
+    result = (rebuild_output(primal_out), rebuild_output(tangent_out))
+    return result + (aux,) if has_aux else result
+
+
+# ----------------------------------------------------------------------------- vmap
+
+
+def _check_in_dims(in_dims, args):
+    if isinstance(in_dims, int) or in_dims is None:
+        return [in_dims] * len(args)
+    if not isinstance(in_dims, (tuple, list)) or len(in_dims) != len(args):
+        raise ValueError(f"vmap: in_dims {in_dims!r} is not compatible with the structure of the inputs: expected an "
+                         f"int, None, or a tuple of {len(args)} (one per positional argument)")
+    return list(in_dims)
+
+
+def _expanded_dims(dims, tree):
+    """``dims`` (an int, None, or a tree matching ``tree``) as one entry per tensor of ``tree``."""
+    leaves, _ = _flatten(tree)
+    if isinstance(dims, int) or dims is None:
+        return [dims] * len(leaves)
+    dim_leaves, _ = _flatten(dims)
+    if len(dim_leaves) != len(leaves):
+        raise ValueError(f"vmap: in_dims {dims!r} does not match the structure of its argument ({len(leaves)} "
+                         "tensors)")
+    return dim_leaves
+
+
+def vmap(func, in_dims=0, out_dims=0, randomness="error", *, chunk_size=None):
+    """``func`` mapped over a batch axis of its inputs (``torch.func.vmap``): ``in_dims`` gives, per
+    positional argument (or for all), the axis that holds the batch, or ``None`` for an argument shared by
+    every example; ``out_dims`` where the batch goes in the outputs. ``func`` runs once, on whole arrays.
+    ``randomness``: ``"error"`` (a random draw inside raises), ``"same"`` (one draw for every example) or
+    ``"different"`` (one per example). ``chunk_size``: run the batch that many examples at a time.
+
+    >>> import tinyattn as ta
+    >>> w = ta.tensor([[1.0, 2.0], [3.0, 4.0]])
+    >>> ta.func.vmap(lambda x: w @ x)(ta.tensor([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]]))
+    tensor([[1., 3.],
+            [2., 4.],
+            [3., 7.]])
+    """
+    if randomness not in ("error", "same", "different"):
+        raise ValueError(f"vmap: randomness must be 'error', 'same' or 'different', got {randomness!r}")
+
+    @functools.wraps(func)
+    def wrapper(*args, **kwargs):
+        dims = _check_in_dims(in_dims, args)
+        flat = []  # (position, leaf index, tensor, dim)
+        args = list(args)
+        rebuilders = {}
+        for i, (arg, dim) in enumerate(zip(args, dims)):
+            leaves, rebuild = _flatten(arg)
+            rebuilders[i] = (leaves, rebuild)
+            for j, (leaf, d) in enumerate(zip(leaves, _expanded_dims(dim, arg))):
+                if d is None:
+                    continue
+                if not isinstance(leaf, Tensor):
+                    raise ValueError(f"vmap: in_dims gives the batch axis {d} for argument {i}, which is a "
+                                     f"{type(leaf).__name__}, not a tensor (use None for it)")
+                if not isinstance(d, int) or not -leaf.ndim <= d < max(leaf.ndim, 1) or leaf.ndim == 0:
+                    raise ValueError(f"vmap: in_dims {d!r} is out of range for argument {i} of shape {leaf.shape} "
+                                     f"(it has {leaf.ndim} dimensions)")
+                flat.append((i, j, leaf, d % leaf.ndim))
+        if not flat:
+            raise ValueError("vmap: at least one argument must be a tensor mapped over (in_dims not all None)")
+        sizes = {leaf.shape[d] for _, _, leaf, d in flat}
+        if len(sizes) != 1:
+            raise ValueError("vmap: expected all tensors to have the same size in the mapped dimension, got sizes "
+                             f"{[leaf.shape[d] for _, _, leaf, d in flat]}")
+        size = sizes.pop()
+        if chunk_size is not None and chunk_size < size:
+            return _in_chunks(func, dims, out_dims, randomness, chunk_size, args, kwargs, size)
+        return _vmap_call(func, flat, rebuilders, args, kwargs, size, out_dims, randomness)
+    return wrapper
+
+
+_VMAP_LEVELS = itertools.count(1)
+
+
+def _vmap_call(func, flat, rebuilders, args, kwargs, size, out_dims, randomness):
+    level = next(_VMAP_LEVELS)
+    outer = tuple(batching.LEVELS)
+    leaves_by_arg = {i: list(leaves) for i, (leaves, _) in rebuilders.items()}
+    for i, j, leaf, d in flat:  # the batch axis to the front, marked as this level's
+        moved = ops.permute(leaf, d, *[k for k in range(leaf.ndim) if k != d]) if d else ops.reshape(leaf, leaf.shape)
+        _mark(moved, level)
+        leaves_by_arg[i][j] = moved
+    for i, (_, rebuild) in rebuilders.items():
+        args[i] = rebuild(leaves_by_arg[i])
+    batching.LEVELS.append(level)
+    batching.SIZES[level] = size
+    saved = _BATCHING[0], backend.RANDOMNESS[0]
+    _BATCHING[0], backend.RANDOMNESS[0] = batching.apply_batched, randomness
+    try:
+        with dispatch.use_fast_paths(False):
+            output = func(*args, **kwargs)
+            outputs, rebuild = _flatten(output)
+            out_dims_flat = _expanded_out_dims(out_dims, output, len(outputs))
+            results = []
+            for out, d in zip(outputs, out_dims_flat):
+                if not isinstance(out, Tensor):
+                    raise ValueError("vmap: the function must return tensors (or trees of them), got "
+                                     f"{type(out).__name__}")
+                results.append(_unbatched(out, level, outer, size, d))  # (while the level is open: see physical)
+    finally:
+        _BATCHING[0], backend.RANDOMNESS[0] = saved
+        batching.LEVELS.remove(level)
+        del batching.SIZES[level]
+    return rebuild(results)
+
+
+def _mark(t, level):
+    """``t`` (its leading logical axis the batch) marked batched at the new, innermost ``level``; its tangents too."""
+    t.__class__ = batched_class(levels_of(t) + (level,))
+    for tangent in (batching.open_tangents(t) or {}).values():
+        _mark(tangent, level)
+
+
+def _expanded_out_dims(out_dims, output, count):
+    if isinstance(out_dims, int) or out_dims is None:
+        return [out_dims] * count
+    dims, _ = _flatten(out_dims)
+    if len(dims) != count:
+        raise ValueError(f"vmap: out_dims {out_dims!r} does not match the {count} outputs")
+    return dims
+
+
+def _unbatched(out, level, outer, size, out_dim):
+    """An output of the function: this level's batch axis made a real axis again, at ``out_dim``."""
+    levels = levels_of(out)
+    if level not in levels:  # the same for every example: repeated along the new axis
+        out = ops.expand(ops.unsqueeze(out, 0), size, *out.shape)
+    else:
+        out = _drop_level(out, level)
+    if out_dim is None:
+        raise ValueError("vmap: out_dims None is possible only for an output that is the same for every example")
+    if out_dim % out.ndim:
+        dims = list(range(1, out.ndim))
+        dims.insert(out_dim % out.ndim, 0)
+        out = ops.permute(out, *dims)
+    return out
+
+
+def _drop_level(t, level):
+    """``t`` (batched at ``level``, the innermost) with that batch axis a real, leading axis; its tangents alike."""
+    levels = levels_of(t)
+    if level not in levels:  # (a tangent the same for every example)
+        return ops.expand(ops.unsqueeze(t, 0), batching.SIZES.get(level, 1), *t.shape)
+    alias = batching.physical(t, levels)
+    alias.__class__ = batched_class(tuple(lv for lv in levels if lv != level))
+    tangents = batching.open_tangents(t)
+    if tangents:
+        alias._tangents = {lv: _drop_level(tangent, level) for lv, tangent in tangents.items()}
+    return alias
+
+
+def _in_chunks(func, dims, out_dims, randomness, chunk_size, args, kwargs, size):
+    pieces = []
+    for start in range(0, size, chunk_size):
+        chunk_args = [arg if d is None else _take(arg, d, start, start + chunk_size) for arg, d in zip(args, dims)]
+        pieces.append(vmap(func, tuple(dims), out_dims, randomness)(*chunk_args, **kwargs))
+    first, rebuild = _flatten(pieces[0])
+    dims_flat = _expanded_out_dims(out_dims, pieces[0], len(first))
+    columns = zip(*[_flatten(p)[0] for p in pieces])
+    return rebuild([ops.cat(list(column), d) for column, d in zip(columns, dims_flat)])
+
+
+def _take(arg, dim, start, stop):
+    leaves, rebuild = _flatten(arg)
+    dims = _expanded_dims(dim, arg)
+    return rebuild([leaf if d is None else leaf[(slice(None),) * (d % leaf.ndim) + (slice(start, stop),)]
+                    for leaf, d in zip(leaves, dims)])
+
+
+# ----------------------------------------------------------------------------- Jacobians
+
+
+def _basis(shape, dtype, device):
+    """The identity over a tensor of ``shape``: ``(N, *shape)``, row ``k`` the k-th unit tensor."""
+    n = int(np.prod(shape, dtype=np.int64))
+    eye = backend.namespace_for(device).eye(n, dtype=dtype)
+    return Tensor._wrap(eye.reshape((n,) + tuple(shape)))
+
+
+def jacrev(func, argnums=0, *, has_aux=False, chunk_size=None):
+    """The Jacobian by reverse mode (``torch.func.jacrev``): ``vmap`` of ``vjp`` over the rows of an identity of
+    the output's size. Shape: the output's shape followed by the input's."""
+    @functools.wraps(func)
+    def wrapper(*args):
+        numbers = _argnums(argnums, len(args), "jacrev")
+
+        def of_chosen(*chosen):
+            full_args = list(args)
+            for n, value in zip(numbers, chosen):
+                full_args[n] = value
+            return func(*full_args)
+
+        result = vjp(of_chosen, *[args[n] for n in numbers], has_aux=has_aux)
+        output, vjp_fn = result[0], result[1]
+        outputs, rebuild = _flatten(output)
+        jacobians = []
+        for k, out in enumerate(outputs):
+            basis = _basis(out.shape, out.dtype, out.device)
+
+            def row(u, k=k):
+                cts = [u if i == k else o * 0 for i, o in enumerate(outputs)]
+                return vjp_fn(rebuild(cts))
+            rows = vmap(row, chunk_size=chunk_size)(basis)  # per input: (N_out, *input shape)
+            jacobians.append(tuple(_reshape_tree(r, out.shape) for r in rows))
+        per_output = [j[0] if isinstance(argnums, int) else j for j in jacobians]
+        jac = rebuild(per_output)
+        return (jac, result[2]) if has_aux else jac
+    return wrapper
+
+
+def _reshape_tree(tree, out_shape):
+    leaves, rebuild = _flatten(tree)
+    return rebuild([leaf.reshape(tuple(out_shape) + leaf.shape[1:]) for leaf in leaves])
+
+
+def jacfwd(func, argnums=0, has_aux=False, *, randomness="error"):
+    """The Jacobian by forward mode (``torch.func.jacfwd``): ``vmap`` of ``jvp`` over the columns of an
+    identity of the input's size. Shape: the output's shape followed by the input's."""
+    @functools.wraps(func)
+    def wrapper(*args):
+        numbers = _argnums(argnums, len(args), "jacfwd")
+        chosen = [args[n] for n in numbers]
+        results = []
+        aux_holder = []
+        for position, x in enumerate(chosen):
+            basis = _basis(x.shape, x.dtype, x.device)  # (N_in, *x.shape)
+
+            def column(v, position=position):
+                tangents = tuple(v if p == position else c * 0 for p, c in enumerate(chosen))
+
+                def of_chosen(*values):
+                    full_args = list(args)
+                    for n, value in zip(numbers, values):
+                        full_args[n] = value
+                    return func(*full_args)
+                out = jvp(of_chosen, tuple(chosen), tangents, has_aux=has_aux)
+                if has_aux:
+                    aux_holder.append(out[2])
+                return out[1]
+            columns = vmap(column, randomness=randomness)(basis)  # (N_in, *output shape), per output
+            leaves, rebuild = _flatten(columns)
+            moved = []
+            for leaf in leaves:  # (N_in, *out) -> (*out, *in)
+                out_ndim = leaf.ndim - 1
+                leaf = ops.permute(leaf, *range(1, leaf.ndim), 0)
+                moved.append(leaf.reshape(leaf.shape[:out_ndim] + x.shape))
+            results.append(rebuild(moved))
+        jac = results[0] if isinstance(argnums, int) else _per_output(results)
+        return (jac, aux_holder[-1] if aux_holder else None) if has_aux else jac
+    return wrapper
+
+
+def _per_output(results):
+    """Jacobians by input (each a tree over the outputs) as PyTorch nests them: by output, then by input."""
+    first, rebuild = _flatten(results[0])
+    if len(first) == 1 and isinstance(results[0], Tensor):
+        return tuple(results)
+    columns = zip(*[_flatten(r)[0] for r in results])
+    return rebuild([tuple(c) for c in columns])
+
+
+def hessian(func, argnums=0):
+    """The Hessian (``torch.func.hessian``): ``jacfwd(jacrev(func))``, shape the input's twice."""
+    return jacfwd(jacrev(func, argnums), argnums)
+
+
+# ----------------------------------------------------------------------------- modules as functions
+
+
+def functional_call(module, parameter_and_buffer_dicts, args=(), kwargs=None, *, tie_weights=True, strict=False):
+    """``module(*args, **kwargs)`` with its parameters and buffers replaced, for the call, by the tensors of
+    ``parameter_and_buffer_dicts`` (a dict, or several, by dotted name), as ``torch.func.functional_call``:
+    how ``grad`` and ``vmap`` take a model's weights as an argument."""
+    dicts = parameter_and_buffer_dicts if isinstance(parameter_and_buffer_dicts, (list, tuple)) else \
+        [parameter_and_buffer_dicts]
+    values = {}
+    for d in dicts:
+        for name, value in d.items():
+            if name in values:
+                raise ValueError(f"functional_call: {name!r} appears in more than one dict")
+            values[name] = value
+    tables = {}
+    for name, sub in module.named_modules():
+        for table in (sub._parameters, sub._buffers):
+            for key in table:
+                tables[f"{name}.{key}" if name else key] = (table, key)
+    unknown = [name for name in values if name not in tables]
+    if unknown:
+        raise ValueError(f"functional_call: unexpected keys {unknown}: the module has no such parameter or buffer")
+    if strict:
+        missing = [name for name in tables if name not in values]
+        if missing:
+            raise ValueError(f"functional_call(strict=True): missing keys {missing}")
+    saved = [(table, key, table[key]) for name, (table, key) in tables.items() if name in values]
+    try:
+        for name, (table, key) in tables.items():
+            if name in values:
+                table[key] = values[name]
+        dispatch.changed()
+        args = args if isinstance(args, tuple) else (args,)
+        return module(*args, **(kwargs or {}))
+    finally:
+        for table, key, value in saved:
+            table[key] = value
+        dispatch.changed()
+
+
+UnpackedDualTensor = namedtuple("UnpackedDualTensor", ["primal", "tangent"])
