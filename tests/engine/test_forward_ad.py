@@ -293,13 +293,9 @@ def _hessian_vector(fn, x, v):
 FORWARD_OVER_REVERSE = [
     pytest.param(lambda x: x.sin() * x + (x @ x.T).sum(-1, keepdim=True), id="input_saving"),
     pytest.param(lambda x: x[np.array([0, 0, 1])].sin() * x[:, ::-1][np.array([1, 1, 0])], id="indexing"),
-    pytest.param(lambda x: F.layer_norm(x * x, (3,)) * x, id="layer_norm", marks=pytest.mark.xfail(
-        strict=True, reason="needs tensor.py: its reference's sqrt saves its output; _output_of carries no tangent")),
-    pytest.param(lambda x: x.tanh() * x.exp(), id="output_saving", marks=pytest.mark.xfail(
-        strict=True, reason="needs tensor.py: _output_of's tensor (a node's saved output, under create_graph) "
-                            "carries no tangent, so the gradient's tangent misses that term")),
-    pytest.param(lambda x: F.softmax(x, -1) * x, id="softmax", marks=pytest.mark.xfail(
-        strict=True, reason="needs tensor.py: _output_of's tensor carries no tangent (see output_saving)")),
+    pytest.param(lambda x: F.layer_norm(x * x, (3,)) * x, id="layer_norm"),  # through its reference: sqrt
+    pytest.param(lambda x: x.tanh() * x.exp(), id="output_saving"),  # backward reads the output, with its tangent
+    pytest.param(lambda x: F.softmax(x, -1) * x, id="softmax"),
 ]
 
 
