@@ -31,6 +31,8 @@ True
 import functools
 import math
 
+import numpy as np
+
 from .. import backend
 from ..creation import zeros_like
 from ..ops import TangentPack, sum_to
@@ -102,6 +104,7 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
                     "gradient; pass allow_unused=True to get None for it")
             g = Tensor._wrap(backend.namespace(t._data).zeros(t.shape, t.dtype), t) if materialize_grads else None
         elif not isinstance(g, Tensor):
+            g = np.asarray(g) if isinstance(g, np.generic) else g  # (NumPy's 0-d results are scalars)
             g = Tensor._wrap(g if g.dtype == t.dtype else g.astype(t.dtype), t)
         result.append(g)
     return tuple(result)

@@ -63,7 +63,7 @@ def layer_norm(input, ndim, weight, bias, eps):
 
 
 def cross_entropy(logits, target, ignore_index, reduction, label_smoothing):
-    return CrossEntropy.apply(logits, target=target, ignore_index=ignore_index, reduction=reduction,
+    return CrossEntropy.apply(logits, target=target._data, ignore_index=ignore_index, reduction=reduction,
                               label_smoothing=label_smoothing)
 
 

@@ -139,7 +139,7 @@ def _gradients(outputs, cotangents, inputs, create_graph):
         if g is None:
             g = Tensor._wrap(backend.namespace(t._data).zeros(t._data.shape, t.dtype), t)
         elif not isinstance(g, Tensor):
-            g = Tensor._wrap(g, t)
+            g = Tensor._wrap(np.asarray(g) if isinstance(g, np.generic) else g, t)  # (a 0-d result: a scalar)
         elif levels_of(t) or levels_of(g):
             g = batching.rewrap(g, levels_of(t))
         grads.append(g)
@@ -585,7 +585,7 @@ def functional_call(module, parameter_and_buffer_dicts, args=(), kwargs=None, *,
     for name, sub in module.named_modules():
         for table in (sub._parameters, sub._buffers):
             for key in table:
-                tables[f"{name}.{key}" if name else key] = (table, key)
+                tables[f"{name}.{key}" if name else key] = (sub, table, key)
     unknown = [name for name in values if name not in tables]
     if unknown:
         raise ValueError(f"functional_call: unexpected keys {unknown}: the module has no such parameter or buffer")
@@ -593,18 +593,18 @@ def functional_call(module, parameter_and_buffer_dicts, args=(), kwargs=None, *,
         missing = [name for name in tables if name not in values]
         if missing:
             raise ValueError(f"functional_call(strict=True): missing keys {missing}")
-    saved = [(table, key, table[key]) for name, (table, key) in tables.items() if name in values]
+    saved = [(sub, table, key, table[key]) for name, (sub, table, key) in tables.items() if name in values]
     try:
-        for name, (table, key) in tables.items():
+        for name, (sub, table, key) in tables.items():
             if name in values:
                 table[key] = values[name]
-        dispatch.changed()
+                sub._registered(key, values[name])  # (the instance's attribute mirrors the table)
         args = args if isinstance(args, tuple) else (args,)
         return module(*args, **(kwargs or {}))
     finally:
-        for table, key, value in saved:
+        for sub, table, key, value in saved:
             table[key] = value
-        dispatch.changed()
+            sub._registered(key, value)
 
 
 UnpackedDualTensor = namedtuple("UnpackedDualTensor", ["primal", "tangent"])

@@ -25,6 +25,7 @@ Every rule calls the same ``Function`` on the physical tensors: no loop over the
 
 import math
 
+from .. import backend
 from ..inplace import SetItem
 from ..nn.functional import Erf, LayerNorm, LogSoftmax, Softmax
 from ..ops import (
@@ -54,6 +55,7 @@ from ..ops import (
     To,
     Where,
     _is_advanced,
+    _unwrap_index,
 )
 from ..ops_extra import Clamp, Clone, Cos, Cumsum, Sin
 from ..tensor import _BATCHING, _DUAL_LEVELS, _SEEN_LEVEL, OnceDifferentiable, Tensor, _Copy
@@ -279,9 +281,24 @@ def _batched_index(index, n):
     return (slice(None),) * n + parts
 
 
+def _index_parts(index):
+    return index if isinstance(index, tuple) else (index,)
+
+
 def getitem(cls, inputs, options, levels):
     (x,) = inputs
-    return cls.apply(physical(x, levels), index=_batched_index(options["index"], len(levels)))
+    parts = _index_parts(options["index"])
+    if not any(levels_of(p) for p in parts if isinstance(p, Tensor)):
+        return cls.apply(physical(x, levels), index=_batched_index(_unwrap_index(options["index"]), len(levels)))
+    # a batched integer index (embedding's rows): each example picks from its own x, paired by an arange per level
+    if not all(isinstance(p, Tensor) for p in parts):
+        raise RuntimeError("vmap: a batched tensor index can stand only alone, or beside other tensor indices")
+    index_rank = max(p.ndim for p in parts)
+    xp = backend.namespace(x._data)
+    pairing = tuple(xp.arange(SIZES[level]).reshape((-1,) + (1,) * (len(levels) - 1 - k + index_rank))
+                    for k, level in enumerate(levels))
+    arrays = tuple(full(p, levels)._data if levels_of(p) else p._data for p in parts)
+    return cls.apply(full(x, levels), index=pairing + arrays)
 
 
 def scatter(cls, inputs, options, levels):
@@ -351,8 +368,15 @@ def rule_of(cls):
 
 def apply_batched(cls, inputs, options):
     """``Function.apply``'s step inside ``vmap``: ``None`` when no input is batched at an open level, else the
-    primitive's rule applied, its result marked batched at the inputs' levels."""
+    primitive's rule applied, its result marked batched at the inputs' levels. (An index's tensors count as
+    inputs: ``ops.getitem`` keeps them inside vmap.)"""
+    index = options.get("index") if cls is GetItem else None
+    index_tensors = [p for p in _index_parts(index) if isinstance(p, Tensor)] if index is not None else []
+    if index_tensors and not any(levels_of(t) for t in (*inputs, *index_tensors)):
+        return cls.apply(*inputs, index=_unwrap_index(index))  # nothing batched: the index as arrays
     levels = ()
+    for t in index_tensors:
+        levels += tuple(level for level in levels_of(t) if level not in levels)
     for t in inputs:
         if isinstance(t, BatchedTensor):
             if t._data.ndim < len(t.levels):  # a number lifted beside a batched tensor took its class: a constant

@@ -344,7 +344,7 @@ def embedding(input, weight, padding_idx=None):
             f"embedding: index {int(bad[0])} is out of range for a table of {num_embeddings} rows "
             f"(valid: 0 to {num_embeddings - 1}); {bad.size} such index(es) in input of shape {tuple(index.shape)}"
         )
-    rows = weight[index]  # (…, embedding_dim); repeated indices accumulate in backward
+    rows = weight[input if isinstance(input, Tensor) else index]  # (…, embedding_dim); repeats accumulate in backward
     if padding_idx is None:
         return rows
     keep = Tensor._wrap((index != padding_idx)[..., None])  # (…, 1)
@@ -378,17 +378,18 @@ def cross_entropy(input, target, ignore_index=-100, reduction="mean", label_smoo
     if not 0.0 <= label_smoothing <= 1.0:
         raise ValueError(f"cross_entropy: label_smoothing must be in [0, 1], got {label_smoothing!r}")
     target_data = _index_array(target, input, "cross_entropy")
+    target = target if isinstance(target, Tensor) else Tensor._wrap(target_data)  # (inside vmap: batched)
     if input.ndim == 0:
         raise ValueError("cross_entropy: logits must have a class dimension: (C,), (N, C) or (N, C, d…); got shape ()")
     unbatched = input.ndim == 1
     expected = () if unbatched else _target_shape(input.shape)
-    if tuple(target_data.shape) != expected:
+    if target.shape != expected:
         raise ValueError(
             f"cross_entropy: logits of shape {input.shape} need class-index targets of shape {expected}, "
-            f"got {tuple(target_data.shape)}"
+            f"got {target.shape}"
         )
     logits = input.reshape(1, -1) if unbatched else input  # (N, C, d…)
-    target_data = target_data.reshape(1) if unbatched else target_data  # (N, d…)
+    target = target.reshape(1) if unbatched else target  # (N, d…)
     num_classes = logits.shape[1]
     bad = ((target_data < 0) | (target_data >= num_classes)) & (target_data != ignore_index)
     if bool(bad.any()):
@@ -402,32 +403,34 @@ def cross_entropy(input, target, ignore_index=-100, reduction="mean", label_smoo
         if reduction == "none":
             return per_target
         return per_target.sum() * (math.nan if reduction == "mean" else 1.0)
-    loss = _cross_entropy(logits, target_data, ignore_index, reduction, label_smoothing)
+    loss = _cross_entropy(logits, target, ignore_index, reduction, label_smoothing)
     return loss.reshape(()) if unbatched and reduction == "none" else loss
 
 
 @replaceable
 def _cross_entropy(logits, target, ignore_index, reduction, label_smoothing):
     """The definition: with ``log p = log_softmax(z)`` over the classes, ``C`` classes and smoothing
-    ``ε``, ``loss_i = -(1-ε) log p[t_i] - (ε/C) Σ_c log p[c]``, zero where ``t_i == ignore_index``."""
-    xp = backend.namespace(target)
+    ``ε``, ``loss_i = -(1-ε) log p[t_i] - (ε/C) Σ_c log p[c]``, zero where ``t_i == ignore_index``.
+    ``target``: an integer tensor (or array) of class indices."""
+    target = target if isinstance(target, Tensor) else Tensor._wrap(target)
     num_classes = logits.shape[1]
     z = logits  # (M, C)
     if logits.ndim > 2:  # (N, C, d…) -> (N, d…, C): the classes moved last, the rest in order
         z = logits.permute(0, *range(2, logits.ndim), 1).reshape(-1, num_classes)
     target = target.reshape(-1)  # (M,)
-    valid = target != ignore_index
+    valid = target != ignore_index  # (M,), boolean
     log_p = log_softmax(z, dim=1)  # (M, C)
-    picked = log_p[xp.arange(target.shape[0]), xp.where(valid, target, 0)]  # (M,): log p[t_i]
+    rows = Tensor._wrap(backend.namespace(log_p._data).arange(target.shape[0]))
+    picked = log_p[rows, ops.where(valid, target, 0)]  # (M,): log p[t_i]
     losses = -(1 - label_smoothing) * picked
     if label_smoothing:
         losses = losses - (label_smoothing / num_classes) * log_p.sum(dim=1)
-    losses = ops.where(Tensor._wrap(valid, losses), losses, 0.0)  # ignored positions count zero
+    losses = ops.where(valid, losses, 0.0)  # ignored positions count zero
     if reduction == "none":
         return losses.reshape(_target_shape(logits.shape))
     if reduction == "sum":
         return losses.sum()
-    count = Tensor._wrap(xp.asarray(valid.sum(), dtype=logits.dtype))  # the targets not ignored
+    count = valid.to(logits.dtype).sum()  # the targets not ignored
     return losses.sum() / count  # 0/0 = NaN when every target is ignored, as in PyTorch
 
 
