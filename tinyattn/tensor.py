@@ -245,12 +245,6 @@ class Function:
             result = _BATCHING[0](cls, inputs, options)
             if result is not None:
                 return _with_tangents(cls, inputs, result, options) if _DUAL_LEVELS else result
-        result = cls._apply(inputs, options)
-        return _with_tangents(cls, inputs, result, options) if _DUAL_LEVELS else result
-
-    @classmethod
-    def _apply(cls, inputs, options):
-        """``apply`` proper: forward on the arrays, the result wrapped, the node linked into the graph."""
         try:
             device = type(inputs[0]._data)
             for t in inputs:
@@ -280,7 +274,7 @@ class Function:
             fn.edges = tuple([p._ctx for p in inputs])  # their nodes now: an in-place op moves a tensor on
             fn.versions = _versions(fn, inputs, result)
             result.requires_grad, result._ctx = True, fn
-        return result
+        return _with_tangents(cls, inputs, result, options) if _DUAL_LEVELS else result
 
     def needs_grad(self, i):
         """Whether backward must give input ``i``'s gradient: the input requires one, and, in a walk that
