@@ -467,7 +467,11 @@ def _walk(roots, retain_graph, create_graph, inputs=None, boundary=0):
                     continue  # nothing wanted lies beyond it
             if fn.sequence < boundary:
                 continue
-            _check_runnable(fn)
+            if fn.released:
+                _freed(fn)
+            for counter, version in fn.versions:  # was an array it saved written to since?
+                if counter[0] != version:
+                    _modified(fn, counter[0], version)
             if runs is not None:  # which inputs lead to a wanted tensor: the others' gradients are not computed
                 fn.__dict__["needed"] = tuple(
                     e in runs or e in wanted or (e is None and p.requires_grad and id(p) in wanted_leaves)
@@ -521,16 +525,11 @@ def _add(table, key, grad, tensor=None, fresh=False):
         table[key] = (tensor, total, True, True)
 
 
-def _check_runnable(fn):
-    if fn.released:
-        raise RuntimeError(
-            f"backward through the graph a second time: the arrays saved by "
-            f"{type(fn).__name__} were freed after the first backward(). "
-            "Call backward(retain_graph=True) the first time to walk it again."
-        )
-    for counter, version in fn.versions:  # was an array it saved written to since?
-        if counter[0] != version:
-            _modified(fn, counter[0], version)
+def _freed(fn):
+    raise RuntimeError(
+        f"backward through the graph a second time: the arrays saved by {type(fn).__name__} were freed after "
+        "the first backward(). Call backward(retain_graph=True) the first time to walk it again."
+    )
 
 
 def _needed(order, inputs, wanted):
