@@ -231,6 +231,8 @@ class MatMul(Function):
                 f"matmul: {tuple(a.shape)} @ {tuple(b.shape)}: inner sizes {inner_a} and {inner_b} differ"
             )
         self.a, self.b = a, b
+        if b.ndim == 2 and a.ndim > 2:  # (…, n, k) @ (k, m): the batch folded into rows, one large GEMM
+            return (a.reshape(math.prod(a.shape[:-1]), a.shape[-1]) @ b).reshape(a.shape[:-1] + (b.shape[1],))
         try:
             return a @ b
         except ValueError:
@@ -247,7 +249,10 @@ class MatMul(Function):
         if a.ndim == 1:
             grad = grad[..., None, :]  # grad: (…, n, m)
         grad_a = grad_b = None
-        if self.needs_grad(0):
+        if self.needs_grad(0) and b2.ndim == 2 and grad.ndim > 2:  # folded into rows, as in forward
+            rows = math.prod(grad.shape[:-1])
+            grad_a = (grad.reshape(rows, grad.shape[-1]) @ b2.swapaxes(-1, -2)).reshape(a.shape)  # (…, n, k)
+        elif self.needs_grad(0):
             grad_a = sum_to(grad @ b2.swapaxes(-1, -2), a2.shape).reshape(a.shape)  # (…, n, k)
         if self.needs_grad(1):
             if b2.ndim == 2 and a2.ndim > 2:  # fold the batch into rows: one large GEMM
