@@ -7,7 +7,8 @@ import pytest
 MODULES = ["tinyattn.compat", "tinyattn.compat.nn", "tinyattn.compat.nn.functional", "tinyattn.compat.nn.init",
            "tinyattn.compat.nn.utils", "tinyattn.compat.optim", "tinyattn.compat.optim.lr_scheduler",
            "tinyattn.compat.autograd", "tinyattn.compat.cuda", "tinyattn.compat.backends", "tinyattn.compat.utils",
-           "tinyattn.compat.utils.data"]
+           "tinyattn.compat.utils.data", "tinyattn.compat.func", "tinyattn.compat.autograd.forward_ad",
+           "tinyattn.compat.autograd.functional"]
 
 
 @pytest.mark.parametrize("module_name", MODULES)

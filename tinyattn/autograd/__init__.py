@@ -392,3 +392,5 @@ class _ByPosition:
 
 __all__ = ["Function", "FunctionCtx", "forward_ad", "grad", "detect_anomaly", "set_detect_anomaly",
            "is_anomaly_enabled", "once_differentiable"]
+
+from . import functional  # noqa: E402,F401  (Jacobians and Hessians: torch.autograd.functional; it uses grad above)

@@ -111,10 +111,11 @@ from .. import creation as _creation
 from .. import ops_extra as _ops_extra
 
 from ._tensor import Tensor, as_compat  # isort: skip  (before the submodules, which make compat tensors)
-from . import _methods, amp, autograd, backends, cuda, nn, optim, serialization, utils  # noqa: F401,E402
+from . import _methods, amp, autograd, backends, cuda, func, nn, optim, serialization, utils  # noqa: F401,E402
 from ._random import Generator
 from .amp import autocast  # noqa: E402
 from .autograd import is_anomaly_enabled  # noqa: E402
+from .func import vmap  # noqa: E402  (torch.vmap is torch.func.vmap)
 from .functions import *  # noqa: F401,F403  (torch's functions beyond the native ones)
 from .functions import __all__ as _function_names
 from .functions import masked_fill, pow, randint  # noqa: F401
@@ -173,5 +174,6 @@ __all__ = [
     "min", "minimum", "multinomial", "nonzero", "norm", "permute", "pow", "relu", "repeat_interleave", "reshape",
     "sigmoid", "sin", "softmax", "split", "sqrt", "squeeze", "stack", "std", "sum", "tanh", "topk", "transpose",
     "tril", "triu", "unsqueeze", "var", "where", "device", "Size", "Generator",
-    "amp", "autocast", "backends", "cuda", "serialization", "utils", "is_anomaly_enabled", *_function_names,
+    "amp", "autocast", "backends", "cuda", "serialization", "utils", "is_anomaly_enabled", "func", "vmap",
+    *_function_names,
 ]

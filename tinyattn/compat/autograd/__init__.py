@@ -1,7 +1,8 @@
 """``torch.autograd``: gradients as tensors (``grad``, ``backward``), the checks (``gradcheck``,
 ``gradgradcheck``), anomaly detection, PyTorch-style custom operations (``Function``, with a ``ctx``;
-``function.once_differentiable``), the grad modes, and the old ``Variable`` wrapper that scripts
-written before torch 0.4 still call.
+``function.once_differentiable``), the grad modes, the old ``Variable`` wrapper that scripts
+written before torch 0.4 still call, forward mode (``forward_ad``) and Jacobians and Hessians
+(``functional``).
 
 Each is the native one (``tinyattn.autograd``, ``tinyattn.testing``) with torch's arguments, giving
 compat tensors: with ``create_graph=True`` a gradient carries its own graph and can be differentiated
@@ -21,7 +22,7 @@ from ... import testing as _testing
 from ...tensor import Tensor as _NativeTensor
 from ...tensor import enable_grad, inference_mode, no_grad, set_grad_enabled
 from .._tensor import as_compat
-from . import function
+from . import forward_ad, function, functional
 from .function import Function, FunctionCtx
 
 detect_anomaly = _native.detect_anomaly
@@ -30,7 +31,7 @@ is_anomaly_enabled = _native.is_anomaly_enabled
 
 __all__ = ["Function", "FunctionCtx", "Variable", "grad", "backward", "gradcheck", "gradgradcheck", "GradcheckError",
            "detect_anomaly", "set_detect_anomaly", "is_anomaly_enabled", "function", "no_grad", "enable_grad",
-           "set_grad_enabled", "inference_mode"]
+           "set_grad_enabled", "inference_mode", "forward_ad", "functional"]
 
 
 def _sequence(tensors):
