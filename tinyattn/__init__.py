@@ -104,6 +104,7 @@ from . import fast  # noqa: E402
 
 # isort: split
 from . import func, testing, utils, viz  # noqa: E402
+from .autograd import functional as _functional  # noqa: E402,F401  (ta.autograd.functional builds on ta.func)
 from .dispatch import use_fast_paths  # noqa: E402
 from .fast.router import explain  # noqa: E402
 from .serialization import CheckpointError, load, save  # noqa: E402

@@ -787,7 +787,7 @@ def sum(x, dim=None, keepdim=False):
 def _count(x, dim, name):
     """How many elements a reduction over ``dim`` (``None``: all) combines."""
     axes = _normalize_dims(dim, x.ndim, name)
-    return x._data.size if axes is None else int(np.prod([x.shape[d] for d in axes]))
+    return x.numel() if axes is None else int(np.prod([x.shape[d] for d in axes]))
 
 
 def _floating_reduction(name, x):

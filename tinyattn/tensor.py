@@ -268,7 +268,7 @@ class Function:
         if fn.is_view:
             result._version, result._view = inputs[0]._version, _view_record(inputs[0], cls, options)
         if records_graph(inputs):
-            fn.parents, fn.sequence, fn.released, fn.hooks = inputs, next(_SEQUENCE), False, None
+            fn.parents, fn.sequence, fn.released, fn.hooks = inputs, next(_SEQUENCE[0]), False, None
             if _ANOMALY[0]:
                 fn.__dict__["_created_at"] = _user_frame()
             fn.edges = tuple([p._ctx for p in inputs])  # their nodes now: an in-place op moves a tensor on
@@ -396,13 +396,14 @@ def _apply_error(cls, inputs):
     return TypeError(f"{cls.__name__}.apply: expects one or more Tensors as inputs, got {kinds}")
 
 
-_SEQUENCE = itertools.count()
+_SEQUENCE = [itertools.count()]  # the node numbers' source (``_recomputed`` numbers a recomputation in between)
 _by_sequence = operator.attrgetter("sequence")
 
 
-def _topological_order(roots, boundary=0):
+def _topological_order(roots, boundary=-math.inf, redirects=False):
     """Nodes reachable from ``roots``, each before the nodes it depends on. No recursion. A node numbered
-    below ``boundary`` is listed, but not followed."""
+    below ``boundary`` is listed, but not followed. ``redirects``: a fused node's recomputation (see
+    ``_recomputed``) is reached from it, as if it were one more input."""
     nodes, stack = set(roots), list(roots)
     while stack:
         fn = stack.pop()
@@ -410,6 +411,11 @@ def _topological_order(roots, boundary=0):
             continue
         for ctx in fn.edges:
             if ctx is not None and ctx not in nodes:
+                nodes.add(ctx)
+                stack.append(ctx)
+        if redirects and "recomputed" in fn.__dict__:
+            ctx = fn.__dict__["recomputed"]._ctx
+            if ctx not in nodes:
                 nodes.add(ctx)
                 stack.append(ctx)
     return sorted(nodes, key=_by_sequence, reverse=True)
@@ -431,7 +437,7 @@ LEAF_ACCUMULATOR = [_accumulate_leaf]  # the extension slot (see the module's do
 # ----------------------------------------------------------------------------- the graph walk
 
 
-def _walk(roots, retain_graph, create_graph, inputs=None, boundary=0):
+def _walk(roots, retain_graph, create_graph, inputs=None, boundary=-math.inf):
     """Backpropagate from ``roots`` (pairs of a tensor and its gradient: arrays, or tensors under
     ``create_graph``) and return ``{id(leaf): (leaf, gradient, fresh, made here)}`` for the leaves reached
     (see ``_add``); with ``inputs`` (tensors, leaves or not), return ``{id(tensor): gradient}`` for those
@@ -448,12 +454,12 @@ def _walk(roots, retain_graph, create_graph, inputs=None, boundary=0):
             _add(leaves, id(tensor), grad, tensor)
         else:
             _add(grads, tensor._ctx, grad)
-    order = _topological_order([t._ctx for t, _ in roots if t._ctx is not None], boundary)
+    order = _topological_order([t._ctx for t, _ in roots if t._ctx is not None], boundary, not create_graph)
     runs = None if inputs is None else _needed(order, inputs, wanted)
     wanted_leaves = set() if inputs is None else {id(t) for t in inputs if t._ctx is None}
     if runs is not None:
         order = [fn for fn in order if fn in runs or fn in wanted]
-    taken = {}
+    taken, visiting = {}, None
     with enable_grad() if create_graph else no_grad():
         for fn in order:
             grad = grads.pop(fn, None)
@@ -472,6 +478,15 @@ def _walk(roots, retain_graph, create_graph, inputs=None, boundary=0):
             for counter, version in fn.versions:  # was an array it saved written to since?
                 if counter[0] != version:
                     _modified(fn, counter[0], version)
+            redirect = None if create_graph else fn.__dict__.get("recomputed")
+            if redirect is not None:  # a fused node recomputed for create_graph: its recomputation takes its gradient
+                if visiting is None:
+                    visiting = set(order)
+                if redirect._ctx in visiting:
+                    _add(grads, redirect._ctx, grad)
+                    if not retain_graph:
+                        fn.release()
+                    continue
             if runs is not None:  # which inputs lead to a wanted tensor: the others' gradients are not computed
                 fn.__dict__["needed"] = tuple(
                     e in runs or e in wanted or (e is None and p.requires_grad and id(p) in wanted_leaves)
@@ -499,7 +514,7 @@ def _walk(roots, retain_graph, create_graph, inputs=None, boundary=0):
                     if not create_graph:
                         owned.add(ctx)
         for key, (leaf, grad, _, _) in list(leaves.items()):  # a leaf's hooks: for the leaves asked for
-            if leaf._hooks is not None and not boundary and (inputs is None or any(t is leaf for t in inputs)):
+            if leaf._hooks is not None and boundary == -math.inf and (inputs is None or any(t is leaf for t in inputs)):
                 leaves[key] = (leaf, leaf._hooks.run(grad), True, False)
     if inputs is None:
         return leaves
@@ -542,6 +557,9 @@ def _needed(order, inputs, wanted):
             if e in runs or e in wanted or (e is None and id(p) in leaves):
                 runs.add(fn)
                 break
+        else:
+            if "recomputed" in fn.__dict__ and fn.__dict__["recomputed"]._ctx in runs:
+                runs.add(fn)  # (its gradient goes through its recomputation: see _recomputed)
     return runs
 
 
@@ -615,16 +633,40 @@ def _recomputed(fn, grad, create_graph=True, reference_only=True):
     recorded afresh from the input tensors, then differentiated through that subgraph alone, down to the
     inputs (a node whose backward works on arrays, under ``create_graph``; ``utils.Checkpoint`` always, with
     fast paths as they are: ``reference_only=False``). ``reference_only``: the reference definitions alone
-    run inside, so no fused node of the recomputation is recomputed in its turn."""
-    boundary = next(_SEQUENCE)  # every node the recomputation records comes after this number
+    run inside, so no fused node of the recomputation is recomputed in its turn.
+
+    A fused node keeps its recomputation (``recomputed``), numbered between the node and its inputs: a later
+    walk (the one that differentiates the gradient made here) reaches the node before the recomputed graph,
+    and hands it the node's gradient instead of running the node's own backward, so that one backward through
+    the recomputed graph serves the node's two paths (``_walk``)."""
     parents = fn.parents
-    with dispatch.reference_only() if reference_only else _NOTHING, enable_grad():
-        out = fn.reference(*parents)
+    low = max([p._ctx.sequence for p in parents if p._ctx is not None], default=-1)
+    out = fn.__dict__.get("recomputed")  # (recomputed already, by an earlier create_graph walk)
+    if out is None:
+        between = reference_only and isinstance(fn.sequence, int)  # (a node recorded in a forward pass)
+        with _numbered_between(low, fn.sequence) if between else _NOTHING, \
+                dispatch.reference_only() if reference_only else _NOTHING, enable_grad():
+            out = fn.reference(*parents)
+        if between and out._ctx is not None:
+            fn.__dict__["recomputed"] = out
     if not out.requires_grad:
         return (None,) * len(parents)
     needed = [i for i, p in enumerate(parents) if fn.needs_grad(i)]
+    boundary = math.nextafter(low, math.inf)  # the inputs' nodes lie below; every recomputed node above
     taken = _walk([(out, grad)], create_graph, create_graph, [parents[i] for i in needed], boundary)
     return tuple(taken.get(id(p)) if i in needed else None for i, p in enumerate(parents))
+
+
+@contextlib.contextmanager
+def _numbered_between(low, high):
+    """Number the nodes recorded inside between ``low`` and ``high``, in order (a node's number only orders
+    the graph walk: a node comes after its inputs)."""
+    step = (high - low) / 2**20
+    saved, _SEQUENCE[0] = _SEQUENCE[0], itertools.count(low + step, step)
+    try:
+        yield
+    finally:
+        _SEQUENCE[0] = saved
 
 
 _NOTHING = contextlib.nullcontext()

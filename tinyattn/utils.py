@@ -52,7 +52,7 @@ def checkpoint(function, *args, use_reentrant=None, preserve_rng_state=True, **k
     if not is_grad_enabled():
         return function(*args, **kwargs)  # no graph: nothing to recompute
     state = backend.get_rng_state() if preserve_rng_state else None
-    boundary = next(_SEQUENCE)  # the nodes the function records come after this number
+    boundary = next(_SEQUENCE[0])  # the nodes the function records come after this number
     with enable_grad():
         output = function(*args, **kwargs)
     if not isinstance(output, Tensor):

@@ -57,22 +57,14 @@ def _twin(make):
     return {compat: ours, torch: theirs}
 
 
-# Two engine bugs these scripts meet (reported; the marks go when they are fixed):
-# - func.batching.batched marks a rule's result batched only when it is exactly a native Tensor, so a result that
-#   took a compat operand's class (a captured compat tensor, a module's parameter) loses its batch axis;
-# - ops._count (mean() and var() with dim=None) counts x._data.size, the batch's elements included, under vmap.
-BATCHED_COMPAT_RESULTS = pytest.mark.xfail(strict=True, reason="func.batching.batched drops compat results")
-MEAN_UNDER_VMAP = pytest.mark.xfail(strict=True, reason="ops._count counts the batch under vmap")
 
 
-@BATCHED_COMPAT_RESULTS
 def test_a_captured_compat_tensor_under_vmap():
     c0 = compat.tensor(np.array([1.0, 2.0, 3.0]))
     out = compat.func.vmap(lambda t: (t * c0).sum())(compat.ones(4, 3, dtype=compat.float64))
     np.testing.assert_allclose(out.numpy(), [6.0] * 4)
 
 
-@MEAN_UNDER_VMAP
 def test_mean_of_all_elements_under_vmap():
     out = compat.vmap(lambda t: t.mean())(compat.tensor(np.arange(10.0).reshape(5, 2)))
     np.testing.assert_allclose(out.numpy(), [0.5, 2.5, 4.5, 6.5, 8.5])
@@ -97,8 +89,6 @@ def test_the_modules_import_as_torch_scripts_import_them():
 # ----------------------------------------------------------------------------- torch.func
 
 
-@BATCHED_COMPAT_RESULTS
-@MEAN_UNDER_VMAP
 def test_per_sample_gradients_by_vmap_of_grad_of_functional_call():
     models = _twin(_mlp)
 
@@ -118,7 +108,6 @@ def test_per_sample_gradients_by_vmap_of_grad_of_functional_call():
     _assert_close({k: v[0] for k, v in per_sample.items()}, first)  # example 0 of the batch is example 0 alone
 
 
-@BATCHED_COMPAT_RESULTS
 def test_jacrev_jacfwd_and_hessian_of_a_function_of_two_arguments():
     def script(lib):
         def f(x, w):
@@ -150,7 +139,6 @@ def test_vjp_jvp_and_aux():
     _both(script)
 
 
-@BATCHED_COMPAT_RESULTS
 def test_torch_vmap_is_func_vmap_with_in_and_out_dims():
     def script(lib):
         w = lib.tensor(X[:3, :2].copy())
@@ -209,7 +197,7 @@ def test_forward_ad_script_gives_torchs_jvp():
 # ----------------------------------------------------------------------------- torch.autograd.functional
 
 
-@pytest.mark.parametrize("vectorize", [False, pytest.param(True, marks=BATCHED_COMPAT_RESULTS)])
+@pytest.mark.parametrize("vectorize", [False, True])
 def test_autograd_functional_through_compat(vectorize):
     models = _twin(_mlp)
 

@@ -21,6 +21,7 @@ FLOORS = {
     "tinyattn.tensor": 2,
     "tinyattn.ops": 3, "tinyattn.ops_extra": 3, "tinyattn.inplace": 3, "tinyattn.creation": 3,
     "tinyattn._checks": 3, "tinyattn.masks": 3, "tinyattn.autograd": 3,
+    "tinyattn.autograd.functional": 6,  # Jacobians and Hessians, built on ta.func (vmap) as torch's are
     "tinyattn.nn": 4, "tinyattn.optim": 4, "tinyattn.interop": 4, "tinyattn.serialization": 4,
     "tinyattn.testing": 4,
     "tinyattn.fast": 5,

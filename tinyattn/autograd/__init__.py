@@ -90,6 +90,9 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
         if not out.requires_grad:
             raise RuntimeError(f"autograd.grad: outputs[{i}] (shape {out.shape}) does not require grad and has no "
                                "grad_fn: no input of its computation required grad")
+        if isinstance(g, Tensor) and g._data.ndim != g.ndim:
+            raise RuntimeError("autograd.grad: batched grad_outputs (inside ta.func.vmap) are not supported; use "
+                               "ta.func.vjp, whose vjp_fn runs under vmap")
         roots.append((out, _root_grad(f"autograd.grad: outputs[{i}]", out, g, True)))
     if not create_graph:  # the walk runs on arrays; its results become tensors at the end
         roots = [(out, g._data) for out, g in roots]
@@ -392,5 +395,3 @@ class _ByPosition:
 
 __all__ = ["Function", "FunctionCtx", "forward_ad", "grad", "detect_anomaly", "set_detect_anomaly",
            "is_anomaly_enabled", "once_differentiable"]
-
-from . import functional  # noqa: E402,F401  (Jacobians and Hessians: torch.autograd.functional; it uses grad above)

@@ -146,7 +146,7 @@ def full(t, levels):
 
 def batched(result, levels):
     """The physical ``result`` marked batched at ``levels`` (its class changed in place: same layout)."""
-    if isinstance(result, Tensor) and type(result) is Tensor:
+    if isinstance(result, Tensor) and not isinstance(result, BatchedTensor):  # (a compat operand's class too)
         result.__class__ = batched_class(levels)
     return result
 
