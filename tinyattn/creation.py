@@ -16,7 +16,7 @@ import numpy as np
 
 from . import _checks as check
 from . import backend
-from .tensor import Tensor
+from .tensor import _PER_EXAMPLE, Tensor
 
 
 def _shape(size, name):
@@ -82,14 +82,22 @@ def arange(start, end=None, step=1, dtype=None, device=None, requires_grad=False
 
 def randn(*size, dtype=None, device=None, requires_grad=False):
     """Standard normal samples from the library's seeded generator."""
-    array = backend.random_normal(_shape(size, "randn"), np.dtype(dtype or np.float32), device or "cpu")
-    return _leaf(array, requires_grad)
+    dtype, device = np.dtype(dtype or np.float32), device or "cpu"
+    return _random(lambda shape: backend.random_normal(shape, dtype, device), _shape(size, "randn"), requires_grad)
 
 
 def rand(*size, dtype=None, device=None, requires_grad=False):
     """Uniform samples in [0, 1) from the library's seeded generator."""
-    array = backend.random_uniform(_shape(size, "rand"), np.dtype(dtype or np.float32), device or "cpu")
-    return _leaf(array, requires_grad)
+    dtype, device = np.dtype(dtype or np.float32), device or "cpu"
+    return _random(lambda shape: backend.random_uniform(shape, dtype, device), _shape(size, "rand"), requires_grad)
+
+
+def _random(draw, shape, requires_grad):
+    """``draw(shape)`` as a leaf; inside ``vmap(randomness="different")``, one draw per example (``tensor``'s
+    ``_PER_EXAMPLE`` slot makes the batched tensor)."""
+    if _PER_EXAMPLE[0] is not None:
+        return _PER_EXAMPLE[0](draw, shape)
+    return _leaf(draw(shape), requires_grad)
 
 
 def zeros_like(t, dtype=None, device=None, requires_grad=False):

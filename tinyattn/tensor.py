@@ -294,6 +294,7 @@ OUTPUT = "output"  # ``saved_as``'s name for the operation's output
 # ----------------------------------------------------------------------------- forward mode and vmap: the hooks
 
 _BATCHING = [None]  # while ``ta.func.vmap`` runs: its batching rules, ``(cls, inputs, options) -> result or None``
+_PER_EXAMPLE = [None]  # inside ``vmap(randomness="different")``: ``(draw, shape) -> a batched tensor`` of draws
 _DUAL_LEVELS = []  # the forward-mode levels open (``autograd.forward_ad.dual_level``), innermost last
 _SEEN_LEVEL = [math.inf]  # the tangents operations propagate: those of the levels below this one
 

@@ -33,6 +33,7 @@ from .. import backend, dispatch, ops
 from ..tensor import (
     _BATCHING,
     _DUAL_LEVELS,
+    _PER_EXAMPLE,
     Tensor,
     _walk,
     enable_grad,
@@ -386,8 +387,9 @@ def _vmap_call(func, flat, rebuilders, args, kwargs, size, out_dims, randomness)
         args[i] = rebuild(leaves_by_arg[i])
     batching.LEVELS.append(level)
     batching.SIZES[level] = size
-    saved = _BATCHING[0], backend.RANDOMNESS[0]
+    saved = _BATCHING[0], backend.RANDOMNESS[0], _PER_EXAMPLE[0]
     _BATCHING[0], backend.RANDOMNESS[0] = batching.apply_batched, randomness
+    _PER_EXAMPLE[0] = _per_example if randomness == "different" else None
     try:
         with dispatch.use_fast_paths(False):
             output = func(*args, **kwargs)
@@ -400,10 +402,18 @@ def _vmap_call(func, flat, rebuilders, args, kwargs, size, out_dims, randomness)
                                      f"{type(out).__name__}")
                 results.append(_unbatched(out, level, outer, size, d))  # (while the level is open: see physical)
     finally:
-        _BATCHING[0], backend.RANDOMNESS[0] = saved
+        _BATCHING[0], backend.RANDOMNESS[0], _PER_EXAMPLE[0] = saved
         batching.LEVELS.remove(level)
         del batching.SIZES[level]
     return rebuild(results)
+
+
+def _per_example(draw, shape):
+    """A random tensor of ``shape`` drawn afresh for each example of every open level (``randomness="different"``)."""
+    levels = tuple(batching.LEVELS)
+    out = Tensor._wrap(draw(tuple(batching.SIZES[level] for level in levels) + tuple(shape)))
+    out.__class__ = batched_class(levels)
+    return out
 
 
 def _mark(t, level):
