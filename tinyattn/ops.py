@@ -212,6 +212,18 @@ class Where(Function):
         return where(condition, 0 if da is None else da, 0 if db is None else db)
 
 
+def _product(a, b):
+    """``a @ b`` (arrays, or tensors: then ``MatMul``); batched arrays made C-contiguous first, as NumPy's
+    batched product calls the BLAS only on matrices laid out so (a transposed or head-split view otherwise
+    takes its loop without the BLAS, many times slower)."""
+    if isinstance(a, Tensor) or isinstance(b, Tensor):
+        return a @ b
+    if a.ndim > 2 or b.ndim > 2:
+        xp = backend.namespace(a)
+        a, b = xp.ascontiguousarray(a), xp.ascontiguousarray(b)
+    return a @ b
+
+
 class MatMul(Function):
     """``a @ b`` with NumPy's rules: batched, broadcasting, 1-D operands promoted."""
 
@@ -234,7 +246,7 @@ class MatMul(Function):
         if b.ndim == 2 and a.ndim > 2:  # (…, n, k) @ (k, m): the batch folded into rows, one large GEMM
             return (a.reshape(math.prod(a.shape[:-1]), a.shape[-1]) @ b).reshape(a.shape[:-1] + (b.shape[1],))
         try:
-            return a @ b
+            return _product(a, b)
         except ValueError:
             raise ValueError(
                 f"matmul: {tuple(a.shape)} @ {tuple(b.shape)}: batch dimensions cannot be broadcast"
@@ -253,14 +265,14 @@ class MatMul(Function):
             rows = math.prod(grad.shape[:-1])
             grad_a = (grad.reshape(rows, grad.shape[-1]) @ b2.swapaxes(-1, -2)).reshape(a.shape)  # (…, n, k)
         elif self.needs_grad(0):
-            grad_a = sum_to(grad @ b2.swapaxes(-1, -2), a2.shape).reshape(a.shape)  # (…, n, k)
+            grad_a = sum_to(_product(grad, b2.swapaxes(-1, -2)), a2.shape).reshape(a.shape)  # (…, n, k)
         if self.needs_grad(1):
             if b2.ndim == 2 and a2.ndim > 2:  # fold the batch into rows: one large GEMM
                 k, m = b2.shape
                 rows = math.prod(a2.shape[:-1])  # (not -1: k or m may be 0)
                 grad_b = a2.reshape(rows, k).T @ grad.reshape(rows, m)
             else:
-                grad_b = sum_to(a2.swapaxes(-1, -2) @ grad, b2.shape)  # (…, k, m)
+                grad_b = sum_to(_product(a2.swapaxes(-1, -2), grad), b2.shape)  # (…, k, m)
             grad_b = grad_b.reshape(b.shape)
         return grad_a, grad_b
 
