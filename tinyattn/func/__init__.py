@@ -533,7 +533,6 @@ def jacfwd(func, argnums=0, has_aux=False, *, randomness="error"):
         numbers = _argnums(argnums, len(args), "jacfwd")
         chosen = [args[n] for n in numbers]
         results = []
-        aux_holder = []
         for position, x in enumerate(chosen):
             basis = _basis(x.shape, x.dtype, x.device)  # (N_in, *x.shape)
 
@@ -545,10 +544,7 @@ def jacfwd(func, argnums=0, has_aux=False, *, randomness="error"):
                     for n, value in zip(numbers, values):
                         full_args[n] = value
                     return func(*full_args)
-                out = jvp(of_chosen, tuple(chosen), tangents, has_aux=has_aux)
-                if has_aux:
-                    aux_holder.append(out[2])
-                return out[1]
+                return jvp(of_chosen, tuple(chosen), tangents, has_aux=has_aux)[1]
             columns = vmap(column, randomness=randomness)(basis)  # (N_in, *output shape), per output
             leaves, rebuild = _flatten(columns)
             moved = []
@@ -558,7 +554,9 @@ def jacfwd(func, argnums=0, has_aux=False, *, randomness="error"):
                 moved.append(leaf.reshape(leaf.shape[:out_ndim] + x.shape))
             results.append(rebuild(moved))
         jac = results[0] if isinstance(argnums, int) else _per_output(results)
-        return (jac, aux_holder[-1] if aux_holder else None) if has_aux else jac
+        if not has_aux:
+            return jac
+        return jac, func(*args)[1]  # (the aux is the same for every column: one plain call gives it)
     return wrapper
 
 
