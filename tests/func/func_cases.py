@@ -180,6 +180,8 @@ def along_a_dim(draw):
 def layer_norm_case(draw):
     shape = draw(tt.shapes(min_dims=1, max_dims=3, max_side=4))
     normalized = shape[len(shape) - draw(st.integers(1, len(shape))):]
+    if np.prod(normalized) == 1:  # torch 2.13's layer_norm double backward is wrong over one element (not 0)
+        shape, normalized = shape[:-1] + (2,), normalized[:-1] + (2,)
     return [draw(tt.arrays(shape)), draw(tt.arrays(normalized)), draw(tt.arrays(normalized))], {
         "normalized_shape": normalized, "eps": draw(st.sampled_from([1e-5, 1e-2]))}
 
