@@ -180,8 +180,6 @@ def along_a_dim(draw):
 def layer_norm_case(draw):
     shape = draw(tt.shapes(min_dims=1, max_dims=3, max_side=4))
     normalized = shape[len(shape) - draw(st.integers(1, len(shape))):]
-    if np.prod(normalized) == 1:  # torch 2.13's layer_norm double backward is wrong over one element (not 0)
-        shape, normalized = shape[:-1] + (2,), normalized[:-1] + (2,)
     return [draw(tt.arrays(shape)), draw(tt.arrays(normalized)), draw(tt.arrays(normalized))], {
         "normalized_shape": normalized, "eps": draw(st.sampled_from([1e-5, 1e-2]))}
 
@@ -224,6 +222,14 @@ def attention_case(draw):
 # ----------------------------------------------------------------------------- the table
 
 
+def composite_layer_norm(x, w, b, normalized_shape, eps):
+    """torch's layer_norm written out: torch 2.13's fused layer_norm has wrong second derivatives (the mixed
+    weight-input block lacks its centring term: its rows do not sum to 0, as shift invariance demands)."""
+    dims = tuple(range(-len(normalized_shape), 0))
+    centred = x - x.mean(dims, keepdim=True)
+    return centred / torch.sqrt(x.var(dims, keepdim=True, correction=0) + eps) * w + b
+
+
 def _reductions(x, dim, keepdim, module):
     every = tuple(range(x.ndim)) if dim is None else dim
     if module is ta:
@@ -262,7 +268,7 @@ SPECS = [
     Spec("log_softmax", along_a_dim(), lambda x, dim: F.log_softmax(x, dim) * x,
          lambda x, dim: TF.log_softmax(x, dim) * x),
     Spec("layer_norm", layer_norm_case(), lambda x, w, b, **o: F.layer_norm(x, weight=w, bias=b, **o),
-         lambda x, w, b, **o: TF.layer_norm(x, weight=w, bias=b, **o)),
+         composite_layer_norm),
     Spec("gelu", gelu_case(), lambda x, approximate: F.gelu(x, approximate=approximate),
          lambda x, approximate: TF.gelu(x, approximate=approximate)),
     Spec("cross_entropy", cross_entropy_case(), lambda x, **o: F.cross_entropy(x, **o),
