@@ -671,8 +671,9 @@ def _lift(value, like):
     """A Python number or array operand as a constant tensor on ``like``'s device and dtype."""
     if isinstance(value, Tensor):
         return value
+    kind = like._constant_like or like  # (a constant beside a batched tensor is one for every example)
     if backend.is_array(value):
-        return Tensor._wrap(value, like)
+        return Tensor._wrap(value, kind)
     dtype = like.dtype
     if dtype.kind not in "fc" and isinstance(value, float):
         dtype = np.float32
@@ -680,7 +681,7 @@ def _lift(value, like):
         dtype = np.int64  # bool tensor + 2: int64, as in PyTorch
     if not isinstance(value, (int, float)) and not isinstance(value, numbers.Number):  # (the abc check is slow)
         return Tensor(value, device=like.device)
-    return Tensor._wrap(backend.namespace(like._data).asarray(value, dtype=dtype), like)
+    return Tensor._wrap(backend.namespace(like._data).asarray(value, dtype=dtype), kind)
 
 
 def _float_if_integer(a, b):
@@ -854,7 +855,7 @@ def masked_fill(x, mask, value):
     if mask._data.dtype.kind != "b":
         raise TypeError(f"masked_fill: mask must be a boolean tensor, got dtype {mask.data.dtype}")
     value = value._to_dtype(x.dtype) if isinstance(value, Tensor) else \
-        Tensor._wrap(backend.namespace(x._data).asarray(value, dtype=x.dtype), x)
+        Tensor._wrap(backend.namespace(x._data).asarray(value, dtype=x.dtype), x._constant_like or x)
     if value.ndim != 0:
         raise RuntimeError(f"masked_fill: value must be a number or a 0-d tensor, got shape {value.shape}")
     try:

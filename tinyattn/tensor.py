@@ -1098,3 +1098,4 @@ class Tensor:
 
 
 Tensor._result_class = Tensor  # the class of a result computed from this tensor (see ``Tensor._wrap``)
+Tensor._constant_like = None  # the kind of a constant lifted beside it (``ops._lift``); None: its own

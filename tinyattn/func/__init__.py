@@ -119,7 +119,7 @@ def _lift(x, levels):
     return out
 
 
-def _gradients(outputs, cotangents, inputs, create_graph):
+def _gradients(outputs, cotangents, inputs, create_graph, retain_graph=None):
     """The gradients of ``outputs`` (each given its cotangent, of its shape) with respect to ``inputs``, as
     tensors of their kinds; zeros for an input the outputs do not reach. The walk runs on the graph's
     physical arrays (``batching.unwrap``): a gradient leaves it batched again as its input is."""
@@ -133,7 +133,8 @@ def _gradients(outputs, cotangents, inputs, create_graph):
         if levels_of(ct):
             ct = batching.unwrap(ct, levels_of(out))
         roots.append((out, ct if create_graph else ct._data))
-    taken = _walk(roots, create_graph, create_graph, inputs) if roots else {}
+    retain_graph = create_graph if retain_graph is None else retain_graph
+    taken = _walk(roots, retain_graph, create_graph, inputs) if roots else {}
     grads = []
     for t in inputs:
         g = taken.get(id(t))
@@ -240,7 +241,7 @@ def vjp(func, *primals, has_aux=False):
                                    f"output of shape {out.shape}")
         with _transform(), enable_grad():
             keep = _keeps_graph(originals) or any(isinstance(ct, BatchedTensor) or ct.requires_grad for ct in cts)
-            grads = iter(_gradients(outputs, cts, inputs, create_graph=True if keep else False))
+            grads = iter(_gradients(outputs, cts, inputs, create_graph=bool(keep), retain_graph=True))
             return tuple(build([next(grads) for _ in part]) for part, (_, build) in zip(leaves, trees))
 
     return (output, vjp_fn, aux) if has_aux else (output, vjp_fn)
@@ -435,6 +436,8 @@ def _expanded_out_dims(out_dims, output, count):
 def _unbatched(out, level, outer, size, out_dim):
     """An output of the function: this level's batch axis made a real axis again, at ``out_dim``."""
     levels = levels_of(out)
+    if level not in levels and out_dim is None:  # the same for every example, and asked for once
+        return out
     if level not in levels:  # the same for every example: repeated along the new axis
         out = ops.expand(ops.unsqueeze(out, 0), size, *out.shape)
     else:

@@ -86,6 +86,7 @@ class BatchedTensor(Tensor):
 
     __slots__ = ()
     levels = ()
+    _constant_like = Tensor  # a number or array beside a batched tensor is one constant for every example
 
     shape = property(lambda self: self._data.shape[len(self.levels):])
     ndim = property(lambda self: self._data.ndim - len(self.levels))
