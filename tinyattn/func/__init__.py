@@ -25,7 +25,6 @@ tensor([1.        , 0.41997434, 0.07065082], dtype=float64)
 
 import functools
 import itertools
-from collections import namedtuple
 
 import numpy as np
 
@@ -617,5 +616,3 @@ def functional_call(module, parameter_and_buffer_dicts, args=(), kwargs=None, *,
             table[key] = value
             sub._registered(key, value)
 
-
-UnpackedDualTensor = namedtuple("UnpackedDualTensor", ["primal", "tangent"])
