@@ -282,6 +282,11 @@ class Function:
         needed = self.__dict__.get("needed")
         return self.parents[i].requires_grad if needed is None else needed[i]
 
+    def needs_grads(self):
+        """``needs_grad`` for every input, as a list."""
+        needed = self.__dict__.get("needed")
+        return [p.requires_grad for p in self.parents] if needed is None else list(needed)
+
     def release(self):
         """Drop the arrays saved for backward; the node stays in the graph, marked."""
         self.__dict__ = {}
@@ -438,62 +443,69 @@ LEAF_ACCUMULATOR = [_accumulate_leaf]  # the extension slot (see the module's do
 # ----------------------------------------------------------------------------- the graph walk
 
 
-def _walk(roots, retain_graph, create_graph, inputs=None, boundary=-math.inf):
+def _walk(roots, retain_graph, create_graph, inputs=None, boundary=-math.inf, accumulate=None):
     """Backpropagate from ``roots`` (pairs of a tensor and its gradient: arrays, or tensors under
     ``create_graph``) and return ``{id(leaf): (leaf, gradient, fresh, made here)}`` for the leaves reached
     (see ``_add``); with ``inputs`` (tensors, leaves or not), return ``{id(tensor): gradient}`` for those
-    reached (and any leaf on the way), running only the nodes that lead to them (``_needed``).
+    reached (and any leaf on the way), running only the nodes that lead to them (``_needed``). With
+    ``accumulate`` (``backward()``: no ``inputs``), a leaf without hooks takes each gradient as it comes.
 
     With ``create_graph`` every backward runs on tensors, with the graph recorded (``_on_tensors``), so
     that what comes out can be differentiated again. Nodes numbered below ``boundary`` are not run: the
     gradients reaching them are only taken for ``inputs`` (``_recomputed`` differentiates a subgraph so).
     """
     grads, leaves, owned = {}, {}, set()  # node -> the gradient of its output, summed so far; leaves likewise
-    wanted = None if inputs is None else {t._ctx: t for t in inputs if t._ctx is not None}
     for tensor, grad in roots:
         if tensor._ctx is None:
             _add(leaves, id(tensor), grad, tensor)
         else:
             _add(grads, tensor._ctx, grad)
-    order = _topological_order([t._ctx for t, _ in roots if t._ctx is not None], boundary, not create_graph)
-    runs = None if inputs is None else _needed(order, inputs, wanted)
-    wanted_leaves = set() if inputs is None else {id(t) for t in inputs if t._ctx is None}
-    if runs is not None:
+    redirects = not create_graph and _KEPT_RECOMPUTATIONS[0]
+    order = _topological_order([t._ctx for t, _ in roots if t._ctx is not None], boundary, redirects)
+    wanted = runs = None
+    if inputs is not None:
+        wanted = {t._ctx: t for t in inputs if t._ctx is not None}
+        wanted_leaves = {id(t) for t in inputs if t._ctx is None}
+        runs = _needed(order, inputs, wanted)
         order = [fn for fn in order if fn in runs or fn in wanted]
     taken, visiting = {}, None
-    with enable_grad() if create_graph else no_grad():
+    with enable_grad() if create_graph else _NOTHING:  # (gradient hooks run under no_grad: ``_Hooks.run``)
         for fn in order:
             grad = grads.pop(fn, None)
             if grad is None:
                 continue
-            if fn.hooks is not None and fn.sequence >= boundary:  # (below it: the outer walk's to run)
-                grad = fn.hooks.run(grad)
-            if wanted is not None and fn in wanted:
-                taken[id(wanted[fn])] = grad
-                if fn not in runs:
-                    continue  # nothing wanted lies beyond it
-            if fn.sequence < boundary:
-                continue
+            if wanted is None:
+                if fn.hooks is not None:
+                    grad = fn.hooks.run(grad)
+            else:  # a walk for some tensors' gradients alone
+                if fn.hooks is not None and fn.sequence >= boundary:  # (below it: the outer walk's to run)
+                    grad = fn.hooks.run(grad)
+                if fn in wanted:
+                    taken[id(wanted[fn])] = grad
+                    if fn not in runs:
+                        continue  # nothing wanted lies beyond it
+                if fn.sequence < boundary:
+                    continue
+                # which inputs lead to a wanted tensor: the others' gradients are not computed
+                fn.__dict__["needed"] = tuple(
+                    e in runs or e in wanted or (e is None and p.requires_grad and id(p) in wanted_leaves)
+                    for p, e in zip(fn.parents, fn.edges))
             if fn.released:
                 _freed(fn)
             for counter, version in fn.versions:  # was an array it saved written to since?
                 if counter[0] != version:
                     _modified(fn, counter[0], version)
-            redirect = None if create_graph else fn.__dict__.get("recomputed")
-            if redirect is not None:  # a fused node recomputed for create_graph: its recomputation takes its gradient
-                if visiting is None:
+            if redirects and "recomputed" in fn.__dict__:  # a fused node recomputed for create_graph:
+                if visiting is None:  # its recomputation takes its gradient (see _recomputed)
                     visiting = set(order)
-                if redirect._ctx in visiting:
-                    _add(grads, redirect._ctx, grad)
+                ctx = fn.__dict__["recomputed"]._ctx
+                if ctx in visiting:
+                    _add(grads, ctx, grad)
                     if not retain_graph:
                         fn.release()
                     continue
-            if runs is not None:  # which inputs lead to a wanted tensor: the others' gradients are not computed
-                fn.__dict__["needed"] = tuple(
-                    e in runs or e in wanted or (e is None and p.requires_grad and id(p) in wanted_leaves)
-                    for p, e in zip(fn.parents, fn.edges))
             input_grads = _on_tensors(fn, grad) if create_graph else fn.backward(grad)
-            if runs is not None:
+            if wanted is not None:
                 fn.__dict__.pop("needed", None)
             if _ANOMALY[0] is True:
                 _check_finite(fn, input_grads)
@@ -505,7 +517,14 @@ def _walk(roots, retain_graph, create_graph, inputs=None, boundary=-math.inf):
                     continue
                 if ctx is None:  # a leaf when the node was recorded
                     if p.requires_grad and p._ctx is None:
-                        _add(leaves, id(p), g, p, fresh)
+                        if accumulate is not None and p._hooks is None:
+                            accumulate(p, g, fresh)
+                            continue
+                        key = id(p)
+                        if key in leaves:
+                            _add(leaves, key, g, p, fresh)
+                        else:
+                            leaves[key] = (p, g, fresh, False)
                 elif ctx not in grads:
                     grads[ctx] = g  # may be another node's array: never written to
                 elif ctx in owned:
@@ -514,13 +533,18 @@ def _walk(roots, retain_graph, create_graph, inputs=None, boundary=-math.inf):
                     grads[ctx] = grads[ctx] + g
                     if not create_graph:
                         owned.add(ctx)
-        for key, (leaf, grad, _, _) in list(leaves.items()):  # a leaf's hooks: for the leaves asked for
-            if leaf._hooks is not None and boundary == -math.inf and (inputs is None or any(t is leaf for t in inputs)):
+        hooked = [key for key, entry in leaves.items() if entry[0]._hooks is not None]
+        for key in hooked:  # a leaf's hooks, for the leaves asked for (not in a recomputation: see _recomputed)
+            leaf, grad = leaves[key][:2]
+            if boundary == -math.inf and (inputs is None or any(t is leaf for t in inputs)):
                 leaves[key] = (leaf, leaf._hooks.run(grad), True, False)
     if inputs is None:
         return leaves
     taken.update((key, entry[1]) for key, entry in leaves.items())
     return taken
+
+
+_KEPT_RECOMPUTATIONS = [False]  # set once a fused node keeps its recomputation: walks then look for them
 
 
 def _add(table, key, grad, tensor=None, fresh=False):
@@ -577,7 +601,11 @@ def _run_backward(root, grad, retain_graph, create_graph=False, inputs=None):
                 g = grads[id(t)]
                 _accumulate_leaf(t, g._data if isinstance(g, Tensor) else g)
         return
-    for leaf, g, fresh, _ in _walk([(root, grad)], retain_graph, create_graph).values():
+    if not create_graph:  # (a leaf without hooks takes its gradients as they come; the others', summed, here)
+        for leaf, g, fresh, _ in _walk([(root, grad)], retain_graph, False, accumulate=accumulate).values():
+            accumulate(leaf, g, fresh)
+        return
+    for leaf, g, fresh, _ in _walk([(root, grad)], retain_graph, True).values():
         if isinstance(g, Tensor):  # create_graph: the sum keeps its graph too (compat's ``.grad`` shows it)
             with enable_grad():
                 kept = leaf._grad_graph is not None and leaf._grad_graph._data is leaf._grad
@@ -650,6 +678,7 @@ def _recomputed(fn, grad, create_graph=True, reference_only=True):
             out = fn.reference(*parents)
         if between and out._ctx is not None:
             fn.__dict__["recomputed"] = out
+            _KEPT_RECOMPUTATIONS[0] = True
     if not out.requires_grad:
         return (None,) * len(parents)
     needed = [i for i, p in enumerate(parents) if fn.needs_grad(i)]
@@ -715,6 +744,12 @@ class _Hooks:
 
     def run(self, grad):
         """``grad`` (an array, or a tensor under ``create_graph``) after every hook has seen or replaced it."""
+        if not isinstance(grad, Tensor):
+            with no_grad():  # (as PyTorch runs them outside create_graph)
+                return self._run(grad)
+        return self._run(grad)
+
+    def _run(self, grad):
         as_tensor = isinstance(grad, Tensor)
         current = grad if as_tensor else Tensor._wrap(grad, self.kind)
         for hook in list(self.hooks.values()):

@@ -160,7 +160,7 @@ class BlockedAttention(Function):
 
     def backward(self, grad):
         xp = backend.namespace(grad)
-        needs = [self.needs_grad(i) for i in range(len(self.parents))]
+        needs = self.needs_grads()
         D = kernels.rows_dot(grad, self.out)  # (…, Lq, 1): rowsum(dO ∘ O)
         grads = [xp.zeros(t.shape, dtype=grad.dtype) if need else None for t, need in zip(self.parents, needs)]
         grad_mask = _at_least_2d(grads[3]) if len(grads) > 3 else None  # a view: accumulating fills grads[3]

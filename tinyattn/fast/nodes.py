@@ -64,7 +64,7 @@ class Linear(Function):
         return out.reshape(x.shape[:-1] + (weight.shape[0],))  # (…, out)
 
     def backward(self, grad):
-        needs = [self.needs_grad(i) for i in range(len(self.parents))]
+        needs = self.needs_grads()
         grad = grad.reshape(self.x.shape[0], grad.shape[-1])  # (M, out)
         grad_x = (grad @ self.weight).reshape(self.x_shape) if needs[0] else None  # (…, in)
         grad_weight = grad.T @ self.x if needs[1] else None  # (out, in), W's own layout
@@ -243,7 +243,7 @@ class InProjection(Function):
         return qkv  # (3, B, H, L, D)
 
     def backward(self, grad):
-        needs = [self.needs_grad(i) for i in range(len(self.parents))]
+        needs = self.needs_grads()
         grads = kernels.in_projection_backward(grad, self.x, self.weight, needs)
         if grads[0] is not None:
             grads[0] = grads[0].reshape(self.shape)  # ∂x (B, L, E)
@@ -284,7 +284,7 @@ class Attention(Function):
         return self.out  # (…, Lq, Ev); backward reads it (rowsum(G ∘ O), kernels.attention_backward)
 
     def backward(self, grad):
-        needs = [self.needs_grad(i) for i in range(len(self.parents))]
+        needs = self.needs_grads()
         grads = kernels.attention_backward(
             grad, self.query, self.key, self.value, self.weights, self.keep, self.scale, self.out,
             mask_shape=self.parents[3].shape if len(needs) > 3 and needs[3] else None)
