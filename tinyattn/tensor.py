@@ -458,8 +458,10 @@ def _walk(roots, retain_graph, create_graph, inputs=None, boundary=-math.inf, ac
     for tensor, grad in roots:
         if tensor._ctx is None:
             _add(leaves, id(tensor), grad, tensor)
-        else:
+        elif tensor._ctx in grads:
             _add(grads, tensor._ctx, grad)
+        else:
+            grads[tensor._ctx] = grad
     redirects = not create_graph and _KEPT_RECOMPUTATIONS[0]
     order = _topological_order([t._ctx for t, _ in roots if t._ctx is not None], boundary, redirects)
     wanted = runs = None
@@ -469,7 +471,10 @@ def _walk(roots, retain_graph, create_graph, inputs=None, boundary=-math.inf, ac
         runs = _needed(order, inputs, wanted)
         order = [fn for fn in order if fn in runs or fn in wanted]
     taken, visiting = {}, None
-    with enable_grad() if create_graph else _NOTHING:  # (gradient hooks run under no_grad: ``_Hooks.run``)
+    grad_mode = _GRAD_ENABLED[0]
+    if create_graph:  # the backward formulas record their graph (hooks otherwise run under no_grad: _Hooks.run)
+        _GRAD_ENABLED[0] = True
+    try:
         for fn in order:
             grad = grads.pop(fn, None)
             if grad is None:
@@ -533,11 +538,13 @@ def _walk(roots, retain_graph, create_graph, inputs=None, boundary=-math.inf, ac
                     grads[ctx] = grads[ctx] + g
                     if not create_graph:
                         owned.add(ctx)
-        hooked = [key for key, entry in leaves.items() if entry[0]._hooks is not None]
+        hooked = [key for key, entry in leaves.items() if entry[0]._hooks is not None] if leaves else ()
         for key in hooked:  # a leaf's hooks, for the leaves asked for (not in a recomputation: see _recomputed)
             leaf, grad = leaves[key][:2]
             if boundary == -math.inf and (inputs is None or any(t is leaf for t in inputs)):
                 leaves[key] = (leaf, leaf._hooks.run(grad), True, False)
+    finally:
+        _GRAD_ENABLED[0] = grad_mode
     if inputs is None:
         return leaves
     taken.update((key, entry[1]) for key, entry in leaves.items())
