@@ -40,7 +40,7 @@ class Checkpoint(Function):
         return self.rerun()
 
     def backward(self, grad):
-        return _recomputed(self, grad, create_graph=False)  # the inside recorded afresh, walked down to the inputs
+        return _recomputed(self, grad, create_graph=False, reference_only=False)  # recorded afresh, walked down
 
 
 def checkpoint(function, *args, use_reentrant=None, preserve_rng_state=True, **kwargs):
