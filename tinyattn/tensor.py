@@ -7,20 +7,29 @@ instance which keeps its inputs (``parents``) and whatever its backward needs.
 ``backward()`` orders the graph topologically without recursion, walks it from the
 output to the leaves, and hands each node the gradient of its output; the node returns
 one gradient per input. Unless ``retain_graph=True``, each node drops its saved arrays
-as soon as it has run, so a second walk through it raises a ``RuntimeError``.
+as soon as it has run, so a second walk through it raises a ``RuntimeError``. With
+``create_graph=True`` the same walk runs every backward on tensors instead of arrays, so the
+gradients it gives have a graph of their own (``_on_tensors``); ``autograd.grad`` walks for
+some tensors' gradients alone. Gradient hooks (``register_hook``, ``retain_grad``) and the grad
+modes live here too.
 
 The arithmetic operators (``+ - * / ** @``, comparisons, indexing) and the methods that are
 operations (``sum``, ``exp``, ``reshape``, ``masked_fill``…) are attached to ``Tensor`` at the
 end of ``ops.py``, beside the ``Function``s they call; this file holds only what a tensor is.
 
-Two extension points, for the floors above, and nothing else of theirs:
+The extension points, for the floors above, and nothing else of theirs:
 
 - ``LEAF_ACCUMULATOR``: how a leaf takes its gradient (``_accumulate_leaf``: a copy, then ``+=``), one
   slot that the fast layer fills with its own (``fast.gradients``: a fresh gradient kept, not copied);
   the graph walk reads it once per ``backward()``, and with fast paths off takes the reference.
 - ``_result_class``: a subclass of ``Tensor`` that names its own (``tinyattn.compat``'s tensor, whose
   ``.grad`` and ``.data`` are tensors) gets results of that class from every operation on it
-  (``Tensor._wrap``); until a subclass names one, no operation looks.
+  (``Tensor._wrap``); until a subclass names one, no operation looks. ``_constant_like``: the kind a
+  number or array lifted beside it takes (``ops._lift``).
+- Forward mode and ``vmap`` step into ``Function.apply``: a tensor's ``_tangents`` (one per open level of
+  ``_DUAL_LEVELS``) get the operation's JVP rule (``_with_tangents``); while ``ta.func.vmap`` runs, its
+  batching rules (``_BATCHING``) take an operation with a batched input, and ``_PER_EXAMPLE`` draws random
+  tensors per example.
 
 >>> import tinyattn as ta
 >>> x = ta.tensor([1.0, 2.0, 3.0], requires_grad=True)
