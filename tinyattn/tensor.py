@@ -729,6 +729,10 @@ class _Copy(Function):
     def backward(self, grad):
         return (grad,)
 
+    @staticmethod
+    def jvp(tangents, inputs, out):  # a copy's tangent is the input's
+        return tangents[0]
+
 
 class OnceDifferentiable(Function):
     """A gradient computed by a backward written on arrays (PyTorch's ``once_differentiable``): its value is

@@ -21,7 +21,7 @@ it gives can be differentiated again.
 """
 
 from . import backend
-from .tensor import _SEQUENCE, Function, Tensor, _recomputed, enable_grad, is_grad_enabled
+from .tensor import _DUAL_LEVELS, _SEQUENCE, Function, Tensor, _recomputed, enable_grad, is_grad_enabled
 
 
 class Checkpoint(Function):
@@ -49,8 +49,8 @@ def checkpoint(function, *args, use_reentrant=None, preserve_rng_state=True, **k
     Gradients reach every tensor the function reads, arguments and captured parameters alike: the first run
     records the graph once, to find them (the tensors its nodes read from outside it), then lets it go.
     """
-    if not is_grad_enabled():
-        return function(*args, **kwargs)  # no graph: nothing to recompute
+    if not is_grad_enabled() or _DUAL_LEVELS:  # no graph: nothing to recompute; forward mode: tangents go through
+        return function(*args, **kwargs)  # the operations inside, which are kept while a level is open
     state = backend.get_rng_state() if preserve_rng_state else None
     boundary = next(_SEQUENCE[0])  # the nodes the function records come after this number
     with enable_grad():
