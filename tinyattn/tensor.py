@@ -440,7 +440,9 @@ def _accumulate_leaf(t, grad, fresh=False):
     """Add ``grad`` to the leaf's ``.grad``, never writing to an array anyone else can see: the first
     gradient is copied, in the leaf's dtype. ``fresh``: ``grad`` comes from a node that keeps no reference
     to it (``Function.fresh_gradients``), which the fast layer may keep instead of copying."""
-    if t._grad is not None:
+    if t._grad is not None and t._grad_graph is not None and t._grad_graph._data is t._grad:
+        t._grad = t._grad + grad  # the array is a graph's tensor's (create_graph): never written to
+    elif t._grad is not None:
         t._grad += grad
     else:
         t._grad = backend.namespace(t._data).array(grad, dtype=t._data.dtype)
@@ -479,7 +481,7 @@ def _walk(roots, retain_graph, create_graph, inputs=None, boundary=-math.inf, ac
         wanted_leaves = {id(t) for t in inputs if t._ctx is None}
         runs = _needed(order, inputs, wanted)
         order = [fn for fn in order if fn in runs or fn in wanted]
-    taken, visiting = {}, None
+    taken = {}
     grad_mode = _GRAD_ENABLED[0]
     if create_graph:  # the backward formulas record their graph (hooks otherwise run under no_grad: _Hooks.run)
         _GRAD_ENABLED[0] = True
@@ -500,27 +502,28 @@ def _walk(roots, retain_graph, create_graph, inputs=None, boundary=-math.inf, ac
                         continue  # nothing wanted lies beyond it
                 if fn.sequence < boundary:
                     continue
-                # which inputs lead to a wanted tensor: the others' gradients are not computed
-                fn.__dict__["needed"] = tuple(
-                    e in runs or e in wanted or (e is None and p.requires_grad and id(p) in wanted_leaves)
-                    for p, e in zip(fn.parents, fn.edges))
             if fn.released:
                 _freed(fn)
             for counter, version in fn.versions:  # was an array it saved written to since?
                 if counter[0] != version:
                     _modified(fn, counter[0], version)
-            if redirects and "recomputed" in fn.__dict__:  # a fused node recomputed for create_graph:
-                if visiting is None:  # its recomputation takes its gradient (see _recomputed)
-                    visiting = set(order)
-                ctx = fn.__dict__["recomputed"]._ctx
-                if ctx in visiting:
+            if redirects and "recomputed" in fn.__dict__:  # a fused node recomputed for create_graph: its
+                ctx = fn.__dict__["recomputed"]._ctx  # recomputation takes its gradient (see _recomputed),
+                if _intact(ctx, fn):  # unless a walk has freed part of it
                     _add(grads, ctx, grad)
                     if not retain_graph:
                         fn.release()
                     continue
-            input_grads = _on_tensors(fn, grad) if create_graph else fn.backward(grad)
-            if wanted is not None:
-                fn.__dict__.pop("needed", None)
+            if wanted is not None:  # which inputs lead to a wanted tensor: the others' gradients are not computed
+                fn.__dict__["needed"] = tuple(
+                    e in runs or e in wanted or (e is None and p.requires_grad and id(p) in wanted_leaves)
+                    for p, e in zip(fn.parents, fn.edges))
+                try:
+                    input_grads = _on_tensors(fn, grad) if create_graph else fn.backward(grad)
+                finally:
+                    fn.__dict__.pop("needed", None)
+            else:
+                input_grads = _on_tensors(fn, grad) if create_graph else fn.backward(grad)
             if _ANOMALY[0] is True:
                 _check_finite(fn, input_grads)
             if not retain_graph:
@@ -551,7 +554,7 @@ def _walk(roots, retain_graph, create_graph, inputs=None, boundary=-math.inf, ac
         for key in hooked:  # a leaf's hooks, for the leaves asked for (not in a recomputation: see _recomputed)
             leaf, grad = leaves[key][:2]
             if boundary == -math.inf and (inputs is None or any(t is leaf for t in inputs)):
-                leaves[key] = (leaf, leaf._hooks.run(grad), True, False)
+                leaves[key] = (leaf, leaf._hooks.run(grad), False, False)  # (a hook's: the user may hold it)
     finally:
         _GRAD_ENABLED[0] = grad_mode
     if inputs is None:
@@ -561,6 +564,22 @@ def _walk(roots, retain_graph, create_graph, inputs=None, boundary=-math.inf, ac
 
 
 _KEPT_RECOMPUTATIONS = [False]  # set once a fused node keeps its recomputation: walks then look for them
+
+
+def _intact(root, fn):
+    """Whether the recomputation of ``fn`` (its nodes numbered between ``fn`` and its inputs, from ``root`` down)
+    still has every saved array: an earlier walk without ``retain_graph`` may have freed some of them."""
+    low = max([p._ctx.sequence for p in fn.parents if p._ctx is not None], default=-1)
+    seen, stack = {root}, [root]
+    while stack:
+        node = stack.pop()
+        if node.released:
+            return False
+        for ctx in node.edges:
+            if ctx is not None and ctx.sequence > low and ctx not in seen:
+                seen.add(ctx)
+                stack.append(ctx)
+    return True
 
 
 def _add(table, key, grad, tensor=None, fresh=False):
@@ -607,6 +626,7 @@ def _needed(order, inputs, wanted):
 def _run_backward(root, grad, retain_graph, create_graph=False, inputs=None):
     """``Tensor.backward``: accumulate into the leaves' ``.grad`` (with ``inputs``, into theirs alone)."""
     if root._ctx is None and inputs is None:  # backward() on a leaf: the gradient is the caller's array
+        grad = root._hooks.run(grad) if root._hooks is not None else grad
         _accumulate_leaf(root, grad._data if isinstance(grad, Tensor) else grad)  # (always copied)
         return
     accumulate = LEAF_ACCUMULATOR[0] if dispatch.enabled() else _accumulate_leaf
@@ -700,7 +720,11 @@ def _recomputed(fn, grad, create_graph=True, reference_only=True):
     needed = [i for i, p in enumerate(parents) if fn.needs_grad(i)]
     boundary = math.nextafter(low, math.inf)  # the inputs' nodes lie below; every recomputed node above
     taken = _walk([(out, grad)], create_graph, create_graph, [parents[i] for i in needed], boundary)
-    return tuple(taken.get(id(p)) if i in needed else None for i, p in enumerate(parents))
+    grads, given = [], set()
+    for i, p in enumerate(parents):  # a tensor in two input slots: its whole gradient once (the walk sums them)
+        grads.append(taken.get(id(p)) if i in needed and id(p) not in given else None)
+        given.add(id(p))
+    return tuple(grads)
 
 
 @contextlib.contextmanager
