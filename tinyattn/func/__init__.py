@@ -128,7 +128,7 @@ def _gradients(outputs, cotangents, inputs, create_graph, retain_graph=None):
             continue
         ct = ct if isinstance(ct, Tensor) else Tensor._wrap(ct, out)
         if levels_of(out) and not levels_of(ct):
-            ct = ct + out * 0  # one cotangent for every example: batched as the output is
+            ct = ct + _zeros_like(out)  # one cotangent for every example: batched as the output is
         if levels_of(ct):
             ct = batching.unwrap(ct, levels_of(out))
         roots.append((out, ct if create_graph else ct._data))
@@ -145,6 +145,12 @@ def _gradients(outputs, cotangents, inputs, create_graph, retain_graph=None):
             g = batching.rewrap(g, levels_of(t))
         grads.append(g)
     return grads
+
+
+def _zeros_like(t):
+    """Zeros of ``t``'s shape and kind (batched as it is): a tangent or cotangent that is nothing (``t * 0`` would be
+    NaN where ``t`` is infinite)."""
+    return Tensor._wrap(backend.namespace(t._data).zeros(t._data.shape, t.dtype), t)
 
 
 def _argnums(argnums, count, name):
@@ -292,7 +298,7 @@ def jvp(func, primals, tangents, *, strict=False, has_aux=False):
                 plain = ops.reshape(out, out.shape)  # the output without this level's tangent
                 plain._tangents = {k: v for k, v in (out._tangents or {}).items() if k != level} or None
                 primal_out.append(plain)
-                tangent_out.append(tangent if tangent is not None else out * 0)
+                tangent_out.append(tangent if tangent is not None else _zeros_like(out))
         finally:
             _DUAL_LEVELS.remove(level)
     result = (rebuild_output(primal_out), rebuild_output(tangent_out))
@@ -512,7 +518,7 @@ def jacrev(func, argnums=0, *, has_aux=False, chunk_size=None):
             basis = _basis(out.shape, out.dtype, out.device)
 
             def row(u, k=k):
-                cts = [u if i == k else o * 0 for i, o in enumerate(outputs)]
+                cts = [u if i == k else _zeros_like(o) for i, o in enumerate(outputs)]
                 return vjp_fn(rebuild(cts))
             rows = vmap(row, chunk_size=chunk_size)(basis)  # per input: (N_out, *input shape)
             jacobians.append(tuple(_reshape_tree(r, out.shape) for r in rows))
@@ -539,7 +545,7 @@ def jacfwd(func, argnums=0, has_aux=False, *, randomness="error"):
             basis = _basis(x.shape, x.dtype, x.device)  # (N_in, *x.shape)
 
             def column(v, position=position):
-                tangents = tuple(v if p == position else c * 0 for p, c in enumerate(chosen))
+                tangents = tuple(v if p == position else _zeros_like(c) for p, c in enumerate(chosen))
 
                 def of_chosen(*values):
                     full_args = list(args)
