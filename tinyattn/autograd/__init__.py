@@ -245,8 +245,9 @@ class _Node(_NativeFunction):
         return tuple(result)
 
 
-class _OutputGrads:
-    """The gradients of several outputs, by position, as they reach ``_Outputs``: summed like arrays."""
+class OutputGradients:
+    """The gradients of several outputs, by position, as they reach the node that joins them (``_Outputs``, a
+    module hook's hub): summed like arrays when several arrive."""
 
     def __init__(self, grads):
         self.grads = grads
@@ -255,12 +256,12 @@ class _OutputGrads:
         grads = dict(self.grads)
         for i, g in other.grads.items():
             grads[i] = g if i not in grads else grads[i] + g
-        return _OutputGrads(grads)
+        return OutputGradients(grads)
 
 
 class _Outputs(_Node):
     """The native node of a ``forward`` with several outputs. Its own output is an empty array; each
-    real output is a ``_Pick`` of it, whose gradient comes back here as ``_OutputGrads``."""
+    real output is a ``_Pick`` of it, whose gradient comes back here as ``OutputGradients``."""
 
     def forward(self, *arrays, user, ctx, output):
         self.user, self.ctx, self.outputs = user, ctx, output
@@ -292,7 +293,7 @@ class _Pick(_NativeFunction):
         return array
 
     def backward(self, grad):
-        return (_OutputGrads({self.index: grad}),)
+        return (OutputGradients({self.index: grad}),)
 
     @staticmethod
     def jvp(tangents, inputs, out, index, array):

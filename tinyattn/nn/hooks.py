@@ -8,7 +8,7 @@ a hub, as ``tinyattn.autograd`` joins a custom function's several outputs:
     x_1 … x_n ── _Hub ── _Pick(0) … _Pick(n-1) ── x_1' … x_n' ── forward ── y_1 … y_m
     y_1 … y_m ── _Hub ── _Pick(0) … _Pick(m-1) ── y_1' … y_m' ── what the caller computes from them
 
-A pick passes its array through unchanged; in backward it hands its gradient to its hub as a ``_Grads`` (the
+A pick passes its array through unchanged; in backward it hands its gradient to its hub as ``autograd.OutputGradients`` (the
 gradients by position, summed like arrays when several picks send theirs). So a hub's backward runs once, after
 every pick that got a gradient: the outputs' hub runs the backward pre-hooks on ``grad_output``, the inputs' hub
 the backward hooks on ``grad_input`` and ``grad_output``, and each returns the gradients (the hooks' replacements,
@@ -20,6 +20,7 @@ import weakref
 from collections import namedtuple
 
 from .. import backend
+from ..autograd import OutputGradients
 from ..ops import TangentPack
 from ..tensor import Function, Tensor, is_grad_enabled
 
@@ -50,19 +51,6 @@ class RemovableHandle:
 
 def hook_name(hook):
     return getattr(hook, "__qualname__", None) or repr(hook)
-
-
-class _Grads:
-    """The gradients of a hub's picks, by position: what reaches the hub, summed like arrays."""
-
-    def __init__(self, grads):
-        self.grads = grads
-
-    def __add__(self, other):
-        grads = dict(self.grads)
-        for i, g in other.grads.items():
-            grads[i] = g if i not in grads else grads[i] + g
-        return _Grads(grads)
 
 
 class _Hub(Function):
@@ -96,7 +84,7 @@ class _Pick(Function):
         return array
 
     def backward(self, grad):
-        return (_Grads({self.index: grad}),)
+        return (OutputGradients({self.index: grad}),)
 
     @staticmethod
     def jvp(tangents, inputs, out, index, array):  # an identity: the tangent of the tensor it picks
