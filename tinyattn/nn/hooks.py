@@ -9,10 +9,10 @@ a hub, as ``tinyattn.autograd`` joins a custom function's several outputs:
     y_1 … y_m ── _Hub ── _Pick(0) … _Pick(m-1) ── y_1' … y_m' ── what the caller computes from them
 
 A pick passes its array through unchanged; in backward it hands its gradient to its hub as an
-``autograd.OutputGradients`` (the gradients by position, summed like arrays when several picks send theirs). So a hub's backward runs once, after
-every pick that got a gradient: the outputs' hub runs the backward pre-hooks on ``grad_output``, the inputs' hub
-the backward hooks on ``grad_input`` and ``grad_output``, and each returns the gradients (the hooks' replacements,
-where they gave some) to the tensors it was made of.
+``autograd.OutputGradients`` (the gradients by position, summed like arrays when several picks send theirs). So a
+hub's backward runs once, after every pick that got a gradient: the outputs' hub runs the backward pre-hooks on
+``grad_output``, the inputs' hub the backward hooks on ``grad_input`` and ``grad_output``, and each returns the
+gradients (the hooks' replacements, where they gave some) to the tensors it was made of.
 """
 
 import itertools
