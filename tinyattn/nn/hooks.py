@@ -20,7 +20,7 @@ import weakref
 from collections import namedtuple
 
 from .. import backend
-from ..autograd import OutputGradients
+from ..autograd import _Pick  # (a hub's picks are the same node as a custom Function's outputs)
 from ..ops import TangentPack
 from ..tensor import Function, Tensor, is_grad_enabled
 
@@ -60,7 +60,7 @@ class _Hub(Function):
 
     saved_inputs, saves_output, differentiable = (), False, True
 
-    def forward(self, *arrays, on_backward):
+    def forward(self, *arrays, on_backward, positions):
         self.on_backward = on_backward
         return backend.namespace(arrays[0]).empty((0,))
 
@@ -68,27 +68,10 @@ class _Hub(Function):
         return self.on_backward(grads.grads)
 
     @staticmethod
-    def jvp(tangents, inputs, out, on_backward):  # the joined tensors' tangents, each beside its array
+    def jvp(tangents, inputs, out, on_backward, positions):  # the joined tensors' tangents, by position
         if all(t is None for t in tangents):
             return None
-        return TangentPack(out, [(x._data, t) for x, t in zip(inputs, tangents)])
-
-
-class _Pick(Function):
-    """Tensor ``index`` of a hub's side: its array, unchanged; its gradient goes to the hub."""
-
-    saved_inputs, saves_output, differentiable = (), False, True
-
-    def forward(self, hub, index, array):
-        self.index = index
-        return array
-
-    def backward(self, grad):
-        return (OutputGradients({self.index: grad}),)
-
-    @staticmethod
-    def jvp(tangents, inputs, out, index, array):  # an identity: the tangent of the tensor it picks
-        return next(t for joined, t in tangents[0].parts if joined is array)
+        return TangentPack(out, dict(zip(positions, tangents)))
 
 
 class BackwardHook:
@@ -164,7 +147,7 @@ def _join(values, on_backward):
     tensors = {i: v for i, v in enumerate(values) if isinstance(v, Tensor) and v.requires_grad}
     if not tensors or not is_grad_enabled():
         return None, values
-    hub = _Hub.apply(*tensors.values(), on_backward=on_backward)
+    hub = _Hub.apply(*tensors.values(), on_backward=on_backward, positions=tuple(tensors))
     picked = list(values)
     for i, t in tensors.items():
         picked[i] = _Pick.apply(hub, index=i, array=t._data)
