@@ -26,6 +26,7 @@ from test_higher_order_layers import (
     _masks,
     attention_case,
     attention_layer_case,
+    multi_head_attention_pair,
     ours_attention,
     torch_attention,
 )
@@ -194,24 +195,7 @@ def _assert_module_tangents_match(ours, theirs, arrays, call_ours, call_theirs, 
 
 @given(case=attention_layer_case(), cross=st.booleans())
 def test_multi_head_attention_matches_torch_forward_ad(case, cross):
-    torch.manual_seed(case["seed"])
-    rng = np.random.default_rng(case["seed"])
-    theirs = torch.nn.MultiheadAttention(case["d_model"], case["heads"], batch_first=True).double()
-    ours = load_from_torch(nn.MultiHeadAttention(case["d_model"], case["heads"]), theirs, "cpu")
-    lk = case["S"] if cross else case["T"]
-    arrays = [rng.standard_normal((case["B"], case["T"], case["d_model"]))]
-    if cross:
-        arrays.append(rng.standard_normal((case["B"], lk, case["d_model"])))
-    our_mask, their_mask = _masks(case, case["T"], lk)
-
-    def call_ours(m, x, memory=None):
-        return m(x, memory, attn_mask=our_mask, is_causal=case["causal"])[0]
-
-    def call_theirs(m, x, memory=None):
-        memory = x if memory is None else memory
-        return m(x, memory, memory, attn_mask=their_mask, need_weights=False)[0]
-
-    _assert_module_tangents_match(ours, theirs, arrays, call_ours, call_theirs, case["seed"])
+    _assert_module_tangents_match(*multi_head_attention_pair(case, cross), case["seed"])
 
 
 @pytest.mark.parametrize("side", ["encoder", "decoder"])

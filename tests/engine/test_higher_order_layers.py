@@ -271,8 +271,9 @@ def _masks(case, lq, lk):
     return ours, (torch.tensor(~allowed) if case["masked"] or case["causal"] else None)
 
 
-@given(case=attention_layer_case(), cross=st.booleans())
-def test_multi_head_attention_second_order_matches_torch(case, cross):
+def multi_head_attention_pair(case, cross):
+    """Our multi-head attention and torch's with the same weights, the input arrays (a second sequence for
+    cross-attention) and a call of each (masks in each library's convention)."""
     torch.manual_seed(case["seed"])
     rng = np.random.default_rng(case["seed"])
     theirs = torch.nn.MultiheadAttention(case["d_model"], case["heads"], batch_first=True).double()
@@ -290,7 +291,12 @@ def test_multi_head_attention_second_order_matches_torch(case, cross):
         memory = x if memory is None else memory
         return m(x, memory, memory, attn_mask=their_mask, need_weights=False)[0]
 
-    assert_module_orders_match(ours, theirs, arrays, call_ours, call_theirs, case["seed"])
+    return ours, theirs, arrays, call_ours, call_theirs
+
+
+@given(case=attention_layer_case(), cross=st.booleans())
+def test_multi_head_attention_second_order_matches_torch(case, cross):
+    assert_module_orders_match(*multi_head_attention_pair(case, cross), case["seed"])
 
 
 @pytest.mark.parametrize("side", ["encoder", "decoder"])
