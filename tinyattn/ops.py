@@ -213,15 +213,21 @@ class Where(Function):
 
 
 def _product(a, b):
-    """``a @ b`` (arrays, or tensors: then ``MatMul``); batched arrays made C-contiguous first, as NumPy's
-    batched product calls the BLAS only on matrices laid out so (a transposed or head-split view otherwise
-    takes its loop without the BLAS, many times slower)."""
+    """``a @ b`` (arrays, or tensors: then ``MatMul``). NumPy's batched product calls the BLAS on each matrix
+    that has one unit stride among its last two axes (row- or column-major: a transposed or head-split view is
+    fine); an operand with neither, such as a view with a step, is made C-contiguous first."""
     if isinstance(a, Tensor) or isinstance(b, Tensor):
         return a @ b
     if a.ndim > 2 or b.ndim > 2:
         xp = backend.namespace(a)
-        a, b = xp.ascontiguousarray(a), xp.ascontiguousarray(b)
+        a, b = (m if _blas_ready(m) else xp.ascontiguousarray(m) for m in (a, b))
     return a @ b
+
+
+def _blas_ready(m):
+    """Whether the matrices of ``m`` (…, n, k) are laid out row- or column-major (one of their strides one item)."""
+    item = m.itemsize
+    return m.ndim < 2 or m.strides[-1] == item or m.strides[-2] == item or min(m.shape[-2:]) <= 1
 
 
 class MatMul(Function):

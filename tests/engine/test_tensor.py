@@ -229,6 +229,28 @@ def test_ndarray_on_the_left_defers_to_the_tensor():
     assert isinstance(y, ta.Tensor) and y.requires_grad
 
 
+@pytest.mark.parametrize("layout", ["contiguous", "transposed", "head-split", "stepped"])
+def test_batched_matmul_of_every_layout_equals_numpys(layout):
+    """Batched operands as views (transposed, split into heads, taken with a step): values and gradients
+    equal those of the same operands copied to C order (the product reads any layout)."""
+    rng = np.random.default_rng(0)
+    base = rng.standard_normal((2, 6, 3, 8))  # (B, L, H, 2·D)
+    view = {"contiguous": np.ascontiguousarray(base.transpose(0, 2, 1, 3)),  # (B, H, L, 2·D)
+            "transposed": base.transpose(0, 2, 3, 1).swapaxes(-1, -2),
+            "head-split": base.transpose(0, 2, 1, 3),
+            "stepped": base.transpose(0, 2, 1, 3)[..., ::2]}[layout]
+    if layout != "stepped":
+        view = view[..., :4]
+    other = rng.standard_normal((2, 3, 4, 5))
+    grad = rng.standard_normal((2, 3, 6, 5))
+    a, b = ta.tensor(view, requires_grad=True), ta.tensor(other, requires_grad=True)
+    (a @ b).backward(ta.tensor(grad))
+    plain = np.ascontiguousarray(view)
+    np.testing.assert_allclose((a @ b).numpy(), plain @ other, rtol=1e-12)
+    np.testing.assert_allclose(a.grad, grad @ other.swapaxes(-1, -2), rtol=1e-12)
+    np.testing.assert_allclose(b.grad, plain.swapaxes(-1, -2) @ grad, rtol=1e-12)
+
+
 # ----------------------------------------------------------------------------- bad input
 
 
