@@ -466,6 +466,8 @@ def _walk(roots, retain_graph, create_graph, inputs=None, boundary=-math.inf, ac
     gradients reaching them are only taken for ``inputs`` (``_recomputed`` differentiates a subgraph so).
     """
     grads, leaves, owned = {}, {}, set()  # node -> the gradient of its output, summed so far; leaves likewise
+    if create_graph and boundary == -math.inf:  # (a recomputation's inner walk has a boundary: not counted)
+        _CREATE_GRAPH_WALKS[0] += 1
     for tensor, grad in roots:
         if tensor._ctx is None:
             _add(leaves, id(tensor), grad, tensor)
@@ -561,6 +563,16 @@ def _walk(roots, retain_graph, create_graph, inputs=None, boundary=-math.inf, ac
         return leaves
     taken.update((key, entry[1]) for key, entry in leaves.items())
     return taken
+
+
+_CREATE_GRAPH_WALKS = [0]  # walks that recorded a graph of the gradient (read by ``create_graph_walks``)
+
+
+def create_graph_walks():
+    """How many backward walks with ``create_graph=True`` have run in this process (``backward`` and
+    ``autograd.grad``; a recomputation inside one is part of it). A count that moved between two calls of a
+    module tells that a gradient was differentiated again in between (the fast layer's router reads it)."""
+    return _CREATE_GRAPH_WALKS[0]
 
 
 _KEPT_RECOMPUTATIONS = [False]  # set once a fused node keeps its recomputation: walks then look for them

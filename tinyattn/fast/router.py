@@ -31,7 +31,7 @@ from ..dispatch import FAST_OFF
 from ..nn import attention as _attention_module
 from ..nn import layers as _layers
 from ..nn import transformer as _transformer
-from ..tensor import Tensor, no_grad
+from ..tensor import Tensor, create_graph_walks, is_grad_enabled, no_grad
 from .tuning import values as tuning
 
 # ----------------------------------------------------------------------------- ops
@@ -377,6 +377,35 @@ def why_not_encoder(module, src, mask=None, is_causal=False):
     if reason is None:
         _LAST.answer = (module, src, mask, (real, activations))
     return reason
+
+
+# ----------------------------------------------------------------------------- a gradient differentiated again
+
+# A fused node's backward works on arrays. When a walk with create_graph=True differentiates through it (a
+# gradient penalty, a Hessian-vector product, a meta-learning step), the walk recomputes the node's output by
+# its reference definition and differentiates that instead (tensor._recomputed): the fused forward was run
+# for nothing, and the recomputation runs the forward a second time. A module whose calls are followed by such
+# walks therefore runs its reference lines, with no fused node inside, which record the graph once. The sign
+# is the count of create_graph walks (tensor.create_graph_walks): moved since the module's previous call, a
+# gradient was differentiated again in between; not moved, the module goes back to its fused routes.
+
+_WALKS_AT_LAST_CALL = weakref.WeakKeyDictionary()  # module -> create_graph_walks() at its previous call
+
+
+def why_not_reference_lines(module, *args, **kwargs):
+    """``None`` when ``module`` (a Transformer layer, or multi-head attention) runs its own ``forward`` with no
+    fused node inside (``fast.table.reference_lines``): a graph is recorded, and a backward with
+    ``create_graph=True`` has run since the module's previous call that recorded one. Each call that records
+    a graph is noted here."""
+    if not is_grad_enabled():
+        return "no graph is recorded"
+    walks, previous = create_graph_walks(), _WALKS_AT_LAST_CALL.get(module)
+    _WALKS_AT_LAST_CALL[module] = walks
+    if previous is None:
+        return "its first call that records a graph"
+    if walks == previous:
+        return "no backward with create_graph=True ran since its previous call"
+    return None
 
 
 # A layer asks for its route on every call, and the answer reads some thirty attributes of its parts,

@@ -11,6 +11,9 @@
                                                    fast.SplitHeads, fast.MergeHeads  (always)
     scaled dot-product attention (F._attention)    fast.BlockedAttention             why_not_blocked_attention
                                                    fast.Attention                    why_not_fused_attention
+    nn.MultiHeadAttention,                         the module's own forward, no fused
+      nn.TransformerEncoderLayer,                    node inside (reference_lines)     why_not_reference_lines
+      nn.TransformerDecoderLayer                     (tried first)
     nn.MultiHeadAttention                          fast.InProjection + PackedSelfAttention
                                                                                      why_not_packed_self_attention
     nn.TransformerEncoderLayer                     fast.SelfAttentionBlock, FeedForwardBlock
@@ -21,7 +24,9 @@
 (always): whenever fast paths are on; the row has no test.
 
 A layer's row composes the layer as its reference ``forward`` does, with each residual block that the
-router allows as one fused node and the layer's own lines for the other.
+router allows as one fused node and the layer's own lines for the other. A module whose gradient is being
+differentiated again (a backward with ``create_graph=True`` after each call) runs its own lines instead,
+with no fused node inside: a fused node would be recomputed by its reference definition there anyway.
 """
 
 from .. import dispatch
@@ -92,6 +97,18 @@ def attention_fused(query, key, value, attn_mask, dropout_p, is_causal, scale, n
 # ----------------------------------------------------------------------------- layers
 
 
+def reference_lines(unit):
+    """The row's run for the module class ``unit``: its ``forward`` with the table not read inside
+    (``dispatch.reference_only``), so that every part runs its reference definition and records the graph
+    that a ``create_graph`` walk differentiates as it is. (``unit.forward``, not the module's class's: compat's
+    layers run the native class's rows on native arguments.)"""
+    def run(module, *args, **kwargs):
+        with dispatch.reference_only():
+            return unit.forward(module, *args, **kwargs)
+    return run
+
+
+
 def multi_head_attention(module, query, key=None, value=None, attn_mask=None, is_causal=False, need_weights=True):
     """Self-attention without the weights: q, k and v by one GEMM, then attention and the heads merged by one node."""
     q, k, v = module.q_proj, module.k_proj, module.v_proj
@@ -153,6 +170,10 @@ def register():
         (_attention_module._merge_heads, "fast.MergeHeads", None, merge_heads),
         (F._attention, "fast.BlockedAttention", router.why_not_blocked_attention, attention_blocked),
         (F._attention, "fast.Attention", router.why_not_fused_attention, attention_fused),
+        *((unit, f"the reference lines, no fused node inside ({name})", router.why_not_reference_lines,
+           reference_lines(unit)) for unit, name in ((_attention_module.MultiHeadAttention, "multi-head attention"),
+                                               (_transformer.TransformerEncoderLayer, "encoder layer"),
+                                               (_transformer.TransformerDecoderLayer, "decoder layer"))),
         (_attention_module.MultiHeadAttention, "fast.InProjection + fast.PackedSelfAttention",
          router.why_not_packed_self_attention, multi_head_attention),
         (_transformer.TransformerEncoderLayer, "fast.SelfAttentionBlock, fast.FeedForwardBlock (encoder layer)",
