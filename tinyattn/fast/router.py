@@ -400,12 +400,10 @@ def why_not_reference_lines(module, *args, **kwargs):
     if not is_grad_enabled():
         return "no graph is recorded"
     walks, previous = create_graph_walks(), _WALKS_AT_LAST_CALL.get(module)
-    _WALKS_AT_LAST_CALL[module] = walks
-    if previous is None:
-        return "its first call that records a graph"
     if walks == previous:
         return "no backward with create_graph=True ran since its previous call"
-    return None
+    _WALKS_AT_LAST_CALL[module] = walks
+    return "its first call that records a graph" if previous is None else None
 
 
 # A layer asks for its route on every call, and the answer reads some thirty attributes of its parts,
