@@ -42,8 +42,8 @@ from ..nn import attention as _attention_module
 from ..nn import functional as F
 from ..tensor import Function, Tensor, records_graph
 from . import parallel, router
+from .attention import attention_by_sequences, packed_attention, packed_attention_backward
 from .kernels import (
-    attention_by_sequences,
     bias_gelu,
     bias_relu,
     column_sums,
@@ -52,8 +52,6 @@ from .kernels import (
     in_projection_backward,
     layer_norm_rows,
     layer_norm_rows_backward,
-    packed_attention,
-    packed_attention_backward,
     relu_backward,
 )
 from .nodes import attention_reference
@@ -166,10 +164,10 @@ class SelfAttentionBlock(_ResidualBlock):
         qkv, self.w_qkv = in_projection(h, (w_q, w_k, w_v), (b_q, b_k, b_v), (B, L), num_heads,
                                         index, self.transposed)  # (3, B, H, L, D)
         self.scale = 1.0 / math.sqrt(qkv.shape[-1])
-        merged, self.weights, _ = packed_attention(qkv, attn_mask, allowed, is_causal, self.scale, 0.0)
-        self.attention_output = merged  # O (B, L, H·D), every row: backward's rowsum(∂O ∘ O)
+        self.schedule = router.attention_schedule(qkv[0], qkv[1], qkv[2])
+        merged, self.attention = packed_attention(qkv, attn_mask, allowed, is_causal, self.scale, 0.0, self.schedule)
         merged = merged.reshape(B * L, E) if index is None else merged.reshape(B * L, E)[index]
-        self.h, self.qkv, self.merged, self.w_o = h, qkv, merged, w_o  # merged heads a (M, E)
+        self.h, self.merged, self.w_o = h, merged, w_o  # merged heads a (M, E)
         return self._output(self.merged, w_o, b_o, rows, norm_weight, norm_bias, eps).reshape(x.shape)
 
     def _forward_by_sequences(self, x, rows, cu_seqlens, num_heads, for_backward, attn_mask, allowed, is_causal,
@@ -197,7 +195,8 @@ class SelfAttentionBlock(_ResidualBlock):
         else:
             merged = xp.empty((T, E), dtype=qkv.dtype)
             out = merged.reshape(T, H, D).swapaxes(0, 1)  # (H, T, D), a view
-        attention_by_sequences(qkv[0, 0], qkv[1, 0], qkv[2, 0], cu_seqlens, 1.0 / math.sqrt(D), out)
+        schedule = router.sequence_schedule(cu_seqlens, T)
+        attention_by_sequences(qkv[0, 0], qkv[1, 0], qkv[2, 0], schedule, 1.0 / math.sqrt(D), out)
         return self._output(merged, w_o, b_o, rows, norm_weight, norm_bias, eps)  # (T, E)
 
     @parallel.products_on_pool
@@ -219,8 +218,7 @@ class SelfAttentionBlock(_ResidualBlock):
             every_row = backend.namespace(grad_merged).zeros((B * L, grad_merged.shape[1]), dtype=grad_merged.dtype)
             every_row[index] = grad_merged
             grad_merged = every_row  # (B·L, E)
-        grad_qkv, _ = packed_attention_backward(grad_merged, self.qkv, self.weights, None, self.scale,
-                                                self.attention_output)
+        grad_qkv, _ = packed_attention_backward(grad_merged, self.attention, self.schedule, self.scale)
         in_proj_needs = [True] + [self.needs_grad(i) for i in range(3, 9)]  # ∂h, then W_q … b_v
         grad_h, *grad_in_proj = in_projection_backward(grad_qkv, self.h, self.w_qkv, in_proj_needs,
                                                        index)  # ∂h (M, E)

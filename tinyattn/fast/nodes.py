@@ -19,7 +19,7 @@ from ..nn import attention as _attention_module
 from ..nn import functional as F
 from ..nn.functional import log_softmax_of_array
 from ..tensor import Function, Tensor
-from . import kernels
+from . import attention, kernels, router
 
 
 def attention_reference(query, key, value, attn_mask, allowed, is_causal, scale, keep=None):
@@ -277,17 +277,17 @@ class Attention(Function):
     """
 
     def forward(self, query, key, value, attn_mask=None, *, allowed, is_causal, scale, dropout_p):
-        self.query, self.key, self.value, self.scale = query, key, value, scale
-        self.allowed, self.is_causal = allowed, is_causal
-        self.out, self.weights, self.keep = kernels.attention(query, key, value, attn_mask, allowed, is_causal,
-                                                              scale, dropout_p)
-        return self.out  # (…, Lq, Ev); backward reads it (rowsum(G ∘ O), kernels.attention_backward)
+        self.scale, self.allowed, self.is_causal = scale, allowed, is_causal
+        self.schedule = router.attention_schedule(query, key, value)
+        out, self.arrays = attention.attention(query, key, value, attn_mask, allowed, is_causal, scale, dropout_p,
+                                               self.schedule)
+        self.keep = self.arrays.keep
+        return out  # (…, Lq, Ev); backward reads it (rowsum(G ∘ O))
 
     def backward(self, grad):
         needs = self.needs_grads()
-        grads = kernels.attention_backward(
-            grad, self.query, self.key, self.value, self.weights, self.keep, self.scale, self.out,
-            mask_shape=self.parents[3].shape if len(needs) > 3 and needs[3] else None)
+        grads = attention.attention_backward(grad, self.arrays, self.schedule, self.scale,
+                                             mask_shape=self.parents[3].shape if len(needs) > 3 and needs[3] else None)
         return tuple(ops.sum_to(g, p.shape) if need else None for g, p, need in zip(grads, self.parents, needs))
 
     def reference(self, query, key, value, attn_mask=None):
@@ -305,15 +305,17 @@ class PackedSelfAttention(Function):
     """
 
     def forward(self, qkv, attn_mask=None, *, allowed, is_causal, scale, dropout_p):
-        self.qkv, self.scale, self.allowed, self.is_causal = qkv, scale, allowed, is_causal
-        self.merged, self.weights, self.keep = kernels.packed_attention(qkv, attn_mask, allowed, is_causal, scale,
-                                                                        dropout_p)
-        return self.merged  # (B, L, H·D); backward reads it (rowsum(G ∘ O), kernels.attention_backward)
+        self.scale, self.allowed, self.is_causal = scale, allowed, is_causal
+        self.schedule = router.attention_schedule(qkv[0], qkv[1], qkv[2])
+        merged, self.arrays = attention.packed_attention(qkv, attn_mask, allowed, is_causal, scale, dropout_p,
+                                                         self.schedule)
+        self.keep = self.arrays.keep
+        return merged  # (B, L, H·D); backward reads it (rowsum(G ∘ O))
 
     def backward(self, grad):
         needs_mask = len(self.parents) > 1 and self.needs_grad(1)
-        return kernels.packed_attention_backward(grad, self.qkv, self.weights, self.keep, self.scale, self.merged,
-                                                 mask_shape=self.parents[1].shape if needs_mask else None)
+        return attention.packed_attention_backward(grad, self.arrays, self.schedule, self.scale,
+                                                   mask_shape=self.parents[1].shape if needs_mask else None)
 
     def reference(self, qkv, attn_mask=None):
         out = attention_reference(qkv[0], qkv[1], qkv[2], attn_mask, self.allowed, self.is_causal, self.scale,
