@@ -287,7 +287,7 @@ def test_explain_names_the_route_and_why_not():
     lines = ta.explain(encoder, x, mask=mask, file=io.StringIO()).splitlines()[:3]
     assert lines == ["TransformerEncoder",
                      "  padding: fast.encoder_on_real_tokens (the real tokens alone; zeros at the padding)",
-                     "  attention on the real tokens: fast.kernels.attention_by_sequences (sentence by sentence)"]
+                     "  attention on the real tokens: fast.attention.attention_by_sequences (sentence by sentence)"]
     mask = F.padding_mask([3, 2], 3)  # 2.5 real tokens a sentence, under the default 3
     assert ta.explain(encoder, x, mask=mask, file=io.StringIO()).splitlines()[2] == (
         "  attention on the real tokens: on the padded batch with its padding mask (the sentences average 2.5 real "

@@ -19,6 +19,7 @@ True
 '4 keys, fewer than the blocked-attention threshold of 513'
 """
 
+import functools
 import math
 import threading
 import weakref
@@ -315,7 +316,9 @@ class TileSchedule(NamedTuple):
     one_tile: bool = False
 
 
+@functools.lru_cache(maxsize=256)
 def _one_tile(Lq, Lk):
+    """The schedule of one tile over ``(…, Lq, Lk)`` scores (one object per shape: a schedule never changes)."""
     return TileSchedule(units=(((), ((0, Lq, 0, Lk),)),), one_tile=True)
 
 
@@ -521,7 +524,7 @@ def encoder(module, src, mask=None, is_causal=False):
     reason, activations = _real_tokens_route(module, src, mask)
     _record(module, "padding", "fast.encoder_on_real_tokens (the real tokens alone; zeros at the padding)", reason)
     if activations and _TRACE is not None:
-        _record(module, "attention on the real tokens", "fast.kernels.attention_by_sequences (sentence by sentence)",
+        _record(module, "attention on the real tokens", "fast.attention.attention_by_sequences (sentence by sentence)",
                 why_not_attention_by_sequences(real.shape[0], int(real.sum())))
     return reason, real, activations
 
