@@ -10,7 +10,7 @@ tokens computed alone (``fast.encoder_on_real_tokens``, ``SelfAttentionBlock`` w
   number of heads, a padding mask whose real tokens do not come first, ``enable_nested_tensor=False``).
 - ``SelfAttentionBlock`` with ``tokens`` (``x (T, E)``, the real rows) gives the padded block's real rows,
   and the same gradients, input and parameters, in float64; with ``cu_seqlens`` (attention sentence by sentence,
-  ``kernels.attention_by_sequences``, inference) the same rows. Both routes of attention on the real tokens are
+  ``fast.attention.attention_by_sequences``, inference) the same rows. Both routes of attention on the real tokens are
   drawn in the tests above, the reference's and PyTorch's; the kernel alone is held to PyTorch's attention of each
   sentence alone (layouts, dtypes, empty sentences, the redo of rows far below the shift, a NaN in its row), and
   the route to its threshold, counted in real tokens.

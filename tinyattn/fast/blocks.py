@@ -13,7 +13,7 @@ the layers run each residual block as one node:
 
 Each block is written out straight, forward and backward side by side, on the same array-level
 steps as the fused nodes it replaces (``kernels.layer_norm_rows``, ``kernels.in_projection``,
-``kernels.packed_attention`` and their backwards; GELU's in ``activations``), operation for
+``attention.packed_attention`` and their backwards; GELU's in ``activations``), operation for
 operation. The activations are handled as rows ``(M, E)``, ``M = B·L`` (or ``T``, the real tokens
 alone). ``router.why_not_self_attention_block`` and ``router.why_not_feed_forward_block`` decide when a
 block runs; the equivalence table proves each equal to the layer's reference ``forward`` (``with
@@ -127,7 +127,7 @@ class SelfAttentionBlock(_ResidualBlock):
 
     ``cu_seqlens`` (inference only, ``for_backward=False``; no mask, not causal): the cumulative lengths ``(B + 1,)``
     of ``B`` sentences laid back to back in ``x (T, E)``, each attending its own tokens alone
-    (``kernels.attention_by_sequences``): nothing is scattered into a padded batch; ``tokens`` is not read. Backward
+    (``attention.attention_by_sequences``): nothing is scattered into a padded batch; ``tokens`` is not read. Backward
     refuses.
 
         h = norm(x) (pre-norm) or x          qkv = in_proj(h)  (3, B, H, L, D)
@@ -173,7 +173,7 @@ class SelfAttentionBlock(_ResidualBlock):
     def _forward_by_sequences(self, x, rows, cu_seqlens, num_heads, for_backward, attn_mask, allowed, is_causal,
                               weights, biases, w_o, b_o, norm_weight, norm_bias, eps, norm_first):
         """``forward`` with ``cu_seqlens``: the rows of ``x (T, E)`` are sequences back to back, each attending itself
-        alone (``kernels.attention_by_sequences``), and the sequences are the only mask. Inference only."""
+        alone (``attention.attention_by_sequences``), and the sequences are the only mask. Inference only."""
         if for_backward:
             raise ValueError("SelfAttentionBlock: cu_seqlens= runs inference only (no attention weights are kept); "
                              "got for_backward=True")
@@ -367,7 +367,7 @@ def encoder_on_real_tokens(layers, activations, src, mask, real):
     The ``T`` real tokens are gathered into ``(T, E)`` rows once, each sentence's back to back; each layer's two
     residual blocks run on them, and the rows are scattered back at the end. Every product and pass per row is
     ``T`` rows long, not ``B·L``. Attention runs sentence by sentence (``SelfAttentionBlock`` with ``cu_seqlens``,
-    ``kernels.attention_by_sequences``: no padded batch), or, where the sentences average fewer real tokens than
+    ``attention.attention_by_sequences``: no padded batch), or, where the sentences average fewer real tokens than
     ``fast.tuning's sequence_attention_min_length`` (``router.why_not_attention_by_sequences``), on the padded
     batch with its mask (``SelfAttentionBlock`` with ``tokens``: ``q``, ``k``, ``v`` scattered into it)."""
     xp = backend.namespace(src._data)

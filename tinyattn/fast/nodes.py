@@ -271,7 +271,8 @@ class Attention(Function):
         dQ = dS K · scale    dK = dSᵀ Q · scale    dmask = dS
 
     each summed back over the leading axes its input broadcast along, with each row's ``Σ_k dP·P``
-    read as ``rowsum(G ∘ O)`` (the same sum: ``kernels.attention_backward``). It replaces the reference
+    read as ``rowsum(G ∘ O)`` (the same sum: ``fast.attention.attention_backward``). It runs the tiled kernel
+    (``fast.attention``) under the router's schedule (``router.attention_schedule``). It replaces the reference
     attention's nodes (scale, transpose, product, mask, softmax, product) and keeps ``P`` (and
     ``M``) and its output ``O`` besides its inputs.
     """
@@ -297,7 +298,7 @@ class Attention(Function):
 class PackedSelfAttention(Function):
     """``Attention`` for multi-head self-attention: queries, keys and values arrive packed as one
     ``qkv (3, B, H, L, D)`` (``InProjection``'s output) and the heads leave merged, ``(B, L, H·D)``
-    (``kernels.packed_attention``). ``forward(qkv, attn_mask=None, *, allowed, is_causal, scale,
+    (``fast.attention.packed_attention``). ``forward(qkv, attn_mask=None, *, allowed, is_causal, scale,
     dropout_p)`` as ``Attention``'s.
 
     The gradient goes back packed the same way, laid out as ``qkv`` is, so that the projection's

@@ -5,8 +5,10 @@ not (the pattern of PyTorch's ``why_not_sparsity_fast_path``). ``fast.table`` pu
 (``tinyattn.dispatch``) beside the kernels they guard; the reference layer never calls them.
 ``explain`` prints what the same functions answer, module by module. The blocks take what is decided
 here as arguments (``products_on_pool``, ``transposed``, ``cu_seqlens``), and the pool asks
-``why_not_pool``. What is left to the kernels is how to cut a pass into pieces (one piece, whole batch
-slices, runs of rows or keys: ``fast.kernels``, ``fast.blocked``), which gives the same numbers either way.
+``why_not_pool``. Attention's tile schedule is decided here too (``attention_schedule``, ``sequence_schedule``,
+``key_block_size``: a ``TileSchedule``, with its pool and BLAS-thread choices), and ``fast.attention`` runs the
+schedule it is given. What is left to the row kernels (LayerNorm, activations) is cutting an elementwise pass
+into ``pieces`` of rows, which gives the same numbers however it is cut.
 
 The thresholds are the fast layer's private tuning (``fast.tuning``).
 
@@ -284,7 +286,7 @@ def why_not_decoder_layer(layer, tgt, memory, tgt_mask=None, memory_mask=None, t
 
 def why_not_attention_by_sequences(sentences, tokens):
     """``None`` when attention on the real tokens alone (``fast.encoder_on_real_tokens``) runs sentence by
-    sentence (``fast.kernels.attention_by_sequences``: no padded batch) for ``sentences`` sentences of ``tokens``
+    sentence (``fast.attention.attention_by_sequences``: no padded batch) for ``sentences`` sentences of ``tokens``
     real tokens in all; else why it runs on the padded batch with its padding mask."""
     if tokens < tuning.sequence_attention_min_length * sentences:
         return (f"the sentences average {tokens / max(sentences, 1):.3g} real tokens, under the sentence-by-sentence "
