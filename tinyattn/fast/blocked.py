@@ -52,6 +52,8 @@ class BlockedAttention(Function):
     float arrays (and, with a boolean mask, one boolean array of that size).
     """
 
+    saves_output = True  # backward reads the output (``self.arrays.out``; see Function)
+
     def forward(self, query, key, value, attn_mask=None, *, allowed, is_causal, scale, block_size):
         self.allowed, self.is_causal, self.scale = allowed, is_causal, scale
         block_size = max(1, min(block_size, key.shape[-2]))

@@ -277,6 +277,8 @@ class Attention(Function):
     ``M``) and its output ``O`` besides its inputs.
     """
 
+    saves_output = True  # backward reads the output (``self.arrays.out``; see Function)
+
     def forward(self, query, key, value, attn_mask=None, *, allowed, is_causal, scale, dropout_p):
         self.scale, self.allowed, self.is_causal = scale, allowed, is_causal
         self.schedule = router.attention_schedule(query, key, value)
@@ -304,6 +306,8 @@ class PackedSelfAttention(Function):
     The gradient goes back packed the same way, laid out as ``qkv`` is, so that the projection's
     backward sees it as one ``(B·L, 3·H·D)`` matrix without a copy.
     """
+
+    saves_output = True  # backward reads the output (``self.arrays.out``, a view of it; see Function)
 
     def forward(self, qkv, attn_mask=None, *, allowed, is_causal, scale, dropout_p):
         self.scale, self.allowed, self.is_causal = scale, allowed, is_causal
