@@ -185,8 +185,11 @@ def attention(query, key, value, attn_mask, allowed, is_causal, scale, dropout_p
     keep = None
     if dropout_p:  # F.dropout's draw over the weights (backend.dropout_mask: the same draw)
         keep = backend.dropout_mask(batch + (Lq, Lk), dropout_p, query.dtype, backend.device_of(query))
-    a = Arrays(xp, is_causal, len(batch), query=query * query.dtype.type(scale), key=key, value=value, keep=keep,
-               attn_mask=attn_mask, allowed=allowed)  # Q·scale (…, Lq, E), a fresh array: the cheaper side to scale
+    scale = query.dtype.type(scale)
+    by_slices = all(index for index, _ in schedule.units)  # each unit scales its own slices of Q, on its thread
+    scaled = xp.empty(query.shape, dtype=query.dtype) if by_slices else query * scale  # Q·scale: the cheaper side
+    a = Arrays(xp, is_causal, len(batch), query=scaled, key=key, value=value, keep=keep, attn_mask=attn_mask,
+               allowed=allowed)
     online = schedule.keeps == "lse"
     if schedule.one_tile:  # the whole array as one tile: fresh arrays, no cuts
         a.weights, a.out = forward_tile(a, schedule.units[0][1][0], True, out)
@@ -204,6 +207,8 @@ def attention(query, key, value, attn_mask, allowed, is_causal, scale, dropout_p
     def run(first, last):  # units first:last
         for index, tiles in schedule.units[first:last]:
             unit = a.cut(index)
+            if by_slices:
+                xp.multiply(query[index], scale, out=unit.query)  # Q·scale of the unit's slices
             for number, tile in enumerate(tiles):
                 forward_tile(unit, tile, number == 0)
 
