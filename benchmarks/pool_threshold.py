@@ -258,8 +258,8 @@ SEQUENCE_GRID = ((2, (256, 1024)), (4, (256, 1024)), (8, (1, 8, 32, 128, 256)), 
 def sequences(repeat, grid=SEQUENCE_GRID):
     """A BERT-style encoder layer (384 wide, 12 heads, exact GELU, post-norm; ``bert6``'s) in inference on the real
     tokens of a padded batch (``fast.encoder_on_real_tokens``) with attention sentence by sentence
-    (``kernels.attention_by_sequences``) and on the padded batch with its padding mask; ``B`` sentences of lengths
-    drawn from ``[⌈l_max/5⌉, l_max]`` (one of them ``l_max``); interleaved, medians."""
+    (``fast.attention.attention_by_sequences``) and on the padded batch with its padding mask; ``B`` sentences of
+    lengths drawn from ``[⌈l_max/5⌉, l_max]`` (one of them ``l_max``); interleaved, medians."""
     import tinyattn.nn as nn
     import tinyattn.nn.functional as F
 
@@ -298,21 +298,22 @@ def sequences(repeat, grid=SEQUENCE_GRID):
 
 def products_on_pool(repeat):
     """What ``parallel.products_on_pool`` is for, and what it gains. First, attention's backward as the BERT-style
-    medium layer runs it (``kernels.packed_attention_backward``, 8 × 8 heads of 128 × 128, pooled) alone and right
-    after a two-thread GEMM of the layer's size (1024 × 256 times 256 × 1024), interleaved: OpenBLAS's second thread
-    spins after the GEMM on the core the pool's thread needs. Then training steps (forward + backward, as
+    medium layer runs it (``fast.attention.packed_attention_backward``, 8 × 8 heads of 128 × 128, pooled) alone and
+    right after a two-thread GEMM of the layer's size (1024 × 256 times 256 × 1024), interleaved: OpenBLAS's second
+    thread spins after the GEMM on the core the pool's thread needs. Then training steps (forward + backward, as
     ``run.py`` times them) with ``tuning.tuned(products_on_pool=...)`` on (the blocks' products over the
     pool, OpenBLAS on one thread) and off (OpenBLAS's threads), the two alternated step by step; medians."""
     import run
 
-    from tinyattn.fast import kernels
+    from tinyattn.fast import attention, router
 
     rng = np.random.default_rng(0)
     B, H, L, D = 8, 8, 128, 32
     qkv = rng.standard_normal((3, B, H, L, D), dtype=np.float32)
     grad = rng.standard_normal((B, L, H * D), dtype=np.float32)
     scale = 1 / np.sqrt(D)
-    out, weights, _ = kernels.packed_attention(qkv, None, None, False, scale, 0.0)
+    schedule = router.attention_schedule(qkv[0], qkv[1], qkv[2])
+    _, arrays = attention.packed_attention(qkv, None, None, False, scale, 0.0, schedule)
     a, b = rng.standard_normal((1024, 256), dtype=np.float32), rng.standard_normal((256, 1024), dtype=np.float32)
     times = {"alone": [], "after a GEMM": []}
     for i in range(repeat):
@@ -320,7 +321,7 @@ def products_on_pool(repeat):
             if case == "after a GEMM":
                 a @ b
             start = time.perf_counter()
-            kernels.packed_attention_backward(grad, qkv, weights, None, scale, out)
+            attention.packed_attention_backward(grad, arrays, schedule, scale)
             times[case].append(time.perf_counter() - start)
     alone, after = (statistics.median(times[k]) * 1e3 for k in ("alone", "after a GEMM"))
     print(f"attention backward (8, 8, 128, 32): alone {alone:.3f} ms, right after a two-thread GEMM {after:.3f} ms "

@@ -26,7 +26,7 @@ import tinyattn as ta
 import tinyattn.nn as nn
 import tinyattn.nn.functional as F
 from tinyattn import testing as tt
-from tinyattn.fast import Attention, InProjection, PackedSelfAttention, packed_self_attention, tuning
+from tinyattn.fast import Attention, InProjection, PackedSelfAttention, attention, packed_self_attention, router, tuning
 from tinyattn.testing import gradcheck
 
 DEVICES = ["cpu", "strict", pytest.param("cuda", marks=pytest.mark.cuda)]  # cuda: skipped without a GPU
@@ -252,20 +252,16 @@ def test_fused_float32_in_float32_out(device):
 
 # ----------------------------------------------------------------------------- Σ dP·P as rowsum(G ∘ O)
 
-# Each of attention_backward's three paths, and a layout that takes it (q, k, v leading shapes, piece_elements)
+# Three of the router's schedules, and a layout that takes each (q, k, v leading shapes, piece_elements)
 BACKWARD_PATHS = {
-    "_attention_backward_whole": ((2, 3), (2, 3), (2, 3), None),
-    "_attention_backward_by_slices": ((2, 3), (2, 3), (2, 3), 64),  # a slice's 6 × 7 scores fit a piece
-    "pieces": ((2, 3), (1, 3), (2, 1), 16),  # K, V broadcast: runs of queries, then of keys
+    "one tile": ((2, 3), (2, 3), (2, 3), None),
+    "batch slices": ((2, 3), (2, 3), (2, 3), 64),  # a slice's 6 × 7 scores fit a piece
+    "query runs": ((2, 3), (1, 3), (2, 1), 16),  # K, V broadcast: runs of queries, then of keys
 }
 
 
-def recording(function, name, calls):
-    """``function``, appending ``name`` to ``calls`` at each call."""
-    def spy(*args):
-        calls.append(name)
-        return function(*args)
-    return spy
+def schedule_kind(schedule):
+    return "one tile" if schedule.one_tile else "query runs" if schedule.key_units else "batch slices"
 
 
 def scores_pass_backward(grad, q, k, v, weights, keep, scale, mask_shape):
@@ -284,7 +280,6 @@ def test_attention_backward_reads_each_rows_sum_from_the_output(monkeypatch, pat
     """``attention_backward`` takes each row's ``Σ_k dP·P`` as ``rowsum(G ∘ O)``: on every path the gradients
     (and the mask's) are those of the sum over the scores, to round-off; with the output changed, they change (it
     is read); the nodes hand their forward's output to it."""
-    from tinyattn.fast import kernels
 
     q_lead, k_lead, v_lead, piece_elements = BACKWARD_PATHS[path]
     rng = np.random.default_rng(seed)
@@ -297,21 +292,20 @@ def test_attention_backward_reads_each_rows_sum_from_the_output(monkeypatch, pat
         allowed[0, 0, 1] = False  # a row with no key
     elif kind == "float_inf":
         mask = np.where(rng.random((Lq, Lk)) < 0.3, -math.inf, rng.standard_normal((Lq, Lk)))
-    calls = []
     with tuning.tuned(piece_elements=piece_elements or tuning.values.piece_elements):
-        out, weights, keep = kernels.attention(q, k, v, mask, allowed, causal, 0.7, dropout)
+        schedule = router.attention_schedule(q, k, v)
+        out, arrays = attention.attention(q, k, v, mask, allowed, causal, 0.7, dropout, schedule)
+        weights, keep = arrays.weights, arrays.keep
         grad = rng.standard_normal(out.shape)
-        for name in ("_attention_backward_whole", "_attention_backward_by_slices", "_query_pieces"):  # backward's
-            monkeypatch.setattr(kernels, name, recording(getattr(kernels, name), name, calls))
         mask_shape = None if mask is None else mask.shape
 
         def backward(output):
-            return kernels.attention_backward(grad, q, k, v, weights, keep, 0.7, output, mask_shape)
+            arrays.out = output
+            return attention.attention_backward(grad, arrays, schedule, 0.7, mask_shape)
 
         from_output, changed = backward(out), backward(out + rng.standard_normal(out.shape))
-        monkeypatch.undo()
     scanned = scores_pass_backward(grad, q, k, v, weights, keep, 0.7, mask_shape)
-    assert calls == ([path] * 2 if path != "pieces" else ["_query_pieces"] * 4)  # queries, then keys, twice
+    assert schedule_kind(schedule) == path
     for a, b in zip(scanned, from_output):
         if a is None:
             assert b is None
@@ -320,9 +314,9 @@ def test_attention_backward_reads_each_rows_sum_from_the_output(monkeypatch, pat
     assert not np.allclose(changed[0], scanned[0])  # dQ reads dS, which reads the output's row sums
 
     recorded = []
-    original = kernels.attention_backward
-    monkeypatch.setattr(kernels, "attention_backward",
-                        lambda *args, **kw: recorded.append(args[7]) or original(*args, **kw))  # the output
+    original = attention.attention_backward
+    monkeypatch.setattr(attention, "attention_backward",
+                        lambda *args, **kw: recorded.append(args[1].out) or original(*args, **kw))  # the output
     tq, tk, tv = (leaf(a, "cpu") for a in (q, k, v))
     result = fused(tq, tk, tv, None if mask is None else ta.tensor(mask), is_causal=causal)
     result.backward(ta.tensor(rng.standard_normal(result.shape)))
@@ -330,12 +324,10 @@ def test_attention_backward_reads_each_rows_sum_from_the_output(monkeypatch, pat
 
 
 def test_packed_self_attention_and_the_block_pass_their_attention_output(monkeypatch):
-    from tinyattn.fast import kernels
-
     recorded = []
-    original = kernels.attention_backward
-    monkeypatch.setattr(kernels, "attention_backward",
-                        lambda *args, **kw: recorded.append(args[7]) or original(*args, **kw))  # the output
+    original = attention.attention_backward
+    monkeypatch.setattr(attention, "attention_backward",
+                        lambda *args, **kw: recorded.append(args[1].out) or original(*args, **kw))  # the output
     rng = np.random.default_rng(3)
     ta.manual_seed(0)
     mha = nn.MultiHeadAttention(8, 2)
@@ -348,9 +340,9 @@ def test_packed_self_attention_and_the_block_pass_their_attention_output(monkeyp
     assert len(recorded) == 2 and all(o is not None and o.shape == (2, 2, 5, 4) for o in recorded)
     merged = out._ctx.parents[0].numpy()  # PackedSelfAttention's output, (B, L, H·D), before out_proj
     np.testing.assert_array_equal(recorded[0], merged.reshape(2, 5, 2, 4).transpose(0, 2, 1, 3))
-    attention = layer.self_attn  # the block's attention output, from the projections and F's attention
-    q, k, v = (proj(x).reshape(2, 5, 2, 4).permute(0, 2, 1, 3) for proj in (attention.q_proj, attention.k_proj,
-                                                                             attention.v_proj))
+    self_attn = layer.self_attn  # the block's attention output, from the projections and F's attention
+    q, k, v = (proj(x).reshape(2, 5, 2, 4).permute(0, 2, 1, 3) for proj in (self_attn.q_proj, self_attn.k_proj,
+                                                                             self_attn.v_proj))
     expected, _ = F.scaled_dot_product_attention(q, k, v, need_weights=False)
     np.testing.assert_allclose(recorded[1], expected.numpy(), rtol=1e-5, atol=1e-6)
 

@@ -25,7 +25,7 @@ from threadpoolctl import threadpool_info
 
 import tinyattn as ta
 from tinyattn import backend
-from tinyattn.fast import kernels, parallel, router, tuning
+from tinyattn.fast import attention, kernels, parallel, router, tuning
 from tinyattn.fast.blocked import blocked_attention
 
 NEVER = 1 << 62
@@ -184,16 +184,21 @@ def test_attention_pooled_is_bit_identical(case):
 
     def run():
         ta.manual_seed(case["seed"])  # the same dropout draw both times
-        out, weights, keep = kernels.attention(q, k, v, float_mask, allowed, case["is_causal"], scale,
-                                               case["dropout_p"])
-        grads = kernels.attention_backward(grad, q, k, v, weights, keep, scale, out,
-                                           None if float_mask is None else float_mask.shape)
-        return (out, weights, keep, *grads)
+        return run_attention(q, k, v, grad, float_mask, allowed, case["is_causal"], scale, case["dropout_p"])
 
     pooled, single = pooled_and_single(run, case["pieces"])
     assert_identical(pooled, single)
     assert not np.isnan(pooled[0]).any()  # rows with no key give zeros
     assert_close_to_whole(run, pooled, case["dtype"])
+
+
+def run_attention(q, k, v, grad, float_mask, allowed, is_causal, scale, dropout_p):
+    """``(O, P, M, dQ, dK, dV, dmask)`` of the tiled kernel under the router's schedule for these arrays."""
+    schedule = router.attention_schedule(q, k, v)
+    out, arrays = attention.attention(q, k, v, float_mask, allowed, is_causal, scale, dropout_p, schedule)
+    mask_shape = None if float_mask is None else float_mask.shape
+    grads = attention.attention_backward(grad, arrays, schedule, scale, mask_shape)
+    return (out, arrays.weights, arrays.keep, *grads)
 
 
 def assert_close_to_whole(run, pieces, dtype):
@@ -216,16 +221,15 @@ def test_attention_pieces_of_several_batch_elements(mask):
                 dropout_p=0.0, seed=3)
     q, k, v, grad, float_mask, allowed = attention_inputs(case)
     with tuning.tuned(piece_elements=case["pieces"]):
-        pieces = kernels.batch_slices(q, (q, k, v), 5, 5)
+        pieces = [index for index, _ in router.attention_schedule(q, k, v).units]
     # 200 // (25 · 2) = 4 batch elements would fit a piece, but 9 // MIN_BATCH_PIECES = 2 leaves four pieces or more
     assert tuning.values.min_batch_pieces == 4
     assert pieces == [(slice(b, min(b + 2, 9)), slice(None)) for b in range(0, 9, 2)]
     scale = 1 / math.sqrt(case["E"])
 
     def run():
-        out, weights, keep = kernels.attention(q, k, v, float_mask, allowed, case["is_causal"], scale, 0.0)
-        return (out, weights, *kernels.attention_backward(grad, q, k, v, weights, keep, scale, out,
-                                                          None if float_mask is None else float_mask.shape))
+        out, weights, _, *grads = run_attention(q, k, v, grad, float_mask, allowed, case["is_causal"], scale, 0.0)
+        return (out, weights, *grads)
 
     pooled, single = pooled_and_single(run, case["pieces"])
     assert_identical(pooled, single)
@@ -244,11 +248,12 @@ def test_packed_attention_pooled_is_bit_identical(case):
 
     def run():
         ta.manual_seed(case["seed"])
-        out, weights, keep = kernels.packed_attention(qkv, float_mask, allowed, case["is_causal"], scale,
-                                                      case["dropout_p"])
-        grad_qkv, grad_mask = kernels.packed_attention_backward(merged_grad, qkv, weights, keep, scale, out,
-                                                                None if float_mask is None else float_mask.shape)
-        return out, weights, keep, grad_qkv, grad_mask
+        schedule = router.attention_schedule(qkv[0], qkv[1], qkv[2])
+        out, arrays = attention.packed_attention(qkv, float_mask, allowed, case["is_causal"], scale,
+                                                 case["dropout_p"], schedule)
+        grad_qkv, grad_mask = attention.packed_attention_backward(merged_grad, arrays, schedule, scale,
+                                                                  None if float_mask is None else float_mask.shape)
+        return out, arrays.weights, arrays.keep, grad_qkv, grad_mask
 
     pooled, single = pooled_and_single(run, case["pieces"])
     assert_identical(pooled, single)
@@ -420,10 +425,10 @@ def test_attention_pieces_with_long_keys_are_not_a_few_rows_each():
     """With long keys, pieces that kept each GEMM on one BLAS thread would be 2 query rows each, every one
     reading all of K and V again (L = 4096 took 5× longer): they have at least head_size rows, unpooled."""
     like = np.empty(1, np.float32)
-    ranges, elements = kernels._query_pieces(like, 4096, 4096, (1, 8), 64)
-    assert min(stop - start for start, stop in ranges) >= 64 and elements == 0
-    ranges, elements = kernels._query_pieces(like, 128, 128, (8, 8), 32)  # medium: pooled, one BLAS thread each
-    assert len(ranges) > 1 and elements == 128 * 8 * 8 * 128
+    ranges, pooled = router._query_runs(like, 4096, 4096, (1, 8), 64)
+    assert min(stop - start for start, stop in ranges) >= 64 and not pooled
+    ranges, pooled = router._query_runs(like, 128, 128, (8, 8), 32)  # medium: pooled, one BLAS thread each
+    assert len(ranges) > 1 and pooled
     assert max(stop - start for start, stop in ranges) * 128 * 32 <= tuning.values.blas_one_thread_mnk
 
 

@@ -10,7 +10,7 @@ tokens computed alone (``fast.encoder_on_real_tokens``, ``SelfAttentionBlock`` w
   number of heads, a padding mask whose real tokens do not come first, ``enable_nested_tensor=False``).
 - ``SelfAttentionBlock`` with ``tokens`` (``x (T, E)``, the real rows) gives the padded block's real rows,
   and the same gradients, input and parameters, in float64; with ``cu_seqlens`` (attention sentence by sentence,
-  ``kernels.attention_by_sequences``, inference) the same rows. Both routes of attention on the real tokens are
+  ``fast.attention.attention_by_sequences``, inference) the same rows. Both routes of attention on the real tokens are
   drawn in the tests above, the reference's and PyTorch's; the kernel alone is held to PyTorch's attention of each
   sentence alone (layouts, dtypes, empty sentences, the redo of rows far below the shift, a NaN in its row), and
   the route to its threshold, counted in real tokens.
@@ -287,7 +287,7 @@ def test_explain_names_the_route_and_why_not():
     lines = ta.explain(encoder, x, mask=mask, file=io.StringIO()).splitlines()[:3]
     assert lines == ["TransformerEncoder",
                      "  padding: fast.encoder_on_real_tokens (the real tokens alone; zeros at the padding)",
-                     "  attention on the real tokens: fast.kernels.attention_by_sequences (sentence by sentence)"]
+                     "  attention on the real tokens: fast.attention.attention_by_sequences (sentence by sentence)"]
     mask = F.padding_mask([3, 2], 3)  # 2.5 real tokens a sentence, under the default 3
     assert ta.explain(encoder, x, mask=mask, file=io.StringIO()).splitlines()[2] == (
         "  attention on the real tokens: on the padded batch with its padding mask (the sentences average 2.5 real "
@@ -328,6 +328,12 @@ def torch_by_sentence(q, k, v, lengths, scale):
     return np.concatenate(parts, axis=1)
 
 
+def by_sequences(q, k, v, cu_seqlens, scale, out):
+    """``attention_by_sequences`` under the router's schedule of ``cu_seqlens``."""
+    schedule = fast.router.sequence_schedule(cu_seqlens, q.shape[1])
+    return fast.attention.attention_by_sequences(q, k, v, schedule, scale, out)
+
+
 @given(data=st.data())
 def test_attention_by_sequences_matches_pytorch_sentence_by_sentence(data):
     rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1), label="seed"))
@@ -340,7 +346,7 @@ def test_attention_by_sequences_matches_pytorch_sentence_by_sentence(data):
     q, k, v = sequence_views((rng.standard_normal((T, 3 * H * D)) * 2).astype(dtype), H, layouts[0])
     out = output_view(T, H, D, dtype, layouts[1])
     cu_seqlens = np.concatenate([[0], np.cumsum(lengths)]).astype(int)
-    result = fast.kernels.attention_by_sequences(q, k, v, cu_seqlens, scale, out)
+    result = by_sequences(q, k, v, cu_seqlens, scale, out)
     assert result is out and out.dtype == dtype
     # float32: an output is a weighted sum of values, so its round-off scales with the largest value, not with it
     size = max(1.0, float(np.abs(v).max())) if T else 1.0
@@ -362,12 +368,12 @@ def test_attention_by_sequences_redoes_rows_far_below_the_shift_and_keeps_a_nan_
     cu_seqlens, scale = np.array([0, 3, 7, 9]), 0.5
     scores = [np.einsum("hid,hjd->hij", q[:, a:b], k[:, a:b]) * scale for a, b in ((0, 3), (3, 7), (7, 9))]
     assert scores[0].max() - max(scores[1].max(), scores[2].max()) > 800  # exp underflows to 0 below that: the redo
-    out = fast.kernels.attention_by_sequences(q, k, v, cu_seqlens, scale, output_view(9, H, D, np.float64, "rows"))
+    out = by_sequences(q, k, v, cu_seqlens, scale, output_view(9, H, D, np.float64, "rows"))
     expected = torch_by_sentence(q, k, v, lengths, scale)
     np.testing.assert_allclose(out, expected, rtol=1e-12, atol=1e-12)
     rows[4, 1] = np.nan  # the second query of sentence 1, head 0
     q, k, v = sequence_views(rows, H, "rows")
-    out = fast.kernels.attention_by_sequences(q, k, v, cu_seqlens, scale, output_view(9, H, D, np.float64, "rows"))
+    out = by_sequences(q, k, v, cu_seqlens, scale, output_view(9, H, D, np.float64, "rows"))
     assert np.isnan(out[0, 4]).all()
     finite = np.ones(out.shape, dtype=bool)
     finite[0, 4] = False
@@ -414,7 +420,7 @@ def test_attention_by_sequences_refuses_lengths_that_do_not_cover_the_rows():
     out = np.empty((2, 8, 3))
     for cu_seqlens in ([0, 3], [1, 8], [0], [0, 5, 3, 8]):
         with pytest.raises(ValueError, match=r"cu_seqlens must run from 0 up to T = 8 .* got \["):
-            fast.kernels.attention_by_sequences(q, k, v, np.array(cu_seqlens), 0.5, out)
+            by_sequences(q, k, v, np.array(cu_seqlens), 0.5, out)
 
 
 @pytest.mark.parametrize("lengths, by_sentence", [([3, 2], False), ([3, 3], True), ([1, 5], True), ([0, 6, 3], True),

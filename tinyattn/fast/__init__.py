@@ -12,11 +12,13 @@ prints which route each module takes and why; ``ta.use_fast_paths(False)`` turns
     tuning.py       the thresholds and sizes, private
     nodes.py        Linear, Normalize, CrossEntropy, MaskedSoftmax, SplitHeads, MergeHeads, InProjection,
                     Attention, PackedSelfAttention
-    blocked.py      BlockedAttention: keys a block at a time, with a running softmax
+    attention.py    attention on arrays: one tiled kernel (a tile's forward, a tile's backward) that runs
+                    whatever schedule the router gives (one tile, batch slices, query runs, key blocks
+                    combined by the online softmax, sequences back to back)
+    blocked.py      BlockedAttention: the tiled kernel with several key tiles per query run
     blocks.py       SelfAttentionBlock, FeedForwardBlock: a Transformer layer's residual blocks; an
                     encoder stack on a padded batch's real tokens alone
-    kernels.py      array-level steps (LayerNorm rows, ReLU and GELU rows, masked softmax, attention in
-                    pieces of query rows and keys or sentence by sentence, projections)
+    kernels.py      array-level steps (LayerNorm rows, ReLU and GELU rows, masked softmax, projections)
     activations.py  GELU's kernels (normal CDF, both forms, and its backward) and a float32 erf
     parallel.py     a thread pool: a large pass goes in pieces of rows over every core
     gradients.py    a leaf keeps a fresh gradient as its ``.grad`` instead of a copy (the engine's one slot)

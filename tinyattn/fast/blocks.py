@@ -13,7 +13,7 @@ the layers run each residual block as one node:
 
 Each block is written out straight, forward and backward side by side, on the same array-level
 steps as the fused nodes it replaces (``kernels.layer_norm_rows``, ``kernels.in_projection``,
-``kernels.packed_attention`` and their backwards; GELU's in ``activations``), operation for
+``attention.packed_attention`` and their backwards; GELU's in ``activations``), operation for
 operation. The activations are handled as rows ``(M, E)``, ``M = B·L`` (or ``T``, the real tokens
 alone). ``router.why_not_self_attention_block`` and ``router.why_not_feed_forward_block`` decide when a
 block runs; the equivalence table proves each equal to the layer's reference ``forward`` (``with
@@ -42,8 +42,8 @@ from ..nn import attention as _attention_module
 from ..nn import functional as F
 from ..tensor import Function, Tensor, records_graph
 from . import parallel, router
+from .attention import attention_by_sequences, packed_attention, packed_attention_backward
 from .kernels import (
-    attention_by_sequences,
     bias_gelu,
     bias_relu,
     column_sums,
@@ -52,8 +52,6 @@ from .kernels import (
     in_projection_backward,
     layer_norm_rows,
     layer_norm_rows_backward,
-    packed_attention,
-    packed_attention_backward,
     relu_backward,
 )
 from .nodes import attention_reference
@@ -129,7 +127,7 @@ class SelfAttentionBlock(_ResidualBlock):
 
     ``cu_seqlens`` (inference only, ``for_backward=False``; no mask, not causal): the cumulative lengths ``(B + 1,)``
     of ``B`` sentences laid back to back in ``x (T, E)``, each attending its own tokens alone
-    (``kernels.attention_by_sequences``): nothing is scattered into a padded batch; ``tokens`` is not read. Backward
+    (``attention.attention_by_sequences``): nothing is scattered into a padded batch; ``tokens`` is not read. Backward
     refuses.
 
         h = norm(x) (pre-norm) or x          qkv = in_proj(h)  (3, B, H, L, D)
@@ -166,16 +164,16 @@ class SelfAttentionBlock(_ResidualBlock):
         qkv, self.w_qkv = in_projection(h, (w_q, w_k, w_v), (b_q, b_k, b_v), (B, L), num_heads,
                                         index, self.transposed)  # (3, B, H, L, D)
         self.scale = 1.0 / math.sqrt(qkv.shape[-1])
-        merged, self.weights, _ = packed_attention(qkv, attn_mask, allowed, is_causal, self.scale, 0.0)
-        self.attention_output = merged  # O (B, L, H·D), every row: backward's rowsum(∂O ∘ O)
+        self.schedule = router.attention_schedule(qkv[0], qkv[1], qkv[2])
+        merged, self.attention = packed_attention(qkv, attn_mask, allowed, is_causal, self.scale, 0.0, self.schedule)
         merged = merged.reshape(B * L, E) if index is None else merged.reshape(B * L, E)[index]
-        self.h, self.qkv, self.merged, self.w_o = h, qkv, merged, w_o  # merged heads a (M, E)
+        self.h, self.merged, self.w_o = h, merged, w_o  # merged heads a (M, E)
         return self._output(self.merged, w_o, b_o, rows, norm_weight, norm_bias, eps).reshape(x.shape)
 
     def _forward_by_sequences(self, x, rows, cu_seqlens, num_heads, for_backward, attn_mask, allowed, is_causal,
                               weights, biases, w_o, b_o, norm_weight, norm_bias, eps, norm_first):
         """``forward`` with ``cu_seqlens``: the rows of ``x (T, E)`` are sequences back to back, each attending itself
-        alone (``kernels.attention_by_sequences``), and the sequences are the only mask. Inference only."""
+        alone (``attention.attention_by_sequences``), and the sequences are the only mask. Inference only."""
         if for_backward:
             raise ValueError("SelfAttentionBlock: cu_seqlens= runs inference only (no attention weights are kept); "
                              "got for_backward=True")
@@ -197,7 +195,8 @@ class SelfAttentionBlock(_ResidualBlock):
         else:
             merged = xp.empty((T, E), dtype=qkv.dtype)
             out = merged.reshape(T, H, D).swapaxes(0, 1)  # (H, T, D), a view
-        attention_by_sequences(qkv[0, 0], qkv[1, 0], qkv[2, 0], cu_seqlens, 1.0 / math.sqrt(D), out)
+        schedule = router.sequence_schedule(cu_seqlens, T)
+        attention_by_sequences(qkv[0, 0], qkv[1, 0], qkv[2, 0], schedule, 1.0 / math.sqrt(D), out)
         return self._output(merged, w_o, b_o, rows, norm_weight, norm_bias, eps)  # (T, E)
 
     @parallel.products_on_pool
@@ -219,8 +218,7 @@ class SelfAttentionBlock(_ResidualBlock):
             every_row = backend.namespace(grad_merged).zeros((B * L, grad_merged.shape[1]), dtype=grad_merged.dtype)
             every_row[index] = grad_merged
             grad_merged = every_row  # (B·L, E)
-        grad_qkv, _ = packed_attention_backward(grad_merged, self.qkv, self.weights, None, self.scale,
-                                                self.attention_output)
+        grad_qkv, _ = packed_attention_backward(grad_merged, self.attention, self.schedule, self.scale)
         in_proj_needs = [True] + [self.needs_grad(i) for i in range(3, 9)]  # ∂h, then W_q … b_v
         grad_h, *grad_in_proj = in_projection_backward(grad_qkv, self.h, self.w_qkv, in_proj_needs,
                                                        index)  # ∂h (M, E)
@@ -369,7 +367,7 @@ def encoder_on_real_tokens(layers, activations, src, mask, real):
     The ``T`` real tokens are gathered into ``(T, E)`` rows once, each sentence's back to back; each layer's two
     residual blocks run on them, and the rows are scattered back at the end. Every product and pass per row is
     ``T`` rows long, not ``B·L``. Attention runs sentence by sentence (``SelfAttentionBlock`` with ``cu_seqlens``,
-    ``kernels.attention_by_sequences``: no padded batch), or, where the sentences average fewer real tokens than
+    ``attention.attention_by_sequences``: no padded batch), or, where the sentences average fewer real tokens than
     ``fast.tuning's sequence_attention_min_length`` (``router.why_not_attention_by_sequences``), on the padded
     batch with its mask (``SelfAttentionBlock`` with ``tokens``: ``q``, ``k``, ``v`` scattered into it)."""
     xp = backend.namespace(src._data)

@@ -19,7 +19,7 @@ from ..nn import attention as _attention_module
 from ..nn import functional as F
 from ..nn.functional import log_softmax_of_array
 from ..tensor import Function, Tensor
-from . import kernels
+from . import attention, kernels, router
 
 
 def attention_reference(query, key, value, attn_mask, allowed, is_causal, scale, keep=None):
@@ -271,23 +271,26 @@ class Attention(Function):
         dQ = dS K · scale    dK = dSᵀ Q · scale    dmask = dS
 
     each summed back over the leading axes its input broadcast along, with each row's ``Σ_k dP·P``
-    read as ``rowsum(G ∘ O)`` (the same sum: ``kernels.attention_backward``). It replaces the reference
+    read as ``rowsum(G ∘ O)`` (the same sum: ``fast.attention.attention_backward``). It runs the tiled kernel
+    (``fast.attention``) under the router's schedule (``router.attention_schedule``). It replaces the reference
     attention's nodes (scale, transpose, product, mask, softmax, product) and keeps ``P`` (and
     ``M``) and its output ``O`` besides its inputs.
     """
 
+    saves_output = True  # backward reads the output (``self.arrays.out``; see Function)
+
     def forward(self, query, key, value, attn_mask=None, *, allowed, is_causal, scale, dropout_p):
-        self.query, self.key, self.value, self.scale = query, key, value, scale
-        self.allowed, self.is_causal = allowed, is_causal
-        self.out, self.weights, self.keep = kernels.attention(query, key, value, attn_mask, allowed, is_causal,
-                                                              scale, dropout_p)
-        return self.out  # (…, Lq, Ev); backward reads it (rowsum(G ∘ O), kernels.attention_backward)
+        self.scale, self.allowed, self.is_causal = scale, allowed, is_causal
+        self.schedule = router.attention_schedule(query, key, value)
+        out, self.arrays = attention.attention(query, key, value, attn_mask, allowed, is_causal, scale, dropout_p,
+                                               self.schedule)
+        self.keep = self.arrays.keep
+        return out  # (…, Lq, Ev); backward reads it (rowsum(G ∘ O))
 
     def backward(self, grad):
         needs = self.needs_grads()
-        grads = kernels.attention_backward(
-            grad, self.query, self.key, self.value, self.weights, self.keep, self.scale, self.out,
-            mask_shape=self.parents[3].shape if len(needs) > 3 and needs[3] else None)
+        grads = attention.attention_backward(grad, self.arrays, self.schedule, self.scale,
+                                             mask_shape=self.parents[3].shape if len(needs) > 3 and needs[3] else None)
         return tuple(ops.sum_to(g, p.shape) if need else None for g, p, need in zip(grads, self.parents, needs))
 
     def reference(self, query, key, value, attn_mask=None):
@@ -297,23 +300,27 @@ class Attention(Function):
 class PackedSelfAttention(Function):
     """``Attention`` for multi-head self-attention: queries, keys and values arrive packed as one
     ``qkv (3, B, H, L, D)`` (``InProjection``'s output) and the heads leave merged, ``(B, L, H·D)``
-    (``kernels.packed_attention``). ``forward(qkv, attn_mask=None, *, allowed, is_causal, scale,
+    (``fast.attention.packed_attention``). ``forward(qkv, attn_mask=None, *, allowed, is_causal, scale,
     dropout_p)`` as ``Attention``'s.
 
     The gradient goes back packed the same way, laid out as ``qkv`` is, so that the projection's
     backward sees it as one ``(B·L, 3·H·D)`` matrix without a copy.
     """
 
+    saves_output = True  # backward reads the output (``self.arrays.out``, a view of it; see Function)
+
     def forward(self, qkv, attn_mask=None, *, allowed, is_causal, scale, dropout_p):
-        self.qkv, self.scale, self.allowed, self.is_causal = qkv, scale, allowed, is_causal
-        self.merged, self.weights, self.keep = kernels.packed_attention(qkv, attn_mask, allowed, is_causal, scale,
-                                                                        dropout_p)
-        return self.merged  # (B, L, H·D); backward reads it (rowsum(G ∘ O), kernels.attention_backward)
+        self.scale, self.allowed, self.is_causal = scale, allowed, is_causal
+        self.schedule = router.attention_schedule(qkv[0], qkv[1], qkv[2])
+        merged, self.arrays = attention.packed_attention(qkv, attn_mask, allowed, is_causal, scale, dropout_p,
+                                                         self.schedule)
+        self.keep = self.arrays.keep
+        return merged  # (B, L, H·D); backward reads it (rowsum(G ∘ O))
 
     def backward(self, grad):
         needs_mask = len(self.parents) > 1 and self.needs_grad(1)
-        return kernels.packed_attention_backward(grad, self.qkv, self.weights, self.keep, self.scale, self.merged,
-                                                 mask_shape=self.parents[1].shape if needs_mask else None)
+        return attention.packed_attention_backward(grad, self.arrays, self.schedule, self.scale,
+                                                   mask_shape=self.parents[1].shape if needs_mask else None)
 
     def reference(self, qkv, attn_mask=None):
         out = attention_reference(qkv[0], qkv[1], qkv[2], attn_mask, self.allowed, self.is_causal, self.scale,

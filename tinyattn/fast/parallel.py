@@ -43,6 +43,7 @@ import threading
 import numpy as np
 
 from . import router
+from .router import pieces  # noqa: F401 (the kernels cut their passes with it)
 from .tuning import values as tuning
 
 
@@ -57,28 +58,22 @@ def thread_count():
     return max(1, min(cores, tuning.max_threads))
 
 
-def pieces(count, elements_per_item, most_items=None, least_items=1):
-    """``[(start, stop), …]``: ``range(count)`` cut into equal runs of items (rows, say) of about
-    ``tuning.piece_elements`` elements each (``elements_per_item`` per item), at most
-    ``most_items`` and at least ``least_items`` items each; one piece when the whole is that small.
-    Depends on the shape only."""
-    per_piece = max(1, tuning.piece_elements // max(1, elements_per_item))
-    if most_items is not None:
-        per_piece = max(1, min(per_piece, most_items))
-    per_piece = max(per_piece, least_items)
-    if per_piece >= count:
-        return [(0, count)]
-    number = -(-count // per_piece)
-    size = -(-count // number)  # equal sizes: the last piece is not a sliver
-    return [(start, min(start + size, count)) for start in range(0, count, size)]
-
-
 def run(task, ranges, like, elements=None):
     """Call ``task(start, stop)`` for every range in ``ranges`` (disjoint pieces of the arrays it
     writes), on the pool when it applies to ``like`` (an array of the pass) and ``elements`` (the
     pass's size; ``like.size`` when ``None``) reaches ``tuning.pool_min_elements``; else one
     after another on this thread. The first exception a task raises is raised here."""
     if not pays(like, ranges, elements):
+        for start, stop in ranges:
+            task(start, stop)
+        return
+    _pool().run(task, ranges)
+
+
+def run_decided(task, ranges, pooled):
+    """``run`` with the router's answer given (``pooled``: the pass goes over the pool, as a schedule of
+    ``fast.router`` says): on the pool where it is yes, except inside a pooled task (no nesting)."""
+    if not pooled or _in_task.active:
         for start, stop in ranges:
             task(start, stop)
         return

@@ -5,8 +5,10 @@ not (the pattern of PyTorch's ``why_not_sparsity_fast_path``). ``fast.table`` pu
 (``tinyattn.dispatch``) beside the kernels they guard; the reference layer never calls them.
 ``explain`` prints what the same functions answer, module by module. The blocks take what is decided
 here as arguments (``products_on_pool``, ``transposed``, ``cu_seqlens``), and the pool asks
-``why_not_pool``. What is left to the kernels is how to cut a pass into pieces (one piece, whole batch
-slices, runs of rows or keys: ``fast.kernels``, ``fast.blocked``), which gives the same numbers either way.
+``why_not_pool``. Attention's tile schedule is decided here too (``attention_schedule``, ``sequence_schedule``,
+``key_block_size``: a ``TileSchedule``, with its pool and BLAS-thread choices), and ``fast.attention`` runs the
+schedule it is given. What is left to the row kernels (LayerNorm, activations) is cutting an elementwise pass
+into ``pieces`` of rows, which gives the same numbers however it is cut.
 
 The thresholds are the fast layer's private tuning (``fast.tuning``).
 
@@ -19,10 +21,12 @@ True
 '4 keys, fewer than the blocked-attention threshold of 513'
 """
 
+import functools
 import math
 import threading
 import weakref
 from collections import namedtuple
+from typing import NamedTuple
 
 import numpy as np
 
@@ -282,12 +286,169 @@ def why_not_decoder_layer(layer, tgt, memory, tgt_mask=None, memory_mask=None, t
 
 def why_not_attention_by_sequences(sentences, tokens):
     """``None`` when attention on the real tokens alone (``fast.encoder_on_real_tokens``) runs sentence by
-    sentence (``fast.kernels.attention_by_sequences``: no padded batch) for ``sentences`` sentences of ``tokens``
+    sentence (``fast.attention.attention_by_sequences``: no padded batch) for ``sentences`` sentences of ``tokens``
     real tokens in all; else why it runs on the padded batch with its padding mask."""
     if tokens < tuning.sequence_attention_min_length * sentences:
         return (f"the sentences average {tokens / max(sentences, 1):.3g} real tokens, under the sentence-by-sentence "
                 f"threshold {tuning.sequence_attention_min_length:g}")
     return None
+
+
+# ----------------------------------------------------------------------------- attention's tiles
+
+
+class TileSchedule(NamedTuple):
+    """How one attention pass (``fast.attention``) cuts its scores ``(…, Lq, Lk)`` into tiles, and where they run.
+
+    ``units``: ``((index, tiles), …)``, each ``index`` a basic index of the batch axes (``()``: the whole batch) and
+    ``tiles`` its ``(q0, q1, k0, k1)`` in order, queries ``q0:q1`` against keys ``k0:k1``; a unit owns its rows of
+    the output and of the gradients, so units may run at once. ``keys`` a unit's tiles keep for backward:
+    ``"weights"`` (each row's keys in one tile: ``P`` whole), ``"lse"`` (several key tiles per row, combined by the
+    online softmax: the log-sum-exp alone) or ``"nothing"`` (inference). ``pooled``: the units go over
+    ``fast.parallel``'s pool; ``one_blas_thread``: each unit's products on one BLAS thread. ``key_units`` (and
+    ``key_pooled``): backward's second pass, by runs of keys, for units that are runs of queries (their ``dK`` and
+    ``dV`` would meet), else ``()``. ``one_tile``: the whole array is one tile."""
+
+    units: tuple
+    keeps: str = "weights"
+    pooled: bool = False
+    one_blas_thread: bool = False
+    key_units: tuple = ()
+    key_pooled: bool = False
+    one_tile: bool = False
+
+
+@functools.lru_cache(maxsize=256)
+def _one_tile(Lq, Lk):
+    """The schedule of one tile over ``(…, Lq, Lk)`` scores (one object per shape: a schedule never changes)."""
+    return TileSchedule(units=(((), ((0, Lq, 0, Lk),)),), one_tile=True)
+
+
+def _batch_runs(batch, per_slice):
+    """Basic indices of runs of batch slices (``(B, H, …)`` leading axes ``batch``), each about ``piece_elements``
+    elements at ``per_slice`` a slice: ``(i, j, …, slice(h0, h1))``, one position of every leading axis but the
+    last and a run of the last (the heads); or, where a run holds all the heads, ``(i, …, slice(b0, b1),
+    slice(None))``, a run of the axis before them too (fewer, longer calls), leaving at least ``min_batch_pieces``
+    runs where there are that many positions. A basic index is a view of any of the pass's arrays."""
+    heads = batch[-1]
+    run = max(1, min(heads, tuning.piece_elements // max(1, per_slice)))  # slices per run
+    if run == heads and len(batch) >= 2:
+        count = batch[-2]
+        rows = max(1, min(tuning.piece_elements // (per_slice * heads), count // tuning.min_batch_pieces))
+        number = -(-count // rows)
+        size = -(-count // number)
+        return [position + (slice(b, min(b + size, count)), slice(None))
+                for position in np.ndindex(*batch[:-2]) for b in range(0, count, size)]
+    return [position + (slice(h, min(h + run, heads)),) for position in np.ndindex(*batch[:-1])
+            for h in range(0, heads, run)]
+
+
+def pieces(count, elements_per_item, most_items=None, least_items=1):
+    """``[(start, stop), …]``: ``range(count)`` cut into equal runs of items (rows, say) of about
+    ``tuning.piece_elements`` elements each (``elements_per_item`` per item), at most
+    ``most_items`` and at least ``least_items`` items each; one piece when the whole is that small.
+    Depends on the shape only."""
+    per_piece = max(1, tuning.piece_elements // max(1, elements_per_item))
+    if most_items is not None:
+        per_piece = max(1, min(per_piece, most_items))
+    per_piece = max(per_piece, least_items)
+    if per_piece >= count:
+        return [(0, count)]
+    number = -(-count // per_piece)
+    size = -(-count // number)  # equal sizes: the last piece is not a sliver
+    return [(start, min(start + size, count)) for start in range(0, count, size)]
+
+
+def _query_runs(like, Lq, Lk, batch, head_size):
+    """``(runs, pooled)``: runs of query rows (of every slice at once) and whether they go over the pool.
+
+    Each run's scores are about ``piece_elements``. Where that many rows keep its GEMMs on one BLAS thread,
+    the runs go over the pool. With long keys they would be a few rows each, and every run reads all of K
+    and V again for little work: there a run has at least ``head_size`` rows (re-reading K and V then costs no
+    more than the scores), and the runs go one after another, each GEMM on the BLAS's own threads."""
+    per_row = math.prod(batch) * Lk  # scores per query row
+    one_thread_rows = tuning.blas_one_thread_mnk // max(1, Lk * head_size)
+    if one_thread_rows >= head_size:
+        runs = pieces(Lq, per_row, one_thread_rows)
+        return runs, why_not_pool(like, runs, Lq * per_row) is None
+    return pieces(Lq, per_row, least_items=head_size), False
+
+
+def attention_schedule(query, key, value, is_causal=False, key_block=None, mask_grad=False):
+    """The ``TileSchedule`` of attention over the arrays ``query (…, Lq, E)``, ``key (…, Lk, E)``, ``value (…, Lk,
+    Ev)``: from their shapes, their array type and ``fast.tuning``'s values. ``key_block``: keys per tile, for the
+    memory-lean route (``fast.BlockedAttention``; ``None``: every row's keys in one tile); ``mask_grad``: backward
+    must give a float mask's gradient.
+
+    - CuPy (and the strict test backend), or scores within ``piece_elements`` whose GEMMs stay on one BLAS thread:
+      one tile (few large calls).
+    - Q, K and V of one batch, a slice's scores within a piece and the slices not too few: runs of batch slices
+      (``_batch_runs``), one tile each, over the pool, each run's products on one BLAS thread while its scores are
+      in the cache; backward needs no second pass, since a slice's dK and dV come from that slice alone.
+    - Else runs of query rows, one tile each with every key (``_query_runs``), and in backward runs of keys.
+    - With ``key_block``: tiles of ``key_block`` keys (causal: a key tile meets only the queries at or after its
+      first key, and tiles past the last query are left out), combined by the online softmax; per run of batch
+      slices over the pool where Q, K and V are NumPy arrays of one batch (and no mask gradient is asked for: a
+      broadcast mask's gradient sums over slices), else the whole batch as one unit."""
+    Lq, Lk, head_size = query.shape[-2], key.shape[-2], max(query.shape[-1], value.shape[-1])
+    batch = query.shape[:-2]
+    shared = key.shape[:-2] == batch == value.shape[:-2]
+    if not shared:
+        batch = tuple(np.broadcast_shapes(batch, key.shape[:-2], value.shape[:-2]))
+    numpy = type(query) is np.ndarray
+    if key_block is not None:
+        tiles = []
+        for start in range(0, Lk, key_block):
+            if is_causal and start >= Lq:
+                break
+            tiles.append((start if is_causal else 0, Lq, start, min(start + key_block, Lk)))
+        tiles = tuple(tiles)
+        if not (numpy and shared and batch and not mask_grad):
+            return TileSchedule(units=(((), tiles),), keeps="lse")
+        runs = _batch_runs(batch, Lq * key_block)
+        pooled = why_not_pool(query, runs, math.prod(batch) * Lq * Lk) is None
+        return TileSchedule(units=tuple((index, tiles) for index in runs), keeps="lse", pooled=pooled,
+                            one_blas_thread=True)
+    if not numpy or (Lq * Lk * math.prod(batch) <= tuning.piece_elements
+                     and Lq * Lk * head_size <= tuning.blas_one_thread_mnk):
+        return _one_tile(Lq, Lk)
+    per_slice = Lq * Lk
+    if (shared and batch and per_slice <= tuning.piece_elements
+            and batch[-1] * per_slice >= tuning.piece_elements // 4):
+        runs = _batch_runs(batch, per_slice)
+        pooled = why_not_pool(query, runs, math.prod(batch) * per_slice) is None
+        tile = ((0, Lq, 0, Lk),)
+        return TileSchedule(units=tuple((index, tile) for index in runs), pooled=pooled, one_blas_thread=True)
+    query_runs, pooled = _query_runs(query, Lq, Lk, batch, head_size)
+    key_runs, key_pooled = _query_runs(query, Lk, Lq, batch, head_size)
+    if len(query_runs) == 1 and len(key_runs) == 1:
+        return _one_tile(Lq, Lk)
+    return TileSchedule(units=tuple(((), ((q0, q1, 0, Lk),)) for q0, q1 in query_runs), pooled=pooled,
+                        key_units=tuple(((), ((0, Lq, k0, k1),)) for k0, k1 in key_runs), key_pooled=key_pooled)
+
+
+def key_block_size(query, key, value):
+    """Keys per tile of the memory-lean attention: ``fast.tuning``'s ``attention_block_size`` when set, else
+    ``attention_max_block``, fewer (down to 64: BLAS needs some width) when the whole batch's ``(…, Lq, block)``
+    scores would pass ``attention_block_elements``."""
+    if tuning.attention_block_size is not None:
+        return int(tuning.attention_block_size)
+    batch = np.broadcast_shapes(query.shape[:-2], key.shape[:-2], value.shape[:-2])
+    most = tuning.attention_block_elements // max(math.prod(batch) * query.shape[-2], 1)  # rows: batch · Lq
+    return min(tuning.attention_max_block, max(64, most))
+
+
+def sequence_schedule(cu_seqlens, T):
+    """The ``TileSchedule`` of self-attention over sequences laid back to back in ``T`` rows, sequence ``b`` the
+    rows ``cu_seqlens[b]:cu_seqlens[b + 1]`` (``cu_seqlens (B + 1,)``, the cumulative sequence lengths of
+    FlashAttention's variable-length kernels: ``0``, then ascending to ``T``): one unit per sequence of one tile, its
+    rows against its own keys, one after another on the BLAS's threads; nothing kept (inference)."""
+    starts = [int(o) for o in cu_seqlens]
+    if not starts or starts[0] != 0 or starts[-1] != T or any(b < a for a, b in zip(starts, starts[1:])):
+        raise ValueError(f"attention_by_sequences: cu_seqlens must run from 0 up to T = {T} (the rows of query), "
+                         f"never down; got {starts}")
+    return TileSchedule(units=tuple(((), ((a, b, a, b),)) for a, b in zip(starts, starts[1:]) if b > a),
+                        keeps="nothing")
 
 
 def why_not_products_on_pool(elements):
@@ -365,7 +526,7 @@ def encoder(module, src, mask=None, is_causal=False):
     reason, activations = _real_tokens_route(module, src, mask)
     _record(module, "padding", "fast.encoder_on_real_tokens (the real tokens alone; zeros at the padding)", reason)
     if activations and _TRACE is not None:
-        _record(module, "attention on the real tokens", "fast.kernels.attention_by_sequences (sentence by sentence)",
+        _record(module, "attention on the real tokens", "fast.attention.attention_by_sequences (sentence by sentence)",
                 why_not_attention_by_sequences(real.shape[0], int(real.sum())))
     return reason, real, activations
 

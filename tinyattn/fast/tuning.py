@@ -26,7 +26,7 @@ class _Values(SimpleNamespace):
 values = _Values(
     # keys from which attention without weights or dropout goes a block of keys at a time (lean in memory)
     blocked_attention_min_keys=513,
-    # keys per block of blocked attention; None lets BlockedAttention choose
+    # keys per block of blocked attention; None lets the router choose (router.key_block_size)
     attention_block_size=None,
     # elements from which a fast kernel's pass is spread over the cores (smaller: the round trip costs more)
     pool_min_elements=3 << 18,
