@@ -111,9 +111,11 @@ class Arrays:
     query = key = value = keep = weights = lse = out = row_max = denominator = None
     grad = grad_query = grad_key = grad_value = grad_scores = attn_mask = allowed = grad_mask = D = None
 
-    def __init__(self, xp, is_causal, batch_ndim, **arrays):
+    def __init__(self, xp, is_causal, batch_ndim, query=None, key=None, value=None, keep=None, attn_mask=None,
+                 allowed=None):
         self.xp, self.is_causal, self.batch_ndim = xp, is_causal, batch_ndim
-        self.__dict__.update(arrays)
+        self.query, self.key, self.value, self.keep, self.attn_mask, self.allowed = (query, key, value, keep,
+                                                                                     attn_mask, allowed)
 
     def cut(self, index):
         """The arrays of the batch slices ``index`` (views); itself for the whole batch (``()``)."""
@@ -186,14 +188,14 @@ def attention(query, key, value, attn_mask, allowed, is_causal, scale, dropout_p
     if dropout_p:  # F.dropout's draw over the weights (backend.dropout_mask: the same draw)
         keep = backend.dropout_mask(batch + (Lq, Lk), dropout_p, query.dtype, backend.device_of(query))
     scale = query.dtype.type(scale)
-    by_slices = all(index for index, _ in schedule.units)  # each unit scales its own slices of Q, on its thread
-    scaled = xp.empty(query.shape, dtype=query.dtype) if by_slices else query * scale  # Q·scale: the cheaper side
-    a = Arrays(xp, is_causal, len(batch), query=scaled, key=key, value=value, keep=keep, attn_mask=attn_mask,
-               allowed=allowed)
-    online = schedule.keeps == "lse"
     if schedule.one_tile:  # the whole array as one tile: fresh arrays, no cuts
+        a = Arrays(xp, is_causal, len(batch), query * scale, key, value, keep, attn_mask, allowed)  # Q·scale
         a.weights, a.out = forward_tile(a, schedule.units[0][1][0], True, out)
         return a.out, a
+    by_slices = all(index for index, _ in schedule.units)  # each unit scales its own slices of Q, on its thread
+    scaled = xp.empty(query.shape, dtype=query.dtype) if by_slices else query * scale  # Q·scale: the cheaper side
+    a = Arrays(xp, is_causal, len(batch), scaled, key, value, keep, attn_mask, allowed)
+    online = schedule.keeps == "lse"
     if schedule.keeps == "weights":
         a.weights = xp.empty(batch + (Lq, Lk), dtype=query.dtype)  # P, kept for backward
     if out is None:
