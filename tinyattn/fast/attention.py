@@ -41,7 +41,7 @@ import numpy as np
 
 from .. import backend, ops
 from . import parallel
-from .kernels import row_sums, rows_dot, softmax_into
+from .kernels import row_sums, rows_dot, softmax_into, split_heads, split_packed_heads
 
 
 def _part(mask, batch_ndim, index):
@@ -381,19 +381,20 @@ def packed_attention(qkv, attn_mask, allowed, is_causal, scale, dropout_p, sched
     """``(O, arrays)``: attention over packed ``qkv (3, B, H, L, D)``, its output with the heads merged
     ``(B, L, H·D)`` (a fresh array, written in that layout) and the pass's ``Arrays``. Masks as ``attention``'s."""
     _, B, H, L, D = qkv.shape
-    merged = backend.namespace(qkv).empty((B, L, H, D), dtype=qkv.dtype)
+    merged = backend.namespace(qkv).empty((B, L, H * D), dtype=qkv.dtype)
     _, arrays = attention(qkv[0], qkv[1], qkv[2], attn_mask, allowed, is_causal, scale, dropout_p, schedule,
-                          out=merged.transpose(0, 2, 1, 3))  # heads written straight into (B, L, H, D)
-    return merged.reshape(B, L, H * D), arrays  # (B, L, H·D), a view
+                          out=split_heads(merged, H))  # heads written straight into (B, L, H·D)
+    return merged, arrays  # (B, L, H·D)
 
 
 def packed_attention_backward(grad, arrays, schedule, scale, mask_shape=None):
-    """``(dqkv, dmask)`` of ``packed_attention`` for ``grad = ∂L/∂O (B, L, H·D)``: ``dqkv (3, B, H, L, D)`` a view of
+    """``(dqkv, dmask)`` of ``packed_attention`` for ``grad = ∂L/∂O (B, L, H·D)`` (or its rows ``(B·L, H·D)``):
+    ``dqkv (3, B, H, L, D)`` a view of
     a fresh ``(B, L, 3, H, D)`` array, the layout ``InProjection``'s output has, so that its backward reads it as
     ``(B·L, 3·H·D)`` rows without a copy; ``dmask`` ``None`` unless ``mask_shape`` is given."""
     B, H, L, D = arrays.query.shape
-    grad = grad.reshape(B, L, H, D).transpose(0, 2, 1, 3)  # (B, H, L, D), a view laid out as the output
-    grad_qkv = backend.namespace(grad).empty((B, L, 3, H, D), dtype=grad.dtype).transpose(2, 0, 3, 1, 4)
+    grad = split_heads(grad.reshape(B, L, H * D), H)  # (B, H, L, D), a view laid out as the output
+    grad_qkv = split_packed_heads(backend.namespace(grad).empty((B, L, 3 * H * D), dtype=grad.dtype), H)
     *_, grad_mask = attention_backward(grad, arrays, schedule, scale, mask_shape,
                                        out=(grad_qkv[0], grad_qkv[1], grad_qkv[2]))  # written in place
     return grad_qkv, grad_mask  # (3, B, H, L, D)

@@ -340,6 +340,10 @@ def rows_dot(grad, output):
 # ----------------------------------------------------------------------------- heads and projections
 
 
+# The fast floor's one pair of helpers for the heads' layouts: every head split and merge on arrays goes
+# through these two (the packed q, k, v too: their 3·H heads side by side).
+
+
 def split_heads(x, num_heads):
     B, L, E = x.shape
     return x.reshape(B, L, num_heads, E // num_heads).transpose(0, 2, 1, 3)  # (B, L, E) -> (B, H, L, D), a view
@@ -347,7 +351,22 @@ def split_heads(x, num_heads):
 
 def merge_heads(x):
     B, H, L, D = x.shape
-    return x.transpose(0, 2, 1, 3).reshape(B, L, H * D)  # (B, H, L, D) -> (B, L, E), a copy
+    return x.transpose(0, 2, 1, 3).reshape(B, L, H * D)  # (B, H, L, D) -> (B, L, E), a copy unless laid out so
+
+
+def split_packed_heads(x, num_heads):
+    """``(B, L, 3·H·D) -> (3, B, H, L, D)``: q, k and v side by side in the rows, each split into ``num_heads``
+    heads (``split_heads`` over the ``3·H`` heads), a view."""
+    B, L, _ = x.shape
+    heads = split_heads(x, 3 * num_heads)  # (B, 3·H, L, D)
+    return heads.reshape(B, 3, num_heads, L, heads.shape[-1]).swapaxes(0, 1)  # (3, B, H, L, D)
+
+
+def merge_packed_heads(x):
+    """``(3, B, H, L, D) -> (B, L, 3·H·D)``, the inverse of ``split_packed_heads`` (a view when laid out as its
+    result, else a copy)."""
+    _, B, H, L, D = x.shape
+    return merge_heads(x.swapaxes(0, 1).reshape(B, 3 * H, L, D))  # (B, L, 3·H·D)
 
 
 def in_projection(rows, weights, biases, batch_shape, num_heads, tokens=None, transposed=False):
@@ -381,8 +400,7 @@ def in_projection(rows, weights, biases, batch_shape, num_heads, tokens=None, tr
         every_row = xp.zeros((batch_shape[0] * batch_shape[1], out.shape[1]), dtype=out.dtype)
         every_row[tokens] = out
         out = every_row  # (B·L, 3·H·D)
-    H, D = num_heads, weights[0].shape[0] // num_heads
-    return out.reshape(*batch_shape, 3, H, D).transpose(2, 0, 3, 1, 4), weight  # (3, B, H, L, D)
+    return split_packed_heads(out.reshape(*batch_shape, out.shape[1]), num_heads), weight  # (3, B, H, L, D)
 
 
 def in_projection_backward(grad, rows, weight, needs, tokens=None):
@@ -396,7 +414,7 @@ def in_projection_backward(grad, rows, weight, needs, tokens=None):
     ``tokens`` as ``in_projection``'s: ``∂X`` is then ``(T, E)``."""
     _, B, H, L, D = grad.shape
     E = H * D
-    grad = grad.transpose(1, 3, 0, 2, 4).reshape(B * L, 3 * E)  # G (B·L, 3·H·D)
+    grad = merge_packed_heads(grad).reshape(B * L, 3 * E)  # G (B·L, 3·H·D)
     if tokens is not None:
         grad = grad[tokens]  # G's rows of the tokens given to in_projection (T, 3·H·D)
     parts = (grad[:, :E], grad[:, E:2 * E], grad[:, 2 * E:])  # G_q, G_k, G_v (B·L, H·D), views

@@ -34,6 +34,7 @@ import numpy as np
 from .. import nn
 from ..creation import arange, tensor
 from ..nn import functional as F
+from ..nn.attention import _merge_heads, _split_heads
 from ..ops import cat
 from ..tensor import no_grad
 from .bert import key_mask
@@ -67,11 +68,6 @@ class GPT2Output:
     attentions: tuple = None
 
 
-def _split_heads(x, num_heads):
-    B, L, E = x.shape
-    return x.reshape(B, L, num_heads, E // num_heads).transpose(1, 2)  # (B, L, E) -> (B, H, L, D)
-
-
 def _cached_block(layer, x, cache, attn_mask, need_weights):
     """One pre-norm block, ``x + SA(ln_1(x))`` then ``x + FF(ln_2(x))``, with the layer's own
     parts, appending the new keys and values to ``cache`` and attending over all of them."""
@@ -87,8 +83,7 @@ def _cached_block(layer, x, cache, attn_mask, need_weights):
     dropout_p = attention.dropout if attention.training else 0.0
     heads, weights = F.scaled_dot_product_attention(query, key, value, attn_mask=attn_mask, dropout_p=dropout_p,
                                                     need_weights=need_weights)  # (B, H, L, D)
-    B, H, L, D = heads.shape
-    x = x + layer.dropout1(attention.out_proj(heads.transpose(1, 2).reshape(B, L, H * D)))  # (B, L, E)
+    x = x + layer.dropout1(attention.out_proj(_merge_heads(heads)))  # (B, H, L, D) -> (B, L, E)
     return x + layer._ff_block(layer.norm2(x)), weights
 
 
