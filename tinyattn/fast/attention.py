@@ -389,9 +389,9 @@ def packed_attention(qkv, attn_mask, allowed, is_causal, scale, dropout_p, sched
 
 def packed_attention_backward(grad, arrays, schedule, scale, mask_shape=None):
     """``(dqkv, dmask)`` of ``packed_attention`` for ``grad = ∂L/∂O (B, L, H·D)`` (or its rows ``(B·L, H·D)``):
-    ``dqkv (3, B, H, L, D)`` a view of
-    a fresh ``(B, L, 3, H, D)`` array, the layout ``InProjection``'s output has, so that its backward reads it as
-    ``(B·L, 3·H·D)`` rows without a copy; ``dmask`` ``None`` unless ``mask_shape`` is given."""
+    ``dqkv (3, B, H, L, D)`` a view of a fresh ``(B, L, 3·H·D)`` array (``kernels.split_packed_heads``), the layout
+    ``InProjection``'s output has, so that its backward reads it as ``(B·L, 3·H·D)`` rows without a copy;
+    ``dmask`` ``None`` unless ``mask_shape`` is given."""
     B, H, L, D = arrays.query.shape
     grad = split_heads(grad.reshape(B, L, H * D), H)  # (B, H, L, D), a view laid out as the output
     grad_qkv = split_packed_heads(backend.namespace(grad).empty((B, L, 3 * H * D), dtype=grad.dtype), H)
