@@ -85,7 +85,7 @@ def _product(target, a, b, xp, first=True):
     contiguous (an output laid out as its transpose) gets ``(bᵀ aᵀ)ᵀ``, written as row-major ``(N, M)`` matrices."""
     if target is None:
         return a @ b  # (NumPy's matmul is slower with out=None than `@`)
-    if first and target.shape[:-2] == np.broadcast_shapes(a.shape[:-2], b.shape[:-2]):
+    if first and target.shape[:-2] == _batch_of(a, b):
         if target.strides[-1] == target.itemsize or target.shape[-1] == 1:
             xp.matmul(a, b, out=target)
         else:
@@ -95,6 +95,12 @@ def _product(target, a, b, xp, first=True):
     else:
         target += ops.sum_to(a @ b, target.shape)
     return target
+
+
+def _batch_of(a, b):
+    """The batch shape of ``a @ b``: their leading axes broadcast (at once when they are equal, the common case)."""
+    batch = a.shape[:-2]
+    return batch if b.shape[:-2] == batch else tuple(np.broadcast_shapes(batch, b.shape[:-2]))
 
 
 class Arrays:
@@ -139,7 +145,7 @@ def _scores(a, tile, target):
     q, k_t = _rows(a.query, q0, q1), _rows(a.key, k0, k1).swapaxes(-1, -2)  # (…, R, E), (…, E, C)
     if target is None:
         scores = q @ k_t  # (…, R, C)
-    elif np.broadcast_shapes(q.shape[:-2], k_t.shape[:-2]) == target.shape[:-2]:
+    elif _batch_of(q, k_t) == target.shape[:-2]:
         scores = xp.matmul(q, k_t, out=target)
     else:  # V alone brings leading axes: the scores are the same along them
         target[...] = q @ k_t
@@ -167,7 +173,7 @@ def _scratch(a, shape, slot):
 
 def _tile_shape(a, tile):
     q0, q1, k0, k1 = tile
-    return tuple(np.broadcast_shapes(a.query.shape[:-2], a.key.shape[:-2])) + (q1 - q0, k1 - k0)
+    return _batch_of(a.query, a.key) + (q1 - q0, k1 - k0)
 
 
 # ----------------------------------------------------------------------------- forward
@@ -346,7 +352,7 @@ def backward_tile(a, tile, first, keys, queries=True):
     if queries:
         target = _block(a.grad_scores, *tile)
         if target is None and a.lse is not None:
-            target = _scratch(a, np.broadcast_shapes(grad.shape[:-2], value.shape[:-2]) + probs.shape[-2:], 1)
+            target = _scratch(a, _batch_of(grad, value) + probs.shape[-2:], 1)
         grad_scores = _product(target, grad, value.swapaxes(-1, -2), xp)  # G Vᵀ
         if a.keep is not None:
             grad_scores *= _block(a.keep, *tile)  # dP
