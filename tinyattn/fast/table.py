@@ -108,7 +108,6 @@ def reference_lines(unit):
     return run
 
 
-
 def multi_head_attention(module, query, key=None, value=None, attn_mask=None, is_causal=False, need_weights=True):
     """Self-attention without the weights: q, k and v by one GEMM, then attention and the heads merged by one node."""
     q, k, v = module.q_proj, module.k_proj, module.v_proj
