@@ -44,28 +44,13 @@ import numpy as np  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+from higher_order import build as encoder_layers  # noqa: E402  (the post-norm layer in both libraries)
 from run import SIZES, _machine, _torch, time_interleaved  # noqa: E402
 
 PER_EXAMPLE = {"batch": 64, "length": 16, "vocab": 16, "classes": 4}  # (b)'s data; the width is SIZES["small"]'s
 
 
 # ----------------------------------------------------------------------------- (a) jvp of an encoder layer
-
-
-def encoder_layers(size, dtype, seed=0):
-    """A post-norm encoder layer in both libraries with the same weights, and ``x``, ``v`` as NumPy arrays."""
-    import tinyattn as ta
-    import tinyattn.nn as nn
-
-    torch = _torch()
-    B, L, d, H = SIZES[size]
-    ta.manual_seed(seed)
-    ours = nn.TransformerEncoderLayer(d, H, 4 * d, dropout=0.0).to(dtype)
-    theirs = torch.nn.TransformerEncoderLayer(d, H, 4 * d, dropout=0.0, batch_first=True).to(
-        torch.float64 if dtype == np.float64 else torch.float32)
-    theirs.load_state_dict({k: torch.tensor(v) for k, v in ta.interop.to_torch(ours.state_dict()).items()})
-    rng = np.random.default_rng(seed)
-    return ours, theirs, rng.standard_normal((B, L, d)).astype(dtype), rng.standard_normal((B, L, d)).astype(dtype)
 
 
 def tinyattn_jvp(layer, x, v):

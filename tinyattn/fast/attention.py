@@ -98,9 +98,14 @@ def _product(target, a, b, xp, first=True):
 
 
 def _batch_of(a, b):
-    """The batch shape of ``a @ b``: their leading axes broadcast (at once when they are equal, the common case)."""
-    batch = a.shape[:-2]
-    return batch if b.shape[:-2] == batch else tuple(np.broadcast_shapes(batch, b.shape[:-2]))
+    """The batch shape of ``a @ b``: their leading axes broadcast."""
+    return _broadcast(a.shape[:-2], b.shape[:-2])
+
+
+def _broadcast(batch, other):
+    """Two batch shapes broadcast: at once when they are equal, the common case (``np.broadcast_shapes``
+    allocates)."""
+    return batch if other == batch else tuple(np.broadcast_shapes(batch, other))
 
 
 class Arrays:
@@ -187,9 +192,7 @@ def attention(query, key, value, attn_mask, allowed, is_causal, scale, dropout_p
     may attend) and ``is_causal`` forbid keys; all broadcast."""
     xp = backend.namespace(query)
     Lq, Lk, Ev = query.shape[-2], key.shape[-2], value.shape[-1]
-    batch = query.shape[:-2]
-    if key.shape[:-2] != batch:
-        batch = tuple(np.broadcast_shapes(batch, key.shape[:-2]))
+    batch = _batch_of(query, key)
     keep = None
     if dropout_p:  # F.dropout's draw over the weights (backend.dropout_mask: the same draw)
         keep = backend.dropout_mask(batch + (Lq, Lk), dropout_p, query.dtype, backend.device_of(query))
@@ -205,7 +208,7 @@ def attention(query, key, value, attn_mask, allowed, is_causal, scale, dropout_p
     if schedule.keeps == "weights":
         a.weights = xp.empty(batch + (Lq, Lk), dtype=query.dtype)  # P, kept for backward
     if out is None:
-        out_batch = batch if value.shape[:-2] == batch else tuple(np.broadcast_shapes(batch, value.shape[:-2]))
+        out_batch = _broadcast(batch, value.shape[:-2])
         out = (xp.zeros if online else xp.empty)(out_batch + (Lq, Ev), dtype=query.dtype)
     a.out = out
     if online:
