@@ -302,7 +302,7 @@ class TileSchedule(NamedTuple):
 
     ``units``: ``((index, tiles), …)``, each ``index`` a basic index of the batch axes (``()``: the whole batch) and
     ``tiles`` its ``(q0, q1, k0, k1)`` in order, queries ``q0:q1`` against keys ``k0:k1``; a unit owns its rows of
-    the output and of the gradients, so units may run at once. ``keys`` a unit's tiles keep for backward:
+    the output and of the gradients, so units may run at once. ``keeps``: what a unit's tiles keep for backward:
     ``"weights"`` (each row's keys in one tile: ``P`` whole), ``"lse"`` (several key tiles per row, combined by the
     online softmax: the log-sum-exp alone) or ``"nothing"`` (inference). ``pooled``: the units go over
     ``fast.parallel``'s pool; ``one_blas_thread``: each unit's products on one BLAS thread. ``key_units`` (and
