@@ -4,7 +4,6 @@
     python benchmarks/pool_threshold.py --blas      # which GEMM sizes OpenBLAS runs on more than one thread
     python benchmarks/pool_threshold.py --after-blas  # a pooled pass right after a BLAS call (run it with and
                                                       # without OPENBLAS_THREAD_TIMEOUT=1 in the environment)
-    python benchmarks/pool_threshold.py --gelu      # the exact GELU (and its slope) over 1M elements, by block size
     python benchmarks/pool_threshold.py --after-gemm  # bias + ReLU, bias + GELU and GELU's backward gate right after
                                                       # a GEMM, by size, on one thread and pooled
     python benchmarks/pool_threshold.py --products  # a layer's products as a Wᵀ and as (W aᵀ)ᵀ, by number of rows
@@ -38,7 +37,7 @@ import numpy as np  # noqa: E402
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import tinyattn as ta  # noqa: E402
-from tinyattn.fast import kernels, parallel, tuning  # noqa: E402
+from tinyattn.fast import kernels, parallel, router, tuning  # noqa: E402
 
 WIDTH = 512
 
@@ -56,20 +55,18 @@ def passes(rows):
     def relu(start, stop):  # as the feed-forward block runs it (kernels.bias_relu)
         np.clip(x[start:stop], np.float32(0), np.float32(np.inf), out=out[start:stop])
 
-    threads = parallel.thread_count()
+    threads = router.thread_count()
     per_piece = -(-rows // (2 * threads))
     two_a_thread = [(start, min(start + per_piece, rows)) for start in range(0, rows, per_piece)]
 
     def run(task):
-        def timed(pooled):
-            with tuning.tuned(pool_min_elements=0):  # the pool at every size: where does it start to pay?
-                parallel.run(task, two_a_thread if pooled else [(0, rows)], x)
+        def timed(pooled):  # the pool at every size: where does it start to pay?
+            parallel.run(task, two_a_thread if pooled else [(0, rows)], pooled)
         return timed
 
     def layer_norm(pooled):
-        size = max(1, x.size // (2 * threads)) if pooled else 1 << 62
-        with tuning.tuned(pool_min_elements=0, piece_elements=size):
-            kernels.layer_norm_rows(x, weight, bias, 1e-5)
+        schedule = router.RowSchedule(tuple(two_a_thread), True) if pooled else router.RowSchedule(((0, rows),))
+        kernels.layer_norm_rows(x, weight, bias, 1e-5, schedule)
 
     return {"exp": run(exp), "relu": run(relu), "layer norm": layer_norm}
 
@@ -131,7 +128,7 @@ def after_blas(repeat):
     def exp(start, stop):
         np.exp(x[start:stop], out=out[start:stop])
 
-    ranges = parallel.pieces(x.shape[0], WIDTH)
+    ranges = router.pieces(x.shape[0], WIDTH)
     times = {"alone": [], "after BLAS": []}
     for _ in range(repeat):
         for name in times:
@@ -140,48 +137,12 @@ def after_blas(repeat):
             else:
                 time.sleep(0.01)  # OpenBLAS's threads have gone to sleep by now
             start = time.perf_counter()
-            parallel.run(exp, ranges, x)
+            parallel.run(exp, ranges, True)
             times[name].append(time.perf_counter() - start)
     timeout = os.environ.get("OPENBLAS_THREAD_TIMEOUT", "unset")
     for name, t in times.items():
         print(f"OPENBLAS_THREAD_TIMEOUT={timeout}: pooled exp over 4M elements {name}: "
               f"min {min(t) * 1e3:.2f} ms, median {statistics.median(t) * 1e3:.2f} ms")
-
-
-def gelu_blocks(repeat):
-    """``fast.activations.gelu`` with its slope (the exact GELU as the feed-forward block runs it, a few dozen
-    NumPy passes per block of ``tuning.values.activation_block`` elements) over 1024×1024 float32, in four pieces
-    of rows, one after another and on the pool, for several block sizes. Each pass is one call that holds the GIL on
-    its way in and out: the smaller the block, the more calls, and the more the pool's threads wait for each other."""
-    from tinyattn.fast import activations
-
-    z = np.random.default_rng(0).standard_normal((1024, 1024), dtype=np.float32)
-    out, slope = np.empty_like(z), np.empty_like(z)
-    ranges = [(start, start + 256) for start in range(0, 1024, 256)]
-
-    def gelu(start, stop):
-        activations.gelu(z[start:stop], out=out[start:stop], slope=slope[start:stop])
-
-    default = tuning.values.activation_block
-    print(f"{'block':>8} {'one thread ms':>14} {'pooled ms':>10} {'pooled/one':>11}   (activation_block = {default})")
-    try:
-        for block in [1 << k for k in range(13, 19)]:
-            tuning.values.activation_block = block
-            times = {False: [], True: []}
-            with tuning.tuned(pool_min_elements=0):
-                for _ in range(repeat):
-                    for pooled in (False, True):
-                        start = time.perf_counter()
-                        if pooled:
-                            parallel.run(gelu, ranges, z)
-                        else:
-                            for piece in ranges:
-                                gelu(*piece)
-                        times[pooled].append(time.perf_counter() - start)
-            one, pooled = (statistics.median(times[p]) for p in (False, True))
-            print(f"{block:>8} {one * 1e3:>14.2f} {pooled * 1e3:>10.2f} {pooled / one:>11.2f}", flush=True)
-    finally:
-        tuning.values.activation_block = default
 
 
 def _gate(grad, slope):  # kernels.gelu_backward_rows's product, for pieces of rows
@@ -203,9 +164,10 @@ def after_gemm(repeat):
         bias = rng.standard_normal(width, dtype=np.float32)
         a = rng.standard_normal((rows, inner), dtype=np.float32)
         w = rng.standard_normal((width, inner), dtype=np.float32)
-        passes = {"bias+relu": lambda x, b: kernels.bias_relu(x, b),
-                  "bias+gelu": lambda x, b: kernels.bias_gelu(x, b, "none"),
-                  "gelu gate": lambda x, b, slope=z: kernels._by_rows(_gate, (x, slope))}
+        passes = {"bias+relu": lambda x, b: kernels.bias_relu(x, b, router.elementwise_schedule(x)),
+                  "bias+gelu": lambda x, b: kernels.bias_gelu(x, b, "none", router.elementwise_schedule(x)),
+                  "gelu gate": lambda x, b, slope=z: kernels._by_rows(router.elementwise_schedule(x), _gate,
+                                                                      (x, slope))}
         for name, step in passes.items():
             times = {False: [], True: []}
             for _ in range(repeat):
@@ -305,7 +267,7 @@ def products_on_pool(repeat):
     pool, OpenBLAS on one thread) and off (OpenBLAS's threads), the two alternated step by step; medians."""
     import run
 
-    from tinyattn.fast import attention, router
+    from tinyattn.fast import attention
 
     rng = np.random.default_rng(0)
     B, H, L, D = 8, 8, 128, 32
@@ -349,13 +311,12 @@ def main():
     parser.add_argument("--repeat", type=int, default=60)
     parser.add_argument("--blas", action="store_true")
     parser.add_argument("--after-blas", action="store_true")
-    parser.add_argument("--gelu", action="store_true")
     parser.add_argument("--after-gemm", action="store_true")
     parser.add_argument("--products", action="store_true")
     parser.add_argument("--sequences", action="store_true")
     parser.add_argument("--products-on-pool", action="store_true")
     args = parser.parse_args()
-    print(f"pool threads: {parallel.thread_count()}")
+    print(f"pool threads: {router.thread_count()}")
     if args.blas:
         blas_threads()
     elif args.after_gemm:
@@ -366,8 +327,6 @@ def main():
         products_on_pool(args.repeat)
     elif args.sequences:
         sequences(min(args.repeat, 20))
-    elif args.gelu:
-        gelu_blocks(min(args.repeat, 30))
     elif args.after_blas:
         after_blas(args.repeat)
     else:

@@ -114,3 +114,10 @@ def test_the_reference_layer_knows_nothing_of_speed():
 def test_the_engine_floor_holds_only_the_engine():
     """``tensor.py`` imports only floor 1 (the backend, and dispatch for its one replaceable unit)."""
     assert imports("tinyattn.tensor") <= {"tinyattn.backend", "tinyattn.dispatch"}
+
+
+def test_the_router_alone_reads_the_tuning():
+    """Every decision about which code runs, and how a pass is cut, sits in ``fast.router``: no other module of the
+    package (kernels, pool, blocks, nodes, table) imports ``fast.tuning`` (tests and benchmarks may move it)."""
+    readers = sorted(module for module in MODULES if "tinyattn.fast.tuning" in imports(module))
+    assert readers == ["tinyattn.fast.router"]

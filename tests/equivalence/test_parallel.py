@@ -29,7 +29,20 @@ from tinyattn.fast import attention, kernels, parallel, router, tuning
 from tinyattn.fast.blocked import blocked_attention
 
 NEVER = 1 << 62
-MULTICORE = pytest.mark.skipif(parallel.thread_count() < 2, reason="the pool has one thread on this machine")
+MULTICORE = pytest.mark.skipif(router.thread_count() < 2, reason="the pool has one thread on this machine")
+
+
+def layer_norm(x, weight, bias, eps):
+    """``kernels.layer_norm_rows`` on the router's schedule for ``x``, as the fast nodes call it."""
+    return kernels.layer_norm_rows(x, weight, bias, eps, router.row_schedule(x, *x.shape))
+
+
+def bias_relu(z, bias):
+    return kernels.bias_relu(z, bias, router.elementwise_schedule(z))
+
+
+def bias_gelu(z, bias, approximate, slope=True):
+    return kernels.bias_gelu(z, bias, approximate, router.elementwise_schedule(z), slope=slope)
 
 
 def pooled_and_single(fn, piece_elements):
@@ -63,7 +76,7 @@ def test_layer_norm_rows_pooled_is_bit_identical(M, N, affine, dtype, pieces, se
     weight, bias = (rng.standard_normal(N).astype(dtype) for _ in range(2)) if affine else (None, None)
 
     def run():
-        y, saved = kernels.layer_norm_rows(x, weight, bias, 1e-5)
+        y, saved = layer_norm(x, weight, bias, 1e-5)
         return (y, saved[0], saved[1], *kernels.layer_norm_rows_backward(grad, saved))
 
     pooled, single = pooled_and_single(run, pieces)
@@ -84,8 +97,8 @@ def test_relu_pooled_is_bit_identical(M, F, dtype, pieces, seed):
         rng.standard_normal((M, F)).astype(dtype)
 
     def run():
-        a = kernels.bias_relu(z.copy(), bias)
-        return a, kernels.relu_backward(grad.copy(), a), kernels.bias_relu(np.array(z, order="F"), bias)
+        a, g = bias_relu(z.copy(), bias), grad.copy()
+        return a, kernels.relu_backward(g, a, router.elementwise_schedule(g)), bias_relu(np.array(z, order="F"), bias)
 
     pooled, single = pooled_and_single(run, pieces)
     assert_identical(pooled, single)
@@ -108,7 +121,7 @@ def test_layer_norm_rows_of_constant_and_nearly_constant_rows(M, N, dtype, piece
     x = x.astype(dtype)
 
     def run():
-        y, saved = kernels.layer_norm_rows(x, None, None, 1e-5)
+        y, saved = layer_norm(x, None, None, 1e-5)
         return y, saved[1]
 
     pooled, single = pooled_and_single(run, pieces)
@@ -128,10 +141,10 @@ def test_gelu_pooled_is_bit_identical(M, F, dtype, approximate, pieces, seed):
     z, bias, grad = (rng.standard_normal(shape).astype(dtype) * 3 for shape in ((M, F), (F,), (M, F)))
 
     def run():
-        a, slope = kernels.bias_gelu(z.copy(), bias, approximate)
+        a, slope = bias_gelu(z.copy(), bias, approximate)
         return (a, slope, kernels.gelu_backward_rows(grad.copy(), slope),
-                *kernels.bias_gelu(np.array(z, order="F"), bias, approximate),
-                kernels.bias_gelu(np.array(z, order="F"), bias, approximate, slope=False)[0])
+                *bias_gelu(np.array(z, order="F"), bias, approximate),
+                bias_gelu(np.array(z, order="F"), bias, approximate, slope=False)[0])
 
     pooled, single = pooled_and_single(run, pieces)
     assert_identical(pooled, single)
@@ -282,16 +295,16 @@ def test_blocked_attention_pooled_is_bit_identical(case, block_size):
 
 def test_pieces_depend_on_the_shape_only():
     with tuning.tuned(piece_elements=100):
-        assert parallel.pieces(10, 10) == [(0, 10)]
-        assert parallel.pieces(25, 10) == [(0, 9), (9, 18), (18, 25)]
-        assert parallel.pieces(25, 10, most_items=5) == [(0, 5), (5, 10), (10, 15), (15, 20), (20, 25)]
-        assert parallel.pieces(0, 10) == [(0, 0)]
+        assert router.pieces(10, 10) == [(0, 10)]
+        assert router.pieces(25, 10) == [(0, 9), (9, 18), (18, 25)]
+        assert router.pieces(25, 10, most_items=5) == [(0, 5), (5, 10), (10, 15), (15, 20), (20, 25)]
+        assert router.pieces(0, 10) == [(0, 0)]
 
 
 # ----------------------------------------------------------------------------- where the pool runs
 
 
-def threads_used(like, ranges=((0, 1), (1, 2)), elements=None):
+def threads_used(pooled, ranges=((0, 1), (1, 2))):
     """The threads that ran two pieces; two threads only if both ran at once (a barrier joins them)."""
     seen, barrier = set(), threading.Barrier(2, timeout=0.5)
 
@@ -302,31 +315,38 @@ def threads_used(like, ranges=((0, 1), (1, 2)), elements=None):
         except threading.BrokenBarrierError:
             pass  # ran one after another
 
-    parallel.run(task, list(ranges), like, elements=elements)
+    parallel.run(task, list(ranges), pooled)
     return seen
 
 
 @MULTICORE
 def test_the_pool_runs_pieces_on_two_threads_at_once():
-    with tuning.tuned(pool_min_elements=0):
-        assert len(threads_used(np.zeros(4))) == 2
+    assert len(threads_used(True)) == 2
 
 
-def test_the_pool_stays_off_where_it_does_not_apply():
+def test_the_router_keeps_the_pool_off_where_it_does_not_apply():
     me = {threading.get_ident()}
-    with tuning.tuned(pool_min_elements=1000):  # below the threshold
-        assert threads_used(np.zeros(4)) == me
-        assert threads_used(np.zeros(4), elements=999) == me
-    with tuning.tuned(pool_min_elements=0):
-        assert threads_used(backend.to_device(np.zeros(4), "strict")) == me  # not a NumPy array (as CuPy's)
-        assert threads_used(np.zeros(4), ranges=[(0, 4)]) == me  # one piece
+    assert threads_used(False) == me  # the schedule says no
+    assert threads_used(True, ranges=[(0, 4)]) == me  # one piece
+    rows = np.zeros((4, 250))
+    with tuning.tuned(piece_elements=250):  # four pieces of one row
+        with tuning.tuned(pool_min_elements=1001):  # below the threshold
+            assert router.row_schedule(rows, 4, 250) == router.RowSchedule(((0, 1), (1, 2), (2, 3), (3, 4)), False)
+            reason = router.why_not_pool(rows, [(0, 2), (2, 4)], 1000)
+            assert reason == "1,000 elements, under the pool's threshold 1,001"
+        with tuning.tuned(pool_min_elements=0):
+            assert router.row_schedule(rows, 4, 250).pooled
+            strict = backend.to_device(rows, "strict")  # not a NumPy array (as CuPy's): one run
+            assert router.row_schedule(strict, 4, 250) == router.RowSchedule(((0, 4),), False)
+            assert router.elementwise_schedule(np.asfortranarray(rows)).ranges[-1] == (200, 250)  # by rows of zᵀ
+    assert router.row_schedule(rows, 4, 250) == router.RowSchedule(((0, 4),), False)  # small: one run
 
-        def nested(start, stop):
-            inner.append(threads_used(np.zeros(4)))
+    def nested(start, stop):
+        inner.append(threads_used(True))
 
-        inner = []
-        parallel.run(nested, [(0, 1), (1, 2)], np.zeros(4))
-        assert all(len(seen) == 1 for seen in inner)  # a task's own passes run on its thread
+    inner = []
+    parallel.run(nested, [(0, 1), (1, 2)], True)
+    assert all(len(seen) == 1 for seen in inner)  # a task's own passes run on its thread
 
 
 def test_a_task_error_reaches_the_caller_and_the_pool_goes_on():
@@ -334,12 +354,11 @@ def test_a_task_error_reaches_the_caller_and_the_pool_goes_on():
         if start == 1:
             raise ValueError("piece 1 failed")
 
-    with tuning.tuned(pool_min_elements=0):
-        with pytest.raises(ValueError, match="piece 1 failed"):
-            parallel.run(task, [(0, 1), (1, 2), (2, 3)], np.zeros(3))
-        out = np.zeros(6)
-        parallel.run(lambda a, b: out.__setitem__(slice(a, b), 1), [(0, 3), (3, 6)], out)
-        assert out.sum() == 6
+    with pytest.raises(ValueError, match="piece 1 failed"):
+        parallel.run(task, [(0, 1), (1, 2), (2, 3)], True)
+    out = np.zeros(6)
+    parallel.run(lambda a, b: out.__setitem__(slice(a, b), 1), [(0, 3), (3, 6)], True)
+    assert out.sum() == 6
 
 
 def get_threads():
@@ -362,42 +381,41 @@ def test_one_blas_thread_sets_the_blas_to_one_thread_and_back():
 
 def test_thread_count_follows_the_blas_setting(monkeypatch):
     monkeypatch.setenv("OPENBLAS_NUM_THREADS", "1")
-    assert parallel.thread_count() == 1
+    assert router.thread_count() == 1
     monkeypatch.setenv("OPENBLAS_NUM_THREADS", "64")
-    assert parallel.thread_count() == tuning.values.max_threads
+    assert router.thread_count() == tuning.values.max_threads
     monkeypatch.delenv("OPENBLAS_NUM_THREADS")
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
-    assert 1 <= parallel.thread_count() <= tuning.values.max_threads
+    assert 1 <= router.thread_count() <= tuning.values.max_threads
 
 
 @MULTICORE
 def test_shutdown_then_a_new_pool():
-    with tuning.tuned(pool_min_elements=0):
-        threads_used(np.zeros(4))
-        parallel.shutdown()
-        assert len(threads_used(np.zeros(4))) == 2
+    threads_used(True)
+    parallel.shutdown()
+    assert len(threads_used(True)) == 2
 
 
 @MULTICORE
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork here")
 def test_the_pool_works_in_a_forked_child():
-    with tuning.tuned(pool_min_elements=0):
-        threads_used(np.zeros(4))  # the parent's pool exists
-        pid = os.fork()
-        if pid == 0:  # the child: exit status 0 only if its pool ran both pieces at once
-            try:
-                code = 0 if len(threads_used(np.zeros(4))) == 2 else 1
-            except BaseException:
-                code = 2
-            os._exit(code)
-        _, status = os.waitpid(pid, 0)
+    threads_used(True)  # the parent's pool exists
+    pid = os.fork()
+    if pid == 0:  # the child: exit status 0 only if its pool ran both pieces at once
+        try:
+            code = 0 if len(threads_used(True)) == 2 else 1
+        except BaseException:
+            code = 2
+        os._exit(code)
+    _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0
 
 
 def test_the_interpreter_exits_with_the_pool_started():
-    code = ("import numpy as np, tinyattn as ta; from tinyattn.fast import kernels, tuning\n"
+    code = ("import numpy as np, tinyattn as ta; from tinyattn.fast import kernels, router, tuning\n"
             "with tuning.tuned(pool_min_elements=0, piece_elements=64):\n"
-            "    y, _ = kernels.layer_norm_rows(np.ones((100, 16)), None, None, 1e-5)\n"
+            "    x = np.ones((100, 16))\n"
+            "    y, _ = kernels.layer_norm_rows(x, None, None, 1e-5, router.row_schedule(x, 100, 16))\n"
             "print(y.shape)")
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([os.getcwd(), os.environ.get("PYTHONPATH", "")]))
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=env)
@@ -410,11 +428,12 @@ def test_a_pooled_pass_from_a_thread_of_the_users_own():
     and gives what the main thread gets."""
     import threading
 
-    z = np.random.default_rng(5).standard_normal((600, 1024)).astype(np.float32)  # above the pool's threshold
+    z = np.random.default_rng(5).standard_normal((800, 1024)).astype(np.float32)  # above the pool's threshold
     bias = np.ones(1024, np.float32)
-    expected = kernels.bias_relu(z.copy(), bias)
+    expected = bias_relu(z.copy(), bias)
+    assert router.elementwise_schedule(z).pooled
     results = []
-    thread = threading.Thread(target=lambda: results.append(kernels.bias_relu(z.copy(), bias)))
+    thread = threading.Thread(target=lambda: results.append(bias_relu(z.copy(), bias)))
     thread.start()
     thread.join()
     assert len(results) == 1
@@ -443,7 +462,7 @@ def test_matmul_over_the_pool_is_the_product_and_pooled_bit_identical(monkeypatc
     transposed views alike (as the blocks pass ``Wᵀ`` and ``Gᵀ``); pooled, it gives bit for bit what its pieces
     give one after another."""
     monkeypatch.setattr(tuning.values, "blas_one_thread_mnk", 0)  # every product is cut here, however small
-    monkeypatch.setattr(parallel, "thread_count", lambda: 3)  # three pieces, whatever the machine
+    monkeypatch.setattr(router, "thread_count", lambda: 3)  # three pieces, whatever the machine
     monkeypatch.setattr(parallel._products, "on_pool", True)
     rng = np.random.default_rng(seed)
     a = rng.standard_normal((K, M) if layout == "a transposed" else (M, K)).astype(dtype)
@@ -467,12 +486,12 @@ def test_matmul_is_the_blas_product_outside_a_block_for_small_products_and_one_t
     np.testing.assert_array_equal(parallel.matmul(a, b), a @ b, strict=True)  # outside a block
     monkeypatch.setattr(parallel._products, "on_pool", True)
     np.testing.assert_array_equal(parallel.matmul(a, small), a @ small, strict=True)  # 256·8·96 ≤ 2¹⁹
-    monkeypatch.setattr(parallel, "thread_count", lambda: 1)
+    monkeypatch.setattr(router, "thread_count", lambda: 1)
     np.testing.assert_array_equal(parallel.matmul(a, b), a @ b, strict=True)
     assert ran == []
-    monkeypatch.setattr(parallel, "thread_count", lambda: 2)
+    monkeypatch.setattr(router, "thread_count", lambda: 2)
     parallel.matmul(a, b)  # 256·64·96 > 2¹⁹
-    assert len(ran) == 1 and ran[0][1] == [(0, 128), (128, 256)]  # one piece of rows per thread
+    assert len(ran) == 1 and ran[0][1] == ((0, 128), (128, 256))  # one piece of rows per thread
 
 
 def test_blocks_large_enough_for_the_pool_record_with_openblas_on_one_thread(monkeypatch):

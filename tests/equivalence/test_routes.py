@@ -403,12 +403,14 @@ def test_a_tuning_value_set_directly_makes_the_layers_route_be_found_again():
 
 def test_a_pooled_pass_in_an_atexit_handler_runs_on_the_calling_thread():
     code = ("import atexit, numpy as np, tinyattn as ta\n"
-            "from tinyattn.fast import kernels\n"
+            "from tinyattn.fast import kernels, router\n"
+            "def relu():\n"
+            "    z = np.ones((1024, 1024), np.float32)\n"
+            "    return kernels.bias_relu(z, np.zeros(1024, np.float32), router.elementwise_schedule(z))\n"
             "def at_exit():\n"
-            "    z = kernels.bias_relu(np.ones((1024, 1024), np.float32), np.zeros(1024, np.float32))\n"
-            "    print('ok', float(z.sum()))\n"
+            "    print('ok', float(relu().sum()))\n"
             "atexit.register(at_exit)\n"
-            "kernels.bias_relu(np.ones((1024, 1024), np.float32), np.zeros(1024, np.float32))\n")
+            "relu()\n")
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
     assert result.returncode == 0 and result.stdout.strip() == "ok 1048576.0", result.stderr

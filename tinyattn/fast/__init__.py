@@ -9,7 +9,7 @@ prints which route each module takes and why; ``ta.use_fast_paths(False)`` turns
 
     router.py       every decision, each ``why_not_*`` with its reason; ``explain``
     table.py        the rows of the table: for each reference unit, the router's test and the fused form
-    tuning.py       the thresholds and sizes, private
+    tuning.py       the thresholds and sizes, private: the router alone reads them
     nodes.py        Linear, Normalize, CrossEntropy, MaskedSoftmax, SplitHeads, MergeHeads, InProjection,
                     Attention, PackedSelfAttention
     attention.py    attention on arrays: one tiled kernel (a tile's forward, a tile's backward) that runs
@@ -20,7 +20,7 @@ prints which route each module takes and why; ``ta.use_fast_paths(False)`` turns
                     encoder stack on a padded batch's real tokens alone
     kernels.py      array-level steps (LayerNorm rows, ReLU and GELU rows, masked softmax, projections)
     activations.py  GELU's kernels (normal CDF, both forms, and its backward) and a float32 erf
-    parallel.py     a thread pool: a large pass goes in pieces of rows over every core
+    parallel.py     a thread pool: runs the pieces of a pass over every core where the router says so
     gradients.py    a leaf keeps a fresh gradient as its ``.grad`` instead of a copy (the engine's one slot)
 
 It imports the reference layer (to know its classes), never the other way round.

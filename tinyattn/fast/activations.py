@@ -11,8 +11,8 @@ already there), so that a backward pass is one product, ``∂z = g · slope``. E
 elementwise, so a caller may hand it rows of a larger array (``out=`` a slice of the same rows).
 
 **erf in float32.** ``scipy.special.erf`` computes float32 in double precision, one element at
-a time; here erf is a few whole-array NumPy passes, on blocks of ``tuning.activation_block`` elements (the scratch
-arrays stay small; each pass is still long enough for the pool's threads, see ``fast.tuning``). With ``a = |x|``:
+a time; here erf is a few whole-array NumPy passes (a large array comes in runs of rows from ``fast.kernels``, cut by
+``router.elementwise_schedule``, so the scratch arrays stay small). With ``a = |x|``:
 
     a < 0.8:   erf(x) = x · S(x²)                              S a degree-5 polynomial
     a ≥ 0.8:   erf(x) = sign(x) · (1 - erfc(a))
@@ -63,7 +63,6 @@ import math
 import numpy as np
 
 from .. import backend
-from .tuning import values as tuning
 
 # erf(x) = x · S(x²) on |x| < 0.8, coefficients of x⁰, x², …
 _ERF_SMALL = (1.12837916, -0.376126038, 0.112831428, -0.0268221092, 0.00508744121, -0.000654960574)
@@ -96,16 +95,6 @@ LOG2_E = 1 / math.log(2)
 
 def _is_float32(x):
     return x.dtype == np.float32
-
-
-def _blocks(x, *others):
-    """``(flat slices of x and others, block by block)``: ``tuning.activation_block`` elements at a time on NumPy, the
-    whole array at once elsewhere (a GPU wants few large kernels)."""
-    flat = [a.reshape(-1) for a in (x, *others)]
-    n = flat[0].shape[0]
-    step = tuning.activation_block if backend.namespace(x) is np else max(n, 1)
-    for start in range(0, n, step):
-        yield [a[start:start + step] for a in flat]
 
 
 def _horner(coefficients, u, out):
@@ -156,18 +145,8 @@ def _exact_cdf(z, out, t):
 
 
 def _target(x, out):
-    """Where a block loop writes: ``out`` when it is contiguous (its flat blocks are views), else a
-    fresh array of ``x``'s shape and dtype that ``_deliver`` copies into ``out``."""
-    if out is not None and out.flags.c_contiguous:
-        return out
-    return backend.namespace(x).empty(x.shape, dtype=x.dtype)
-
-
-def _deliver(result, out):
-    if out is None or result is out:
-        return result
-    out[...] = result
-    return out
+    """Where a kernel writes: ``out``, or a fresh array of ``x``'s shape and dtype."""
+    return backend.namespace(x).empty(x.shape, dtype=x.dtype) if out is None else out
 
 
 def erf(x, out=None):
@@ -179,23 +158,21 @@ def erf(x, out=None):
             return result
         out[...] = result
         return out
-    result = _target(x, out)
+    out = _target(x, out)
     xp, small, one = backend.namespace(x), _constants(x.dtype, _ERF_SMALL), x.dtype.type(1)
-    for x_block, out_block in _blocks(x, result):
-        a = xp.abs(x_block)
-        xp.clip(a, x.dtype.type(0), x.dtype.type(_CLAMP), out=a)  # NaN stays NaN (clip: see kernels._bias_relu)
-        s = xp.multiply(a, a)
-        _horner(small, s, out_block)
-        out_block *= a  # erf(|x|) = |x| · S(x²): the small branch
-        tail = _exp_tail(a, xp.empty_like(a), s, 2.0, 1.0, _ERFC_TAIL)  # erfc(|x|); s: scratch
-        xp.subtract(one, tail, out=tail)  # erf(|x|) = 1 - erfc(|x|): the large branch
-        xp.less(a, x.dtype.type(_SEAM), out=s)  # 1.0 where |x| < 0.8, else 0.0: a blend of 0/1 products is exact
-        out_block *= s
-        xp.subtract(one, s, out=s)
-        tail *= s
-        out_block += tail
-        xp.copysign(out_block, x_block, out=out_block)  # erf is odd; erf(-0) = -0
-    return _deliver(result, out)
+    a = xp.abs(x)
+    xp.clip(a, x.dtype.type(0), x.dtype.type(_CLAMP), out=a)  # NaN stays NaN (clip: see kernels._bias_relu)
+    s = xp.multiply(a, a)
+    small_branch = _horner(small, s, xp.empty_like(a))
+    small_branch *= a  # erf(|x|) = |x| · S(x²): the small branch
+    tail = _exp_tail(a, xp.empty_like(a), s, 2.0, 1.0, _ERFC_TAIL)  # erfc(|x|); s: scratch
+    xp.subtract(one, tail, out=tail)  # erf(|x|) = 1 - erfc(|x|): the large branch
+    xp.less(a, x.dtype.type(_SEAM), out=s)  # 1.0 where |x| < 0.8, else 0.0: a blend of 0/1 products is exact
+    small_branch *= s
+    xp.subtract(one, s, out=s)
+    tail *= s
+    small_branch += tail
+    return xp.copysign(small_branch, x, out=out)  # erf is odd; erf(-0) = -0
 
 
 def normal_cdf(z, approximate="none", out=None):
@@ -220,10 +197,7 @@ def normal_cdf(z, approximate="none", out=None):
         out += z.dtype.type(1)
         out *= z.dtype.type(0.5)
         return out
-    result = _target(z, out)
-    for z_block, out_block in _blocks(z, result):
-        _exact_cdf(z_block, out_block, xp.empty_like(z_block))
-    return _deliver(result, out)
+    return _exact_cdf(z, out, xp.empty_like(z))
 
 
 def gelu(z, approximate="none", out=None, slope=None):
@@ -232,32 +206,26 @@ def gelu(z, approximate="none", out=None, slope=None):
 
         exact:  Φ' = exp(-z²/2) / √(2π)        tanh:  Φ' = 2 Φ (1 - Φ) · √(2/π) (1 + 3 · 0.044715 z²)
 
-    Block by block: ``Φ`` into a scratch block, the slope from it, then ``A`` (``z`` is read last there)."""
-    xp, dtype, result = backend.namespace(z), z.dtype.type, _target(z, out)
-    arrays = (z, result) if slope is None else (z, result, _target(z, slope))
-    exact_float32 = approximate != "tanh" and _is_float32(z)
-    for z_block, out_block, *slope_block in _blocks(*arrays):
-        cdf, t = xp.empty_like(z_block), xp.empty_like(z_block)
-        if exact_float32:
-            _exact_cdf(z_block, cdf, t)  # t: exp(-z²/2)
-        else:
-            normal_cdf(z_block, approximate, out=cdf)
-            if slope_block and approximate != "tanh":
-                xp.multiply(z_block, z_block, out=t)
-                t *= dtype(-0.5)
-                xp.exp(t, out=t)  # exp(-z²/2)
-        if slope_block:
-            if approximate == "tanh":  # 2 Φ (1 - Φ) · √(2/π) (1 + 3 · 0.044715 z²)
-                xp.multiply(z_block, z_block, out=t)
-                t *= dtype(6 * _TANH_CUBIC * _SQRT_2_OVER_PI)
-                t += dtype(2 * _SQRT_2_OVER_PI)
-                t *= cdf
-                t *= xp.subtract(dtype(1), cdf)
-            else:  # exp(-z²/2) / √(2π)
-                t *= dtype(_INV_SQRT_2PI)
-            t *= z_block
-            xp.add(t, cdf, out=slope_block[0])  # Φ + z Φ'
-        xp.multiply(z_block, cdf, out=out_block)
+    ``Φ`` into a scratch array, the slope from it, then ``A`` (``z`` is read last there)."""
+    xp, dtype, out = backend.namespace(z), z.dtype.type, _target(z, out)
+    cdf, t = xp.empty_like(z), xp.empty_like(z)
+    if approximate != "tanh" and _is_float32(z):
+        _exact_cdf(z, cdf, t)  # t: exp(-z²/2)
+    else:
+        normal_cdf(z, approximate, out=cdf)
+        if slope is not None and approximate != "tanh":
+            xp.multiply(z, z, out=t)
+            t *= dtype(-0.5)
+            xp.exp(t, out=t)  # exp(-z²/2)
     if slope is not None:
-        _deliver(arrays[2], slope)
-    return _deliver(result, out)
+        if approximate == "tanh":  # 2 Φ (1 - Φ) · √(2/π) (1 + 3 · 0.044715 z²)
+            xp.multiply(z, z, out=t)
+            t *= dtype(6 * _TANH_CUBIC * _SQRT_2_OVER_PI)
+            t += dtype(2 * _SQRT_2_OVER_PI)
+            t *= cdf
+            t *= xp.subtract(dtype(1), cdf)
+        else:  # exp(-z²/2) / √(2π)
+            t *= dtype(_INV_SQRT_2PI)
+        t *= z
+        xp.add(t, cdf, out=slope)  # Φ + z Φ'
+    return xp.multiply(z, cdf, out=out)

@@ -240,9 +240,9 @@ def _run(task, units, pooled, one_blas_thread):
     ranges = [(i, i + 1) for i in range(len(units))]
     if one_blas_thread:
         with parallel.one_blas_thread():
-            parallel.run_decided(task, ranges, pooled)
+            parallel.run(task, ranges, pooled)
     else:
-        parallel.run_decided(task, ranges, pooled)
+        parallel.run(task, ranges, pooled)
 
 
 def forward_tile(a, tile, first, out=None):

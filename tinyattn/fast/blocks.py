@@ -73,7 +73,7 @@ class _ResidualBlock(Function):
         self.norm_first = norm_first
         if not norm_first:
             return rows
-        h, self.norm = layer_norm_rows(rows, norm_weight, norm_bias, eps)  # (M, E)
+        h, self.norm = layer_norm_rows(rows, norm_weight, norm_bias, eps, router.row_schedule(rows, *rows.shape))
         return h
 
     def _output(self, a, weight, bias, rows, norm_weight, norm_bias, eps):
@@ -83,7 +83,7 @@ class _ResidualBlock(Function):
         s += rows  # the residual sum
         if self.norm_first:
             return s
-        y, self.norm = layer_norm_rows(s, norm_weight, norm_bias, eps)  # (M, E)
+        y, self.norm = layer_norm_rows(s, norm_weight, norm_bias, eps, router.row_schedule(s, *s.shape))  # (M, E)
         return y
 
     def _grad_of_output(self, grad, a, weight, weight_needed, bias_needed):
@@ -274,9 +274,10 @@ class FeedForwardBlock(_ResidualBlock):
         hidden = times_weight_t(h, w1, self.transposed)  # Z (M, F), fresh
         self.h, self.w1, self.w2, self.activation = h, w1, w2, activation
         if activation == "relu":
-            self.hidden = bias_relu(hidden, b1)  # A = relu(Z + b1), in place
+            self.hidden = bias_relu(hidden, b1, router.elementwise_schedule(hidden))  # A = relu(Z + b1), in place
         else:  # A = gelu(Z + b1) over Z, and gelu'(Z) for backward (none when no graph is recorded)
-            self.hidden, self.slope = bias_gelu(hidden, b1, _APPROXIMATE[activation], slope=for_backward)
+            schedule = router.elementwise_schedule(hidden)
+            self.hidden, self.slope = bias_gelu(hidden, b1, _APPROXIMATE[activation], schedule, slope=for_backward)
         return self._output(self.hidden, w2, b2, rows, norm_weight, norm_bias, eps).reshape(x.shape)
 
     @parallel.products_on_pool
@@ -285,7 +286,7 @@ class FeedForwardBlock(_ResidualBlock):
         grad_s, grad_hidden, grad_w2, grad_b2, grad_norm = self._grad_of_output(
             grad, self.hidden, self.w2, self.needs_grad(5), self.needs_grad(6))  # ∂s, ∂A (M, F), ∂W2, ∂b2
         if self.activation == "relu":
-            relu_backward(grad_hidden, self.hidden)  # ∂Z = ∂A ∘ [A > 0], in place
+            relu_backward(grad_hidden, self.hidden, router.elementwise_schedule(grad_hidden))  # ∂Z = ∂A ∘ [A > 0]
         elif self.slope is None:
             raise RuntimeError("FeedForwardBlock: backward of a forward run with for_backward=False (no GELU slope "
                                "kept); apply it with for_backward=True when a graph is recorded")

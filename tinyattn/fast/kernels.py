@@ -14,7 +14,6 @@ import numpy as np
 from .. import backend
 from . import parallel
 from .activations import LOG2_E, gelu
-from .tuning import values as tuning
 
 # ----------------------------------------------------------------------------- sums as products
 
@@ -36,20 +35,15 @@ def row_sums(a):
 # ----------------------------------------------------------------------------- layer norm
 
 
-def layer_norm_rows(rows, weight, bias, eps):
+def layer_norm_rows(rows, weight, bias, eps, schedule):
     """LayerNorm of each row of ``rows (M, N)``: ``(y, saved)``, ``y = x̂ · weight + bias`` (or ``x̂``
     when ``weight`` is ``None``; ``weight``, ``bias``: ``(N,)``) with ``x̂ = (x - μ) / √(σ² + eps)``,
     σ² the biased variance; ``saved`` is what ``layer_norm_rows_backward`` needs. The means are
     matrix-vector products with a vector of ``1/N`` (one BLAS call instead of a reduction). Rows
-    are independent: a large array goes in pieces of rows over the pool (``fast.parallel``)."""
+    are independent: they go in the runs of ``schedule`` (``router.row_schedule``), over the pool where it says."""
     M, N = rows.shape
-    average = backend.filled_like(N, 1 / max(N, 1), rows)  # (N,), 1/N each
-    # One piece (what parallel.pieces gives), or CuPy: the same steps on the whole array. Several pieces
-    # always go as pieces, pooled or not: a row's BLAS sum can depend on how many rows a call has.
-    if M * N <= tuning.piece_elements or type(rows) is not np.ndarray:
-        return _layer_norm_whole(rows, weight, bias, eps, average)
     xp = backend.namespace(rows)
-    ranges = parallel.pieces(M, N)
+    average = backend.filled_like(N, 1 / max(N, 1), rows)  # (N,), 1/N each
     x_hat, rstd = xp.empty_like(rows), xp.empty((M, 1), dtype=rows.dtype)  # (M, N), (M, 1)
     out = x_hat if weight is None else xp.empty_like(rows)  # weight and bias share the rows' dtype (the callers check)
 
@@ -64,23 +58,8 @@ def layer_norm_rows(rows, weight, bias, eps):
         xp.multiply(centered, weight, out=y)
         y += bias
 
-    parallel.run(normalize, ranges, rows)
-    return out, (x_hat, rstd, average, weight)
-
-
-def _layer_norm_whole(rows, weight, bias, eps, average):
-    """``layer_norm_rows`` in one piece: ``normalize`` above, on all rows at once, into fresh arrays."""
-    xp = backend.namespace(rows)
-    centered = xp.empty_like(rows)  # (M, N)
-    variance = _center(rows, average, centered)  # (M,)
-    rstd = (1 / xp.sqrt(variance + eps))[:, None]  # (M, 1)
-    centered *= rstd  # x̂
-    saved = (centered, rstd, average, weight)
-    if weight is None:
-        return centered, saved
-    out = centered * weight  # (M, N), a fresh array
-    out += bias
-    return out, saved
+    parallel.run(normalize, schedule.ranges, schedule.pooled)
+    return out, (x_hat, rstd, average, weight, schedule)
 
 
 _SPREAD = 1e-3  # a row whose standard deviation is below this fraction of its mean is centred again (_center)
@@ -112,14 +91,11 @@ def layer_norm_rows_backward(grad, saved):
     """``(dx, dweight, dbias)`` of ``layer_norm_rows`` for ``grad = ∂L/∂y (M, N)``, each a fresh array
     (``dweight`` and ``dbias`` ``None`` without a weight). With ``r = 1/√(σ²+eps)``
     and ``ĝ = g · weight``: ``dx = r · (ĝ - mean(ĝ) - x̂ · mean(ĝ · x̂))``, ``dweight = Σ_rows g · x̂``,
-    ``dbias = Σ_rows g``. A constant row has x̂ = 0 and a finite gradient. Rows go in pieces over the
-    pool; the sums over rows are one BLAS call each, on the whole."""
-    x_hat, rstd, average, weight = saved
+    ``dbias = Σ_rows g``. A constant row has x̂ = 0 and a finite gradient. Rows go in the forward's runs; the
+    sums over rows are one BLAS call each, on the whole."""
+    x_hat, rstd, average, weight, schedule = saved
     M, N = x_hat.shape
-    if M * N <= tuning.piece_elements or type(grad) is not np.ndarray:  # one piece, or CuPy (see above)
-        return _layer_norm_whole_backward(grad, x_hat, rstd, average, weight)
     xp = backend.namespace(grad)
-    ranges = parallel.pieces(M, N)
     dtype = grad.dtype if weight is None else xp.result_type(grad, weight)
     grad_x = xp.empty((M, N), dtype=dtype)
     grad_times_x_hat = None if weight is None else xp.empty((M, N), dtype=xp.result_type(grad, x_hat))
@@ -135,33 +111,20 @@ def layer_norm_rows_backward(grad, saved):
         gx -= x * ((g * x) @ average)[:, None]
         gx *= rstd[start:stop]
 
-    parallel.run(backward, ranges, grad)
+    parallel.run(backward, schedule.ranges, schedule.pooled)
     if weight is None:
         return grad_x, None, None
     return grad_x, column_sums(grad_times_x_hat), column_sums(grad)  # (M, N), (N,), (N,)
 
 
-def _layer_norm_whole_backward(grad, x_hat, rstd, average, weight):
-    """``layer_norm_rows_backward`` in one piece: ``backward`` above, on all rows at once."""
-    grad_weight = grad_bias = None
-    if weight is not None:
-        grad_weight, grad_bias = column_sums(grad * x_hat), column_sums(grad)  # (N,)
-        grad = grad * weight  # ĝ
-    if grad.dtype != average.dtype:
-        average = average.astype(grad.dtype)
-    grad_x = grad - (grad @ average)[:, None]  # (M, N), a fresh array: updated in place
-    grad_x -= x_hat * ((grad * x_hat) @ average)[:, None]
-    grad_x *= rstd
-    return grad_x, grad_weight, grad_bias
-
-
 # ----------------------------------------------------------------------------- ReLU
 
 
-def bias_relu(z, bias):
-    """``A = relu(Z + b)`` in place for ``z (M, F)``, ``bias (F,)``; returns ``z``. Pieces of rows over the pool."""
+def bias_relu(z, bias, schedule):
+    """``A = relu(Z + b)`` in place for ``z (M, F)``, ``bias (F,)``; returns ``z``. In the runs of rows of
+    ``schedule`` (``router.elementwise_schedule(z)``)."""
     rows, bias_args = _with_bias(z, bias)
-    _by_rows(_bias_relu, rows, *bias_args, backend.namespace(z))
+    _by_rows(schedule, _bias_relu, rows, *bias_args, backend.namespace(z))
     return z
 
 
@@ -170,7 +133,7 @@ def _with_bias(z, bias, *others):
     rows of ``z`` and ``others`` with the bias an argument, or, for an F-ordered ``z (M, F)`` (as
     ``blocks.times_weight_t`` makes) and a bias ``(F,)``, the rows of ``zᵀ`` (contiguous) with the bias a column
     among the rows."""
-    if z.ndim == 2 and np.ndim(bias) == 1 and not z.flags.c_contiguous and z.T.flags.c_contiguous:
+    if z.ndim == 2 and np.ndim(bias) == 1 and z.flags.f_contiguous and not z.flags.c_contiguous:
         return (z.T, *[o.T for o in others], bias[:, None]), ()
     return (z, *others), (bias,)
 
@@ -181,10 +144,10 @@ def _bias_relu(z, bias, xp):  # rows of z
     # with both bounds given NumPy runs its clip loop, faster here than np.maximum(z, 0)'s
 
 
-def relu_backward(grad, activation):
+def relu_backward(grad, activation, schedule):
     """``∂Z = ∂A ∘ [A > 0]`` in place for ``grad = ∂A (M, F)`` and the ReLU's output ``activation``;
-    returns ``grad``. Pieces of rows over the pool."""
-    _by_rows(_relu_gate, (grad, activation))
+    returns ``grad``. In the runs of rows of ``schedule`` (``router.elementwise_schedule(grad)``)."""
+    _by_rows(schedule, _relu_gate, (grad, activation))
     return grad
 
 
@@ -192,17 +155,18 @@ def _relu_gate(grad, activation):  # rows of both
     grad *= activation > 0
 
 
-def bias_gelu(z, bias, approximate, slope=True):
+def bias_gelu(z, bias, approximate, schedule, slope=True):
     """``(A, slope)`` for ``z (M, F)``: ``Z = z + b``, ``A = gelu(Z)`` (``activations.gelu``, exact or
     ``"tanh"``) written over ``z`` (returned: ``Z`` itself is not kept), and ``∂gelu/∂Z`` as a fresh ``(M, F)``
-    array when ``slope`` (else ``None``). Elementwise, in pieces of rows over the pool."""
+    array when ``slope`` (else ``None``). Elementwise, in the runs of rows of ``schedule``
+    (``router.elementwise_schedule(z)``)."""
     if not slope:
         rows, bias_args = _with_bias(z, bias)
-        _by_rows(_bias_gelu, rows, *bias_args, approximate)
+        _by_rows(schedule, _bias_gelu, rows, *bias_args, approximate)
         return z, None
     slopes = backend.namespace(z).empty_like(z)  # in z's order
     rows, bias_args = _with_bias(z, bias, slopes)
-    _by_rows(_bias_gelu_and_slope, rows, *bias_args, approximate)
+    _by_rows(schedule, _bias_gelu_and_slope, rows, *bias_args, approximate)
     return z, slopes
 
 
@@ -224,17 +188,13 @@ def gelu_backward_rows(grad, slope):
     return grad
 
 
-def _by_rows(step, rows, *args):
-    """``step(*rows, *args)``, elementwise work on the arrays ``rows`` (of as many rows each): in pieces of rows on
-    the pool when it pays, else once on the whole arrays (elementwise work gives the same bits however
-    the rows are cut)."""
-    first = rows[0]
-    if first.size >= tuning.pool_min_elements:  # (smaller passes never go to the pool: no pieces to cut)
-        ranges = parallel.pieces(first.shape[0], math.prod(first.shape[1:]))
-        if parallel.pays(first, ranges):
-            parallel.run(lambda start, stop: step(*[r[start:stop] for r in rows], *args), ranges, first)
-            return
-    step(*rows, *args)
+def _by_rows(schedule, step, rows, *args):
+    """``step(*rows, *args)``, elementwise work on the arrays ``rows`` (of as many rows each), in the runs of rows
+    of ``schedule`` (elementwise work gives the same bits however the rows are cut)."""
+    if len(schedule.ranges) == 1:
+        step(*rows, *args)
+        return
+    parallel.run(lambda start, stop: step(*[r[start:stop] for r in rows], *args), schedule.ranges, schedule.pooled)
 
 
 # ----------------------------------------------------------------------------- masked softmax

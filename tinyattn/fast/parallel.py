@@ -5,20 +5,20 @@ each take their own slice of the same arrays run on different cores. The fast ke
 pass into *pieces* (ranges of rows) and hand them to ``run``; the calling thread works too, and
 every thread takes the next piece until none is left.
 
-- **The same answer on any machine.** ``pieces`` depends on the shape alone (and
-  ``fast.tuning``'s ``piece_elements``), never on the number of threads or on whether the pool runs,
-  so a pooled pass gives bit for bit what the same pieces give one after another. (A large matrix
-  product, ``matmul``, goes in one piece per thread, as OpenBLAS's own threads would split it.)
-- **Only where it pays.** A pass over fewer than ``pool_min_elements`` elements runs on the calling
-  thread, as does anything but NumPy arrays (CuPy has its own parallelism, the strict test backend
-  none), and anything inside a pooled task (no nesting).
-- **One thread per core.** As many threads as the BLAS uses (``OPENBLAS_NUM_THREADS``,
-  ``OMP_NUM_THREADS``, else the cores this process may run on), at most ``max_threads``. A kernel keeps
-  the BLAS calls inside its pieces small enough that OpenBLAS runs them on one thread
-  (``blas_one_thread_mnk``), or runs the pass inside ``one_blas_thread`` (attention's whole batch
-  slices, ``matmul``'s pieces, and a layer's blocks while a graph is recorded: ``products_on_pool``), so a
-  pooled pass asks for no more threads than cores. The BLAS's thread count is set through
-  ``threadpoolctl`` (OpenBLAS, MKL and BLIS, on every OS).
+The pool decides nothing: the router's schedules (``fast.router``: ``RowSchedule``, ``TileSchedule``) say how a
+pass is cut and whether its pieces go over the pool, and ``run`` does what they say.
+
+- **The same answer on any machine.** The router's ``pieces`` depend on the shape alone (and ``fast.tuning``'s
+  ``piece_elements``), never on the number of threads or on whether the pool runs, so a pooled pass gives bit
+  for bit what the same pieces give one after another. (A large matrix product, ``matmul``, goes in one piece
+  per thread, as OpenBLAS's own threads would split it.)
+- **Only where the router says.** A small pass, anything but NumPy arrays (CuPy has its own parallelism, the
+  strict test backend none) and anything inside a pooled task (no nesting) runs on the calling thread.
+- **One thread per core.** As many threads as ``router.thread_count`` gives (the BLAS's own setting, else the
+  cores). A pooled pass keeps the BLAS calls inside its pieces on one thread each: small enough that
+  OpenBLAS runs them so, or inside ``one_blas_thread`` (attention's batch slices, ``matmul``'s pieces, and a
+  layer's blocks while a graph is recorded: ``products_on_pool``), so it asks for no more threads than cores.
+  The BLAS's thread count is set through ``threadpoolctl`` (OpenBLAS, MKL and BLIS, on every OS).
 - **Its own threads.** ``count - 1`` threads wait on a queue each, and the caller works too: a
   ``concurrent.futures.ThreadPoolExecutor`` in their place, with its futures and their waits, measured
   slower per pass (attention over the benchmark's medium batch).
@@ -27,7 +27,7 @@ every thread takes the next piece until none is left.
 >>> x = np.arange(12.0).reshape(6, 2)
 >>> def double(start, stop):
 ...     x[start:stop] *= 2
->>> run(double, [(0, 3), (3, 6)], x)
+>>> run(double, [(0, 3), (3, 6)], pooled=True)
 >>> x[:, 0]
 array([ 0.,  4.,  8., 12., 16., 20.])
 """
@@ -43,48 +43,17 @@ import threading
 import numpy as np
 
 from . import router
-from .router import pieces  # noqa: F401 (the kernels cut their passes with it)
-from .tuning import values as tuning
 
 
-def thread_count():
-    """Threads a pooled pass uses: the BLAS's own count when the environment sets it, else the cores
-    this process may run on; at most ``tuning.max_threads``."""
-    for name in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS"):
-        value = os.environ.get(name, "").split(",")[0].strip()
-        if value.isdigit() and int(value) > 0:
-            return min(int(value), tuning.max_threads)
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    return max(1, min(cores, tuning.max_threads))
-
-
-def run(task, ranges, like, elements=None):
-    """Call ``task(start, stop)`` for every range in ``ranges`` (disjoint pieces of the arrays it
-    writes), on the pool when it applies to ``like`` (an array of the pass) and ``elements`` (the
-    pass's size; ``like.size`` when ``None``) reaches ``tuning.pool_min_elements``; else one
-    after another on this thread. The first exception a task raises is raised here."""
-    if not pays(like, ranges, elements):
-        for start, stop in ranges:
-            task(start, stop)
-        return
-    _pool().run(task, ranges)
-
-
-def run_decided(task, ranges, pooled):
-    """``run`` with the router's answer given (``pooled``: the pass goes over the pool, as a schedule of
-    ``fast.router`` says): on the pool where it is yes, except inside a pooled task (no nesting)."""
+def run(task, ranges, pooled):
+    """Call ``task(start, stop)`` for every range in ``ranges`` (disjoint pieces of the arrays it writes): over the
+    pool where ``pooled`` (the router's answer, in a schedule of ``fast.router``), except inside a pooled task (no
+    nesting); else one after another on this thread. The first exception a task raises is raised here."""
     if not pooled or _in_task.active:
         for start, stop in ranges:
             task(start, stop)
         return
     _pool().run(task, ranges)
-
-
-def pays(like, ranges, elements=None):
-    """Whether ``run`` hands ``ranges`` to the pool: the router's answer (``router.why_not_pool``), and never
-    from inside a pooled task (no nesting)."""
-    elements = like.size if elements is None else elements
-    return not _in_task.active and router.why_not_pool(like, ranges, elements) is None
 
 
 # ----------------------------------------------------------------------------- the BLAS's own threads
@@ -114,27 +83,19 @@ def one_blas_thread():
 
 def matmul(a, b):
     """``a @ b`` for 2-D arrays. Inside a block that runs its products on the pool (``products_on_pool``), a
-    product that OpenBLAS would spread over its threads (m·n·k over ``tuning.blas_one_thread_mnk``) goes in one piece of
-    rows per thread over the pool instead, each piece's product on one BLAS thread, into a fresh C-ordered array
-    (``run``: where the pool does not apply, the same pieces one after another); anything else is ``a @ b``.
-
-    The pieces follow the thread count, as OpenBLAS's own split of a product does: on a machine with another
-    number of cores a product may differ in its last bits (pooled or not, the same pieces give the same bits)."""
-    if not _products.on_pool:  # (asked first: the checks below cost more than a small product)
+    product the router cuts (``router.product_schedule``: one run of ``a``'s rows per thread) goes over the pool,
+    each run's product on one BLAS thread, into a fresh C-ordered array; anything else is ``a @ b``."""
+    if not _products.on_pool:  # (asked first: the router's checks cost more than a small product)
         return a @ b
-    M, N = a.shape[0], b.shape[-1]
-    threads = thread_count()
-    if (threads < 2 or type(a) is not np.ndarray or type(b) is not np.ndarray or a.ndim != 2 or b.ndim != 2
-            or M < 2 * threads or M * N * a.shape[1] <= tuning.blas_one_thread_mnk):
+    schedule = router.product_schedule(a, b)
+    if schedule is None:
         return a @ b
-    out = np.empty((M, N), dtype=np.result_type(a, b))
-    size = -(-M // threads)
-    ranges = [(start, min(start + size, M)) for start in range(0, M, size)]
+    out = np.empty((a.shape[0], b.shape[-1]), dtype=np.result_type(a, b))
 
     def product_rows(start, stop):  # rows start:stop of a @ b, on one BLAS thread
         np.matmul(a[start:stop], b, out=out[start:stop])
 
-    run(product_rows, ranges, out, M * N * a.shape[1])
+    run(product_rows, schedule.ranges, schedule.pooled)
     return out
 
 
@@ -262,7 +223,7 @@ def _pool():
     if _POOL is None:
         with _CREATE:
             if _POOL is None:
-                _POOL = _Pool(thread_count())
+                _POOL = _Pool(router.thread_count())
     return _POOL
 
 

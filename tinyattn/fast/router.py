@@ -4,13 +4,14 @@ Each ``why_not_*`` function returns ``None`` when a fast route applies, else one
 not (the pattern of PyTorch's ``why_not_sparsity_fast_path``). ``fast.table`` puts them in the table
 (``tinyattn.dispatch``) beside the kernels they guard; the reference layer never calls them.
 ``explain`` prints what the same functions answer, module by module. The blocks take what is decided
-here as arguments (``products_on_pool``, ``transposed``, ``cu_seqlens``), and the pool asks
-``why_not_pool``. Attention's tile schedule is decided here too (``attention_schedule``, ``sequence_schedule``,
-``key_block_size``: a ``TileSchedule``, with its pool and BLAS-thread choices), and ``fast.attention`` runs the
-schedule it is given. What is left to the row kernels (LayerNorm, activations) is cutting an elementwise pass
-into ``pieces`` of rows, which gives the same numbers however it is cut.
+here as arguments (``products_on_pool``, ``transposed``, ``cu_seqlens``), and so do the kernels: attention's tile
+schedule (``attention_schedule``, ``sequence_schedule``, ``key_block_size``: a ``TileSchedule``, with its pool and
+BLAS-thread choices), how a pass over rows is cut (``row_schedule``, ``elementwise_schedule``: a ``RowSchedule``
+for LayerNorm and the activations), how a product is split over the pool (``product_schedule``) and how many
+threads the pool has (``thread_count``). ``fast.attention``, ``fast.kernels`` and ``fast.parallel`` run what they
+are given.
 
-The thresholds are the fast layer's private tuning (``fast.tuning``).
+The thresholds are the fast layer's private tuning (``fast.tuning``), which no other module reads.
 
 >>> import tinyattn as ta
 >>> from tinyattn.fast import router
@@ -23,6 +24,7 @@ True
 
 import functools
 import math
+import os
 import threading
 import weakref
 from collections import namedtuple
@@ -472,6 +474,68 @@ def why_not_pool(like, ranges, elements):
     if elements < tuning.pool_min_elements:
         return f"{elements:,} elements, under the pool's threshold {tuning.pool_min_elements:,}"
     return None
+
+
+def thread_count():
+    """Threads of the pool: the BLAS's own count when the environment sets it (``OPENBLAS_NUM_THREADS``,
+    ``OMP_NUM_THREADS``), else the cores this process may run on; at most ``max_threads``."""
+    for name in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS"):
+        value = os.environ.get(name, "").split(",")[0].strip()
+        if value.isdigit() and int(value) > 0:
+            return min(int(value), tuning.max_threads)
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return max(1, min(cores, tuning.max_threads))
+
+
+class RowSchedule(NamedTuple):
+    """How one pass over the rows of a matrix (LayerNorm and its gradient, a bias with its activation, a gate of
+    the activation's gradient) is cut: ``ranges``, ``((start, stop), …)`` runs of rows, and whether they go over
+    ``fast.parallel``'s pool (``pooled``)."""
+
+    ranges: tuple
+    pooled: bool = False
+
+
+@functools.lru_cache(maxsize=256)
+def _one_run(rows):
+    """The schedule of one run over ``rows`` rows (one object per count: a schedule never changes)."""
+    return RowSchedule(((0, rows),))
+
+
+def row_schedule(like, rows, width):
+    """The ``RowSchedule`` of a pass over ``rows`` rows of ``width`` elements each, of arrays like ``like``.
+
+    CuPy (and the strict test backend), or at most ``piece_elements`` in all: one run. Else ``pieces`` of rows,
+    which depend on the shape alone, so a pooled pass gives the same bits as the same pieces one after another
+    (a LayerNorm row's BLAS sums can depend on how many rows a call has); they go over the pool where
+    ``why_not_pool`` allows."""
+    if rows * width <= tuning.piece_elements or type(like) is not np.ndarray:
+        return _one_run(rows)
+    ranges = tuple(pieces(rows, width))
+    return RowSchedule(ranges, why_not_pool(like, ranges, rows * width) is None)
+
+
+def elementwise_schedule(z):
+    """``row_schedule`` of an elementwise pass over the matrix ``z (M, F)``, by its rows as they lie in memory: an
+    F-ordered ``z`` (``fast.blocks.times_weight_t``'s) by the rows of ``zᵀ``, as ``fast.kernels`` walks it."""
+    if z.ndim == 2 and z.flags.f_contiguous and not z.flags.c_contiguous:
+        return row_schedule(z, z.shape[1], z.shape[0])
+    return row_schedule(z, z.shape[0], math.prod(z.shape[1:]))
+
+
+def product_schedule(a, b):
+    """The ``RowSchedule`` of ``a @ b`` (2-D arrays) in a block that runs its products over the pool
+    (``fast.parallel.matmul``), or ``None`` for one call: a product OpenBLAS would spread over its threads (m·n·k
+    over ``blas_one_thread_mnk``) goes in one run of ``a``'s rows per thread, as OpenBLAS's own split of it
+    does (on a machine with another number of cores it may differ in its last bits, pooled or not)."""
+    threads = thread_count()
+    M, K, N = a.shape[0], a.shape[-1], b.shape[-1]
+    if (threads < 2 or type(a) is not np.ndarray or type(b) is not np.ndarray or a.ndim != 2 or b.ndim != 2
+            or M < 2 * threads or M * N * K <= tuning.blas_one_thread_mnk):
+        return None
+    size = -(-M // threads)
+    ranges = tuple((start, min(start + size, M)) for start in range(0, M, size))
+    return RowSchedule(ranges, why_not_pool(a, ranges, M * N * K) is None)
 
 
 def self_attention_products_on_pool(x, num_heads, for_backward):

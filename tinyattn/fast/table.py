@@ -49,7 +49,6 @@ from .nodes import (
     SplitHeads,
     packed_self_attention,
 )
-from .tuning import values as tuning
 
 # ----------------------------------------------------------------------------- functions
 
@@ -85,7 +84,7 @@ def masked_softmax(scores, allowed):
 
 
 def attention_blocked(query, key, value, attn_mask, dropout_p, is_causal, scale, need_weights):
-    return blocked_attention(query, key, value, attn_mask, is_causal, scale, tuning.attention_block_size), None
+    return blocked_attention(query, key, value, attn_mask, is_causal, scale), None  # keys per tile: the router's
 
 
 def attention_fused(query, key, value, attn_mask, dropout_p, is_causal, scale, need_weights):

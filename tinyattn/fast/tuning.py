@@ -38,8 +38,6 @@ values = _Values(
     sequence_attention_min_length=3.0,
     # whether a large residual block, while a graph is recorded, runs its products over the pool
     products_on_pool=True,
-    # elements per block of the float32 GELU and erf kernels (larger: fewer calls; smaller: stays in cache)
-    activation_block=1 << 18,
     # the most keys per block of blocked attention
     attention_max_block=1024,
     # the most scores per block of blocked attention over the whole batch (16 MiB in float32)
