@@ -237,6 +237,9 @@ def attention(query, key, value, attn_mask, allowed, is_causal, scale, dropout_p
 def _run(task, units, pooled, one_blas_thread):
     """``task(first, last)`` over ``units``: on the pool where ``pooled``, each unit's products on one BLAS thread
     where ``one_blas_thread`` (the schedule's choices)."""
+    if len(units) == 1 and not one_blas_thread:  # one unit: here, at once
+        task(0, 1)
+        return
     ranges = [(i, i + 1) for i in range(len(units))]
     if one_blas_thread:
         with parallel.one_blas_thread():

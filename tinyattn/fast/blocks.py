@@ -209,9 +209,9 @@ class SelfAttentionBlock(_ResidualBlock):
             raise RuntimeError("SelfAttentionBlock: backward of a forward run with transposed products and "
                                "for_backward=False (no stacked in-projection weight kept); apply it with "
                                "for_backward=True when a graph is recorded")
-        # a weight's or bias's product runs only when it needs its gradient (``needs_grad``)
+        needs = self.needs_grads()  # a weight's or bias's product runs only when it needs its gradient
         grad_s, grad_merged, grad_w_o, grad_b_o, grad_norm = self._grad_of_output(
-            grad, self.merged, self.w_o, self.needs_grad(9), self.needs_grad(10))  # ∂s, ∂a (M, E), ∂W_o, ∂b_o
+            grad, self.merged, self.w_o, needs[9], needs[10])  # ∂s, ∂a (M, E), ∂W_o, ∂b_o
         index = None
         if self.tokens is not None:  # ∂a's rows back in the padded batch; the padding's rows are 0
             index, B, L = self.tokens
@@ -219,7 +219,7 @@ class SelfAttentionBlock(_ResidualBlock):
             every_row[index] = grad_merged
             grad_merged = every_row  # (B·L, E)
         grad_qkv, _ = packed_attention_backward(grad_merged, self.attention, self.schedule, self.scale)
-        in_proj_needs = [True] + [self.needs_grad(i) for i in range(3, 9)]  # ∂h, then W_q … b_v
+        in_proj_needs = [True] + needs[3:9]  # ∂h, then W_q … b_v
         grad_h, *grad_in_proj = in_projection_backward(grad_qkv, self.h, self.w_qkv, in_proj_needs,
                                                        index)  # ∂h (M, E)
         return self._grad_of_input(grad_h, grad_s, grad_norm, grad.shape) + (*grad_in_proj, grad_w_o, grad_b_o)
@@ -282,9 +282,9 @@ class FeedForwardBlock(_ResidualBlock):
 
     @parallel.products_on_pool
     def backward(self, grad):
-        # a weight's or bias's product runs only when it needs its gradient (``needs_grad``)
+        needs = self.needs_grads()  # a weight's or bias's product runs only when it needs its gradient
         grad_s, grad_hidden, grad_w2, grad_b2, grad_norm = self._grad_of_output(
-            grad, self.hidden, self.w2, self.needs_grad(5), self.needs_grad(6))  # ∂s, ∂A (M, F), ∂W2, ∂b2
+            grad, self.hidden, self.w2, needs[5], needs[6])  # ∂s, ∂A (M, F), ∂W2, ∂b2
         if self.activation == "relu":
             relu_backward(grad_hidden, self.hidden, router.elementwise_schedule(grad_hidden))  # ∂Z = ∂A ∘ [A > 0]
         elif self.slope is None:
@@ -292,8 +292,8 @@ class FeedForwardBlock(_ResidualBlock):
                                "kept); apply it with for_backward=True when a graph is recorded")
         else:
             gelu_backward_rows(grad_hidden, self.slope)  # ∂Z = ∂A ∘ gelu'(Z), in place
-        grad_w1 = parallel.matmul(grad_hidden.T, self.h) if self.needs_grad(3) else None  # (F, E)
-        grad_b1 = column_sums(grad_hidden) if self.needs_grad(4) else None  # (F,)
+        grad_w1 = parallel.matmul(grad_hidden.T, self.h) if needs[3] else None  # (F, E)
+        grad_b1 = column_sums(grad_hidden) if needs[4] else None  # (F,)
         grad_h = parallel.matmul(grad_hidden, self.w1)  # (M, E)
         return self._grad_of_input(grad_h, grad_s, grad_norm, grad.shape) + (grad_w1, grad_b1, grad_w2, grad_b2)
 

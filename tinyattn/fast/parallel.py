@@ -66,11 +66,14 @@ def run(task, ranges, pooled):
 
 @contextlib.contextmanager
 def one_blas_thread():
-    """Within: the BLAS runs each product on the thread that calls it (``threadpoolctl`` limits it to one
-    thread; the count it had comes back at the end, when the last of several callers leaves)."""
+    """Within: the BLAS runs each product on the thread that calls it (``threadpoolctl`` sets each BLAS library's
+    thread count to one; the counts they had come back at the end, when the last of several callers leaves)."""
     with _BLAS_LOCK:
         if _BLAS_USERS[0] == 0:
-            _BLAS_USERS[1] = _blas_controller().limit(limits=1, user_api="blas")
+            libraries = _blas_libraries()
+            _BLAS_USERS[1] = [library.num_threads for library in libraries]
+            for library in libraries:
+                library.set_num_threads(1)
         _BLAS_USERS[0] += 1
     try:
         yield
@@ -78,7 +81,8 @@ def one_blas_thread():
         with _BLAS_LOCK:
             _BLAS_USERS[0] -= 1
             if _BLAS_USERS[0] == 0:
-                _BLAS_USERS[1].restore_original_limits()
+                for library, count in zip(_blas_libraries(), _BLAS_USERS[1]):
+                    library.set_num_threads(count)
 
 
 def matmul(a, b):
@@ -128,18 +132,18 @@ def products_on_pool(method):
 
 
 _BLAS_LOCK = threading.Lock()
-_BLAS_USERS = [0, None]  # callers inside one_blas_thread, and the limiter that restores the BLAS's thread count
-_CONTROLLER = []
+_BLAS_USERS = [0, None]  # callers inside one_blas_thread, and the BLAS libraries' thread counts to restore
+_LIBRARIES = []
 
 
-def _blas_controller():
-    """``threadpoolctl``'s controller of the libraries this process has loaded, made once (NumPy's BLAS is
+def _blas_libraries():
+    """``threadpoolctl``'s controllers of the BLAS libraries this process has loaded, found once (NumPy's BLAS is
     loaded by then)."""
-    if not _CONTROLLER:
+    if not _LIBRARIES:
         from threadpoolctl import ThreadpoolController
 
-        _CONTROLLER.append(ThreadpoolController())
-    return _CONTROLLER[0]
+        _LIBRARIES.append(ThreadpoolController().select(user_api="blas").lib_controllers)
+    return _LIBRARIES[0]
 
 
 class _TaskFlag(threading.local):

@@ -100,6 +100,10 @@ def why_not_packed_self_attention(module, query, key=None, value=None, attn_mask
                                   need_weights=True):
     """``None`` when ``MultiHeadAttention`` (``module``, called with these arguments) runs as ``InProjection`` (one
     GEMM for q, k and v) and ``PackedSelfAttention`` (attention and the heads merged, one node)."""
+    if _TRACE is None:  # (remembered as a layer's route is: see _remembered)
+        memo = ("packed", id(module), type(query), getattr(query, "shape", None), getattr(query, "dtype", None),
+                key is None or key is query, value is None or value is (query if key is None else key), need_weights)
+        return _remembered(memo, module, lambda: _why_not_packed(module, query, key, value, need_weights))
     reason = _why_not_packed(module, query, key, value, need_weights)
     if _TRACE is not None:
         _record(module, "projections and attention", "fast.InProjection + fast.PackedSelfAttention", reason)
@@ -376,7 +380,25 @@ def _query_runs(like, Lq, Lk, batch, head_size):
     return pieces(Lq, per_row, least_items=head_size), False
 
 
+_SCHEDULES = {}  # (array type, the shapes, is_causal, key_block, mask_grad) -> (generation, TileSchedule)
+
+
 def attention_schedule(query, key, value, is_causal=False, key_block=None, mask_grad=False):
+    """``_attention_schedule``'s answer, remembered for the shapes while nothing it reads changes (``tuning``'s
+    values call ``dispatch.changed()``)."""
+    memo = (type(query), query.shape, key.shape, value.shape, is_causal, key_block, mask_grad)
+    generation = dispatch.generation()
+    remembered = _SCHEDULES.get(memo)
+    if remembered is not None and remembered[0] == generation:
+        return remembered[1]
+    schedule = _attention_schedule(query, key, value, is_causal, key_block, mask_grad)
+    if len(_SCHEDULES) > 1024:  # stale entries of earlier generations
+        _SCHEDULES.clear()
+    _SCHEDULES[memo] = (generation, schedule)
+    return schedule
+
+
+def _attention_schedule(query, key, value, is_causal, key_block, mask_grad):
     """The ``TileSchedule`` of attention over the arrays ``query (…, Lq, E)``, ``key (…, Lk, E)``, ``value (…, Lk,
     Ev)``: from their shapes, their array type and ``fast.tuning``'s values. ``key_block``: keys per tile, for the
     memory-lean route (``fast.BlockedAttention``; ``None``: every row's keys in one tile); ``mask_grad``: backward
@@ -453,15 +475,20 @@ def sequence_schedule(cu_seqlens, T):
                         keeps="nothing")
 
 
-def why_not_products_on_pool(elements):
-    """``None`` when a residual block whose widest elementwise pass (hidden activations, or attention's scores) has
+def products_on_pool(elements):
+    """Whether a residual block whose widest elementwise pass (hidden activations, or attention's scores) has
     ``elements`` elements runs, while a graph is recorded, with OpenBLAS on one thread and its products over the
-    pool (``fast.parallel.products_on_pool``); else why it keeps OpenBLAS's threads."""
+    pool (``fast.parallel.products_on_pool``); ``why_not_products_on_pool`` says why not."""
+    return tuning.products_on_pool and elements >= tuning.pool_min_elements
+
+
+def why_not_products_on_pool(elements):
+    """``None`` where ``products_on_pool(elements)``; else why the block keeps OpenBLAS's threads."""
+    if products_on_pool(elements):
+        return None
     if not tuning.products_on_pool:
         return "turned off (fast.tuning: products_on_pool=False)"
-    if elements < tuning.pool_min_elements:
-        return f"its widest pass, {elements:,} elements, is under the pool's threshold {tuning.pool_min_elements:,}"
-    return None
+    return f"its widest pass, {elements:,} elements, is under the pool's threshold {tuning.pool_min_elements:,}"
 
 
 def why_not_pool(like, ranges, elements):
@@ -542,14 +569,14 @@ def self_attention_products_on_pool(x, num_heads, for_backward):
     """Whether a ``SelfAttentionBlock`` on a padded batch ``x (B, L, E)`` runs its products over the pool: while a
     graph is recorded, by ``why_not_products_on_pool`` for its scores ``(B, H, L, L)``."""
     return (for_backward and type(x._data) is np.ndarray and x.ndim == 3
-            and why_not_products_on_pool(x.shape[0] * num_heads * x.shape[1] ** 2) is None)
+            and products_on_pool(x.shape[0] * num_heads * x.shape[1] ** 2))
 
 
 def feed_forward_products_on_pool(x, hidden, for_backward):
     """Whether a ``FeedForwardBlock`` on ``x (…, E)`` with ``hidden`` units runs its products over the pool: while
     a graph is recorded, by ``why_not_products_on_pool`` for its hidden activations ``(M, F)``."""
     return (for_backward and type(x._data) is np.ndarray
-            and why_not_products_on_pool(x._data.size // max(1, x.shape[-1]) * hidden) is None)
+            and products_on_pool(x._data.size // max(1, x.shape[-1]) * hidden))
 
 
 def transposed_products(rows):
@@ -638,7 +665,24 @@ def why_not_reference_lines(module, *args, **kwargs):
 # the one it was found at. The input's shape and dtype, the mask's kind and the layer class's own block
 # methods are part of the key; ``explain`` always asks afresh.
 
-_REMEMBERED = {}  # (id(layer), x's shape, x's dtype, mask kind, _sa_block, _ff_block) -> (generation, layer, route)
+_REMEMBERED = {}  # (id(layer), x's shape, x's dtype, mask kind, _sa_block, _ff_block) -> (generation, layer, route),
+# and likewise multi-head attention's packed route
+
+
+def _remembered(key, owner, find):
+    """``find()``'s answer for the module ``owner`` and the call described by ``key``, remembered while
+    ``dispatch.generation()`` stays the one it was found at."""
+    generation = dispatch.generation()
+    remembered = _REMEMBERED.get(key)
+    # (a copy or unpickled module may reuse a dead one's id: the weak reference tells)
+    if remembered is not None and remembered[0] == generation and remembered[1]() is owner:
+        return remembered[2]
+    if len(_REMEMBERED) > 4096:  # stale entries of earlier generations
+        _REMEMBERED.clear()
+    answer = find()
+    if dispatch.generation() == generation:  # nothing changed while the checks ran (another thread, say)
+        _REMEMBERED[key] = (generation, weakref.ref(owner), answer)
+    return answer
 
 
 def _mask_kind(attn_mask):
@@ -653,17 +697,7 @@ def _layer_route(layer, x, attn_mask, ff_norm, ff_dropout):
         return _find_layer_route(layer, x, attn_mask, ff_norm, ff_dropout)
     cls = type(layer)
     key = (id(layer), x.shape, x.dtype, _mask_kind(attn_mask), cls._sa_block, cls._ff_block)
-    generation = dispatch.generation()
-    remembered = _REMEMBERED.get(key)
-    # (a copy or unpickled layer may reuse a dead one's id: the weak reference tells)
-    if remembered is not None and remembered[0] == generation and remembered[1]() is layer:
-        return remembered[2]
-    if len(_REMEMBERED) > 4096:  # stale entries of earlier generations
-        _REMEMBERED.clear()
-    route = _find_layer_route(layer, x, attn_mask, ff_norm, ff_dropout)
-    if dispatch.generation() == generation:  # nothing changed while the checks ran (another thread, say)
-        _REMEMBERED[key] = (generation, weakref.ref(layer), route)
-    return route
+    return _remembered(key, layer, lambda: _find_layer_route(layer, x, attn_mask, ff_norm, ff_dropout))
 
 
 def _find_layer_route(layer, x, attn_mask, ff_norm, ff_dropout):
