@@ -33,12 +33,14 @@ def steal(t, grad, fresh=False):
     if _PROBE.counts is not None:
         _PROBE.counts.append(sys.getrefcount(grad))
         return
-    if (t._grad is None and fresh and sys.getrefcount(grad) <= _FRESH_REFERENCES[0] and type(grad) is type(t._data)
+    if t._grad is not None:
+        _accumulate_leaf(t, grad)  # the reference: += into the gradient the leaf has
+    elif (fresh and sys.getrefcount(grad) <= _FRESH_REFERENCES[0] and type(grad) is type(t._data)
             and grad.dtype == t._data.dtype and type(grad) is not backend.StrictArray and grad.base is None):
         # (not a view; a strict array's wrapper does not tell whether another wrapper shares its memory)
         t._grad = grad
     else:
-        _accumulate_leaf(t, grad)  # the reference: a copy, or += into the gradient the leaf has
+        _accumulate_leaf(t, grad)  # the reference: a copy
 
 
 def install():

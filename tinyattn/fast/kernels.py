@@ -46,20 +46,17 @@ def layer_norm_rows(rows, weight, bias, eps, schedule):
     average = backend.filled_like(N, 1 / max(N, 1), rows)  # (N,), 1/N each
     x_hat, rstd = xp.empty_like(rows), xp.empty((M, 1), dtype=rows.dtype)  # (M, N), (M, 1)
     out = x_hat if weight is None else xp.empty_like(rows)  # weight and bias share the rows' dtype (the callers check)
-
-    def normalize(start, stop):  # rows start:stop, every array below a piece of the ones above
-        x, centered, r = rows[start:stop], x_hat[start:stop], rstd[start:stop]
-        variance = _center(x, average, centered)
-        r[:, 0] = 1 / xp.sqrt(variance + eps)
-        centered *= r  # x̂
-        if weight is None:
-            return
-        y = out[start:stop]
-        xp.multiply(centered, weight, out=y)
-        y += bias
-
-    parallel.run(normalize, schedule.ranges, schedule.pooled)
+    _by_rows(schedule, _normalize, (rows, x_hat, rstd, out), average, eps, weight, bias, xp)
     return out, (x_hat, rstd, average, weight, schedule)
+
+
+def _normalize(x, x_hat, rstd, y, average, eps, weight, bias, xp):  # rows of x, x̂, r and y
+    variance = _center(x, average, x_hat)
+    rstd[:, 0] = 1 / xp.sqrt(variance + eps)
+    x_hat *= rstd  # x̂
+    if weight is not None:
+        xp.multiply(x_hat, weight, out=y)
+        y += bias
 
 
 _SPREAD = 1e-3  # a row whose standard deviation is below this fraction of its mean is centred again (_center)
@@ -94,27 +91,25 @@ def layer_norm_rows_backward(grad, saved):
     ``dbias = Σ_rows g``. A constant row has x̂ = 0 and a finite gradient. Rows go in the forward's runs; the
     sums over rows are one BLAS call each, on the whole."""
     x_hat, rstd, average, weight, schedule = saved
-    M, N = x_hat.shape
     xp = backend.namespace(grad)
-    dtype = grad.dtype if weight is None else xp.result_type(grad, weight)
-    grad_x = xp.empty((M, N), dtype=dtype)
-    grad_times_x_hat = None if weight is None else xp.empty((M, N), dtype=xp.result_type(grad, x_hat))
+    dtype = grad.dtype if weight is None else np.promote_types(grad.dtype, weight.dtype)
+    grad_x = xp.empty(x_hat.shape, dtype=dtype)  # (M, N)
+    grad_times_x_hat = None if weight is None else xp.empty(x_hat.shape, dtype=np.promote_types(dtype, x_hat.dtype))
     if average.dtype != dtype:
         average = average.astype(dtype)
-
-    def backward(start, stop):  # rows start:stop
-        g, x, gx = grad[start:stop], x_hat[start:stop], grad_x[start:stop]
-        if weight is not None:
-            xp.multiply(g, x, out=grad_times_x_hat[start:stop])  # for dweight
-            g = g * weight  # ĝ
-        xp.subtract(g, (g @ average)[:, None], out=gx)
-        gx -= x * ((g * x) @ average)[:, None]
-        gx *= rstd[start:stop]
-
-    parallel.run(backward, schedule.ranges, schedule.pooled)
+    _by_rows(schedule, _normalize_backward, (grad, x_hat, rstd, grad_x, grad_times_x_hat), average, weight, xp)
     if weight is None:
         return grad_x, None, None
     return grad_x, column_sums(grad_times_x_hat), column_sums(grad)  # (M, N), (N,), (N,)
+
+
+def _normalize_backward(g, x_hat, rstd, grad_x, grad_times_x_hat, average, weight, xp):  # rows of each
+    if weight is not None:
+        xp.multiply(g, x_hat, out=grad_times_x_hat)  # for dweight
+        g = g * weight  # ĝ
+    xp.subtract(g, (g @ average)[:, None], out=grad_x)
+    grad_x -= x_hat * ((g * x_hat) @ average)[:, None]
+    grad_x *= rstd
 
 
 # ----------------------------------------------------------------------------- ReLU
@@ -189,12 +184,16 @@ def gelu_backward_rows(grad, slope):
 
 
 def _by_rows(schedule, step, rows, *args):
-    """``step(*rows, *args)``, elementwise work on the arrays ``rows`` (of as many rows each), in the runs of rows
-    of ``schedule`` (elementwise work gives the same bits however the rows are cut)."""
+    """``step(*rows, *args)``, work on the rows of the arrays ``rows`` (of as many rows each; ``None`` stays
+    ``None``), in the runs of rows of ``schedule``, each run's rows a view of each array."""
     if len(schedule.ranges) == 1:
         step(*rows, *args)
         return
-    parallel.run(lambda start, stop: step(*[r[start:stop] for r in rows], *args), schedule.ranges, schedule.pooled)
+
+    def run(start, stop):
+        step(*[None if r is None else r[start:stop] for r in rows], *args)
+
+    parallel.run(run, schedule.ranges, schedule.pooled)
 
 
 # ----------------------------------------------------------------------------- masked softmax
