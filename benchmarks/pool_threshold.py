@@ -14,6 +14,8 @@
     python benchmarks/pool_threshold.py --products-on-pool  # attention's backward alone and right after a two-thread
                                                             # GEMM; training steps with a block's products over the pool
                                                             # and with OpenBLAS's threads (products_on_pool setting)
+    python benchmarks/pool_threshold.py --executor  # the pool against concurrent.futures.ThreadPoolExecutor on
+                                                    # attention's and LayerNorm's pooled passes
 
 The sweep times three passes a Transformer layer makes, each on float32 rows of width 512: ``exp`` in
 place (the softmax), ReLU as ``clip(x, 0, inf)`` (the feed-forward block's form) and a LayerNorm forward
@@ -258,6 +260,60 @@ def sequences(repeat, grid=SEQUENCE_GRID):
                   f" {by_sentence / padded:>7.2f}", flush=True)
 
 
+class _ExecutorPool:
+    """``parallel._pool()``'s part played by a ``concurrent.futures.ThreadPoolExecutor``: one future per piece, the
+    caller waiting on them (what ``--executor`` compares the pool with)."""
+
+    def __init__(self, threads):
+        import concurrent.futures
+
+        self.executor = concurrent.futures.ThreadPoolExecutor(max_workers=threads)
+
+    def run(self, task, ranges):
+        for future in [self.executor.submit(task, start, stop) for start, stop in ranges]:
+            future.result()
+
+
+def executor(repeat):
+    """``fast.parallel``'s own pool against a ``concurrent.futures.ThreadPoolExecutor`` of as many threads, on the
+    passes the pool runs in a training step: attention's forward and backward over the medium batch (8 × 8 heads
+    of 128 × 128, ``run.py``'s ``sdpa medium``, cut into batch slices by the router) and a LayerNorm forward over
+    (8192, 512) rows; interleaved, medians."""
+    from tinyattn.fast import attention
+
+    rng = np.random.default_rng(0)
+    q, k, v, grad = (rng.standard_normal((8, 8, 128, 32), dtype=np.float32) for _ in range(4))
+    schedule = router.attention_schedule(q, k, v)
+    x = rng.standard_normal((8192, WIDTH), dtype=np.float32)
+    weight, bias = np.ones(WIDTH, np.float32), np.zeros(WIDTH, np.float32)
+    rows = router.row_schedule(x, *x.shape)
+    assert schedule.pooled and rows.pooled, "the router does not pool these passes on this machine"
+
+    def attention_step():
+        out, arrays = attention.attention(q, k, v, None, None, False, 0.2, 0.0, schedule)
+        attention.attention_backward(grad, arrays, schedule, 0.2)
+
+    passes = {"attention fwd+bwd": attention_step,
+              "layer norm": lambda: kernels.layer_norm_rows(x, weight, bias, 1e-5, rows)}
+    own, other = parallel._pool(), _ExecutorPool(router.thread_count())
+    print(f"{'pass':<18} {'own pool ms':>12} {'executor ms':>12} {'executor/own':>13}")
+    try:
+        for name, step in passes.items():
+            times = {"own": [], "executor": []}
+            for i in range(repeat + 3):
+                for which in (("own", "executor") if i % 2 else ("executor", "own")):
+                    parallel._POOL = own if which == "own" else other
+                    start = time.perf_counter()
+                    step()
+                    if i >= 3:  # (the first rounds warm up)
+                        times[which].append(time.perf_counter() - start)
+            mine, theirs = (statistics.median(times[k]) * 1e3 for k in ("own", "executor"))
+            print(f"{name:<18} {mine:>12.3f} {theirs:>12.3f} {theirs / mine:>13.2f}", flush=True)
+    finally:
+        parallel._POOL = own
+        other.executor.shutdown()
+
+
 def products_on_pool(repeat):
     """What ``parallel.products_on_pool`` is for, and what it gains. First, attention's backward as the BERT-style
     medium layer runs it (``fast.attention.packed_attention_backward``, 8 × 8 heads of 128 × 128, pooled) alone and
@@ -315,6 +371,7 @@ def main():
     parser.add_argument("--products", action="store_true")
     parser.add_argument("--sequences", action="store_true")
     parser.add_argument("--products-on-pool", action="store_true")
+    parser.add_argument("--executor", action="store_true")
     args = parser.parse_args()
     print(f"pool threads: {router.thread_count()}")
     if args.blas:
@@ -325,6 +382,8 @@ def main():
         transposed_products(args.repeat)
     elif args.products_on_pool:
         products_on_pool(args.repeat)
+    elif args.executor:
+        executor(args.repeat)
     elif args.sequences:
         sequences(min(args.repeat, 20))
     elif args.after_blas:

@@ -173,3 +173,27 @@ def test_the_products_on_pool_comparison_times_both_ways_and_puts_the_switch_bac
         assert on > 0 and off > 0.005
         assert (on - 0.005) / (off + 0.005) - 0.005 <= ratio <= (on + 0.005) / (off - 0.005) + 0.005
 
+
+
+def test_the_executor_comparison_runs_both_pools_and_puts_the_pool_back(capsys):
+    import pool_threshold  # benchmarks/pool_threshold.py
+
+    from tinyattn.fast import parallel
+
+    own, passes = parallel._pool(), []
+    run_on_executor = pool_threshold._ExecutorPool.run
+
+    def counted(self, task, ranges):
+        passes.append(len(ranges))
+        return run_on_executor(self, task, ranges)
+
+    with mock.patch.object(pool_threshold._ExecutorPool, "run", counted):
+        pool_threshold.executor(1)
+    assert parallel._POOL is own  # put back
+    assert passes and min(passes) > 1  # the executor ran pooled passes of several pieces
+    lines = capsys.readouterr().out.splitlines()
+    rows = [line.rsplit(None, 3) for line in lines[1:]]
+    assert [row[0] for row in rows] == ["attention fwd+bwd", "layer norm"]
+    for _, mine, theirs, ratio in rows:
+        assert float(mine) > 0 and float(theirs) > 0
+        assert float(ratio) == pytest.approx(float(theirs) / float(mine), abs=0.01)
