@@ -324,9 +324,8 @@ class TileSchedule(NamedTuple):
     one_tile: bool = False
 
 
-@functools.lru_cache(maxsize=256)
 def _one_tile(Lq, Lk):
-    """The schedule of one tile over ``(…, Lq, Lk)`` scores (one object per shape: a schedule never changes)."""
+    """The schedule of one tile over ``(…, Lq, Lk)`` scores (``attention_schedule`` remembers it per shape)."""
     return TileSchedule(units=(((), ((0, Lq, 0, Lk),)),), one_tile=True)
 
 
