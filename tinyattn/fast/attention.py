@@ -85,7 +85,10 @@ def _product(target, a, b, xp, first=True):
     contiguous (an output laid out as its transpose) gets ``(bᵀ aᵀ)ᵀ``, written as row-major ``(N, M)`` matrices."""
     if target is None:
         return a @ b  # (NumPy's matmul is slower with out=None than `@`)
-    if first and target.shape[:-2] == _batch_of(a, b):
+    batch = a.shape[:-2]
+    if b.shape[:-2] != batch:
+        batch = _broadcast(batch, b.shape[:-2])
+    if first and target.shape[:-2] == batch:
         if target.strides[-1] == target.itemsize or target.shape[-1] == 1:
             xp.matmul(a, b, out=target)
         else:
@@ -293,11 +296,13 @@ def attention_backward(grad, a, schedule, scale, mask_shape=None, out=None):
     lead, (Lq, E), (Lk, Ev) = grad.shape[:-2], a.query.shape[-2:], a.value.shape[-2:]
     a.grad = grad
     online = schedule.keeps == "lse"
-    if schedule.one_tile and out is None:  # the whole array as one tile: fresh arrays
+    if schedule.one_tile:  # the whole array as one tile: into ``out``, or fresh arrays
+        if out is not None:
+            a.grad_query, a.grad_key, a.grad_value = out
         grad_scores, grad_query, grad_key, grad_value = backward_tile(a, schedule.units[0][1][0], True, True)
         grad_query *= scale  # dQ = dS K·scale
         grad_mask = None if mask_shape is None else ops.sum_to(grad_scores, mask_shape)
-        a.grad = a.D = None
+        a.grad = a.D = a.grad_query = a.grad_key = a.grad_value = None
         return grad_query, grad_key, grad_value, grad_mask
     if out is None:
         empty = xp.zeros if online else xp.empty  # (key blocks past the last query are never reached)

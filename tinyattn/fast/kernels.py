@@ -44,19 +44,30 @@ def layer_norm_rows(rows, weight, bias, eps, schedule):
     M, N = rows.shape
     xp = backend.namespace(rows)
     average = backend.filled_like(N, 1 / max(N, 1), rows)  # (N,), 1/N each
-    x_hat, rstd = xp.empty_like(rows), xp.empty((M, 1), dtype=rows.dtype)  # (M, N), (M, 1)
-    out = x_hat if weight is None else xp.empty_like(rows)  # weight and bias share the rows' dtype (the callers check)
-    _by_rows(schedule, _normalize, (rows, x_hat, rstd, out), average, eps, weight, bias, xp)
+    if len(schedule.ranges) == 1:  # one run: the body makes its arrays
+        x_hat, rstd, out = _normalize(rows, None, None, None, average, eps, weight, bias, xp)
+    else:
+        x_hat, rstd = xp.empty_like(rows), xp.empty((M, 1), dtype=rows.dtype)  # (M, N), (M, 1)
+        out = x_hat if weight is None else xp.empty_like(rows)  # weight and bias share the rows' dtype (callers check)
+        _by_rows(schedule, _normalize, (rows, x_hat, rstd, out), average, eps, weight, bias, xp)
     return out, (x_hat, rstd, average, weight, schedule)
 
 
-def _normalize(x, x_hat, rstd, y, average, eps, weight, bias, xp):  # rows of x, x̂, r and y
-    variance = _center(x, average, x_hat)
-    rstd[:, 0] = 1 / xp.sqrt(variance + eps)
+def _normalize(x, x_hat, rstd, y, average, eps, weight, bias, xp):
+    """LayerNorm of the rows ``x (R, N)`` into ``x̂``, ``r (R, 1)`` and ``y``, views of the whole pass's arrays,
+    or, where they are ``None`` (one run), into fresh arrays; returns ``(x̂, r, y)``."""
+    x_hat = xp.empty_like(x) if x_hat is None else x_hat
+    r = 1 / xp.sqrt(_center(x, average, x_hat) + eps)  # (R,)
+    if rstd is None:
+        rstd = r[:, None]
+    else:
+        rstd[:, 0] = r
     x_hat *= rstd  # x̂
-    if weight is not None:
-        xp.multiply(x_hat, weight, out=y)
-        y += bias
+    if weight is None:
+        return x_hat, rstd, x_hat
+    y = xp.multiply(x_hat, weight, out=y)
+    y += bias
+    return x_hat, rstd, y
 
 
 _SPREAD = 1e-3  # a row whose standard deviation is below this fraction of its mean is centred again (_center)
@@ -92,24 +103,31 @@ def layer_norm_rows_backward(grad, saved):
     sums over rows are one BLAS call each, on the whole."""
     x_hat, rstd, average, weight, schedule = saved
     xp = backend.namespace(grad)
-    dtype = grad.dtype if weight is None else np.promote_types(grad.dtype, weight.dtype)
-    grad_x = xp.empty(x_hat.shape, dtype=dtype)  # (M, N)
-    grad_times_x_hat = None if weight is None else xp.empty(x_hat.shape, dtype=np.promote_types(dtype, x_hat.dtype))
+    dtype = grad.dtype if weight is None or weight.dtype == grad.dtype else np.promote_types(grad.dtype, weight.dtype)
     if average.dtype != dtype:
         average = average.astype(dtype)
-    _by_rows(schedule, _normalize_backward, (grad, x_hat, rstd, grad_x, grad_times_x_hat), average, weight, xp)
+    if len(schedule.ranges) == 1:  # one run: the body makes its arrays
+        grad_x, grad_times_x_hat = _normalize_backward(grad, x_hat, rstd, None, None, average, weight, xp)
+    else:
+        grad_x = xp.empty(x_hat.shape, dtype=dtype)  # (M, N)
+        grad_times_x_hat = None if weight is None else xp.empty(
+            x_hat.shape, dtype=dtype if x_hat.dtype == dtype else np.promote_types(dtype, x_hat.dtype))
+        _by_rows(schedule, _normalize_backward, (grad, x_hat, rstd, grad_x, grad_times_x_hat), average, weight, xp)
     if weight is None:
         return grad_x, None, None
     return grad_x, column_sums(grad_times_x_hat), column_sums(grad)  # (M, N), (N,), (N,)
 
 
-def _normalize_backward(g, x_hat, rstd, grad_x, grad_times_x_hat, average, weight, xp):  # rows of each
+def _normalize_backward(g, x_hat, rstd, grad_x, grad_times_x_hat, average, weight, xp):
+    """The gradient of the rows ``g (R, N)`` into ``grad_x`` and (with a weight) ``g ∘ x̂``, views of the whole
+    pass's arrays, or, where they are ``None`` (one run), into fresh arrays; returns both."""
     if weight is not None:
-        xp.multiply(g, x_hat, out=grad_times_x_hat)  # for dweight
+        grad_times_x_hat = xp.multiply(g, x_hat, out=grad_times_x_hat)  # for dweight
         g = g * weight  # ĝ
-    xp.subtract(g, (g @ average)[:, None], out=grad_x)
+    grad_x = xp.subtract(g, (g @ average)[:, None], out=grad_x)
     grad_x -= x_hat * ((g * x_hat) @ average)[:, None]
     grad_x *= rstd
+    return grad_x, grad_times_x_hat
 
 
 # ----------------------------------------------------------------------------- ReLU
@@ -227,7 +245,8 @@ def softmax_into(scores, out):
     """
     xp = backend.namespace(scores)
     lowest, tiny = _finfo(scores.dtype)
-    weights = scores - xp.maximum(scores.max(), lowest)  # (…, Lk), a fresh array; all -inf: shift by lowest
+    peak = scores.max()  # all -inf: shift by lowest; NaN stays NaN (a NumPy scalar: Python's max, cheaper here)
+    weights = scores - (max(peak, lowest) if isinstance(peak, np.generic) else xp.maximum(peak, lowest))  # (…, Lk)
     _exp_in_place(weights)  # exp(-inf) = 0 at forbidden keys
     total = _row_sums(weights)  # (…, 1)
     if not total.min() >= tiny:  # rows far below the largest score, with no key, or NaN: redo them alone
@@ -243,13 +262,16 @@ def softmax_into(scores, out):
     return out
 
 
+_LOG2_E32 = np.float32(LOG2_E)
+
+
 def _exp_in_place(a):
     """``a = exp(a)`` in place; in float32 as ``exp2(a · log₂e)``, which NumPy computes faster with the extra product
     (its ``exp2`` is within 1 ulp; the product's rounding adds a few eps to the weights of rows far below a piece's
     maximum). Other dtypes keep ``exp``: in float16 ``log₂e`` itself would be off by 2e-4."""
     xp = backend.namespace(a)
     if a.dtype == np.float32:
-        a *= a.dtype.type(LOG2_E)
+        a *= _LOG2_E32
         xp.exp2(a, out=a)
     else:
         xp.exp(a, out=a)
@@ -299,8 +321,8 @@ def rows_dot(grad, output):
 # ----------------------------------------------------------------------------- heads and projections
 
 
-# The fast floor's one pair of helpers for the heads' layouts: every head split and merge on arrays goes
-# through these two (the packed q, k, v too: their 3·H heads side by side).
+# The fast floor's one pair of helpers for the heads' layouts, with its packed form: every head split and merge
+# on arrays goes through these (the packed pair splits q, k and v's 3·H heads, side by side in the rows, at once).
 
 
 def split_heads(x, num_heads):
@@ -316,16 +338,15 @@ def merge_heads(x):
 def split_packed_heads(x, num_heads):
     """``(B, L, 3·H·D) -> (3, B, H, L, D)``: q, k and v side by side in the rows, each split into ``num_heads``
     heads (``split_heads`` over the ``3·H`` heads), a view."""
-    B, L, _ = x.shape
-    heads = split_heads(x, 3 * num_heads)  # (B, 3·H, L, D)
-    return heads.reshape(B, 3, num_heads, L, heads.shape[-1]).swapaxes(0, 1)  # (3, B, H, L, D)
+    B, L, E3 = x.shape
+    return x.reshape(B, L, 3, num_heads, E3 // (3 * num_heads)).transpose(2, 0, 3, 1, 4)  # (3, B, H, L, D)
 
 
 def merge_packed_heads(x):
     """``(3, B, H, L, D) -> (B, L, 3·H·D)``, the inverse of ``split_packed_heads`` (a view when laid out as its
     result, else a copy)."""
     _, B, H, L, D = x.shape
-    return merge_heads(x.swapaxes(0, 1).reshape(B, 3 * H, L, D))  # (B, L, 3·H·D)
+    return x.transpose(1, 3, 0, 2, 4).reshape(B, L, 3 * H * D)  # (B, L, 3·H·D)
 
 
 def in_projection(rows, weights, biases, batch_shape, num_heads, tokens=None, transposed=False):

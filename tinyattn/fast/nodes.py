@@ -278,6 +278,7 @@ class Attention(Function):
     """
 
     saves_output = True  # backward reads the output (``self.arrays.out``; see Function)
+    fresh_gradients = True  # keeps no reference to what backward returns (see Function)
 
     def forward(self, query, key, value, attn_mask=None, *, allowed, is_causal, scale, dropout_p):
         self.scale, self.allowed, self.is_causal = scale, allowed, is_causal
