@@ -294,7 +294,7 @@ class Function:
     def needs_grads(self):
         """``needs_grad`` for every input, as a list."""
         needed = self.__dict__.get("needed")
-        return [p.requires_grad for p in self.parents] if needed is None else list(needed)
+        return list(map(_requires_grad, self.parents) if needed is None else needed)
 
     def release(self):
         """Drop the arrays saved for backward; the node stays in the graph, marked."""
@@ -411,6 +411,7 @@ def _apply_error(cls, inputs):
     return TypeError(f"{cls.__name__}.apply: expects one or more Tensors as inputs, got {kinds}")
 
 
+_requires_grad = operator.attrgetter("requires_grad")
 _SEQUENCE = [itertools.count()]  # the node numbers' source (``_recomputed`` numbers a recomputation in between)
 _by_sequence = operator.attrgetter("sequence")
 

@@ -145,12 +145,24 @@ class Arrays:
         return unit
 
 
-def _scores(a, tile, target):
-    """``S = Q·scale Kᵀ + mask`` of one tile of ``a`` (a unit's arrays), forbidden keys ``-inf``, into ``target``
-    (a view of ``P``, or a scratch array), or a fresh array when ``target`` is ``None``; returns it."""
+def _views(a, tile):
+    """``(whole, Q·scale, K, V, G)`` of one tile of ``a`` (a unit's arrays): whether the tile is all of them, and its
+    rows of each (``(…, R, E)``, ``(…, C, E)``, ``(…, C, Ev)``, ``(…, R, Ev)``): the arrays themselves for a whole
+    tile, which needs no views (nor, below, any other array's part: ``x if whole else _rows(x, …)``)."""
+    q0, q1, k0, k1 = tile
+    if q0 == 0 and k0 == 0 and q1 == a.query.shape[-2] and k1 == a.key.shape[-2]:
+        return True, a.query, a.key, a.value, a.grad
+    grad = None if a.grad is None else a.grad[..., q0:q1, :]
+    return False, a.query[..., q0:q1, :], a.key[..., k0:k1, :], a.value[..., k0:k1, :], grad
+
+
+def _scores(a, tile, q, k, target):
+    """``S = Q·scale Kᵀ + mask`` of one tile of ``a`` (a unit's arrays; ``q``, ``k`` the tile's rows of ``Q·scale``
+    and ``K``), forbidden keys ``-inf``, into ``target`` (a view of ``P``, or a scratch array), or a fresh array when
+    ``target`` is ``None``; returns it."""
     xp = a.xp
     q0, q1, k0, k1 = tile
-    q, k_t = _rows(a.query, q0, q1), _rows(a.key, k0, k1).swapaxes(-1, -2)  # (…, R, E), (…, E, C)
+    k_t = k.swapaxes(-1, -2)  # (…, E, C)
     if target is None:
         scores = q @ k_t  # (…, R, C)
     elif _batch_of(q, k_t) == target.shape[:-2]:
@@ -260,14 +272,15 @@ def forward_tile(a, tile, first, out=None):
     (``a.out``); ``first``: the unit's first tile, which covers all its rows (``acc`` is 0 until it comes)."""
     xp = a.xp
     q0, q1, k0, k1 = tile
-    value = _rows(a.value, k0, k1)  # (…, C, Ev)
+    whole, query, key, value, _ = _views(a, tile)
     if a.row_max is None:
-        probs = _scores(a, tile, _block(a.weights, *tile))  # S (…, R, C)
+        probs = _scores(a, tile, query, key, a.weights if whole else _block(a.weights, *tile))  # S (…, R, C)
         if probs.size:
             softmax_into(probs, probs)  # P
-        dropped = probs if a.keep is None else probs * _block(a.keep, *tile)  # P̃ = P ∘ M
-        return probs, _product(_rows(a.out if out is None else out, q0, q1), dropped, value, xp)  # O = P̃ V
-    probs = _scores(a, tile, _scratch(a, _tile_shape(a, tile), 0))  # S_b (…, R, C)
+        dropped = probs if a.keep is None else probs * (a.keep if whole else _block(a.keep, *tile))  # P̃ = P ∘ M
+        target = a.out if out is None else out
+        return probs, _product(target if whole else _rows(target, q0, q1), dropped, value, xp)  # O = P̃ V
+    probs = _scores(a, tile, query, key, _scratch(a, _tile_shape(a, tile), 0))  # S_b (…, R, C)
     m, l, acc = (_rows(array, q0, q1) for array in (a.row_max, a.denominator, a.out))  # (…, R, 1), (…, R, Ev)
     new_max = xp.maximum(m, probs.max(axis=-1, keepdims=True))  # m'
     shift = xp.where(new_max > -math.inf, new_max, 0)  # a row with no key yet: exp(-inf - 0) = 0
@@ -353,33 +366,35 @@ def backward_tile(a, tile, first, keys, queries=True):
     and, with ``keys``, ``dK = dSᵀ (Q·scale)``, ``dV = (P ∘ M)ᵀ G`` (each key tile comes once per unit)."""
     xp = a.xp
     q0, q1, k0, k1 = tile
-    grad, key, value = _rows(a.grad, q0, q1), _rows(a.key, k0, k1), _rows(a.value, k0, k1)
+    whole, query, key, value, grad = _views(a, tile)
     if a.lse is None:
-        probs = _block(a.weights, *tile)  # P (…, R, C)
+        probs = a.weights if whole else _block(a.weights, *tile)  # P (…, R, C)
     else:
-        probs = _scores(a, tile, _scratch(a, _tile_shape(a, tile), 0))
+        probs = _scores(a, tile, query, key, _scratch(a, _tile_shape(a, tile), 0))
         probs -= _rows(a.lse, q0, q1)
         xp.exp(probs, out=probs)  # P = exp(S - lse)
     if queries:
-        target = _block(a.grad_scores, *tile)
+        target = a.grad_scores if whole else _block(a.grad_scores, *tile)
         if target is None and a.lse is not None:
             target = _scratch(a, _batch_of(grad, value) + probs.shape[-2:], 1)
         grad_scores = _product(target, grad, value.swapaxes(-1, -2), xp)  # G Vᵀ
         if a.keep is not None:
             grad_scores *= _block(a.keep, *tile)  # dP
-        grad_scores -= _rows(rows_dot_of(a), q0, q1)
+        grad_scores -= rows_dot_of(a) if whole else _rows(rows_dot_of(a), q0, q1)
         grad_scores *= probs  # dS = P ∘ (dP - D)
         if a.grad_mask is not None:  # dmask += dS, summed over the axes the mask broadcasts
             part = _tile_of(a.grad_mask, *tile)
             part += ops.sum_to(grad_scores, part.shape)
-        grad_query = _product(_rows(a.grad_query, q0, q1), grad_scores, key, xp, first)  # dS K
+        grad_query = _product(a.grad_query if whole else _rows(a.grad_query, q0, q1), grad_scores, key, xp,
+                              first)  # dS K
     else:
         grad_scores, grad_query = _block(a.grad_scores, *tile), None
     grad_key = grad_value = None
     if keys:
-        dropped = probs if a.keep is None else probs * _block(a.keep, *tile)  # P̃
-        grad_value = _product(_rows(a.grad_value, k0, k1), dropped.swapaxes(-1, -2), grad, xp)  # dV = P̃ᵀ G
-        grad_key = _product(_rows(a.grad_key, k0, k1), grad_scores.swapaxes(-1, -2), _rows(a.query, q0, q1),
+        dropped = probs if a.keep is None else probs * (a.keep if whole else _block(a.keep, *tile))  # P̃
+        grad_value = _product(a.grad_value if whole else _rows(a.grad_value, k0, k1), dropped.swapaxes(-1, -2),
+                              grad, xp)  # dV = P̃ᵀ G
+        grad_key = _product(a.grad_key if whole else _rows(a.grad_key, k0, k1), grad_scores.swapaxes(-1, -2), query,
                             xp)  # dK = dSᵀ (Q·scale)
     return grad_scores, grad_query, grad_key, grad_value
 

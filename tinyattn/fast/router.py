@@ -101,8 +101,9 @@ def why_not_packed_self_attention(module, query, key=None, value=None, attn_mask
     """``None`` when ``MultiHeadAttention`` (``module``, called with these arguments) runs as ``InProjection`` (one
     GEMM for q, k and v) and ``PackedSelfAttention`` (attention and the heads merged, one node)."""
     if _TRACE is None:  # (remembered as a layer's route is: see _remembered)
-        memo = ("packed", id(module), type(query), getattr(query, "shape", None), getattr(query, "dtype", None),
-                key is None or key is query, value is None or value is (query if key is None else key), need_weights)
+        if need_weights or not _one_input(query, key, value):  # (at once: no memo needed)
+            return _why_not_packed(module, query, key, value, need_weights)
+        memo = ("packed", id(module), type(query), getattr(query, "shape", None), getattr(query, "dtype", None))
         return _remembered(memo, module, lambda: _why_not_packed(module, query, key, value, need_weights))
     reason = _why_not_packed(module, query, key, value, need_weights)
     if _TRACE is not None:
@@ -122,7 +123,7 @@ def _why_not_packed(module, query, key, value, need_weights):
         return f"the query is not a batch-first (B, L, {module.embed_dim}) floating-point tensor"
     if need_weights:
         return "the weights are returned (need_weights=True)"
-    if not (key is None or query is key) or not (value is None or value is (query if key is None else key)):
+    if not _one_input(query, key, value):
         return "not self-attention (query, key and value are not one tensor)"
     reason = _why_not_packable(module, query)
     if reason:
@@ -135,6 +136,11 @@ def _why_not_packed(module, query, key, value, need_weights):
     if query.dtype.kind != "f" or not _all_of_dtype(query.dtype, params):
         return "the input and the projections' parameters are not of one floating dtype"
     return None
+
+
+def _one_input(query, key, value):
+    """Whether multi-head attention's ``query``, ``key`` and ``value`` are one tensor (``None``: the one before)."""
+    return (key is None or key is query) and (value is None or value is (query if key is None else key))
 
 
 def _why_not_packable(attention_module, x):
