@@ -14,7 +14,8 @@
     python benchmarks/pool_threshold.py --products-on-pool  # attention's backward alone and right after a two-thread
                                                             # GEMM; training steps with a block's products over the pool
                                                             # and with OpenBLAS's threads (products_on_pool setting)
-    python benchmarks/pool_threshold.py --executor  # the pool against concurrent.futures.ThreadPoolExecutor on
+    python benchmarks/pool_threshold.py --executor  # the pool (a ThreadPoolExecutor whose helpers share a counter
+                                                    # of pieces with the caller) against one future per piece, on
                                                     # attention's and LayerNorm's pooled passes
 
 The sweep times three passes a Transformer layer makes, each on float32 rows of width 512: ``exp`` in
@@ -261,8 +262,8 @@ def sequences(repeat, grid=SEQUENCE_GRID):
 
 
 class _ExecutorPool:
-    """``parallel._pool()``'s part played by a ``concurrent.futures.ThreadPoolExecutor``: one future per piece, the
-    caller waiting on them (what ``--executor`` compares the pool with)."""
+    """``parallel._pool()``'s part played by a plain ``concurrent.futures.ThreadPoolExecutor`` of as many threads:
+    one future per piece, the caller waiting on them (what ``--executor`` compares the pool with)."""
 
     def __init__(self, threads):
         import concurrent.futures
@@ -275,10 +276,10 @@ class _ExecutorPool:
 
 
 def executor(repeat):
-    """``fast.parallel``'s own pool against a ``concurrent.futures.ThreadPoolExecutor`` of as many threads, on the
-    passes the pool runs in a training step: attention's forward and backward over the medium batch (8 × 8 heads
-    of 128 × 128, ``run.py``'s ``sdpa medium``, cut into batch slices by the router) and a LayerNorm forward over
-    (8192, 512) rows; interleaved, medians."""
+    """``fast.parallel``'s pool against one future per piece on a ``concurrent.futures.ThreadPoolExecutor`` of as
+    many threads (``_ExecutorPool``), on the passes the pool runs in a training step: attention's forward and
+    backward over the medium batch (8 × 8 heads of 128 × 128, ``run.py``'s ``sdpa medium``, cut into batch slices
+    by the router) and a LayerNorm forward over (8192, 512) rows; interleaved, medians."""
     from tinyattn.fast import attention
 
     rng = np.random.default_rng(0)

@@ -19,9 +19,9 @@ pass is cut and whether its pieces go over the pool, and ``run`` does what they 
   OpenBLAS runs them so, or inside ``one_blas_thread`` (attention's batch slices, ``matmul``'s pieces, and a
   layer's blocks while a graph is recorded: ``products_on_pool``), so it asks for no more threads than cores.
   The BLAS's thread count is set through ``threadpoolctl`` (OpenBLAS, MKL and BLIS, on every OS).
-- **Its own threads.** ``count - 1`` threads wait on a queue each, and the caller works too: a
-  ``concurrent.futures.ThreadPoolExecutor`` in their place, with its futures and their waits, measured
-  slower per pass (attention over the benchmark's medium batch).
+- **A standard executor.** ``count - 1`` threads of a ``concurrent.futures.ThreadPoolExecutor``, and the caller
+  works too: each helper's one future and the caller take pieces from a shared counter.
+  ``python benchmarks/pool_threshold.py --executor`` times this against one future per piece.
 
 >>> import numpy as np
 >>> x = np.arange(12.0).reshape(6, 2)
@@ -33,11 +33,11 @@ array([ 0.,  4.,  8., 12., 16., 20.])
 """
 
 import atexit
+import concurrent.futures
 import contextlib
 import functools
 import itertools
 import os
-import queue
 import threading
 
 import numpy as np
@@ -154,15 +154,15 @@ _in_task = _TaskFlag()
 
 
 class _Pool:
-    """``count - 1`` worker threads, idle on a queue each; the caller is the ``count``-th."""
+    """A ``concurrent.futures.ThreadPoolExecutor`` of ``count - 1`` threads; the caller is the ``count``-th. A pass
+    hands each helper one future that takes pieces from the pass's shared counter until none is left, as the caller
+    does (fewer futures than pieces: no piece waits behind a slow one's turn)."""
 
     def __init__(self, count):
-        self.inboxes = [queue.SimpleQueue() for _ in range(count - 1)]
+        self.count = count
+        self.executor = concurrent.futures.ThreadPoolExecutor(max_workers=max(1, count - 1),
+                                                              thread_name_prefix="tinyattn-pool")
         self.busy = threading.Lock()  # one pass at a time: a second caller runs its pieces itself
-        self.threads = [threading.Thread(target=self._serve, args=(inbox,), daemon=True, name=f"tinyattn-pool-{i}")
-                        for i, inbox in enumerate(self.inboxes)]
-        for thread in self.threads:
-            thread.start()
 
     def run(self, task, ranges):
         if not self.busy.acquire(blocking=False):
@@ -170,41 +170,28 @@ class _Pool:
                 task(start, stop)
             return
         try:
-            # next(count) is atomic under the GIL; each pass has its own queue of "done" tokens, so a pass
-            # interrupted while it waits (KeyboardInterrupt) leaves no late token for the next pass to count
-            done = queue.SimpleQueue()
-            job = (task, ranges, itertools.count(), [], done)
-            helpers = self.inboxes[: len(ranges) - 1]
-            for inbox in helpers:
-                inbox.put(job)
+            job = (task, ranges, itertools.count(), [])  # next(count) is atomic under the GIL
+            helpers = []
+            for _ in range(min(len(ranges), self.count) - 1):
+                try:
+                    helpers.append(self.executor.submit(_work, job))
+                except RuntimeError:  # the interpreter is exiting: concurrent.futures takes no new work, the caller
+                    break  # does it all (an atexit handler's pass, say)
             _work(job)
-            for _ in helpers:
-                done.get()
+            concurrent.futures.wait(helpers)
         finally:
             self.busy.release()
         errors = job[3]
         if errors:
             raise errors[0]
 
-    def _serve(self, inbox):
-        while True:
-            job = inbox.get()
-            if job is None:
-                return
-            _work(job)
-            done, job = job[4], None  # drop the task and the arrays it holds before waiting for the next one
-            done.put(None)
-
     def close(self):
-        for inbox in self.inboxes:
-            inbox.put(None)
-        for thread in self.threads:
-            thread.join()
+        self.executor.shutdown(wait=True)
 
 
 def _work(job):
     """Take pieces of ``job`` until none is left (or one has failed)."""
-    task, ranges, counter, errors, _ = job
+    task, ranges, counter, errors = job
     previous, _in_task.active = _in_task.active, True
     try:
         for index in counter:
