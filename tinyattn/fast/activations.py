@@ -59,6 +59,7 @@ array([-0.1587,  0.    ,  0.3457,  2.996 ], dtype=float32)
 """
 
 import math
+import threading
 
 import numpy as np
 
@@ -140,8 +141,34 @@ def _exact_cdf(z, out, t):
     ``z``'s shape, left holding ``exp(-z²/2)``."""
     xp = backend.namespace(z)
     _exp_tail(z, out, t, 1 / _CDF_TAIL_SLOPE, 0.5, _CDF_TAIL, signed=True)  # p = Φ(-|z|), unclamped
-    xp.subtract(out, xp.greater_equal(z, 0), out=out)  # p - 1 where z ≥ 0 (-0 included), p where z < 0
+    xp.subtract(out, xp.greater_equal(z, 0, out=_scratch(z, "sign", np.bool_)), out=out)  # p - 1 where z ≥ 0
+    # (-0 included), p where z < 0
     return xp.abs(out, out=out)  # Φ(z): 1 - p or p, exactly as rounded
+
+
+class _Buffers(threading.local):
+    arrays = None  # this thread's scratch arrays: {(dtype, slot): flat array}
+
+
+_BUFFERS = _Buffers()
+
+
+def _scratch(like, slot, dtype=None):
+    """A scratch array of ``like``'s shape (and dtype, or ``dtype``): on NumPy this thread's own for ``slot``, kept
+    and reused by the next call, so a pass's temporaries are not freed and faulted in again each time (glibc hands a
+    freed heap top back to the kernel); a fresh array elsewhere. Never returned to a caller. The kernels' callers
+    hand them at most a piece of rows at a time (``router.elementwise_schedule``), which bounds what is kept."""
+    xp = backend.namespace(like)
+    dtype = like.dtype if dtype is None else np.dtype(dtype)
+    if xp is not np:
+        return xp.empty(like.shape, dtype=dtype)
+    arrays = _BUFFERS.arrays
+    if arrays is None:
+        arrays = _BUFFERS.arrays = {}
+    array = arrays.get((dtype, slot))
+    if array is None or array.size < like.size:
+        array = arrays[dtype, slot] = np.empty(like.size, dtype=dtype)
+    return array[:like.size].reshape(like.shape)
 
 
 def _target(x, out):
@@ -208,7 +235,7 @@ def gelu(z, approximate="none", out=None, slope=None):
 
     ``Φ`` into a scratch array, the slope from it, then ``A`` (``z`` is read last there)."""
     xp, dtype, out = backend.namespace(z), z.dtype.type, _target(z, out)
-    cdf, t = xp.empty_like(z), xp.empty_like(z)
+    cdf, t = _scratch(z, "cdf"), _scratch(z, "t")
     if approximate != "tanh" and _is_float32(z):
         _exact_cdf(z, cdf, t)  # t: exp(-z²/2)
     else:
