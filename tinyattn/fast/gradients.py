@@ -34,10 +34,7 @@ def steal(t, grad, fresh=False):
         _PROBE.counts.append(sys.getrefcount(grad))
         return
     if t._grad is not None:
-        if t._grad_graph is None:
-            t._grad += grad  # the reference's += into the gradient the leaf has (no create_graph tensor holds it)
-        else:
-            _accumulate_leaf(t, grad)  # the reference, which knows what a create_graph gradient needs
+        _accumulate_leaf(t, grad)  # the reference: += into the gradient the leaf has
     elif (fresh and sys.getrefcount(grad) <= _FRESH_REFERENCES[0] and type(grad) is type(t._data)
             and grad.dtype == t._data.dtype and type(grad) is not backend.StrictArray and grad.base is None):
         # (not a view; a strict array's wrapper does not tell whether another wrapper shares its memory)
