@@ -21,6 +21,7 @@ prints which route each module takes and why; ``ta.use_fast_paths(False)`` turns
     kernels.py      array-level steps (LayerNorm rows, ReLU and GELU rows, masked softmax, projections)
     activations.py  GELU's kernels (normal CDF, both forms, and its backward) and a float32 erf
     parallel.py     a thread pool: runs the pieces of a pass over every core where the router says so
+    buffers.py      the large arrays' memory, kept per thread and handed out again once free
     gradients.py    a leaf keeps a fresh gradient as its ``.grad`` instead of a copy (the engine's one slot)
 
 It imports the reference layer (to know its classes), never the other way round.

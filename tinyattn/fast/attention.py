@@ -40,7 +40,7 @@ import math
 import numpy as np
 
 from .. import backend, ops
-from . import parallel
+from . import buffers, parallel
 from .kernels import row_sums, rows_dot, softmax_into, split_heads, split_packed_heads
 
 
@@ -183,11 +183,11 @@ def _scores(a, tile, q, k, target):
 
 def _scratch(a, shape, slot):
     """A unit's scratch array of ``shape``, made at its first tile and reused by the next (``slot``: which one)."""
-    buffers = a.__dict__.setdefault("buffers", {})  # (a unit's own: units that share a buffer never run at once)
-    buffer = buffers.get(slot)
+    scratch = a.__dict__.setdefault("buffers", {})  # (a unit's own: units that share a buffer never run at once)
+    buffer = scratch.get(slot)
     size = math.prod(shape)
     if buffer is None or buffer.size < size:
-        buffer = buffers[slot] = a.xp.empty(size, dtype=a.query.dtype)
+        buffer = scratch[slot] = buffers.empty(a.xp, (size,), a.query.dtype)
     return buffer[:size].reshape(shape)
 
 
@@ -212,19 +212,23 @@ def attention(query, key, value, attn_mask, allowed, is_causal, scale, dropout_p
     if dropout_p:  # F.dropout's draw over the weights (backend.dropout_mask: the same draw)
         keep = backend.dropout_mask(batch + (Lq, Lk), dropout_p, query.dtype, backend.device_of(query))
     scale = query.dtype.type(scale)
-    if schedule.one_tile:  # the whole array as one tile: fresh arrays, no cuts
-        a = Arrays(xp, is_causal, len(batch), query * scale, key, value, keep, attn_mask, allowed)  # Q·scale
+    made = out is None
+    if made:
+        out = buffers.empty(xp, _broadcast(batch, value.shape[:-2]) + (Lq, Ev), query.dtype)  # O
+    by_slices = not schedule.one_tile and all(index for index, _ in schedule.units)  # each unit scales its own
+    scaled = buffers.empty(xp, query.shape, query.dtype)  # Q·scale (the cheaper side): here, or by each unit
+    if not by_slices:
+        xp.multiply(query, scale, out=scaled)
+    a = Arrays(xp, is_causal, len(batch), scaled, key, value, keep, attn_mask, allowed)
+    if schedule.one_tile:  # the whole array as one tile: no cuts
+        a.weights = buffers.empty(xp, batch + (Lq, Lk), query.dtype)  # P
         a.weights, a.out = forward_tile(a, schedule.units[0][1][0], True, out)
         return a.out, a
-    by_slices = all(index for index, _ in schedule.units)  # each unit scales its own slices of Q, on its thread
-    scaled = xp.empty(query.shape, dtype=query.dtype) if by_slices else query * scale  # Q·scale: the cheaper side
-    a = Arrays(xp, is_causal, len(batch), scaled, key, value, keep, attn_mask, allowed)
     online = schedule.keeps == "lse"
     if schedule.keeps == "weights":
-        a.weights = xp.empty(batch + (Lq, Lk), dtype=query.dtype)  # P, kept for backward
-    if out is None:
-        out_batch = _broadcast(batch, value.shape[:-2])
-        out = (xp.zeros if online else xp.empty)(out_batch + (Lq, Ev), dtype=query.dtype)
+        a.weights = buffers.empty(xp, batch + (Lq, Lk), query.dtype)  # P, kept for backward
+    if online and made:
+        out[...] = 0  # (key blocks past the last query are never reached)
     a.out = out
     if online:
         a.row_max = xp.full(batch + (Lq, 1), -math.inf, dtype=query.dtype)  # m
@@ -413,7 +417,7 @@ def packed_attention(qkv, attn_mask, allowed, is_causal, scale, dropout_p, sched
     """``(O, arrays)``: attention over packed ``qkv (3, B, H, L, D)``, its output with the heads merged
     ``(B, L, H·D)`` (a fresh array, written in that layout) and the pass's ``Arrays``. Masks as ``attention``'s."""
     _, B, H, L, D = qkv.shape
-    merged = backend.namespace(qkv).empty((B, L, H * D), dtype=qkv.dtype)
+    merged = buffers.empty(backend.namespace(qkv), (B, L, H * D), qkv.dtype)
     _, arrays = attention(qkv[0], qkv[1], qkv[2], attn_mask, allowed, is_causal, scale, dropout_p, schedule,
                           out=split_heads(merged, H))  # heads written straight into (B, L, H·D)
     return merged, arrays  # (B, L, H·D)

@@ -41,7 +41,7 @@ from ..masks import checked_mask, per_batch_mask
 from ..nn import attention as _attention_module
 from ..nn import functional as F
 from ..tensor import Function, Tensor, records_graph
-from . import parallel, router
+from . import buffers, parallel, router
 from .attention import attention_by_sequences, packed_attention, packed_attention_backward
 from .kernels import (
     bias_gelu,
@@ -320,7 +320,8 @@ def times_weight_t(a, weight, transposed):
     when ``a`` is itself such a transpose. Each entry is the same dot product (summed in another order)."""
     if transposed:
         return (weight @ a.T).T
-    return parallel.matmul(a, weight.T)
+    xp = backend.namespace(a)
+    return parallel.matmul(a, weight.T, out=buffers.empty(xp, (a.shape[0], weight.shape[0]), xp.result_type(a, weight)))
 
 
 def self_attention_block(x, norm, attention, attn_mask, is_causal, norm_first, tokens=None, transposed=False,

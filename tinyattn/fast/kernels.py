@@ -12,7 +12,7 @@ import math
 import numpy as np
 
 from .. import backend
-from . import parallel
+from . import buffers, parallel
 from .activations import LOG2_E, gelu
 
 # ----------------------------------------------------------------------------- sums as products
@@ -47,16 +47,16 @@ def layer_norm_rows(rows, weight, bias, eps, schedule):
     if len(schedule.ranges) == 1:  # one run: the body makes its arrays
         x_hat, rstd, out = _normalize(rows, None, None, None, average, eps, weight, bias, xp)
     else:
-        x_hat, rstd = xp.empty_like(rows), xp.empty((M, 1), dtype=rows.dtype)  # (M, N), (M, 1)
-        out = x_hat if weight is None else xp.empty_like(rows)  # weight and bias share the rows' dtype (callers check)
+        x_hat, rstd = buffers.empty_like(xp, rows), xp.empty((M, 1), dtype=rows.dtype)  # (M, N), (M, 1)
+        out = x_hat if weight is None else buffers.empty_like(xp, rows)  # weight and bias share the rows' dtype
         _by_rows(schedule, _normalize, (rows, x_hat, rstd, out), average, eps, weight, bias, xp)
     return out, (x_hat, rstd, average, weight, schedule)
 
 
 def _normalize(x, x_hat, rstd, y, average, eps, weight, bias, xp):
     """LayerNorm of the rows ``x (R, N)`` into ``x̂``, ``r (R, 1)`` and ``y``, views of the whole pass's arrays,
-    or, where they are ``None`` (one run), into fresh arrays; returns ``(x̂, r, y)``."""
-    x_hat = xp.empty_like(x) if x_hat is None else x_hat
+    or, where they are ``None`` (one run), into arrays of ``fast.buffers``; returns ``(x̂, r, y)``."""
+    x_hat = buffers.empty_like(xp, x) if x_hat is None else x_hat
     r = 1 / xp.sqrt(_center(x, average, x_hat) + eps)  # (R,)
     if rstd is None:
         rstd = r[:, None]
@@ -65,7 +65,7 @@ def _normalize(x, x_hat, rstd, y, average, eps, weight, bias, xp):
     x_hat *= rstd  # x̂
     if weight is None:
         return x_hat, rstd, x_hat
-    y = xp.multiply(x_hat, weight, out=y)
+    y = xp.multiply(x_hat, weight, out=buffers.empty_like(xp, x_hat) if y is None else y)
     y += bias
     return x_hat, rstd, y
 
@@ -110,8 +110,8 @@ def layer_norm_rows_backward(grad, saved):
         grad_x, grad_times_x_hat = _normalize_backward(grad, x_hat, rstd, None, None, average, weight, xp)
     else:
         grad_x = xp.empty(x_hat.shape, dtype=dtype)  # (M, N)
-        grad_times_x_hat = None if weight is None else xp.empty(
-            x_hat.shape, dtype=dtype if x_hat.dtype == dtype else np.promote_types(dtype, x_hat.dtype))
+        grad_times_x_hat = None if weight is None else buffers.empty_like(
+            xp, x_hat, dtype if x_hat.dtype == dtype else np.promote_types(dtype, x_hat.dtype))
         _by_rows(schedule, _normalize_backward, (grad, x_hat, rstd, grad_x, grad_times_x_hat), average, weight, xp)
     if weight is None:
         return grad_x, None, None
@@ -120,12 +120,18 @@ def layer_norm_rows_backward(grad, saved):
 
 def _normalize_backward(g, x_hat, rstd, grad_x, grad_times_x_hat, average, weight, xp):
     """The gradient of the rows ``g (R, N)`` into ``grad_x`` and (with a weight) ``g ∘ x̂``, views of the whole
-    pass's arrays, or, where they are ``None`` (one run), into fresh arrays; returns both."""
+    pass's arrays, or, where they are ``None`` (one run), into a fresh array and one of ``fast.buffers``; returns
+    both. The temporaries (``ĝ``, ``ĝ ∘ x̂``) are ``fast.buffers``' too."""
+    dtype = np.result_type(g, x_hat) if weight is None else np.result_type(g, x_hat, weight)
     if weight is not None:
-        grad_times_x_hat = xp.multiply(g, x_hat, out=grad_times_x_hat)  # for dweight
-        g = g * weight  # ĝ
+        if grad_times_x_hat is None:
+            grad_times_x_hat = buffers.empty_like(xp, g, np.result_type(g, x_hat))
+        xp.multiply(g, x_hat, out=grad_times_x_hat)  # for dweight
+        g = xp.multiply(g, weight, out=buffers.empty_like(xp, g, np.result_type(g, weight)))  # ĝ
     grad_x = xp.subtract(g, (g @ average)[:, None], out=grad_x)
-    grad_x -= x_hat * ((g * x_hat) @ average)[:, None]
+    scratch = xp.multiply(g, x_hat, out=buffers.empty_like(xp, g, dtype))  # ĝ ∘ x̂
+    xp.multiply(x_hat, (scratch @ average)[:, None], out=scratch)
+    grad_x -= scratch
     grad_x *= rstd
     return grad_x, grad_times_x_hat
 
@@ -177,7 +183,7 @@ def bias_gelu(z, bias, approximate, schedule, slope=True):
         rows, bias_args = _with_bias(z, bias)
         _by_rows(schedule, _bias_gelu, rows, *bias_args, approximate)
         return z, None
-    slopes = backend.namespace(z).empty_like(z)  # in z's order
+    slopes = buffers.empty_like(backend.namespace(z), z)  # in z's order
     rows, bias_args = _with_bias(z, bias, slopes)
     _by_rows(schedule, _bias_gelu_and_slope, rows, *bias_args, approximate)
     return z, slopes
@@ -223,7 +229,7 @@ def masked_softmax(scores, allowed):
     xp = backend.namespace(scores)
     if allowed is not None:
         scores = xp.where(allowed, scores, -math.inf)  # (…, Lq, Lk), a copy; a forbidden key scores -inf
-    out = xp.empty(scores.shape, dtype=scores.dtype)
+    out = buffers.empty(xp, scores.shape, scores.dtype)
     if scores.size:
         softmax_into(scores, out)
     return out
@@ -373,7 +379,8 @@ def in_projection(rows, weights, biases, batch_shape, num_heads, tokens=None, tr
         out, weight = out_t.T, None  # Y (M, 3·H·D), a view
     else:
         weight = xp.concatenate(weights)  # (3·H·D, E)
-        out = parallel.matmul(rows, weight.T)  # (B·L, 3·H·D) or (T, 3·H·D), a fresh array
+        out = buffers.empty(xp, (rows.shape[0], weight.shape[0]), xp.result_type(rows, weight))  # (B·L or T, 3·H·D)
+        out = parallel.matmul(rows, weight.T, out=out)
         if biases is not None:
             out += xp.concatenate(biases)
     if tokens is not None:

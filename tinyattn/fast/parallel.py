@@ -42,6 +42,7 @@ import threading
 
 import numpy as np
 
+from .. import backend
 from . import router
 
 
@@ -85,16 +86,16 @@ def one_blas_thread():
                     library.set_num_threads(count)
 
 
-def matmul(a, b):
-    """``a @ b`` for 2-D arrays. Inside a block that runs its products on the pool (``products_on_pool``), a
-    product the router cuts (``router.product_schedule``: one run of ``a``'s rows per thread) goes over the pool,
-    each run's product on one BLAS thread, into a fresh C-ordered array; anything else is ``a @ b``."""
-    if not _products.on_pool:  # (asked first: the router's checks cost more than a small product)
-        return a @ b
-    schedule = router.product_schedule(a, b)
-    if schedule is None:
-        return a @ b
-    out = np.empty((a.shape[0], b.shape[-1]), dtype=np.result_type(a, b))
+def matmul(a, b, out=None):
+    """``a @ b`` for 2-D arrays, into ``out`` when given (C-ordered, of the product's shape), else a fresh array. Inside
+    a block that runs its products on the pool (``products_on_pool``), a product the router cuts
+    (``router.product_schedule``: one run of ``a``'s rows per thread) goes over the pool, each run's product on one
+    BLAS thread; anything else is one call."""
+    schedule = router.product_schedule(a, b) if _products.on_pool else None  # (the flag first: the router's
+    if schedule is None:  # checks cost more than a small product)
+        return a @ b if out is None else backend.namespace(a).matmul(a, b, out=out)
+    if out is None:
+        out = np.empty((a.shape[0], b.shape[-1]), dtype=np.result_type(a, b))
 
     def product_rows(start, stop):  # rows start:stop of a @ b, on one BLAS thread
         np.matmul(a[start:stop], b, out=out[start:stop])

@@ -1,0 +1,66 @@
+"""fast.buffers: a kept block is handed out again only once nothing refers to it, and results stay intact."""
+
+import numpy as np
+import pytest
+
+import tinyattn as ta
+from tinyattn.fast import buffers
+
+F32 = np.dtype(np.float32)
+
+
+@pytest.fixture(autouse=True)
+def _fresh_blocks():
+    buffers.clear()
+    yield
+    buffers.clear()
+
+
+def _address(array):
+    return array.__array_interface__["data"][0]
+
+
+def test_a_block_in_use_is_never_handed_out():
+    a = buffers.empty(np, (256, 256), F32)
+    view = a[3:]  # a view of a view still refers to the block
+    del a
+    b = buffers.empty(np, (256, 256), F32)
+    assert not np.shares_memory(b, view)
+
+
+def test_a_free_block_is_reused_for_sizes_down_to_half():
+    a = buffers.empty(np, (512, 256), F32)
+    address = _address(a)
+    del a
+    b = buffers.empty(np, (256, 256), np.dtype(np.float64))  # the same bytes, another shape and dtype
+    assert _address(b) == address and b.shape == (256, 256) and b.flags.c_contiguous
+    del b
+    c = buffers.empty(np, (200, 256), F32)  # under half the block: a block of its own
+    assert _address(c) != address
+    assert buffers.kept_bytes() == 512 * 256 * 4 + 200 * 256 * 4
+
+
+def test_small_arrays_and_other_namespaces_are_plain():
+    small = buffers.empty(np, (16, 16), F32)
+    assert small.base is None and buffers.kept_bytes() == 0
+
+
+def test_f_ordered_like_keeps_the_order():
+    x = np.asfortranarray(np.ones((512, 256), dtype=np.float32))
+    y = buffers.empty_like(np, x)
+    assert y.shape == x.shape and y.flags.f_contiguous and not y.flags.c_contiguous
+
+
+def test_layer_outputs_of_earlier_steps_stay_intact():
+    """A result the caller keeps is never written over by a later step's arrays."""
+    rng = np.random.default_rng(0)
+    layer = ta.nn.TransformerEncoderLayer(128, 4, 512, dropout=0.0)
+    xs = [ta.tensor(rng.standard_normal((4, 64, 128), dtype=np.float32)) for _ in range(3)]
+    with ta.no_grad():
+        outs = [layer(x) for x in xs]
+        kept = [out.numpy().copy() for out in outs]
+        again = [layer(x) for x in xs]
+    for out, copy, other in zip(outs, kept, again):
+        np.testing.assert_array_equal(out.numpy(), copy)
+        np.testing.assert_array_equal(other.numpy(), copy)
+    assert buffers.kept_bytes() > 0  # (the layer's arrays came from kept blocks)

@@ -1,0 +1,104 @@
+"""The fast layer's large arrays, made in memory it keeps: a caching allocator, as PyTorch keeps GPU memory.
+
+A training or inference step makes the same large arrays at every step. glibc's ``malloc`` maps an
+allocation of 128 KiB or more afresh, and hands the free top of its heap back to the kernel, so the
+next step's array of the same size pays a page fault for each 4 KiB it writes first. The fast layer
+makes instead its large arrays (its kernels' results and scratch, the arrays its nodes save for backward)
+as views of blocks of memory it keeps, per thread: ``empty(xp, shape, dtype)`` views a kept block that
+nothing else refers to any more (its reference count says so: every view of a block refers to it as its
+``base``), and makes a new block otherwise. Nothing about ``malloc`` changes for the rest of the process
+(``ta.backend.keep_freed_memory()`` remains the opt-in that does that).
+
+Rules that keep it safe and lean:
+
+- A block is in use while anything refers to it (an array viewing it, a tensor or a node holding such an
+  array); only a block that this module's list alone refers to is handed out again.
+- A block serves a request of at least half its size, the smallest free one first, so that a step's arrays
+  of several sizes do not hold on to much more memory than they use.
+- Gradients that the graph walk hands to a leaf are never made here: a leaf keeps a fresh gradient as its
+  ``.grad`` only when it owns its memory (``gradients.steal``).
+- On CuPy (which pools its own memory) and below 128 KiB, ``empty`` is ``xp.empty``.
+- At most ``_MOST_KEPT`` blocks per thread; past it, the free ones are let go. ``clear()`` lets go of all.
+
+>>> import numpy as np
+>>> f32 = np.dtype(np.float32)
+>>> a = empty(np, (256, 256), f32)
+>>> b = empty(np, (256, 256), f32)                 # a is in use: another block
+>>> np.shares_memory(a, b)
+False
+>>> address = a.__array_interface__["data"][0]
+>>> del a                                           # a's block is free again: viewed anew
+>>> empty(np, (128, 512), f32).__array_interface__["data"][0] == address
+True
+"""
+
+import math
+import sys
+import threading
+
+import numpy as np
+
+_MAPPED_BYTES = 128 << 10  # glibc's mmap threshold at start: from here an allocation is mapped afresh
+_MOST_KEPT = 64  # blocks kept per thread (a deep model's saved arrays beyond them are plain allocations)
+
+
+class _Kept(threading.local):
+    blocks = None  # this thread's kept blocks of memory: [1-D uint8 array, …]
+
+
+_KEPT = _Kept()
+_FREE = [0]  # sys.getrefcount of a kept block that nothing else refers to, read where empty() reads it
+
+
+def empty(xp, shape, dtype):
+    """An uninitialised C-ordered array of ``shape`` and ``dtype`` (a NumPy dtype) in the namespace ``xp``: on
+    NumPy, from 128 KiB, a view of the smallest kept block that is free and large enough (at most twice the size
+    asked for), or of a new block kept from now on (see the module's docstring)."""
+    nbytes = math.prod(shape) * dtype.itemsize
+    if xp is not np or nbytes < _MAPPED_BYTES:
+        return xp.empty(shape, dtype=dtype)
+    blocks = _KEPT.blocks
+    if blocks is None:
+        blocks = _KEPT.blocks = []
+    best = None
+    for block in blocks:
+        if nbytes <= block.size <= 2 * nbytes and sys.getrefcount(block) <= _FREE[0] and (
+                best is None or block.size < best.size):
+            best = block
+    if best is None:
+        best = np.empty(nbytes, dtype=np.uint8)
+        if len(blocks) >= _MOST_KEPT:
+            blocks[:] = [block for block in blocks if sys.getrefcount(block) > _FREE[0]]  # let the free ones go
+        if len(blocks) < _MOST_KEPT:
+            blocks.append(best)
+    return best[:nbytes].view(dtype).reshape(shape)  # (a view: its base, the block, counts it as in use)
+
+
+def empty_like(xp, x, dtype=None):
+    """``empty`` of ``x``'s shape (and dtype, or ``dtype``), in ``x``'s memory order where ``x`` is F-ordered (as
+    ``xp.empty_like`` keeps it), else C-ordered."""
+    dtype = x.dtype if dtype is None else dtype
+    if x.flags.f_contiguous and not x.flags.c_contiguous:
+        return empty(xp, x.shape[::-1], dtype).T
+    return empty(xp, x.shape, dtype)
+
+
+def clear():
+    """Let go of every block this thread keeps (those still in use live on with their arrays)."""
+    _KEPT.blocks = []
+
+
+def kept_bytes():
+    """The bytes of the blocks this thread keeps, in use or not."""
+    return sum(block.size for block in _KEPT.blocks or ())
+
+
+def _measure():
+    """Set ``_FREE``: the count ``empty`` reads for a block only its list refers to (the list, the loop's name and
+    getrefcount's argument)."""
+    probe = [np.empty(1, dtype=np.uint8)]
+    for block in probe:
+        _FREE[0] = sys.getrefcount(block)
+
+
+_measure()
