@@ -183,7 +183,7 @@ def _scores(a, tile, q, k, target):
 
 def _scratch(a, shape, slot):
     """A unit's scratch array of ``shape``, made at its first tile and reused by the next (``slot``: which one)."""
-    scratch = a.__dict__.setdefault("buffers", {})  # (a unit's own: units that share a buffer never run at once)
+    scratch = a.__dict__.setdefault("scratch", {})  # (a unit's own: units that share one never run at once)
     buffer = scratch.get(slot)
     size = math.prod(shape)
     if buffer is None or buffer.size < size:
@@ -212,6 +212,10 @@ def attention(query, key, value, attn_mask, allowed, is_causal, scale, dropout_p
     if dropout_p:  # F.dropout's draw over the weights (backend.dropout_mask: the same draw)
         keep = backend.dropout_mask(batch + (Lq, Lk), dropout_p, query.dtype, backend.device_of(query))
     scale = query.dtype.type(scale)
+    if schedule.one_tile and not buffers.kept(batch + (Lq, Lk), query.dtype):  # one small tile: fresh arrays
+        a = Arrays(xp, is_causal, len(batch), query * scale, key, value, keep, attn_mask, allowed)  # Q·scale
+        a.weights, a.out = forward_tile(a, schedule.units[0][1][0], True, out)
+        return a.out, a
     made = out is None
     if made:
         out = buffers.empty(xp, _broadcast(batch, value.shape[:-2]) + (Lq, Ev), query.dtype)  # O
@@ -249,7 +253,7 @@ def attention(query, key, value, attn_mask, allowed, is_causal, scale, dropout_p
         out /= safe_denominator  # a row with no key: 0 / 1 = 0
         a.lse = xp.where(attended, a.row_max + xp.log(safe_denominator), math.inf)  # (…, Lq, 1)
         a.row_max = a.denominator = None
-    a.__dict__.pop("buffers", None)
+    a.__dict__.pop("scratch", None)
     return out, a
 
 
@@ -356,7 +360,7 @@ def attention_backward(grad, a, schedule, scale, mask_shape=None, out=None):
         grad_mask = a.grad_mask.reshape(mask_shape) if online else ops.sum_to(a.grad_scores, mask_shape)
     grads = (a.grad_query, a.grad_key, a.grad_value, grad_mask)
     a.grad = a.grad_query = a.grad_key = a.grad_value = a.grad_scores = a.grad_mask = a.D = None
-    a.__dict__.pop("buffers", None)
+    a.__dict__.pop("scratch", None)
     return grads
 
 

@@ -56,7 +56,7 @@ def empty(xp, shape, dtype):
     asked for), or of a new block kept from now on (see the module's docstring)."""
     nbytes = math.prod(shape) * dtype.itemsize
     if xp is not np or nbytes < _MAPPED_BYTES:
-        return xp.empty(shape, dtype=dtype)
+        return xp.empty(shape, dtype=dtype)  # (the same test as ``kept``'s, inline: this runs on every call)
     blocks = _KEPT.blocks
     if blocks is None:
         blocks = _KEPT.blocks = []
@@ -72,6 +72,11 @@ def empty(xp, shape, dtype):
         if len(blocks) < _MOST_KEPT:
             blocks.append(best)
     return best[:nbytes].view(dtype).reshape(shape)  # (a view: its base, the block, counts it as in use)
+
+
+def kept(shape, dtype):
+    """Whether ``empty`` makes an array of ``shape`` and ``dtype`` (on NumPy) in a kept block: from 128 KiB."""
+    return math.prod(shape) * dtype.itemsize >= _MAPPED_BYTES
 
 
 def empty_like(xp, x, dtype=None):
