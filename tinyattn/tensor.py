@@ -643,6 +643,9 @@ def _run_backward(root, grad, retain_graph, create_graph=False, inputs=None):
         _accumulate_leaf(root, grad._data if isinstance(grad, Tensor) else grad)  # (always copied)
         return
     accumulate = LEAF_ACCUMULATOR[0] if dispatch.enabled() else _accumulate_leaf
+    if inputs is None and not create_graph and not _KEPT_RECOMPUTATIONS[0] and _ANOMALY[0] is not True:
+        _backpropagate(root._ctx, grad, retain_graph, accumulate)
+        return
     if inputs is not None:
         grads = _walk([(root, grad)], retain_graph, create_graph, inputs)
         for t in inputs:
@@ -663,6 +666,47 @@ def _run_backward(root, grad, retain_graph, create_graph=False, inputs=None):
             leaf._grad, leaf._grad_graph = total._data, total
         else:
             accumulate(leaf, g, fresh)
+
+
+def _backpropagate(root, grad, retain_graph, accumulate):
+    """The walk of a plain ``backward()`` (every training step's): ``_walk`` for one root node and its array
+    gradient, with no ``create_graph``, no ``inputs``, no NaN check and no recomputation to follow, so that
+    none of their tests runs per node. Each leaf without hooks takes its gradients as they come
+    (``accumulate``); the others' are summed, seen by their hooks, then accumulated."""
+    grads, owned, hooked = {root: grad}, set(), {}  # node -> its output's gradient so far; leaves with hooks
+    for fn in _topological_order((root,)):
+        grad = grads.pop(fn, None)
+        if grad is None:
+            continue
+        if fn.hooks is not None:
+            grad = fn.hooks.run(grad)
+        if fn.released:
+            _freed(fn)
+        for counter, version in fn.versions:  # was an array it saved written to since?
+            if counter[0] != version:
+                _modified(fn, counter[0], version)
+        input_grads = fn.backward(grad)
+        if not retain_graph:
+            fn.release()
+        fresh = fn.fresh_gradients
+        for p, ctx, g in zip(fn.parents, fn.edges, input_grads):
+            if g is None:
+                continue
+            if ctx is None:  # a leaf when the node was recorded
+                if p.requires_grad and p._ctx is None:
+                    if p._hooks is None:
+                        accumulate(p, g, fresh)
+                    else:
+                        _add(hooked, id(p), g, p, fresh)
+            elif ctx not in grads:
+                grads[ctx] = g  # may be another node's array: never written to
+            elif ctx in owned:
+                grads[ctx] += g  # in place (a NumPy 0-d scalar, being immutable, is replaced)
+            else:
+                grads[ctx] = grads[ctx] + g
+                owned.add(ctx)
+    for leaf, g, _, _ in hooked.values():
+        accumulate(leaf, leaf._hooks.run(g), False)  # (a hook's result: the user may hold it)
 
 
 # ----------------------------------------------------------------------------- differentiating a backward

@@ -21,26 +21,14 @@ from ..tensor import LEAF_ACCUMULATOR, Function, Tensor, _accumulate_leaf
 _FRESH_REFERENCES = [0]  # sys.getrefcount inside steal of an array only the walk refers to
 
 
-class _Probe(threading.local):
-    counts = None  # while measure() runs on this thread: the counts steal sees here (other threads go on as usual)
-
-
-_PROBE = _Probe()
-
-
 def steal(t, grad, fresh=False):
     """``tensor._accumulate_leaf``, keeping a fresh gradient (see the module's docstring) instead of copying it."""
-    if _PROBE.counts is not None:
-        _PROBE.counts.append(sys.getrefcount(grad))
-        return
-    if t._grad is not None:
-        _accumulate_leaf(t, grad)  # the reference: += into the gradient the leaf has
-    elif (fresh and sys.getrefcount(grad) <= _FRESH_REFERENCES[0] and type(grad) is type(t._data)
+    if (fresh and t._grad is None and sys.getrefcount(grad) <= _FRESH_REFERENCES[0] and type(grad) is type(t._data)
             and grad.dtype == t._data.dtype and type(grad) is not backend.StrictArray and grad.base is None):
         # (not a view; a strict array's wrapper does not tell whether another wrapper shares its memory)
         t._grad = grad
     else:
-        _accumulate_leaf(t, grad)  # the reference: a copy
+        _accumulate_leaf(t, grad)  # the reference: a copy, or += into the gradient the leaf has
 
 
 def install():
@@ -63,17 +51,25 @@ class _ProbeNode(Function):
 
 def measure():
     """Set the reference count of a fresh gradient inside ``steal``, measured through the walk's own calls: a
-    backward through a probe node, its fresh gradient handed to ``steal`` as the walk hands it."""
+    backward through a probe node, its fresh gradient handed to a probe in the slot, called as ``steal`` is."""
     leaf = Tensor(np.zeros(1), requires_grad=True)
+    counts, measuring = [], threading.get_ident()
+
+    def probe(t, grad, fresh=False):  # (steal's signature: the same calls give the same count)
+        if threading.get_ident() == measuring:
+            counts.append(sys.getrefcount(grad))
+        else:  # another thread's walk meanwhile: the reference
+            _accumulate_leaf(t, grad)
+
     tracer, profiler = sys.gettrace(), sys.getprofile()
     sys.settrace(None)  # a debugger's tracer may hold frames' locals: it would raise the count
     sys.setprofile(None)
-    _PROBE.counts = counts = []  # (steal records while the probe is set, on this thread)
+    previous, LEAF_ACCUMULATOR[0] = LEAF_ACCUMULATOR[0], probe
     try:
         with dispatch.use_fast_paths(True):  # (the walk takes the slot only with fast paths on)
             _ProbeNode.apply(leaf).backward(np.ones(1))
     finally:
+        LEAF_ACCUMULATOR[0] = previous
         sys.settrace(tracer)
         sys.setprofile(profiler)
-        _PROBE.counts = None
     _FRESH_REFERENCES[0] = counts[0]

@@ -93,7 +93,9 @@ def matmul(a, b, out=None):
     BLAS thread; anything else is one call."""
     schedule = router.product_schedule(a, b) if _products.on_pool else None  # (the flag first: the router's
     if schedule is None:  # checks cost more than a small product)
-        return a @ b if out is None else backend.namespace(a).matmul(a, b, out=out)
+        if out is None:
+            return a @ b
+        return np.matmul(a, b, out=out) if type(a) is np.ndarray else backend.namespace(a).matmul(a, b, out=out)
     if out is None:
         out = np.empty((a.shape[0], b.shape[-1]), dtype=np.result_type(a, b))
 
