@@ -55,7 +55,6 @@ _ENABLED = [os.environ.get("TINYATTN_FAST", "1") != "0"]
 _COUNT = itertools.count(1)  # next() on it is atomic: two threads never take the same generation
 _GENERATION = [0]
 _TABLE = {}  # unit (a function or a Module class) -> tuple of Replacement rows
-_CALLS = {}  # unit -> ((why_not, run), ...): the same rows as plain pairs, read on every call
 _FORWARDS = {}  # a Module class in the table -> its forward when its rows were registered
 _RESOLVED = {}  # a module class -> the nearest class of its MRO that is in the table, or None
 WITHOUT_ROWS = set()  # module classes that have no rows: Module.__call__ skips the table for them at once
@@ -63,10 +62,13 @@ WITHOUT_ROWS = set()  # module classes that have no rows: Module.__call__ skips 
 
 def register(unit, name, why_not, run):
     """Add a row for ``unit`` (a ``@replaceable`` function or a ``Module`` class), after its earlier rows."""
+    if not isinstance(unit, type) and not isinstance(getattr(unit, "calls", None), list):
+        raise TypeError(f"register: {unit!r} is neither a @replaceable function nor a Module class")
     _TABLE[unit] = _TABLE.get(unit, ()) + (Replacement(name, why_not, run),)
-    _CALLS[unit] = tuple((row.why_not, row.run) for row in _TABLE[unit])
     if isinstance(unit, type):
         _FORWARDS[unit] = unit.forward
+    else:
+        unit.calls[:] = [(row.why_not, row.run) for row in _TABLE[unit]]
     _RESOLVED.clear()
     WITHOUT_ROWS.clear()
     changed()
@@ -91,7 +93,6 @@ def _rows_of_class(cls):
 
 
 _UNSEEN = object()
-_NONE = ()
 
 
 def module_replacement(module, args, kwargs):
@@ -141,15 +142,17 @@ def replaceable(definition):
     """Mark ``definition`` as a unit the fast layer may replace. Called, the unit runs the first of its
     rows that applies, else the definition itself (``unit.reference``)."""
 
+    calls = []  # the unit's rows as plain (why_not, run) pairs, read on every call (register() fills it)
+
     @functools.wraps(definition)
     def unit(*args, **kwargs):
         if _ENABLED[0]:
-            for why_not, run in _CALLS.get(unit, _NONE):
+            for why_not, run in calls:
                 if why_not is None or why_not(*args, **kwargs) is None:
                     return run(*args, **kwargs)
         return definition(*args, **kwargs)
 
-    unit.reference = definition
+    unit.reference, unit.calls = definition, calls
     return unit
 
 

@@ -83,6 +83,8 @@ def empty_like(xp, x, dtype=None):
     """``empty`` of ``x``'s shape (and dtype, or ``dtype``), in ``x``'s memory order where ``x`` is F-ordered (as
     ``xp.empty_like`` keeps it), else C-ordered."""
     dtype = x.dtype if dtype is None else dtype
+    if xp is np and x.size * dtype.itemsize < _MAPPED_BYTES:  # (``empty``'s own test, first: every call runs it)
+        return np.empty_like(x, dtype, "A")  # (order "A": F where x is F-ordered and not C, else C)
     if x.flags.f_contiguous and not x.flags.c_contiguous:
         return empty(xp, x.shape[::-1], dtype).T
     return empty(xp, x.shape, dtype)

@@ -122,12 +122,13 @@ def _normalize_backward(g, x_hat, rstd, grad_x, grad_times_x_hat, average, weigh
     """The gradient of the rows ``g (R, N)`` into ``grad_x`` and (with a weight) ``g ∘ x̂``, views of the whole
     pass's arrays, or, where they are ``None`` (one run), into a fresh array and one of ``fast.buffers``; returns
     both. The temporaries (``ĝ``, ``ĝ ∘ x̂``) are ``fast.buffers``' too."""
-    dtype = np.result_type(g, x_hat) if weight is None else np.result_type(g, x_hat, weight)
+    same = x_hat.dtype == g.dtype and (weight is None or weight.dtype == g.dtype)  # (the common case: no promotion)
+    dtype = g.dtype if same else np.result_type(g, x_hat) if weight is None else np.result_type(g, x_hat, weight)
     if weight is not None:
         if grad_times_x_hat is None:
-            grad_times_x_hat = buffers.empty_like(xp, g, np.result_type(g, x_hat))
+            grad_times_x_hat = buffers.empty_like(xp, g, dtype if same else np.result_type(g, x_hat))
         xp.multiply(g, x_hat, out=grad_times_x_hat)  # for dweight
-        g = xp.multiply(g, weight, out=buffers.empty_like(xp, g, np.result_type(g, weight)))  # ĝ
+        g = xp.multiply(g, weight, out=buffers.empty_like(xp, g, dtype if same else np.result_type(g, weight)))  # ĝ
     grad_x = xp.subtract(g, (g @ average)[:, None], out=grad_x)
     scratch = xp.multiply(g, x_hat, out=buffers.empty_like(xp, g, dtype))  # ĝ ∘ x̂
     xp.multiply(x_hat, (scratch @ average)[:, None], out=scratch)

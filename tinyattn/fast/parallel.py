@@ -119,9 +119,11 @@ def products_on_pool(method):
     yes, the method runs with the BLAS on one thread (``one_blas_thread``) and its products go over the pool
     (``matmul``), so OpenBLAS's own threads stay asleep: after each call they spin on the other cores for a
     while, and a pooled pass that comes next (GELU, attention's pieces) would share its core with them."""
+    is_forward = method.__name__ == "forward"
+
     @functools.wraps(method)
     def wrapped(self, *args, **kwargs):
-        if method.__name__ == "forward":
+        if is_forward:
             self.on_pool = kwargs.get("products_on_pool", False)
         if not getattr(self, "on_pool", False) or _products.on_pool:
             return method(self, *args, **kwargs)

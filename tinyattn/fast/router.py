@@ -69,6 +69,16 @@ def why_not_fused_attention(query, key, value, attn_mask, dropout_p, is_causal, 
     return None
 
 
+def why_not_whole_attention(query, key, value, attn_mask, dropout_p, is_causal, scale, need_weights):
+    """``None`` when scaled dot-product attention runs as one ``fast.Attention`` node over the whole ``(…, Lq, Lk)``
+    scores: the fused route applies, and the blocked one does not (``why_not_blocked_attention``). The table tries
+    this row first, as the common one: a short sequence is decided by one test."""
+    reason = why_not_fused_attention(query, key, value, attn_mask, dropout_p, is_causal, scale, need_weights)
+    if reason is None and dropout_p == 0.0 and key.shape[-2] >= tuning.blocked_attention_min_keys:
+        return f"{key.shape[-2]} keys go a block at a time (fast.BlockedAttention)"
+    return reason
+
+
 def why_not_blocked_attention(query, key, value, attn_mask, dropout_p, is_causal, scale, need_weights):
     """``None`` when scaled dot-product attention goes a block of keys at a time
     (``fast.BlockedAttention``, never holding the whole ``(…, Lq, Lk)`` scores)."""
@@ -104,7 +114,7 @@ def why_not_packed_self_attention(module, query, key=None, value=None, attn_mask
         if need_weights or not _one_input(query, key, value):  # (at once: no memo needed)
             return _why_not_packed(module, query, key, value, need_weights)
         memo = ("packed", id(module), type(query), getattr(query, "shape", None), getattr(query, "dtype", None))
-        return _remembered(memo, module, lambda: _why_not_packed(module, query, key, value, need_weights))
+        return _remembered(memo, module, _why_not_packed, module, query, key, value, need_weights)
     reason = _why_not_packed(module, query, key, value, need_weights)
     if _TRACE is not None:
         _record(module, "projections and attention", "fast.InProjection + fast.PackedSelfAttention", reason)
@@ -677,8 +687,8 @@ _REMEMBERED = {}  # (id(layer), x's shape, x's dtype, mask kind, _sa_block, _ff_
 # and likewise multi-head attention's packed route
 
 
-def _remembered(key, owner, find):
-    """``find()``'s answer for the module ``owner`` and the call described by ``key``, remembered while
+def _remembered(key, owner, find, *args):
+    """``find(*args)``'s answer for the module ``owner`` and the call described by ``key``, remembered while
     ``dispatch.generation()`` stays the one it was found at."""
     generation = dispatch.generation()
     remembered = _REMEMBERED.get(key)
@@ -687,7 +697,7 @@ def _remembered(key, owner, find):
         return remembered[2]
     if len(_REMEMBERED) > 4096:  # stale entries of earlier generations
         _REMEMBERED.clear()
-    answer = find()
+    answer = find(*args)
     if dispatch.generation() == generation:  # nothing changed while the checks ran (another thread, say)
         _REMEMBERED[key] = (generation, weakref.ref(owner), answer)
     return answer
@@ -704,8 +714,9 @@ def _layer_route(layer, x, attn_mask, ff_norm, ff_dropout):
     if _TRACE is not None:
         return _find_layer_route(layer, x, attn_mask, ff_norm, ff_dropout)
     cls = type(layer)
-    key = (id(layer), x.shape, x.dtype, _mask_kind(attn_mask), cls._sa_block, cls._ff_block)
-    return _remembered(key, layer, lambda: _find_layer_route(layer, x, attn_mask, ff_norm, ff_dropout))
+    key = (id(layer), x.shape, x.dtype, None if attn_mask is None else _mask_kind(attn_mask), cls._sa_block,
+           cls._ff_block)
+    return _remembered(key, layer, _find_layer_route, layer, x, attn_mask, ff_norm, ff_dropout)
 
 
 def _find_layer_route(layer, x, attn_mask, ff_norm, ff_dropout):

@@ -9,8 +9,8 @@
     attention's softmax (F._softmax_over_allowed)  fast.MaskedSoftmax                (always)
     heads split and merged (attention._split_heads, _merge_heads)
                                                    fast.SplitHeads, fast.MergeHeads  (always)
-    scaled dot-product attention (F._attention)    fast.BlockedAttention             why_not_blocked_attention
-                                                   fast.Attention                    why_not_fused_attention
+    scaled dot-product attention (F._attention)    fast.Attention                    why_not_whole_attention
+                                                   fast.BlockedAttention             why_not_blocked_attention
     nn.MultiHeadAttention,                         the module's own forward, no fused
       nn.TransformerEncoderLayer,                    node inside (reference_lines)     why_not_reference_lines
       nn.TransformerDecoderLayer                     (tried first)
@@ -166,8 +166,8 @@ def register():
         (F._softmax_over_allowed, "fast.MaskedSoftmax", None, masked_softmax),
         (_attention_module._split_heads, "fast.SplitHeads", None, split_heads),
         (_attention_module._merge_heads, "fast.MergeHeads", None, merge_heads),
+        (F._attention, "fast.Attention", router.why_not_whole_attention, attention_fused),  # (the common one first)
         (F._attention, "fast.BlockedAttention", router.why_not_blocked_attention, attention_blocked),
-        (F._attention, "fast.Attention", router.why_not_fused_attention, attention_fused),
         *((unit, f"the reference lines, no fused node inside ({name})", router.why_not_reference_lines,
            reference_lines(unit)) for unit, name in ((_attention_module.MultiHeadAttention, "multi-head attention"),
                                                (_transformer.TransformerEncoderLayer, "encoder layer"),
