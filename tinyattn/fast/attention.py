@@ -145,12 +145,18 @@ class Arrays:
         return unit
 
 
+def _whole(a, tile):
+    """Whether ``tile`` is all of ``a`` (a unit's arrays): then the arrays themselves are its rows, with no views (nor,
+    below, any other array's part: ``x if whole else _rows(x, …)``)."""
+    return tile[0] == 0 and tile[2] == 0 and tile[1] == a.query.shape[-2] and tile[3] == a.key.shape[-2]
+
+
 def _views(a, tile):
     """``(whole, Q·scale, K, V, G)`` of one tile of ``a`` (a unit's arrays): whether the tile is all of them, and its
     rows of each (``(…, R, E)``, ``(…, C, E)``, ``(…, C, Ev)``, ``(…, R, Ev)``): the arrays themselves for a whole
-    tile, which needs no views (nor, below, any other array's part: ``x if whole else _rows(x, …)``)."""
+    tile."""
     q0, q1, k0, k1 = tile
-    if q0 == 0 and k0 == 0 and q1 == a.query.shape[-2] and k1 == a.key.shape[-2]:
+    if _whole(a, tile):
         return True, a.query, a.key, a.value, a.grad
     grad = None if a.grad is None else a.grad[..., q0:q1, :]
     return False, a.query[..., q0:q1, :], a.key[..., k0:k1, :], a.value[..., k0:k1, :], grad
@@ -280,7 +286,9 @@ def forward_tile(a, tile, first, out=None):
     (``a.out``); ``first``: the unit's first tile, which covers all its rows (``acc`` is 0 until it comes)."""
     xp = a.xp
     q0, q1, k0, k1 = tile
-    whole, query, key, value, _ = _views(a, tile)
+    whole, query, key, value = _whole(a, tile), a.query, a.key, a.value
+    if not whole:
+        query, key, value = _views(a, tile)[1:4]
     if a.row_max is None:
         probs = _scores(a, tile, query, key, a.weights if whole else _block(a.weights, *tile))  # S (…, R, C)
         if probs.size:
@@ -374,7 +382,9 @@ def backward_tile(a, tile, first, keys, queries=True):
     and, with ``keys``, ``dK = dSᵀ (Q·scale)``, ``dV = (P ∘ M)ᵀ G`` (each key tile comes once per unit)."""
     xp = a.xp
     q0, q1, k0, k1 = tile
-    whole, query, key, value, grad = _views(a, tile)
+    whole, query, key, value, grad = _whole(a, tile), a.query, a.key, a.value, a.grad
+    if not whole:
+        query, key, value, grad = _views(a, tile)[1:]
     if a.lse is None:
         probs = a.weights if whole else _block(a.weights, *tile)  # P (…, R, C)
     else:
