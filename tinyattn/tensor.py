@@ -7,10 +7,11 @@ instance which keeps its inputs (``parents``) and whatever its backward needs.
 ``backward()`` orders the graph topologically without recursion, walks it from the
 output to the leaves, and hands each node the gradient of its output; the node returns
 one gradient per input. Unless ``retain_graph=True``, each node drops its saved arrays
-as soon as it has run, so a second walk through it raises a ``RuntimeError``. With
-``create_graph=True`` the same walk runs every backward on tensors instead of arrays, so the
-gradients it gives have a graph of their own (``_on_tensors``); ``autograd.grad`` walks for
-some tensors' gradients alone. Gradient hooks (``register_hook``, ``retain_grad``) and the grad
+as soon as it has run, so a second walk through it raises a ``RuntimeError``. A plain
+``backward()`` runs that walk in its short form (``_backpropagate``); the general one (``_walk``)
+does more: with ``create_graph=True`` it runs every backward on tensors instead of arrays, so the
+gradients it gives have a graph of their own (``_on_tensors``), and for ``autograd.grad`` it walks
+for some tensors' gradients alone. Gradient hooks (``register_hook``, ``retain_grad``) and the grad
 modes live here too.
 
 The arithmetic operators (``+ - * / ** @``, comparisons, indexing) and the methods that are
