@@ -102,3 +102,21 @@ def test_a_compat_layer_takes_the_native_reference_lines_on_its_native_arguments
     for fused_or_lines in grads[:2]:
         for a, b in zip(fused_or_lines, grads[2]):
             np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-12)
+
+
+def test_a_new_module_at_a_dead_ones_id_is_not_taken_for_it():
+    import weakref
+
+    from tinyattn.tensor import create_graph_walks
+
+    class Gone:
+        pass
+
+    layer = nn.TransformerEncoderLayer(E, H, 16, dropout=0.0)
+    gone = Gone()
+    dead = weakref.ref(gone)
+    del gone  # a module noted before, now gone, whose id the new layer happens to have
+    router._WALKS_AT_LAST_CALL[id(layer)] = (dead, create_graph_walks() - 1)  # walks moved since
+    x = ta.randn(B, L, E, requires_grad=True)
+    assert router.why_not_reference_lines(layer, x) == "its first call that records a graph"
+    assert {"SelfAttentionBlock", "FeedForwardBlock"} <= node_types(layer(x))  # its fused blocks, not the lines

@@ -656,8 +656,8 @@ def why_not_encoder(module, src, mask=None, is_causal=False):
 # is the count of create_graph walks (tensor.create_graph_walks): moved since the module's previous call, a
 # gradient was differentiated again in between; not moved, the module goes back to its fused routes.
 
-_WALKS_AT_LAST_CALL = {}  # id(module) -> create_graph_walks() at its previous call (a new module that reuses a dead
-# one's id may take the reference lines once, which compute the same: no weak reference is made per call)
+_WALKS_AT_LAST_CALL = {}  # id(module) -> (a weak reference to it, create_graph_walks() at its previous call): the
+# reference tells a module from a dead one whose id it reuses, and is made only when the count is noted
 
 
 def why_not_reference_lines(module, *args, **kwargs):
@@ -667,12 +667,14 @@ def why_not_reference_lines(module, *args, **kwargs):
     a graph is noted here."""
     if not is_grad_enabled():
         return "no graph is recorded"
-    walks, previous = create_graph_walks(), _WALKS_AT_LAST_CALL.get(id(module))
+    walks, noted = create_graph_walks(), _WALKS_AT_LAST_CALL.get(id(module))
+    previous = None if noted is None or noted[0]() is not module else noted[1]
     if walks == previous:
         return "no backward with create_graph=True ran since its previous call"
-    if len(_WALKS_AT_LAST_CALL) > 4096:  # (modules long gone: their first calls take the fused routes again)
-        _WALKS_AT_LAST_CALL.clear()
-    _WALKS_AT_LAST_CALL[id(module)] = walks
+    if len(_WALKS_AT_LAST_CALL) > 4096:  # let the dead modules' notes go
+        for key in [key for key, (ref, _) in _WALKS_AT_LAST_CALL.items() if ref() is None]:
+            del _WALKS_AT_LAST_CALL[key]
+    _WALKS_AT_LAST_CALL[id(module)] = (weakref.ref(module), walks)
     return "its first call that records a graph" if previous is None else None
 
 
