@@ -532,28 +532,8 @@ def _walk(roots, retain_graph, create_graph, inputs=None, boundary=-math.inf, ac
                 _check_finite(fn, input_grads)
             if not retain_graph:
                 fn.release()
-            fresh = fn.fresh_gradients and not create_graph
-            for p, ctx, g in zip(fn.parents, fn.edges, input_grads):
-                if g is None:
-                    continue
-                if ctx is None:  # a leaf when the node was recorded
-                    if p.requires_grad and p._ctx is None:
-                        if accumulate is not None and p._hooks is None:
-                            accumulate(p, g, fresh)
-                            continue
-                        key = id(p)
-                        if key in leaves:
-                            _add(leaves, key, g, p, fresh)
-                        else:
-                            leaves[key] = (p, g, fresh, False)
-                elif ctx not in grads:
-                    grads[ctx] = g  # may be another node's array: never written to
-                elif ctx in owned:
-                    grads[ctx] += g  # in place (a NumPy 0-d scalar, being immutable, is replaced)
-                else:
-                    grads[ctx] = grads[ctx] + g
-                    if not create_graph:
-                        owned.add(ctx)
+            _hand_down(fn, input_grads, grads, None if create_graph else owned, leaves, accumulate,
+                       fn.fresh_gradients and not create_graph)
         hooked = [key for key, entry in leaves.items() if entry[0]._hooks is not None] if leaves else ()
         for key in hooked:  # a leaf's hooks, for the leaves asked for (not in a recomputation: see _recomputed)
             leaf, grad = leaves[key][:2]
@@ -689,25 +669,33 @@ def _backpropagate(root, grad, retain_graph, accumulate):
         input_grads = fn.backward(grad)
         if not retain_graph:
             fn.release()
-        fresh = fn.fresh_gradients
-        for p, ctx, g in zip(fn.parents, fn.edges, input_grads):
-            if g is None:
-                continue
-            if ctx is None:  # a leaf when the node was recorded
-                if p.requires_grad and p._ctx is None:
-                    if p._hooks is None:
-                        accumulate(p, g, fresh)
-                    else:
-                        _add(hooked, id(p), g, p, fresh)
-            elif ctx not in grads:
-                grads[ctx] = g  # may be another node's array: never written to
-            elif ctx in owned:
-                grads[ctx] += g  # in place (a NumPy 0-d scalar, being immutable, is replaced)
-            else:
-                grads[ctx] = grads[ctx] + g
-                owned.add(ctx)
+        _hand_down(fn, input_grads, grads, owned, hooked, accumulate, fn.fresh_gradients)
     for leaf, g, _, _ in hooked.values():
         accumulate(leaf, leaf._hooks.run(g), False)  # (a hook's result: the user may hold it)
+
+
+def _hand_down(fn, input_grads, grads, owned, leaves, accumulate, fresh):
+    """Hand ``fn``'s input gradients down, for both walks: a node's is summed into ``grads`` (in place where the sum
+    is an array made here, ``owned``; ``None`` under ``create_graph``, where every sum stays out of place); a leaf
+    without hooks takes its own at once through ``accumulate`` (when given), any other leaf's is summed into
+    ``leaves`` (see ``_add``). ``fresh``: no one else holds the gradients' arrays (``Function.fresh_gradients``)."""
+    for p, ctx, g in zip(fn.parents, fn.edges, input_grads):
+        if g is None:
+            continue
+        if ctx is None:  # a leaf when the node was recorded
+            if p.requires_grad and p._ctx is None:
+                if accumulate is not None and p._hooks is None:
+                    accumulate(p, g, fresh)
+                else:
+                    _add(leaves, id(p), g, p, fresh)
+        elif ctx not in grads:
+            grads[ctx] = g  # may be another node's array: never written to
+        elif owned is not None and ctx in owned:
+            grads[ctx] += g  # in place (a NumPy 0-d scalar, being immutable, is replaced)
+        else:
+            grads[ctx] = grads[ctx] + g
+            if owned is not None:
+                owned.add(ctx)
 
 
 # ----------------------------------------------------------------------------- differentiating a backward

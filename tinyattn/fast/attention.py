@@ -152,14 +152,11 @@ def _whole(a, tile):
 
 
 def _views(a, tile):
-    """``(whole, Q·scale, K, V, G)`` of one tile of ``a`` (a unit's arrays): whether the tile is all of them, and its
-    rows of each (``(…, R, E)``, ``(…, C, E)``, ``(…, C, Ev)``, ``(…, R, Ev)``): the arrays themselves for a whole
-    tile."""
+    """``(Q·scale, K, V, G)`` of one tile of ``a`` (a unit's arrays) that is not all of it (``_whole``): its rows of
+    each, views (``(…, R, E)``, ``(…, C, E)``, ``(…, C, Ev)``, ``(…, R, Ev)``)."""
     q0, q1, k0, k1 = tile
-    if _whole(a, tile):
-        return True, a.query, a.key, a.value, a.grad
     grad = None if a.grad is None else a.grad[..., q0:q1, :]
-    return False, a.query[..., q0:q1, :], a.key[..., k0:k1, :], a.value[..., k0:k1, :], grad
+    return a.query[..., q0:q1, :], a.key[..., k0:k1, :], a.value[..., k0:k1, :], grad
 
 
 def _scores(a, tile, q, k, target):
@@ -286,9 +283,8 @@ def forward_tile(a, tile, first, out=None):
     (``a.out``); ``first``: the unit's first tile, which covers all its rows (``acc`` is 0 until it comes)."""
     xp = a.xp
     q0, q1, k0, k1 = tile
-    whole, query, key, value = _whole(a, tile), a.query, a.key, a.value
-    if not whole:
-        query, key, value = _views(a, tile)[1:4]
+    whole = _whole(a, tile)
+    query, key, value, _ = (a.query, a.key, a.value, None) if whole else _views(a, tile)
     if a.row_max is None:
         probs = _scores(a, tile, query, key, a.weights if whole else _block(a.weights, *tile))  # S (…, R, C)
         if probs.size:
@@ -382,9 +378,8 @@ def backward_tile(a, tile, first, keys, queries=True):
     and, with ``keys``, ``dK = dSᵀ (Q·scale)``, ``dV = (P ∘ M)ᵀ G`` (each key tile comes once per unit)."""
     xp = a.xp
     q0, q1, k0, k1 = tile
-    whole, query, key, value, grad = _whole(a, tile), a.query, a.key, a.value, a.grad
-    if not whole:
-        query, key, value, grad = _views(a, tile)[1:]
+    whole = _whole(a, tile)
+    query, key, value, grad = (a.query, a.key, a.value, a.grad) if whole else _views(a, tile)
     if a.lse is None:
         probs = a.weights if whole else _block(a.weights, *tile)  # P (…, R, C)
     else:

@@ -54,9 +54,9 @@ def empty(xp, shape, dtype):
     """An uninitialised C-ordered array of ``shape`` and ``dtype`` (a NumPy dtype) in the namespace ``xp``: on
     NumPy, from 128 KiB, a view of the smallest kept block that is free and large enough (at most twice the size
     asked for), or of a new block kept from now on (see the module's docstring)."""
-    if xp is not np or math.prod(shape) * dtype.itemsize < _MAPPED_BYTES:  # (``kept``'s test, inline: every call
-        return xp.empty(shape, dtype)  # runs it; dtype positional, which NumPy parses faster)
     nbytes = math.prod(shape) * dtype.itemsize
+    if xp is not np or nbytes < _MAPPED_BYTES:  # (``kept``'s test, inline: every call runs it)
+        return xp.empty(shape, dtype)  # (dtype positional, which NumPy parses faster)
     blocks = _KEPT.blocks
     if blocks is None:
         blocks = _KEPT.blocks = []
