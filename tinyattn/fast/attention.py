@@ -124,18 +124,22 @@ class Arrays:
 
     query = key = value = keep = weights = lse = out = row_max = denominator = None
     grad = grad_query = grad_key = grad_value = grad_scores = attn_mask = allowed = grad_mask = D = None
+    whole = None  # the tile that is all of a unit's queries and keys, (0, Lq, 0, Lk): its arrays are that tile's rows
 
     def __init__(self, xp, is_causal, batch_ndim, query=None, key=None, value=None, keep=None, attn_mask=None,
                  allowed=None):
         self.xp, self.is_causal, self.batch_ndim = xp, is_causal, batch_ndim
         self.query, self.key, self.value, self.keep, self.attn_mask, self.allowed = (query, key, value, keep,
                                                                                      attn_mask, allowed)
+        if query is not None:
+            self.whole = (0, query.shape[-2], 0, key.shape[-2])
 
     def cut(self, index):
         """The arrays of the batch slices ``index`` (views); itself for the whole batch (``()``)."""
         if not index:
             return self
         unit = Arrays(self.xp, self.is_causal, self.batch_ndim)
+        unit.whole = self.whole  # (a unit cuts the batch axes alone)
         for name in self.NAMES:
             array = getattr(self, name)
             setattr(unit, name, None if array is None else array[index])
@@ -145,14 +149,9 @@ class Arrays:
         return unit
 
 
-def _whole(a, tile):
-    """Whether ``tile`` is all of ``a`` (a unit's arrays): then the arrays themselves are its rows, with no views (nor,
-    below, any other array's part: ``x if whole else _rows(x, …)``)."""
-    return tile[0] == 0 and tile[2] == 0 and tile[1] == a.query.shape[-2] and tile[3] == a.key.shape[-2]
-
-
 def _views(a, tile):
-    """``(Q·scale, K, V, G)`` of one tile of ``a`` (a unit's arrays) that is not all of it (``_whole``): its rows of
+    """``(Q·scale, K, V, G)`` of one tile of ``a`` (a unit's arrays) that is not all of it (``a.whole``, whose rows are
+    the arrays themselves: no views, nor below any other array's part, ``x if whole else _rows(x, …)``): its rows of
     each, views (``(…, R, E)``, ``(…, C, E)``, ``(…, C, Ev)``, ``(…, R, Ev)``)."""
     q0, q1, k0, k1 = tile
     grad = None if a.grad is None else a.grad[..., q0:q1, :]
@@ -215,7 +214,7 @@ def attention(query, key, value, attn_mask, allowed, is_causal, scale, dropout_p
     if dropout_p:  # F.dropout's draw over the weights (backend.dropout_mask: the same draw)
         keep = backend.dropout_mask(batch + (Lq, Lk), dropout_p, query.dtype, backend.device_of(query))
     scale = query.dtype.type(scale)
-    if schedule.one_tile and not buffers.kept(batch + (Lq, Lk), query.dtype):  # one small tile: fresh arrays
+    if schedule.one_tile and math.prod(batch) * Lq * Lk * query.itemsize < buffers.SMALLEST_KEPT:  # small: fresh arrays
         a = Arrays(xp, is_causal, len(batch), query * scale, key, value, keep, attn_mask, allowed)  # Q·scale
         a.weights, a.out = forward_tile(a, schedule.units[0][1][0], True, out)
         return a.out, a
@@ -283,7 +282,7 @@ def forward_tile(a, tile, first, out=None):
     (``a.out``); ``first``: the unit's first tile, which covers all its rows (``acc`` is 0 until it comes)."""
     xp = a.xp
     q0, q1, k0, k1 = tile
-    whole = _whole(a, tile)
+    whole = tile == a.whole
     query, key, value, _ = (a.query, a.key, a.value, None) if whole else _views(a, tile)
     if a.row_max is None:
         probs = _scores(a, tile, query, key, a.weights if whole else _block(a.weights, *tile))  # S (…, R, C)
@@ -317,10 +316,7 @@ def attention_backward(grad, a, schedule, scale, mask_shape=None, out=None):
 
     ``D = rowsum(G ∘ O)`` is each row's ``Σ_k dP·P`` (Dao et al. 2022): ``Σ_k (G_i·V_k) M_ik P_ik = G_i · O_i``,
     a sum over ``Ev`` per row instead of a pass over the scores (``kernels.rows_dot``)."""
-    xp = backend.namespace(grad)
-    lead, (Lq, E), (Lk, Ev) = grad.shape[:-2], a.query.shape[-2:], a.value.shape[-2:]
     a.grad = grad
-    online = schedule.keeps == "lse"
     if schedule.one_tile:  # the whole array as one tile: into ``out``, or fresh arrays
         if out is not None:
             a.grad_query, a.grad_key, a.grad_value = out
@@ -329,6 +325,9 @@ def attention_backward(grad, a, schedule, scale, mask_shape=None, out=None):
         grad_mask = None if mask_shape is None else ops.sum_to(grad_scores, mask_shape)
         a.grad = a.D = a.grad_query = a.grad_key = a.grad_value = None
         return grad_query, grad_key, grad_value, grad_mask
+    xp = backend.namespace(grad)
+    lead, (Lq, E), (Lk, Ev) = grad.shape[:-2], a.query.shape[-2:], a.value.shape[-2:]
+    online = schedule.keeps == "lse"
     if out is None:
         empty = xp.zeros if online else xp.empty  # (key blocks past the last query are never reached)
         out = tuple(empty(lead + (n, size), dtype=grad.dtype) for n, size in ((Lq, E), (Lk, E), (Lk, Ev)))
@@ -378,7 +377,7 @@ def backward_tile(a, tile, first, keys, queries=True):
     and, with ``keys``, ``dK = dSᵀ (Q·scale)``, ``dV = (P ∘ M)ᵀ G`` (each key tile comes once per unit)."""
     xp = a.xp
     q0, q1, k0, k1 = tile
-    whole = _whole(a, tile)
+    whole = tile == a.whole
     query, key, value, grad = (a.query, a.key, a.value, a.grad) if whole else _views(a, tile)
     if a.lse is None:
         probs = a.weights if whole else _block(a.weights, *tile)  # P (…, R, C)
@@ -426,7 +425,11 @@ def packed_attention(qkv, attn_mask, allowed, is_causal, scale, dropout_p, sched
     """``(O, arrays)``: attention over packed ``qkv (3, B, H, L, D)``, its output with the heads merged
     ``(B, L, H·D)`` (a fresh array, written in that layout) and the pass's ``Arrays``. Masks as ``attention``'s."""
     _, B, H, L, D = qkv.shape
-    merged = buffers.empty(backend.namespace(qkv), (B, L, H * D), qkv.dtype)
+    xp = backend.namespace(qkv)
+    if B * L * H * D * qkv.itemsize < buffers.SMALLEST_KEPT:  # (fast.buffers' own test, first: a small one is plain)
+        merged = xp.empty((B, L, H * D), qkv.dtype)
+    else:
+        merged = buffers.empty(xp, (B, L, H * D), qkv.dtype)
     _, arrays = attention(qkv[0], qkv[1], qkv[2], attn_mask, allowed, is_causal, scale, dropout_p, schedule,
                           out=split_heads(merged, H))  # heads written straight into (B, L, H·D)
     return merged, arrays  # (B, L, H·D)

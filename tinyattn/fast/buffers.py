@@ -38,7 +38,7 @@ import threading
 
 import numpy as np
 
-_MAPPED_BYTES = 128 << 10  # glibc's mmap threshold at start: from here an allocation is mapped afresh
+SMALLEST_KEPT = 128 << 10  # glibc's mmap threshold at start: from here an allocation is mapped afresh
 _MOST_KEPT = 64  # blocks kept per thread (a deep model's saved arrays beyond them are plain allocations)
 
 
@@ -55,7 +55,7 @@ def empty(xp, shape, dtype):
     NumPy, from 128 KiB, a view of the smallest kept block that is free and large enough (at most twice the size
     asked for), or of a new block kept from now on (see the module's docstring)."""
     nbytes = math.prod(shape) * dtype.itemsize
-    if xp is not np or nbytes < _MAPPED_BYTES:  # (``kept``'s test, inline: every call runs it)
+    if xp is not np or nbytes < SMALLEST_KEPT:  # (``kept``'s test, inline: every call runs it)
         return xp.empty(shape, dtype)  # (dtype positional, which NumPy parses faster)
     blocks = _KEPT.blocks
     if blocks is None:
@@ -76,14 +76,14 @@ def empty(xp, shape, dtype):
 
 def kept(shape, dtype):
     """Whether ``empty`` makes an array of ``shape`` and ``dtype`` (on NumPy) in a kept block: from 128 KiB."""
-    return math.prod(shape) * dtype.itemsize >= _MAPPED_BYTES
+    return math.prod(shape) * dtype.itemsize >= SMALLEST_KEPT
 
 
 def empty_like(xp, x, dtype=None):
     """``empty`` of ``x``'s shape (and dtype, or ``dtype``), in ``x``'s memory order where ``x`` is F-ordered (as
     ``xp.empty_like`` keeps it), else C-ordered."""
     dtype = x.dtype if dtype is None else dtype
-    if xp is np and x.size * dtype.itemsize < _MAPPED_BYTES:  # (``empty``'s own test, first: every call runs it)
+    if xp is np and x.size * dtype.itemsize < SMALLEST_KEPT:  # (``empty``'s own test, first: every call runs it)
         return np.empty_like(x, dtype, "A")  # (order "A": F where x is F-ordered and not C, else C)
     if x.flags.f_contiguous and not x.flags.c_contiguous:
         return empty(xp, x.shape[::-1], dtype).T

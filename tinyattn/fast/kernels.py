@@ -44,8 +44,12 @@ def layer_norm_rows(rows, weight, bias, eps, schedule):
     M, N = rows.shape
     xp = backend.namespace(rows)
     average = backend.filled_like(N, 1 / max(N, 1), rows)  # (N,), 1/N each
-    if len(schedule.ranges) == 1:  # one run: the body makes its arrays
-        x_hat, rstd, out = _normalize(rows, None, None, None, average, eps, weight, bias, xp)
+    if len(schedule.ranges) == 1:  # one run: into fast.buffers' memory where it keeps arrays this large, else fresh
+        x_hat = out = None
+        if rows.nbytes >= buffers.SMALLEST_KEPT:
+            x_hat = buffers.empty_like(xp, rows)
+            out = None if weight is None else buffers.empty_like(xp, rows)
+        x_hat, rstd, out = _normalize(rows, x_hat, None, out, average, eps, weight, bias, xp)
     else:
         x_hat, rstd = buffers.empty_like(xp, rows), xp.empty((M, 1), dtype=rows.dtype)  # (M, N), (M, 1)
         out = x_hat if weight is None else buffers.empty_like(xp, rows)  # weight and bias share the rows' dtype
@@ -54,10 +58,10 @@ def layer_norm_rows(rows, weight, bias, eps, schedule):
 
 
 def _normalize(x, x_hat, rstd, y, average, eps, weight, bias, xp):
-    """LayerNorm of the rows ``x (R, N)`` into ``x̂``, ``r (R, 1)`` and ``y``, views of the whole pass's arrays,
-    or, where they are ``None`` (one run), into arrays of ``fast.buffers``; returns ``(x̂, r, y)``."""
-    x_hat = buffers.empty_like(xp, x) if x_hat is None else x_hat
-    r = 1 / xp.sqrt(_center(x, average, x_hat) + eps)  # (R,)
+    """LayerNorm of the rows ``x (R, N)`` into ``x̂``, ``r (R, 1)`` and ``y``, views of the whole pass's arrays
+    or fresh arrays where they are ``None``; returns ``(x̂, r, y)``."""
+    x_hat, variance = _center(x, average, x_hat)
+    r = 1 / xp.sqrt(variance + eps)  # (R,)
     if rstd is None:
         rstd = r[:, None]
     else:
@@ -65,7 +69,7 @@ def _normalize(x, x_hat, rstd, y, average, eps, weight, bias, xp):
     x_hat *= rstd  # x̂
     if weight is None:
         return x_hat, rstd, x_hat
-    y = xp.multiply(x_hat, weight, out=buffers.empty_like(xp, x_hat) if y is None else y)
+    y = xp.multiply(x_hat, weight, y)  # (y None: a fresh array)
     y += bias
     return x_hat, rstd, y
 
@@ -74,8 +78,9 @@ _SPREAD = 1e-3  # a row whose standard deviation is below this fraction of its m
 
 
 def _center(x, average, centered):
-    """``centered = x - mean(x)`` for each row of ``x (R, N)`` (into ``centered``), and the rows' biased variance
-    ``(R,)``, in two passes as the textbook's formula; ``average`` is ``N`` entries of ``1/N``.
+    """``(centered, variance)``: ``x - mean(x)`` for each row of ``x (R, N)`` (into ``centered``, or a fresh array
+    where it is ``None``), and the rows' biased variance ``(R,)``, in two passes as the textbook's formula;
+    ``average`` is ``N`` entries of ``1/N``.
 
     The mean, a product with ``1/N``, can be off by an ulp of itself, and a row whose spread is that small (a
     constant row above all) would come out as that error magnified by ``1/√eps``, where PyTorch gives 0. So a
@@ -83,7 +88,7 @@ def _center(x, average, centered):
     before its mean is taken: exactly 0 for a constant row. (Such rows cost a second pass over themselves.)"""
     xp = backend.namespace(x)
     mean = x @ average  # (R,)
-    xp.subtract(x, mean[:, None], out=centered)
+    centered = xp.subtract(x, mean[:, None], centered)
     variance = (centered * centered) @ average  # (R,)
     near = variance <= xp.square(mean * _SPREAD)  # (a NaN row is not near: it stays as it is)
     if near.any():
@@ -92,7 +97,7 @@ def _center(x, average, centered):
         shifted -= (shifted @ average)[:, None]
         centered[again] = shifted
         variance[again] = (shifted * shifted) @ average
-    return variance
+    return centered, variance
 
 
 def layer_norm_rows_backward(grad, saved):
@@ -106,8 +111,10 @@ def layer_norm_rows_backward(grad, saved):
     dtype = grad.dtype if weight is None or weight.dtype == grad.dtype else np.promote_types(grad.dtype, weight.dtype)
     if average.dtype != dtype:
         average = average.astype(dtype)
-    if len(schedule.ranges) == 1:  # one run: the body makes its arrays
-        grad_x, grad_times_x_hat = _normalize_backward(grad, x_hat, rstd, None, None, average, weight, xp)
+    if len(schedule.ranges) == 1:  # one run: a fresh dx, and g ∘ x̂ in fast.buffers' memory where it keeps one
+        grad_times_x_hat = None if weight is None or x_hat.nbytes < buffers.SMALLEST_KEPT else buffers.empty_like(
+            xp, x_hat, dtype if x_hat.dtype == dtype else np.promote_types(dtype, x_hat.dtype))
+        grad_x, grad_times_x_hat = _normalize_backward(grad, x_hat, rstd, None, grad_times_x_hat, average, weight, xp)
     else:
         grad_x = xp.empty(x_hat.shape, dtype=dtype)  # (M, N)
         grad_times_x_hat = None if weight is None else buffers.empty_like(
@@ -120,18 +127,15 @@ def layer_norm_rows_backward(grad, saved):
 
 def _normalize_backward(g, x_hat, rstd, grad_x, grad_times_x_hat, average, weight, xp):
     """The gradient of the rows ``g (R, N)`` into ``grad_x`` and (with a weight) ``g ∘ x̂``, views of the whole
-    pass's arrays, or, where they are ``None`` (one run), into a fresh array and one of ``fast.buffers``; returns
-    both. The temporaries (``ĝ``, ``ĝ ∘ x̂``) are ``fast.buffers``' too."""
-    same = x_hat.dtype == g.dtype and (weight is None or weight.dtype == g.dtype)  # (the common case: no promotion)
-    dtype = g.dtype if same else np.result_type(g, x_hat) if weight is None else np.result_type(g, x_hat, weight)
+    pass's arrays, or fresh arrays where they are ``None``; returns both. Its temporaries (``ĝ``, ``ĝ ∘ x̂``) are
+    fresh arrays, or, from ``fast.buffers.SMALLEST_KEPT`` bytes, arrays of ``fast.buffers``."""
+    kept = g.nbytes >= buffers.SMALLEST_KEPT
     if weight is not None:
-        if grad_times_x_hat is None:
-            grad_times_x_hat = buffers.empty_like(xp, g, dtype if same else np.result_type(g, x_hat))
-        xp.multiply(g, x_hat, out=grad_times_x_hat)  # for dweight
-        g = xp.multiply(g, weight, out=buffers.empty_like(xp, g, dtype if same else np.result_type(g, weight)))  # ĝ
-    grad_x = xp.subtract(g, (g @ average)[:, None], out=grad_x)
-    scratch = xp.multiply(g, x_hat, out=buffers.empty_like(xp, g, dtype))  # ĝ ∘ x̂
-    xp.multiply(x_hat, (scratch @ average)[:, None], out=scratch)
+        grad_times_x_hat = xp.multiply(g, x_hat, grad_times_x_hat)  # for dweight (out None: a fresh array)
+        g = xp.multiply(g, weight, buffers.empty_like(xp, g, np.result_type(g, weight)) if kept else None)  # ĝ
+    grad_x = xp.subtract(g, (g @ average)[:, None], grad_x)
+    scratch = xp.multiply(g, x_hat, buffers.empty_like(xp, g, np.result_type(g, x_hat)) if kept else None)  # ĝ ∘ x̂
+    xp.multiply(x_hat, (scratch @ average)[:, None], scratch)
     grad_x -= scratch
     grad_x *= rstd
     return grad_x, grad_times_x_hat
@@ -380,8 +384,11 @@ def in_projection(rows, weights, biases, batch_shape, num_heads, tokens=None, tr
         out, weight = out_t.T, None  # Y (M, 3·H·D), a view
     else:
         weight = xp.concatenate(weights)  # (3·H·D, E)
-        out = buffers.empty(xp, (rows.shape[0], weight.shape[0]), xp.result_type(rows, weight))  # (B·L or T, 3·H·D)
-        out = parallel.matmul(rows, weight.T, out=out)
+        M, N = rows.shape[0], weight.shape[0]
+        out = None  # (parallel.matmul's fresh array, or, at a size fast.buffers keeps, an array of its)
+        if M * N * rows.itemsize >= buffers.SMALLEST_KEPT:
+            out = buffers.empty(xp, (M, N), xp.result_type(rows, weight))
+        out = parallel.matmul(rows, weight.T, out=out)  # (B·L or T, 3·H·D)
         if biases is not None:
             out += xp.concatenate(biases)
     if tokens is not None:
