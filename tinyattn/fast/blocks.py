@@ -320,11 +320,11 @@ def times_weight_t(a, weight, transposed):
     when ``a`` is itself such a transpose. Each entry is the same dot product (summed in another order)."""
     if transposed:
         return (weight @ a.T).T
-    shape = (a.shape[0], weight.shape[0])
+    M, N = a.shape[0], weight.shape[0]
+    if M * N * a.itemsize < buffers.SMALLEST_KEPT:  # (fast.buffers' own test, first: a small product's array is
+        return parallel.matmul(a, weight.T)  # NumPy's own)
     dtype = a.dtype if a.dtype == weight.dtype else np.result_type(a, weight)
-    if not buffers.kept(shape, dtype):  # (a small product: NumPy's own fresh array)
-        return parallel.matmul(a, weight.T)
-    return parallel.matmul(a, weight.T, out=buffers.empty(backend.namespace(a), shape, dtype))
+    return parallel.matmul(a, weight.T, out=buffers.empty(backend.namespace(a), (M, N), dtype))
 
 
 def self_attention_block(x, norm, attention, attn_mask, is_causal, norm_first, tokens=None, transposed=False,

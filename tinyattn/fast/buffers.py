@@ -38,7 +38,8 @@ import threading
 
 import numpy as np
 
-SMALLEST_KEPT = 128 << 10  # glibc's mmap threshold at start: from here an allocation is mapped afresh
+SMALLEST_KEPT = 128 << 10  # glibc's mmap threshold at start: from here an allocation is mapped afresh (callers that
+# make many small arrays test it first, and make a small one plainly: a call here costs more than such an array)
 _MOST_KEPT = 64  # blocks kept per thread (a deep model's saved arrays beyond them are plain allocations)
 
 
@@ -55,7 +56,7 @@ def empty(xp, shape, dtype):
     NumPy, from 128 KiB, a view of the smallest kept block that is free and large enough (at most twice the size
     asked for), or of a new block kept from now on (see the module's docstring)."""
     nbytes = math.prod(shape) * dtype.itemsize
-    if xp is not np or nbytes < SMALLEST_KEPT:  # (``kept``'s test, inline: every call runs it)
+    if xp is not np or nbytes < SMALLEST_KEPT:
         return xp.empty(shape, dtype)  # (dtype positional, which NumPy parses faster)
     blocks = _KEPT.blocks
     if blocks is None:
@@ -72,11 +73,6 @@ def empty(xp, shape, dtype):
         if len(blocks) < _MOST_KEPT:
             blocks.append(best)
     return best[:nbytes].view(dtype).reshape(shape)  # (a view: its base, the block, counts it as in use)
-
-
-def kept(shape, dtype):
-    """Whether ``empty`` makes an array of ``shape`` and ``dtype`` (on NumPy) in a kept block: from 128 KiB."""
-    return math.prod(shape) * dtype.itemsize >= SMALLEST_KEPT
 
 
 def empty_like(xp, x, dtype=None):

@@ -188,7 +188,8 @@ def bias_gelu(z, bias, approximate, schedule, slope=True):
         rows, bias_args = _with_bias(z, bias)
         _by_rows(schedule, _bias_gelu, rows, *bias_args, approximate)
         return z, None
-    slopes = buffers.empty_like(backend.namespace(z), z)  # in z's order
+    xp = backend.namespace(z)
+    slopes = xp.empty_like(z) if z.nbytes < buffers.SMALLEST_KEPT else buffers.empty_like(xp, z)  # in z's order
     rows, bias_args = _with_bias(z, bias, slopes)
     _by_rows(schedule, _bias_gelu_and_slope, rows, *bias_args, approximate)
     return z, slopes

@@ -95,7 +95,7 @@ def matmul(a, b, out=None):
     if schedule is None:  # checks cost more than a small product)
         if out is None:
             return a @ b
-        return np.matmul(a, b, out=out) if type(a) is np.ndarray else backend.namespace(a).matmul(a, b, out=out)
+        return np.matmul(a, b, out) if type(a) is np.ndarray else backend.namespace(a).matmul(a, b, out=out)
     if out is None:
         out = np.empty((a.shape[0], b.shape[-1]), dtype=np.result_type(a, b))
 
