@@ -19,13 +19,16 @@ from .. import backend, dispatch
 from ..tensor import LEAF_ACCUMULATOR, Function, Tensor, _accumulate_leaf
 
 _FRESH_REFERENCES = [0]  # sys.getrefcount inside steal of an array only the walk refers to
+_references, _StrictArray = sys.getrefcount, backend.StrictArray
 
 
 def steal(t, grad, fresh=False):
     """``tensor._accumulate_leaf``, keeping a fresh gradient (see the module's docstring) instead of copying it."""
-    if (fresh and t._grad is None and sys.getrefcount(grad) <= _FRESH_REFERENCES[0] and type(grad) is type(t._data)
-            and grad.dtype == t._data.dtype and type(grad) is not backend.StrictArray and grad.base is None):
-        # (not a view; a strict array's wrapper does not tell whether another wrapper shares its memory)
+    data = t._data
+    if (fresh and t._grad is None and type(grad) is type(data) and grad.dtype is data.dtype and grad.base is None
+            and type(grad) is not _StrictArray and _references(grad) <= _FRESH_REFERENCES[0]):
+        # (the dtype the very object: an equal one is copied; not a view; a strict array's wrapper does not tell
+        # whether another wrapper shares its memory)
         t._grad = grad
     else:
         _accumulate_leaf(t, grad)  # the reference: a copy, or += into the gradient the leaf has
