@@ -69,7 +69,7 @@ def _normalize(x, x_hat, rstd, y, average, eps, weight, bias, xp):
     x_hat *= rstd  # x̂
     if weight is None:
         return x_hat, rstd, x_hat
-    y = xp.multiply(x_hat, weight, y)  # (y None: a fresh array)
+    y = xp.multiply(x_hat, weight, out=y)  # (y None: a fresh array)
     y += bias
     return x_hat, rstd, y
 
@@ -88,7 +88,7 @@ def _center(x, average, centered):
     before its mean is taken: exactly 0 for a constant row. (Such rows cost a second pass over themselves.)"""
     xp = backend.namespace(x)
     mean = x @ average  # (R,)
-    centered = xp.subtract(x, mean[:, None], centered)
+    centered = xp.subtract(x, mean[:, None], out=centered)
     variance = (centered * centered) @ average  # (R,)
     near = variance <= xp.square(mean * _SPREAD)  # (a NaN row is not near: it stays as it is)
     if near.any():
@@ -131,11 +131,11 @@ def _normalize_backward(g, x_hat, rstd, grad_x, grad_times_x_hat, average, weigh
     fresh arrays, or, from ``fast.buffers.SMALLEST_KEPT`` bytes, arrays of ``fast.buffers``."""
     kept = g.nbytes >= buffers.SMALLEST_KEPT
     if weight is not None:
-        grad_times_x_hat = xp.multiply(g, x_hat, grad_times_x_hat)  # for dweight (out None: a fresh array)
-        g = xp.multiply(g, weight, buffers.empty_like(xp, g, np.result_type(g, weight)) if kept else None)  # ĝ
-    grad_x = xp.subtract(g, (g @ average)[:, None], grad_x)
-    scratch = xp.multiply(g, x_hat, buffers.empty_like(xp, g, np.result_type(g, x_hat)) if kept else None)  # ĝ ∘ x̂
-    xp.multiply(x_hat, (scratch @ average)[:, None], scratch)
+        grad_times_x_hat = xp.multiply(g, x_hat, out=grad_times_x_hat)  # for dweight (out None: a fresh array)
+        g = xp.multiply(g, weight, out=buffers.empty_like(xp, g, np.result_type(g, weight)) if kept else None)  # ĝ
+    grad_x = xp.subtract(g, (g @ average)[:, None], out=grad_x)
+    scratch = xp.multiply(g, x_hat, out=buffers.empty_like(xp, g, np.result_type(g, x_hat)) if kept else None)  # ĝ∘x̂
+    xp.multiply(x_hat, (scratch @ average)[:, None], out=scratch)
     grad_x -= scratch
     grad_x *= rstd
     return grad_x, grad_times_x_hat
