@@ -41,7 +41,7 @@ from ..masks import checked_mask, per_batch_mask
 from ..nn import attention as _attention_module
 from ..nn import functional as F
 from ..tensor import Function, Tensor, records_graph
-from . import buffers, parallel, router
+from . import parallel, router
 from .attention import attention_by_sequences, packed_attention, packed_attention_backward
 from .kernels import (
     bias_gelu,
@@ -53,6 +53,7 @@ from .kernels import (
     layer_norm_rows,
     layer_norm_rows_backward,
     relu_backward,
+    times_weight_t,
 )
 from .nodes import attention_reference
 
@@ -311,20 +312,6 @@ def _kind(mask):
 
 
 _APPROXIMATE = {"gelu": "none", "gelu_tanh": "tanh"}  # FeedForwardBlock's activation -> GELU's approximate
-
-
-def times_weight_t(a, weight, transposed):
-    """``a Wᵀ (M, N)`` for ``a (M, K)`` and a weight ``W (N, K)``, a fresh array. With ``transposed`` it is
-    computed as ``(W aᵀ)ᵀ``, the transpose of an ``(N, M)`` product (a view, F-ordered): ``W`` is then read as it
-    is stored, where ``a Wᵀ`` has OpenBLAS pack ``Wᵀ`` from its transpose, and ``W aᵀ`` has two C-ordered operands
-    when ``a`` is itself such a transpose. Each entry is the same dot product (summed in another order)."""
-    if transposed:
-        return (weight @ a.T).T
-    M, N = a.shape[0], weight.shape[0]
-    if M * N * a.itemsize < buffers.SMALLEST_KEPT:  # (fast.buffers' own test, first: a small product's array is
-        return parallel.matmul(a, weight.T)  # NumPy's own)
-    dtype = a.dtype if a.dtype == weight.dtype else np.result_type(a, weight)
-    return parallel.matmul(a, weight.T, out=buffers.empty(backend.namespace(a), (M, N), dtype))
 
 
 def self_attention_block(x, norm, attention, attn_mask, is_causal, norm_first, tokens=None, transposed=False,

@@ -111,14 +111,15 @@ def layer_norm_rows_backward(grad, saved):
     dtype = grad.dtype if weight is None or weight.dtype == grad.dtype else np.promote_types(grad.dtype, weight.dtype)
     if average.dtype != dtype:
         average = average.astype(dtype)
-    if len(schedule.ranges) == 1:  # one run: a fresh dx, and g ∘ x̂ in fast.buffers' memory where it keeps one
-        grad_times_x_hat = None if weight is None or x_hat.nbytes < buffers.SMALLEST_KEPT else buffers.empty_like(
+    one_run = len(schedule.ranges) == 1  # (one run: the body makes dx, and a small g ∘ x̂)
+    grad_times_x_hat = None
+    if weight is not None and not (one_run and x_hat.nbytes < buffers.SMALLEST_KEPT):
+        grad_times_x_hat = buffers.empty_like(
             xp, x_hat, dtype if x_hat.dtype == dtype else np.promote_types(dtype, x_hat.dtype))
+    if one_run:
         grad_x, grad_times_x_hat = _normalize_backward(grad, x_hat, rstd, None, grad_times_x_hat, average, weight, xp)
     else:
         grad_x = xp.empty(x_hat.shape, dtype=dtype)  # (M, N)
-        grad_times_x_hat = None if weight is None else buffers.empty_like(
-            xp, x_hat, dtype if x_hat.dtype == dtype else np.promote_types(dtype, x_hat.dtype))
         _by_rows(schedule, _normalize_backward, (grad, x_hat, rstd, grad_x, grad_times_x_hat), average, weight, xp)
     if weight is None:
         return grad_x, None, None
@@ -155,7 +156,7 @@ def bias_relu(z, bias, schedule):
 def _with_bias(z, bias, *others):
     """``(rows, bias_args)`` for ``_by_rows(step, rows, *bias_args, …)`` with ``step(z, *others, bias, …)``: the
     rows of ``z`` and ``others`` with the bias an argument, or, for an F-ordered ``z (M, F)`` (as
-    ``blocks.times_weight_t`` makes) and a bias ``(F,)``, the rows of ``zᵀ`` (contiguous) with the bias a column
+    ``times_weight_t`` makes) and a bias ``(F,)``, the rows of ``zᵀ`` (contiguous) with the bias a column
     among the rows."""
     if z.ndim == 2 and np.ndim(bias) == 1 and z.flags.f_contiguous and not z.flags.c_contiguous:
         return (z.T, *[o.T for o in others], bias[:, None]), ()
@@ -361,6 +362,21 @@ def merge_packed_heads(x):
     return x.transpose(1, 3, 0, 2, 4).reshape(B, L, 3 * H * D)  # (B, L, 3·H·D)
 
 
+def times_weight_t(a, weight, transposed):
+    """``a Wᵀ (M, N)`` for ``a (M, K)`` and a weight ``W (N, K)``, a fresh array. With ``transposed`` it is
+    computed as ``(W aᵀ)ᵀ``, the transpose of an ``(N, M)`` product (a view, F-ordered): ``W`` is then read as it
+    is stored, where ``a Wᵀ`` has OpenBLAS pack ``Wᵀ`` from its transpose, and ``W aᵀ`` has two C-ordered operands
+    when ``a`` is itself such a transpose. Each entry is the same dot product (summed in another order)."""
+    if transposed:
+        return (weight @ a.T).T
+    M, N = a.shape[0], weight.shape[0]
+    if M * N * a.itemsize < buffers.SMALLEST_KEPT:  # (fast.buffers' own test, first: a small product's array is
+        return parallel.matmul(a, weight.T)  # NumPy's own)
+    xp = backend.namespace(a)
+    dtype = a.dtype if a.dtype == weight.dtype else xp.result_type(a, weight)
+    return parallel.matmul(a, weight.T, out=buffers.empty(xp, (M, N), dtype))
+
+
 def in_projection(rows, weights, biases, batch_shape, num_heads, tokens=None, transposed=False):
     """``(qkv, W)``: ``rows (B·L, E)`` (``batch_shape = (B, L)``) projected by ``W = [W_q; W_k; W_v]``
     (``(3·H·D, E)``, stacked) and ``b = [b_q; b_k; b_v]`` (``biases`` may be ``None``) in one
@@ -370,7 +386,7 @@ def in_projection(rows, weights, biases, batch_shape, num_heads, tokens=None, tr
     ``tokens``: ``None``, or the positions ``(T,)`` among the ``B·L`` rows of the ``T`` rows given (the
     real tokens of a padded batch, ``rows (T, E)``); the product is ``T`` rows, and ``Y``'s other rows are 0.
 
-    ``transposed`` (``blocks.times_weight_t``'s products, in inference): ``Y`` is the transpose of ``Yᵀ = W Xᵀ``,
+    ``transposed`` (``times_weight_t``'s products, in inference): ``Y`` is the transpose of ``Yᵀ = W Xᵀ``,
     made one weight at a time (``W_q Xᵀ`` into ``Yᵀ``'s first rows, …), with no stacked copy of ``W``: the ``W``
     returned is then ``None`` (nothing runs backward)."""
     xp = backend.namespace(rows)
@@ -385,11 +401,7 @@ def in_projection(rows, weights, biases, batch_shape, num_heads, tokens=None, tr
         out, weight = out_t.T, None  # Y (M, 3·H·D), a view
     else:
         weight = xp.concatenate(weights)  # (3·H·D, E)
-        M, N = rows.shape[0], weight.shape[0]
-        out = None  # (parallel.matmul's fresh array, or, at a size fast.buffers keeps, an array of its)
-        if M * N * rows.itemsize >= buffers.SMALLEST_KEPT:
-            out = buffers.empty(xp, (M, N), xp.result_type(rows, weight))
-        out = parallel.matmul(rows, weight.T, out=out)  # (B·L or T, 3·H·D)
+        out = times_weight_t(rows, weight, False)  # (B·L or T, 3·H·D)
         if biases is not None:
             out += xp.concatenate(biases)
     if tokens is not None:

@@ -13,15 +13,13 @@ node drew at random (dropout's mask) it reuses there.
 
 import math
 
-import numpy as np
-
 from .. import backend, ops
 from ..masks import checked_mask, split_mask
 from ..nn import attention as _attention_module
 from ..nn import functional as F
 from ..nn.functional import log_softmax_of_array
 from ..tensor import Function, Tensor
-from . import attention, buffers, kernels, parallel, router
+from . import attention, kernels, router
 
 
 def attention_reference(query, key, value, attn_mask, allowed, is_causal, scale, keep=None):
@@ -58,10 +56,7 @@ class Linear(Function):
         rows = math.prod(x.shape[:-1])
         self.x_shape, self.weight = x.shape, weight
         self.x = x.reshape(rows, x.shape[-1])  # (M, in); a view when x is contiguous
-        out = None  # (NumPy's fresh array, or, at a size fast.buffers keeps, one of its: not faulted in afresh)
-        if rows * weight.shape[0] * x.itemsize >= buffers.SMALLEST_KEPT:
-            out = buffers.empty(backend.namespace(x), (rows, weight.shape[0]), np.result_type(x, weight))
-        out = parallel.matmul(self.x, weight.T, out=out)  # (M, out)
+        out = kernels.times_weight_t(self.x, weight, False)  # (M, out), fresh (large: fast.buffers' memory)
         if bias is not None and bias.dtype == out.dtype:
             out += bias  # in place: out is a fresh array
         elif bias is not None:

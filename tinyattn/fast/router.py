@@ -562,7 +562,7 @@ def row_schedule(like, rows, width):
 
 def elementwise_schedule(z):
     """``row_schedule`` of an elementwise pass over the matrix ``z (M, F)``, by its rows as they lie in memory: an
-    F-ordered ``z`` (``fast.blocks.times_weight_t``'s) by the rows of ``zᵀ``, as ``fast.kernels`` walks it."""
+    F-ordered ``z`` (``fast.kernels.times_weight_t``'s) by the rows of ``zᵀ``, as ``fast.kernels`` walks it."""
     if z.ndim == 2 and z.flags.f_contiguous and not z.flags.c_contiguous:
         return row_schedule(z, z.shape[1], z.shape[0])
     return row_schedule(z, z.shape[0], math.prod(z.shape[1:]))
@@ -599,7 +599,7 @@ def feed_forward_products_on_pool(x, hidden, for_backward):
 
 def transposed_products(rows):
     """Whether inference on the real tokens alone, on ``rows (T, E)`` (an array), runs each product ``a Wᵀ`` as
-    ``(W aᵀ)ᵀ`` (``fast.blocks.times_weight_t``): on NumPy rows, up to ``transposed_products_rows`` of them."""
+    ``(W aᵀ)ᵀ`` (``fast.kernels.times_weight_t``): on NumPy rows, up to ``transposed_products_rows`` of them."""
     return type(rows) is np.ndarray and rows.ndim == 2 and rows.shape[0] <= tuning.transposed_products_rows
 
 
