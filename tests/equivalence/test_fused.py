@@ -346,6 +346,57 @@ def test_a_taken_gradient_is_never_written_while_a_view_of_it_is_pending():
     np.testing.assert_allclose(x.grad, (2.0 + 6.0 + 5.0) * np.array([1.0, 10.0]))
 
 
+class _GivesAView(ta.Function):
+    """Hands its input's gradient down as a view, made by ``view_of(fresh array)``."""
+
+    fresh_gradients = True
+
+    def forward(self, x, *, view_of):
+        self.view_of = view_of
+        return x * 1.0
+
+    def backward(self, grad):
+        return (self.view_of(grad * 2.0),)
+
+
+def _leaf_gradient_through(view_of, shape=(4, 6)):
+    x = ta.tensor(np.ones(shape), requires_grad=True)
+    _GivesAView.apply(x, view_of=view_of).backward(np.ones(shape))
+    return x.grad
+
+
+def test_a_view_that_alone_sees_its_memory_is_kept_and_any_other_is_copied():
+    from tinyattn.fast import buffers
+
+    kept = _leaf_gradient_through(lambda g: g.reshape(g.shape))  # all of a fresh array, seen by it alone: kept
+    assert kept.base is not None and kept.base.nbytes == kept.nbytes
+    np.testing.assert_array_equal(kept, np.full((4, 6), 2.0))
+
+    shared = []
+    copied = _leaf_gradient_through(lambda g: shared.append(g) or g.reshape(g.shape))  # its owner held elsewhere
+    assert copied.base is None and not np.shares_memory(copied, shared[0])
+    part = _leaf_gradient_through(lambda g: np.concatenate([g, g])[:4], (4, 6))  # part of an array: copied
+    assert part.base is None
+    transposed = _leaf_gradient_through(lambda g: np.ascontiguousarray(g.T).T)  # not C-ordered: copied
+    assert transposed.base is None
+
+    def into_a_kept_block(g):
+        out = buffers.empty(np, g.shape, g.dtype)
+        out[...] = g
+        return out
+
+    shape = (64, 512)  # 256 KiB: from fast.buffers
+    grad = _leaf_gradient_through(into_a_kept_block, shape)
+    assert buffers.keeps(grad.base)  # kept without a copy: the block serves the leaf's .grad now
+    other = buffers.empty(np, shape, np.dtype(np.float64))
+    assert not np.shares_memory(other, grad)  # while the leaf holds it, the block serves nothing else
+    np.testing.assert_array_equal(grad, np.full(shape, 2.0))
+    del other
+    address = grad.__array_interface__["data"][0]
+    del grad
+    assert buffers.empty(np, shape, np.dtype(np.float64)).__array_interface__["data"][0] == address
+
+
 def test_gradients_accumulate_across_backward_calls_into_a_taken_array():
     w = nn.Linear(2, 2)
     x = ta.ones(3, 2)

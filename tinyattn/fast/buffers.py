@@ -15,8 +15,8 @@ Rules that keep it safe and lean:
   array); only a block that this module's list alone refers to is handed out again.
 - A block serves a request of at least half its size, the smallest free one first, so that a step's arrays
   of several sizes do not hold on to much more memory than they use.
-- Gradients that the graph walk hands to a leaf are never made here: a leaf keeps a fresh gradient as its
-  ``.grad`` only when it owns its memory (``gradients.steal``).
+- A leaf may keep a gradient made here as its ``.grad`` (``gradients.steal``, when the block serves that
+  array alone): the block is then in use until the leaf lets the gradient go (``x.grad = None``).
 - On CuPy (which pools its own memory) and below 128 KiB, ``empty`` is ``xp.empty``.
 - At most ``_MOST_KEPT`` blocks per thread; past it, the free ones are let go. ``clear()`` lets go of all.
 
@@ -89,6 +89,11 @@ def empty_like(xp, x, dtype=None):
 def clear():
     """Let go of every block this thread keeps (those still in use live on with their arrays)."""
     _KEPT.blocks = []
+
+
+def keeps(array):
+    """Whether ``array`` is one of the blocks this thread keeps."""
+    return any(block is array for block in _KEPT.blocks or ())
 
 
 def kept_bytes():
