@@ -40,6 +40,26 @@ def test_a_free_block_is_reused_for_sizes_down_to_half():
     assert buffers.kept_bytes() == 512 * 256 * 4 + 200 * 256 * 4
 
 
+def test_among_blocks_of_one_size_a_free_one_is_found_and_no_other():
+    arrays = [buffers.empty(np, (256, 256), F32) for _ in range(5)]
+    address = _address(arrays[2])
+    del arrays[2]
+    again = buffers.empty(np, (256, 256), F32)
+    assert _address(again) == address
+    assert not any(np.shares_memory(again, array) for array in arrays)
+    assert buffers.kept_bytes() == 5 * 256 * 256 * 4
+
+
+def test_past_the_most_blocks_kept_the_free_ones_are_let_go():
+    block = 256 * 256 * 4
+    held = [buffers.empty(np, (256, 256), F32) for _ in range(buffers._MOST_KEPT)]
+    assert buffers.kept_bytes() == buffers._MOST_KEPT * block
+    del held[:10]
+    larger = buffers.empty(np, (512, 256), F32)  # no free block is large enough: a new one, and the free ones go
+    assert buffers.kept_bytes() == (buffers._MOST_KEPT - 10) * block + larger.nbytes
+    assert not any(np.shares_memory(larger, array) for array in held)
+
+
 def test_small_arrays_and_other_namespaces_are_plain():
     small = buffers.empty(np, (16, 16), F32)
     assert small.base is None and buffers.kept_bytes() == 0

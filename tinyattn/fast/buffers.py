@@ -14,7 +14,8 @@ Rules that keep it safe and lean:
 - A block is in use while anything refers to it (an array viewing it, a tensor or a node holding such an
   array); only a block that this module's list alone refers to is handed out again.
 - A block serves a request of at least half its size, the smallest free one first, so that a step's arrays
-  of several sizes do not hold on to much more memory than they use.
+  of several sizes do not hold on to much more memory than they use. Blocks are kept by their size: the usual
+  request, for the size an array of the last step had, looks among the blocks of that size alone.
 - A leaf may keep a gradient made here as its ``.grad`` (``gradients.steal``, when the block serves that
   array alone): the block is then in use until the leaf lets the gradient go (``x.grad = None``).
 - On CuPy (which pools its own memory) and below 128 KiB, ``empty`` is ``xp.empty``.
@@ -44,7 +45,8 @@ _MOST_KEPT = 64  # blocks kept per thread (a deep model's saved arrays beyond th
 
 
 class _Kept(threading.local):
-    blocks = None  # this thread's kept blocks of memory: [1-D uint8 array, …]
+    sizes = None  # this thread's kept blocks of memory by their size: {bytes: [1-D uint8 array, …]}
+    count = 0  # how many blocks that is
 
 
 _KEPT = _Kept()
@@ -58,21 +60,41 @@ def empty(xp, shape, dtype):
     nbytes = math.prod(shape) * dtype.itemsize
     if xp is not np or nbytes < SMALLEST_KEPT:
         return xp.empty(shape, dtype)  # (dtype positional, which NumPy parses faster)
-    blocks = _KEPT.blocks
-    if blocks is None:
-        blocks = _KEPT.blocks = []
-    best = None
-    for block in blocks:
-        if nbytes <= block.size <= 2 * nbytes and sys.getrefcount(block) <= _FREE[0] and (
-                best is None or block.size < best.size):
+    sizes = _KEPT.sizes
+    if sizes is None:
+        sizes = _KEPT.sizes = {}
+    best, blocks = None, sizes.get(nbytes, ())
+    index = 0
+    for block in blocks:  # a free block of this very size is the smallest that fits: the usual case
+        if sys.getrefcount(block) <= _FREE[0]:
             best = block
+            blocks.append(blocks.pop(index))  # (to the end: the blocks in use gather there, the free ones in front)
+            break
+        index += 1
+    else:  # else the smallest free one up to twice the size
+        for size, blocks in sizes.items():
+            if nbytes < size <= 2 * nbytes and (best is None or size < best.size):
+                for block in blocks:
+                    if sys.getrefcount(block) <= _FREE[0]:
+                        best = block
+                        break
     if best is None:
         best = np.empty(nbytes, dtype=np.uint8)
-        if len(blocks) >= _MOST_KEPT:
-            blocks[:] = [block for block in blocks if sys.getrefcount(block) > _FREE[0]]  # let the free ones go
-        if len(blocks) < _MOST_KEPT:
-            blocks.append(best)
+        if _KEPT.count >= _MOST_KEPT:
+            _let_free_ones_go(sizes)
+        if _KEPT.count < _MOST_KEPT:
+            sizes.setdefault(nbytes, []).append(best)
+            _KEPT.count += 1
     return best[:nbytes].view(dtype).reshape(shape)  # (a view: its base, the block, counts it as in use)
+
+
+def _let_free_ones_go(sizes):
+    """Drop from ``sizes`` (this thread's blocks) those that nothing else refers to."""
+    for size in list(sizes):
+        sizes[size] = [block for block in sizes[size] if sys.getrefcount(block) > _FREE[0]]
+        if not sizes[size]:
+            del sizes[size]
+    _KEPT.count = sum(map(len, sizes.values()))
 
 
 def empty_like(xp, x, dtype=None):
@@ -88,17 +110,17 @@ def empty_like(xp, x, dtype=None):
 
 def clear():
     """Let go of every block this thread keeps (those still in use live on with their arrays)."""
-    _KEPT.blocks = []
+    _KEPT.sizes, _KEPT.count = {}, 0
 
 
 def keeps(array):
     """Whether ``array`` is one of the blocks this thread keeps."""
-    return any(block is array for block in _KEPT.blocks or ())
+    return any(block is array for block in (_KEPT.sizes or {}).get(array.size, ()))
 
 
 def kept_bytes():
     """The bytes of the blocks this thread keeps, in use or not."""
-    return sum(block.size for block in _KEPT.blocks or ())
+    return sum(size * len(blocks) for size, blocks in (_KEPT.sizes or {}).items())
 
 
 def _measure():
