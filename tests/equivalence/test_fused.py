@@ -379,6 +379,8 @@ def test_a_view_that_alone_sees_its_memory_is_kept_and_any_other_is_copied():
     assert part.base is None
     transposed = _leaf_gradient_through(lambda g: np.ascontiguousarray(g.T).T)  # not C-ordered: copied
     assert transposed.base is None
+    read_only = _leaf_gradient_through(lambda g: np.broadcast_to(g, g.shape))  # a read-only view: copied
+    assert read_only.base is None and read_only.flags.writeable
 
     def into_a_kept_block(g):
         out = buffers.empty(np, g.shape, g.dtype)

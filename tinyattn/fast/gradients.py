@@ -43,8 +43,9 @@ def _viewed_alone(view):
     array that owns it is referred to by ``view`` alone (every NumPy view refers to its owner as its ``base``),
     or by ``view`` and ``fast.buffers``' list (a kept block, which serves one array at a time)."""
     base = view.base
-    if type(base) is not np.ndarray or base.base is not None or not view.flags.c_contiguous:
-        return False
+    flags = view.flags
+    if type(base) is not np.ndarray or base.base is not None or not flags.c_contiguous or not flags.writeable:
+        return False  # (a read-only view could not take the next backward's gradient in place)
     count = _references(base)
     if count <= _VIEW_REFERENCES[0]:
         return base.nbytes == view.nbytes  # (a view of part of an array would keep the rest alive with it)
