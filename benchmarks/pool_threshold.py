@@ -189,7 +189,7 @@ def after_gemm(repeat):
 def transposed_products(repeat):
     """The four products of a BERT-style layer 384 wide with a 1,536-wide feed-forward (``bert6``'s), by the number
     of rows ``M``: as ``a Wᵀ`` with ``a`` C-ordered (row-major) and as ``(W aᵀ)ᵀ`` with ``a`` F-ordered (how the
-    blocks run them in inference with ``transposed``, ``fast.blocks.times_weight_t``); interleaved, medians of
+    blocks run them in inference with ``transposed``, ``fast.kernels.times_weight_t``); interleaved, medians of
     the four products' summed time."""
     from tinyattn.fast.blocks import times_weight_t
 

@@ -29,7 +29,7 @@ Cases (``--cases``, comma-separated; the default runs all but ``longattn``, ``mi
                 both with ``enable_nested_tensor=False``, which computes every position (100 timed calls
                 each by default, ``BERT6_REPEAT``; ``bert6_products`` likewise)
     bert6_products  bert6's tinyattn step as it runs (its few rows' products as ``(W aᵀ)ᵀ``,
-                ``fast.blocks.times_weight_t``) beside the same step with those products as ``a Wᵀ``
+                ``fast.kernels.times_weight_t``) beside the same step with those products as ``a Wᵀ``
                 (``tinyattn.fast.tuning.tuned(transposed_products_rows=0)`` around the step; the first step
                 runs inside ``tuned`` too, with the value as it is), and PyTorch's: what that choice is worth
     train       one training step of the main example's model against a PyTorch twin

@@ -102,7 +102,7 @@ def test_relu_pooled_is_bit_identical(M, F, dtype, pieces, seed):
 
     pooled, single = pooled_and_single(run, pieces)
     assert_identical(pooled, single)
-    a, _, a_f = pooled  # an F-ordered z (as blocks.times_weight_t makes) is worked on in its own order: the same bits
+    a, _, a_f = pooled  # an F-ordered z (as kernels.times_weight_t makes) is worked on in its own order: the same bits
     assert a_f.flags.f_contiguous
     np.testing.assert_array_equal(a_f, a)
 
@@ -148,7 +148,7 @@ def test_gelu_pooled_is_bit_identical(M, F, dtype, approximate, pieces, seed):
 
     pooled, single = pooled_and_single(run, pieces)
     assert_identical(pooled, single)
-    a, slope, grad_z, a_f, slope_f, a_f_alone = pooled  # an F-ordered z (blocks.times_weight_t's): the same bits
+    a, slope, grad_z, a_f, slope_f, a_f_alone = pooled  # an F-ordered z (kernels.times_weight_t's): the same bits
     assert a_f.flags.f_contiguous and slope_f.flags.f_contiguous
     for got, expected in ((a_f, a), (slope_f, slope), (a_f_alone, a)):
         np.testing.assert_array_equal(got, expected)

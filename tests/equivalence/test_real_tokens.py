@@ -98,9 +98,9 @@ def test_real_tokens_alone_equal_the_reference(device, data):
 
 @pytest.mark.parametrize("activation", sorted(ACTIVATIONS))
 def test_inference_on_few_rows_runs_its_products_transposed(activation):
-    """In inference the real tokens' products run as ``(W aᵀ)ᵀ`` (``fast.blocks.times_weight_t``, and
-    ``in_projection`` one weight at a time): float32 outputs as the row-major products give them, to round-off;
-    past ``transposed_products_rows`` rows, row-major."""
+    """In inference the real tokens' products run as ``(W aᵀ)ᵀ`` (``fast.kernels.times_weight_t``, as the blocks
+    call it, and ``in_projection`` one weight at a time): float32 outputs as the row-major products give them, to
+    round-off; past ``transposed_products_rows`` rows, row-major."""
     rng = np.random.default_rng(11)
     ta.manual_seed(0)
     encoder = nn.TransformerEncoder(nn.TransformerEncoderLayer(24, 4, 40, dropout=0.0,

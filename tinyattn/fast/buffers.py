@@ -64,7 +64,7 @@ def empty(xp, shape, dtype):
     if sizes is None:
         sizes = _KEPT.sizes = {}
     best, blocks = None, sizes.get(nbytes, ())
-    index = 0
+    index = 0  # (counted by hand: enumerate's reused result tuple would hold the block and raise its count)
     for block in blocks:  # a free block of this very size is the smallest that fits: the usual case
         if sys.getrefcount(block) <= _FREE[0]:
             best = block
