@@ -357,6 +357,24 @@ def test_mask_that_cannot_broadcast_raises(device):
         F.scaled_dot_product_attention(q, k, ta.zeros(2, 4, 4, device=device))
 
 
+def test_leading_axes_broadcast_or_raise_and_dropout_p_is_checked(device):
+    """Equal leading axes, leading axes that broadcast, leading axes that do not; ``dropout_p`` of each kind."""
+    rng = np.random.default_rng(12)
+    q = leaf(rng.standard_normal((2, 1, 3, 4)), device)  # (B, 1, Lq, E)
+    k = leaf(rng.standard_normal((1, 3, 5, 4)), device)  # (1, H, Lk, E)
+    out, w = F.scaled_dot_product_attention(q, k, k)
+    assert out.shape == (2, 3, 3, 4) and w.shape == (2, 3, 3, 5)
+    same, _ = F.scaled_dot_product_attention(q, q, q)
+    assert same.shape == (2, 1, 3, 4)
+    with pytest.raises(ValueError, match=r"leading dimensions of \(2, 1, 3, 4\), \(3, 3, 5, 4\) cannot be broadcast"):
+        F.scaled_dot_product_attention(q, ta.zeros(3, 3, 5, 4, device=device, dtype=ta.float64), k)
+    for bad in (1.5, -0.1, "0.1", None):
+        with pytest.raises(ValueError, match="dropout_p must be in"):
+            F.scaled_dot_product_attention(q, k, k, dropout_p=bad)
+    for good in (0, 0.0, np.float32(0.0), np.float64(0.0)):
+        np.testing.assert_array_equal(F.scaled_dot_product_attention(q, k, k, dropout_p=good)[0].numpy(), out.numpy())
+
+
 def test_need_weights_false_returns_none_and_the_same_output(device):
     rng = np.random.default_rng(7)
     q, k, v = (leaf(rng.standard_normal(s), device) for s in [(3, 4), (5, 4), (5, 2)])

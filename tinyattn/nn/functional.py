@@ -493,7 +493,7 @@ def scaled_dot_product_attention(
         raise ValueError(
             f"scaled_dot_product_attention: key {key.shape} and value {value.shape} must share the length Lk"
         )
-    if not (isinstance(dropout_p, numbers.Real) and 0.0 <= dropout_p <= 1.0):
+    if not (isinstance(dropout_p, (int, float, numbers.Real)) and 0.0 <= dropout_p <= 1.0):  # (int, float: no ABC test)
         raise ValueError(f"scaled_dot_product_attention: dropout_p must be in [0, 1], got {dropout_p}")
     dropout_p = float(dropout_p)  # a NumPy float64 would promote float32 work
     scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else float(scale)
@@ -504,8 +504,11 @@ def scaled_dot_product_attention(
 
 def _broadcast_batch(*tensors):
     """The broadcast leading shape ``(…)`` of tensors shaped ``(…, L, E)``."""
+    shapes = [t.shape[:-2] for t in tensors]
+    if shapes.count(shapes[0]) == len(shapes):  # all alike, the common case (np.broadcast_shapes makes arrays)
+        return shapes[0]
     try:
-        return tuple(np.broadcast_shapes(*(t.shape[:-2] for t in tensors)))
+        return tuple(np.broadcast_shapes(*shapes))
     except ValueError:
         shapes = ", ".join(str(t.shape) for t in tensors)
         raise ValueError(f"scaled_dot_product_attention: leading dimensions of {shapes} cannot be broadcast") from None
