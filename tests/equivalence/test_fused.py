@@ -20,7 +20,7 @@ import tinyattn as ta
 import tinyattn.nn as nn
 import tinyattn.nn.functional as F
 from tinyattn import testing as tt
-from tinyattn.fast import FeedForwardBlock, MergeHeads, SplitHeads, gradients
+from tinyattn.fast import FeedForwardBlock, Linear, MaskedSoftmax, MergeHeads, SplitHeads, gradients
 
 DEVICES = ["cpu", "strict", pytest.param("cuda", marks=pytest.mark.cuda)]  # cuda: skipped without a GPU
 
@@ -542,3 +542,40 @@ def test_an_in_place_change_to_a_layer_norm_output_without_weight_is_refused():
         y.mul_(2.0)
     with pytest.raises(RuntimeError, match="Normalize saved for its backward was modified"):
         y.backward(np.ones((3, 4), np.float32))
+
+
+def test_each_node_watches_the_arrays_its_backward_reads_and_no_other():
+    """``saved_inputs`` and ``saves_output`` as the nodes declare them: written in place after the forward, ``x``
+    or ``W`` makes ``fast.Linear``'s backward refuse, while ``b`` (never read) leaves the gradients as they were;
+    ``SplitHeads`` and ``MergeHeads`` read nothing of their input, and ``MaskedSoftmax`` reads its output."""
+    rng = np.random.default_rng(3)
+    x_np, w_np, b_np, g_np = (rng.standard_normal(s) for s in [(2, 3, 4), (6, 4), (6,), (2, 3, 6)])
+
+    def linear_grads(written=None):
+        x, w, b = (ta.tensor(a, requires_grad=True) for a in (x_np, w_np, b_np))
+        y = Linear.apply(x, w, b)
+        if written is not None:
+            with ta.no_grad():
+                {"x": x, "weight": w, "bias": b}[written].add_(1.0)
+        y.backward(ta.tensor(g_np))
+        return [np.array(t.grad) for t in (x, w, b)]
+
+    for written in ("x", "weight"):
+        with pytest.raises(RuntimeError, match="Linear saved for its backward was modified"):
+            linear_grads(written)
+    for got, expected in zip(linear_grads("bias"), linear_grads()):
+        np.testing.assert_array_equal(got, expected)
+
+    h = ta.tensor(rng.standard_normal((2, 3, 6)), requires_grad=True) * 1.0  # a node's output, not a leaf
+    heads = SplitHeads.apply(h, num_heads=2)  # (2, 2, 3, 3)
+    merged = MergeHeads.apply(heads * 1.0)  # (2, 3, 6)
+    with ta.no_grad():
+        h.add_(1.0)  # SplitHeads' input, written after its forward
+    merged.backward(ta.tensor(g_np))  # neither node refuses
+
+    scores = ta.tensor(rng.standard_normal((2, 3, 3)), requires_grad=True)
+    weights = MaskedSoftmax.apply(scores)
+    with ta.no_grad():
+        weights.mul_(2.0)
+    with pytest.raises(RuntimeError, match="MaskedSoftmax saved for its backward was modified"):
+        weights.backward(ta.tensor(g_np[..., :3]))

@@ -51,6 +51,7 @@ class Linear(Function):
     """
 
     fresh_gradients = True  # keeps no reference to what backward returns (see Function)
+    saved_inputs, saves_output = (0, 1), False  # backward reads x and W, not b nor y (see Function)
 
     def forward(self, x, weight, bias=None):
         rows = math.prod(x.shape[:-1])
@@ -189,6 +190,8 @@ class MaskedSoftmax(Function):
            [0.    , 0.    , 0.    ]], dtype=float32)
     """
 
+    saved_inputs, saves_output = (), True  # backward reads only its output (see Function)
+
     def forward(self, scores, allowed=None):
         self.out = kernels.masked_softmax(scores, allowed)  # a fresh array
         return self.out
@@ -205,6 +208,7 @@ class SplitHeads(Function):
     node; the gradient goes back through the inverse, ``MergeHeads`` (on tensors too: ``create_graph``)."""
 
     differentiable = True
+    saved_inputs, saves_output = (), False  # backward reads no array of theirs (see Function)
 
     def forward(self, x, num_heads):
         return kernels.split_heads(x, num_heads)
@@ -217,6 +221,7 @@ class MergeHeads(Function):
     """``(B, H, L, D) -> (B, L, H·D)``: ``x.transpose(1, 2).reshape(B, L, H·D)`` as one node."""
 
     differentiable = True
+    saved_inputs, saves_output = (), False  # backward reads no array of theirs (see Function)
 
     def forward(self, x):
         self.num_heads = x.shape[1]
