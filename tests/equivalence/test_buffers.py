@@ -84,3 +84,36 @@ def test_layer_outputs_of_earlier_steps_stay_intact():
         np.testing.assert_array_equal(out.numpy(), copy)
         np.testing.assert_array_equal(other.numpy(), copy)
     assert buffers.kept_bytes() > 0  # (the layer's arrays came from kept blocks)
+
+
+def _from_kept_block(array):
+    """Whether ``array`` is a view of one of this thread's kept blocks."""
+    while array.base is not None and not buffers.keeps(array):
+        array = array.base
+    return buffers.keeps(array)
+
+
+@pytest.mark.parametrize("what", ["encoder, pre-norm", "encoder, post-norm", "sdpa"])
+def test_gradients_of_earlier_steps_stay_intact(what):
+    """Gradients the caller keeps (an input's and the parameters', some of them in kept blocks: a pooled product's,
+    the residual blocks' input gradient, attention's ``dQ``, ``dK``, ``dV``) are never written over by a later
+    step's arrays."""
+    rng = np.random.default_rng(1)
+    ta.manual_seed(0)
+    layer = ta.nn.TransformerEncoderLayer(256, 8, 1024, dropout=0.0, norm_first=what.endswith("pre-norm"))
+    shapes = [(8, 128, 256)] if what != "sdpa" else [(8, 8, 128, 32)] * 3
+    kept = []
+    for _ in range(3):
+        inputs = [ta.tensor(rng.standard_normal(shape, dtype=np.float32), requires_grad=True) for shape in shapes]
+        if what == "sdpa":
+            out = ta.nn.functional.scaled_dot_product_attention(*inputs, need_weights=False)[0]
+        else:
+            layer.zero_grad()  # (to None: the previous step's arrays stay the caller's)
+            out = layer(*inputs)
+        out.backward(ta.tensor(rng.standard_normal(out.shape, dtype=np.float32)))
+        grads = [t.grad for t in inputs] + ([] if what == "sdpa" else [p.grad for p in layer.parameters()])
+        kept.append((grads, [g.copy() for g in grads]))
+    assert any(_from_kept_block(g) for g in kept[-1][0])  # (the case reaches fast.buffers)
+    for grads, copies in kept:
+        for grad, copy in zip(grads, copies):
+            np.testing.assert_array_equal(grad, copy)

@@ -328,13 +328,15 @@ def attention_backward(grad, a, schedule, scale, mask_shape=None, out=None):
     xp = backend.namespace(grad)
     lead, (Lq, E), (Lk, Ev) = grad.shape[:-2], a.query.shape[-2:], a.value.shape[-2:]
     online = schedule.keeps == "lse"
-    if out is None:
-        empty = xp.zeros if online else xp.empty  # (key blocks past the last query are never reached)
-        out = tuple(empty(lead + (n, size), dtype=grad.dtype) for n, size in ((Lq, E), (Lk, E), (Lk, Ev)))
+    if out is None:  # fast.buffers' memory from its size on
+        out = tuple(buffers.empty(xp, lead + (n, size), grad.dtype) for n, size in ((Lq, E), (Lk, E), (Lk, Ev)))
+        if online:  # (key blocks past the last query are never reached)
+            for array in out:
+                array[...] = 0
     a.grad_query, a.grad_key, a.grad_value = out
     two_passes = bool(schedule.key_units)
     if not online and (two_passes or mask_shape is not None):
-        a.grad_scores = xp.empty(lead + (Lq, Lk), dtype=grad.dtype)  # dS, whole: for dmask, or the keys' pass
+        a.grad_scores = buffers.empty(xp, lead + (Lq, Lk), grad.dtype)  # dS, whole: for dmask, or the keys' pass
     if online and mask_shape is not None:
         a.grad_mask = xp.zeros(mask_shape, dtype=grad.dtype)
         a.grad_mask = a.grad_mask.reshape((1,) * (2 - a.grad_mask.ndim) + a.grad_mask.shape)  # (…, Lq or 1, Lk or 1)
@@ -442,7 +444,7 @@ def packed_attention_backward(grad, arrays, schedule, scale, mask_shape=None):
     ``dmask`` ``None`` unless ``mask_shape`` is given."""
     B, H, L, D = arrays.query.shape
     grad = split_heads(grad.reshape(B, L, H * D), H)  # (B, H, L, D), a view laid out as the output
-    grad_qkv = split_packed_heads(backend.namespace(grad).empty((B, L, 3 * H * D), dtype=grad.dtype), H)
+    grad_qkv = split_packed_heads(buffers.empty(backend.namespace(grad), (B, L, 3 * H * D), grad.dtype), H)
     *_, grad_mask = attention_backward(grad, arrays, schedule, scale, mask_shape,
                                        out=(grad_qkv[0], grad_qkv[1], grad_qkv[2]))  # written in place
     return grad_qkv, grad_mask  # (3, B, H, L, D)

@@ -41,7 +41,7 @@ from ..masks import checked_mask, per_batch_mask
 from ..nn import attention as _attention_module
 from ..nn import functional as F
 from ..tensor import Function, Tensor, records_graph
-from . import parallel, router
+from . import buffers, parallel, router
 from .attention import attention_by_sequences, packed_attention, packed_attention_backward
 from .kernels import (
     bias_gelu,
@@ -100,11 +100,12 @@ class _ResidualBlock(Function):
 
     def _grad_of_input(self, grad_h, grad_s, grad_norm, shape):
         """``(∂x, ∂norm_weight, ∂norm_bias)``: ``∂x = ∂s + ∂norm(∂h)`` pre-norm, ``∂s + ∂h`` post-norm,
-        a fresh array of ``x``'s shape (a leaf may keep it as it is), written through its ``(M, E)`` view."""
+        an array of ``x``'s shape that nothing else holds (a leaf may keep it as it is; ``fast.buffers``' memory from
+        its size on), written through its ``(M, E)`` view."""
         if self.norm_first:
             grad_h, *grad_norm = layer_norm_rows_backward(grad_h, self.norm)
         xp = backend.namespace(grad_s)
-        grad_x = xp.empty(shape, dtype=grad_h.dtype)
+        grad_x = buffers.empty(xp, shape, grad_h.dtype)  # (fast.buffers' memory from its size on)
         xp.add(grad_h, grad_s, out=grad_x.reshape(grad_s.shape))  # the residual path joins
         return (grad_x, *grad_norm)
 

@@ -43,7 +43,7 @@ import threading
 import numpy as np
 
 from .. import backend
-from . import router
+from . import buffers, router
 
 
 def run(task, ranges, pooled):
@@ -87,7 +87,8 @@ def one_blas_thread():
 
 
 def matmul(a, b, out=None):
-    """``a @ b`` for 2-D arrays, into ``out`` when given (C-ordered, of the product's shape), else a fresh array. Inside
+    """``a @ b`` for 2-D arrays, into ``out`` when given (C-ordered, of the product's shape), else a new array (that
+    nothing else holds: from ``fast.buffers`` when the product is pooled). Inside
     a block that runs its products on the pool (``products_on_pool``), a product the router cuts
     (``router.product_schedule``: one run of ``a``'s rows per thread) goes over the pool, each run's product on one
     BLAS thread; anything else is one call."""
@@ -96,8 +97,8 @@ def matmul(a, b, out=None):
         if out is None:
             return a @ b
         return np.matmul(a, b, out) if type(a) is np.ndarray else backend.namespace(a).matmul(a, b, out=out)
-    if out is None:
-        out = np.empty((a.shape[0], b.shape[-1]), dtype=np.result_type(a, b))
+    if out is None:  # (a pooled product is large: fast.buffers' memory, not pages mapped afresh at each call)
+        out = buffers.empty(np, (a.shape[0], b.shape[-1]), np.result_type(a, b))
 
     def product_rows(start, stop):  # rows start:stop of a @ b, on one BLAS thread
         np.matmul(a[start:stop], b, out=out[start:stop])
