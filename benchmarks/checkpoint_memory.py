@@ -17,7 +17,9 @@ asserts that every weight's gradient and the input's are the same both ways.
 Memory is measured with ``tracemalloc``, to which NumPy reports every array it allocates: "held after forward"
 is what the graph keeps once the forward pass is done (beyond the model, its input and the previous variant's
 kept gradients), "peak" the highest point during forward and backward together, both above the memory in use
-before the step. The time column is one step's wall time with tracing on (tracing slows it; a ratio only).
+before the step. Each step starts with the fast layer's kept blocks let go (``tinyattn.fast.buffers.clear()``):
+arrays made in blocks kept from an earlier step would be no new allocation, and ``tracemalloc`` would not see them.
+The time column is one step's wall time with tracing on (tracing slows it; a ratio only).
 """
 
 import argparse
@@ -28,6 +30,7 @@ import numpy as np
 
 import tinyattn as ta
 import tinyattn.nn as nn
+from tinyattn.fast import buffers
 
 MIB = 2**20
 
@@ -38,6 +41,7 @@ def step(layers, x, upstream, checkpointed, seed):
         layer.zero_grad()
     x.grad = None
     ta.manual_seed(seed)  # the same dropout masks in both variants
+    buffers.clear()  # (blocks still in use live on with their arrays, counted in `before`)
     tracemalloc.reset_peak()
     before = tracemalloc.get_traced_memory()[0]
     start = time.perf_counter()
