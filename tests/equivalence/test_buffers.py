@@ -100,8 +100,11 @@ def test_gradients_of_earlier_steps_stay_intact(what):
     step's arrays."""
     rng = np.random.default_rng(1)
     ta.manual_seed(0)
-    layer = ta.nn.TransformerEncoderLayer(256, 8, 1024, dropout=0.0, norm_first=what.endswith("pre-norm"))
-    shapes = [(8, 128, 256)] if what != "sdpa" else [(8, 8, 128, 32)] * 3
+    if what == "sdpa":
+        shapes = [(8, 8, 128, 32)] * 3  # q, k, v (B, H, L, D)
+    else:
+        layer = ta.nn.TransformerEncoderLayer(256, 8, 1024, dropout=0.0, norm_first=what.endswith("pre-norm"))
+        shapes = [(8, 128, 256)]
     kept = []
     for _ in range(3):
         inputs = [ta.tensor(rng.standard_normal(shape, dtype=np.float32), requires_grad=True) for shape in shapes]

@@ -567,10 +567,11 @@ def test_each_node_watches_the_arrays_its_backward_reads_and_no_other():
         np.testing.assert_array_equal(got, expected)
 
     h = ta.tensor(rng.standard_normal((2, 3, 6)), requires_grad=True) * 1.0  # a node's output, not a leaf
-    heads = SplitHeads.apply(h, num_heads=2)  # (2, 2, 3, 3)
-    merged = MergeHeads.apply(heads * 1.0)  # (2, 3, 6)
+    heads = SplitHeads.apply(h, num_heads=2) + 0.0  # (2, 2, 3, 3)
+    merged = MergeHeads.apply(heads)  # (2, 3, 6)
     with ta.no_grad():
         h.add_(1.0)  # SplitHeads' input, written after its forward
+        heads.add_(1.0)  # MergeHeads' input, likewise
     merged.backward(ta.tensor(g_np))  # neither node refuses
 
     scores = ta.tensor(rng.standard_normal((2, 3, 3)), requires_grad=True)
