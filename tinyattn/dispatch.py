@@ -53,7 +53,7 @@ class Replacement(NamedTuple):
 
 _ENABLED = [os.environ.get("TINYATTN_FAST", "1") != "0"]
 _COUNT = itertools.count(1)  # next() on it is atomic: two threads never take the same generation
-_GENERATION = [0]
+GENERATION = [0]  # generation()'s count, for a reader that cannot afford the call; changed() alone moves it
 _TABLE = {}  # unit (a function or a Module class) -> tuple of Replacement rows
 _FORWARDS = {}  # a Module class in the table -> its forward when its rows were registered
 _RESOLVED = {}  # a module class -> the nearest class of its MRO that is in the table, or None
@@ -163,12 +163,12 @@ def enabled():
 
 def changed():
     """Something a route reads has changed: routes remembered before now are stale."""
-    _GENERATION[0] = next(_COUNT)
+    GENERATION[0] = next(_COUNT)
 
 
 def generation():
     """How many times ``changed()`` has been called: a route remembered at another generation is stale."""
-    return _GENERATION[0]
+    return GENERATION[0]
 
 
 class use_fast_paths:

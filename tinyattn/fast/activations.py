@@ -188,7 +188,7 @@ def erf(x, out=None):
     out = _target(x, out)
     xp, small, one = backend.namespace(x), _constants(x.dtype, _ERF_SMALL), x.dtype.type(1)
     a = xp.abs(x)
-    xp.clip(a, x.dtype.type(0), x.dtype.type(_CLAMP), out=a)  # NaN stays NaN (clip: see kernels._bias_relu)
+    a.clip(x.dtype.type(0), x.dtype.type(_CLAMP), out=a)  # NaN stays NaN (clip: see kernels._bias_relu)
     s = xp.multiply(a, a)
     small_branch = _horner(small, s, xp.empty_like(a))
     small_branch *= a  # erf(|x|) = |x| · S(x²): the small branch
@@ -214,7 +214,7 @@ def normal_cdf(z, approximate="none", out=None):
         out += z.dtype.type(1)
         out *= z
         out *= z.dtype.type(-2 * _SQRT_2_OVER_PI * LOG2_E)  # -2u · log₂e
-        xp.clip(out, z.dtype.type(-math.inf), z.dtype.type(115), out=out)  # 2¹¹⁵ is finite in float32; Φ there 2e-35
+        out.clip(z.dtype.type(-math.inf), z.dtype.type(115), out=out)  # 2¹¹⁵ is finite in float32; Φ there 2e-35
         xp.exp2(out, out=out)  # exp(-2u)
         out += z.dtype.type(1)
         xp.divide(z.dtype.type(1), out, out=out)

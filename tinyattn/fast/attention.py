@@ -208,19 +208,23 @@ def attention(query, key, value, attn_mask, allowed, is_causal, scale, dropout_p
     dropout's scaled keep-mask, or ``None``). ``attn_mask`` is added to the scores, ``allowed`` (boolean, ``True`` =
     may attend) and ``is_causal`` forbid keys; all broadcast."""
     xp = backend.namespace(query)
-    Lq, Lk, Ev = query.shape[-2], key.shape[-2], value.shape[-1]
-    batch = _batch_of(query, key)
+    query_shape, key_shape = query.shape, key.shape
+    Lq, Lk = query_shape[-2], key_shape[-2]
+    batch = query_shape[:-2]
+    if key_shape[:-2] != batch:
+        batch = _broadcast(batch, key_shape[:-2])
     keep = None
     if dropout_p:  # F.dropout's draw over the weights (backend.dropout_mask: the same draw)
         keep = backend.dropout_mask(batch + (Lq, Lk), dropout_p, query.dtype, backend.device_of(query))
-    scale = query.dtype.type(scale)
+    if type(scale) is not float:  # (a NumPy scalar of another dtype would promote Q·scale; a float takes Q's dtype)
+        scale = query.dtype.type(scale)
     if schedule.one_tile and math.prod(batch) * Lq * Lk * query.itemsize < buffers.SMALLEST_KEPT:  # small: fresh arrays
         a = Arrays(xp, is_causal, len(batch), query * scale, key, value, keep, attn_mask, allowed)  # Q·scale
         a.weights, a.out = forward_tile(a, schedule.units[0][1][0], True, out)
         return a.out, a
     made = out is None
     if made:
-        out = buffers.empty(xp, _broadcast(batch, value.shape[:-2]) + (Lq, Ev), query.dtype)  # O
+        out = buffers.empty(xp, _broadcast(batch, value.shape[:-2]) + (Lq, value.shape[-1]), query.dtype)  # O
     by_slices = not schedule.one_tile and all(index for index, _ in schedule.units)  # each unit scales its own
     scaled = buffers.empty(xp, query.shape, query.dtype)  # Q·scale (the cheaper side): here, or by each unit
     if not by_slices:

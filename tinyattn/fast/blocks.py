@@ -149,7 +149,8 @@ class SelfAttentionBlock(_ResidualBlock):
     def forward(self, x, norm_weight, norm_bias, w_q, w_k, w_v, b_q, b_k, b_v, w_o, b_o, *, num_heads,
                 norm_first, eps, attn_mask, allowed, is_causal, tokens=None, for_backward=True, transposed=False,
                 cu_seqlens=None, products_on_pool=False):
-        E = x.shape[-1]
+        shape = x.shape
+        E = shape[-1]
         rows = x.reshape(-1, E)  # (M, E): M = B·L, or T
         self.options = num_heads, eps, attn_mask, allowed, is_causal  # (for ``reference``)
         self.transposed = transposed and not for_backward  # (W aᵀ)ᵀ keeps no stacked weight for backward
@@ -159,18 +160,18 @@ class SelfAttentionBlock(_ResidualBlock):
                                               is_causal, (w_q, w_k, w_v), (b_q, b_k, b_v), w_o, b_o, norm_weight,
                                               norm_bias, eps, norm_first)
         if tokens is None:
-            (B, L, _), index = x.shape, None
+            (B, L, _), index = shape, None
         else:
             index, B, L = tokens  # index (T,): the rows of x among the padded batch's B·L
         h = self._norm_input(rows, norm_weight, norm_bias, eps, norm_first)  # (M, E)
         qkv, self.w_qkv = in_projection(h, (w_q, w_k, w_v), (b_q, b_k, b_v), (B, L), num_heads,
                                         index, self.transposed)  # (3, B, H, L, D)
-        self.scale = 1.0 / math.sqrt(qkv.shape[-1])
-        self.schedule = router.attention_schedule(qkv[0], qkv[1], qkv[2])
+        self.scale = 1.0 / math.sqrt(E // num_heads)  # D: the head size
+        self.schedule = router.packed_attention_schedule(qkv)
         merged, self.attention = packed_attention(qkv, attn_mask, allowed, is_causal, self.scale, 0.0, self.schedule)
         merged = merged.reshape(B * L, E) if index is None else merged.reshape(B * L, E)[index]
         self.h, self.merged, self.w_o = h, merged, w_o  # merged heads a (M, E)
-        return self._output(self.merged, w_o, b_o, rows, norm_weight, norm_bias, eps).reshape(x.shape)
+        return self._output(self.merged, w_o, b_o, rows, norm_weight, norm_bias, eps).reshape(shape)
 
     def _forward_by_sequences(self, x, rows, cu_seqlens, num_heads, for_backward, attn_mask, allowed, is_causal,
                               weights, biases, w_o, b_o, norm_weight, norm_bias, eps, norm_first):
@@ -269,7 +270,8 @@ class FeedForwardBlock(_ResidualBlock):
     @parallel.products_on_pool
     def forward(self, x, norm_weight, norm_bias, w1, b1, w2, b2, *, norm_first, eps, activation="relu",
                 for_backward=True, transposed=False, products_on_pool=False):
-        rows = x.reshape(-1, x.shape[-1])  # (M, E)
+        shape = x.shape
+        rows = x.reshape(-1, shape[-1])  # (M, E)
         self.eps = eps  # (for ``reference``)
         self.transposed = transposed and not for_backward  # (W aᵀ)ᵀ keeps no slope for backward
         h = self._norm_input(rows, norm_weight, norm_bias, eps, norm_first)  # (M, E)
@@ -280,7 +282,7 @@ class FeedForwardBlock(_ResidualBlock):
         else:  # A = gelu(Z + b1) over Z, and gelu'(Z) for backward (none when no graph is recorded)
             schedule = router.elementwise_schedule(hidden)
             self.hidden, self.slope = bias_gelu(hidden, b1, _APPROXIMATE[activation], schedule, slope=for_backward)
-        return self._output(self.hidden, w2, b2, rows, norm_weight, norm_bias, eps).reshape(x.shape)
+        return self._output(self.hidden, w2, b2, rows, norm_weight, norm_bias, eps).reshape(shape)
 
     @parallel.products_on_pool
     def backward(self, grad):

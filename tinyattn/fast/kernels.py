@@ -57,47 +57,39 @@ def layer_norm_rows(rows, weight, bias, eps, schedule):
     return out, (x_hat, rstd, average, weight, schedule)
 
 
+_SPREAD = 1e-3  # a row whose standard deviation is below this fraction of its mean is centred again (_normalize)
+
+
 def _normalize(x, x_hat, rstd, y, average, eps, weight, bias, xp):
     """LayerNorm of the rows ``x (R, N)`` into ``x̂``, ``r (R, 1)`` and ``y``, views of the whole pass's arrays
-    or fresh arrays where they are ``None``; returns ``(x̂, r, y)``."""
-    x_hat, variance = _center(x, average, x_hat)
-    r = 1 / xp.sqrt(variance + eps)  # (R,)
-    if rstd is None:
-        rstd = r[:, None]
-    else:
-        rstd[:, 0] = r
-    x_hat *= rstd  # x̂
-    if weight is None:
-        return x_hat, rstd, x_hat
-    y = xp.multiply(x_hat, weight, out=y)  # (y None: a fresh array)
-    y += bias
-    return x_hat, rstd, y
+    or fresh arrays where they are ``None``; returns ``(x̂, r, y)``. The rows' means and biased variances are
+    products with ``average`` (``N`` entries of ``1/N``), in two passes as the textbook's formula.
 
-
-_SPREAD = 1e-3  # a row whose standard deviation is below this fraction of its mean is centred again (_center)
-
-
-def _center(x, average, centered):
-    """``(centered, variance)``: ``x - mean(x)`` for each row of ``x (R, N)`` (into ``centered``, or a fresh array
-    where it is ``None``), and the rows' biased variance ``(R,)``, in two passes as the textbook's formula;
-    ``average`` is ``N`` entries of ``1/N``.
-
-    The mean, a product with ``1/N``, can be off by an ulp of itself, and a row whose spread is that small (a
-    constant row above all) would come out as that error magnified by ``1/√eps``, where PyTorch gives 0. So a
-    row whose standard deviation is below ``_SPREAD`` of its mean is centred again, shifted by its first entry
-    before its mean is taken: exactly 0 for a constant row. (Such rows cost a second pass over themselves.)"""
-    xp = backend.namespace(x)
-    mean = x @ average  # (R,)
-    centered = xp.subtract(x, mean[:, None], out=centered)
-    variance = (centered * centered) @ average  # (R,)
+    The mean can be off by an ulp of itself, and a row whose spread is that small (a constant row above all)
+    would come out as that error magnified by ``1/√eps``, where PyTorch gives 0. So a row whose standard
+    deviation is below ``_SPREAD`` of its mean is centred again, shifted by its first entry before its mean is
+    taken: exactly 0 for a constant row. (Such rows cost a second pass over themselves.)"""
+    mean = x @ average  # μ (R,)
+    x_hat = xp.subtract(x, mean[:, None], out=x_hat)  # x - μ
+    variance = (x_hat * x_hat) @ average  # σ² (R,)
     near = variance <= xp.square(mean * _SPREAD)  # (a NaN row is not near: it stays as it is)
     if near.any():
         again = xp.flatnonzero(near)
         shifted = x[again] - x[again, :1]  # (r, N): zeros for a constant row
         shifted -= (shifted @ average)[:, None]
-        centered[again] = shifted
+        x_hat[again] = shifted
         variance[again] = (shifted * shifted) @ average
-    return centered, variance
+    r = 1 / xp.sqrt(variance + eps)  # (R,)
+    if rstd is None:
+        rstd = r[:, None]
+    else:
+        rstd[:, 0] = r
+    x_hat *= rstd  # x̂ = (x - μ) / √(σ² + eps)
+    if weight is None:
+        return x_hat, rstd, x_hat
+    y = xp.multiply(x_hat, weight, out=y)  # (y None: a fresh array)
+    y += bias
+    return x_hat, rstd, y
 
 
 def layer_norm_rows_backward(grad, saved):
@@ -158,14 +150,14 @@ def _with_bias(z, bias, *others):
     rows of ``z`` and ``others`` with the bias an argument, or, for an F-ordered ``z (M, F)`` (as
     ``times_weight_t`` makes) and a bias ``(F,)``, the rows of ``zᵀ`` (contiguous) with the bias a column
     among the rows."""
-    if z.ndim == 2 and np.ndim(bias) == 1 and z.flags.f_contiguous and not z.flags.c_contiguous:
+    if z.ndim == 2 and getattr(bias, "ndim", 0) == 1 and z.flags.f_contiguous and not z.flags.c_contiguous:
         return (z.T, *[o.T for o in others], bias[:, None]), ()
     return (z, *others), (bias,)
 
 
 def _bias_relu(z, bias, xp):  # rows of z
     z += bias
-    xp.clip(z, z.dtype.type(0), z.dtype.type(math.inf), out=z)  # NaN stays NaN, -0.0 stays -0.0 (as torch.relu);
+    z.clip(z.dtype.type(0), z.dtype.type(math.inf), out=z)  # NaN stays NaN, -0.0 stays -0.0 (as torch.relu);
     # with both bounds given NumPy runs its clip loop, faster here than np.maximum(z, 0)'s
 
 
@@ -369,7 +361,7 @@ def times_weight_t(a, weight, transposed):
     when ``a`` is itself such a transpose. Each entry is the same dot product (summed in another order)."""
     if transposed:
         return (weight @ a.T).T
-    M, N = a.shape[0], weight.shape[0]
+    M, N = len(a), len(weight)  # (len: no shape tuple made)
     if M * N * a.itemsize < buffers.SMALLEST_KEPT:  # (fast.buffers' own test, first: a small product's array is
         return parallel.matmul(a, weight.T)  # NumPy's own)
     xp = backend.namespace(a)

@@ -317,7 +317,7 @@ class PackedSelfAttention(Function):
 
     def forward(self, qkv, attn_mask=None, *, allowed, is_causal, scale, dropout_p):
         self.scale, self.allowed, self.is_causal = scale, allowed, is_causal
-        self.schedule = router.attention_schedule(qkv[0], qkv[1], qkv[2])
+        self.schedule = router.packed_attention_schedule(qkv)
         merged, self.arrays = attention.packed_attention(qkv, attn_mask, allowed, is_causal, scale, dropout_p,
                                                          self.schedule)
         self.keep = self.arrays.keep

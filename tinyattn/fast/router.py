@@ -37,7 +37,7 @@ from ..dispatch import FAST_OFF
 from ..nn import attention as _attention_module
 from ..nn import layers as _layers
 from ..nn import transformer as _transformer
-from ..tensor import Tensor, create_graph_walks, is_grad_enabled, no_grad
+from ..tensor import _CREATE_GRAPH_WALKS, _GRAD_ENABLED, Tensor, no_grad
 from .tuning import values as tuning
 
 # ----------------------------------------------------------------------------- ops
@@ -273,7 +273,8 @@ def why_not_encoder_layer(layer, src, src_mask=None, is_causal=False):
     reason = _why_not_batch_first(src, layer.self_attn.embed_dim)
     if reason:
         return reason
-    return _answer(layer, src, src_mask, encoder_layer(layer, src, src_mask))
+    route = _layer_route(layer, src, src_mask, layer.norm2, layer.dropout2)  # encoder_layer's
+    return _answer(layer, src, src_mask, route)
 
 
 def _answer(layer, x, attn_mask, route):
@@ -398,18 +399,33 @@ def _query_runs(like, Lq, Lk, batch, head_size):
     return pieces(Lq, per_row, least_items=head_size), False
 
 
-_SCHEDULES = {}  # (array type, the shapes, is_causal, key_block, mask_grad) -> (generation, TileSchedule)
+_SCHEDULES = {}  # (array type, the shapes, is_causal, key_block, mask_grad) -> (generation, TileSchedule);
+# packed self-attention's: (array type, qkv's shape) -> the same
 
 
 def attention_schedule(query, key, value, is_causal=False, key_block=None, mask_grad=False):
     """``_attention_schedule``'s answer, remembered for the shapes while nothing it reads changes (``tuning``'s
     values call ``dispatch.changed()``)."""
     memo = (type(query), query.shape, key.shape, value.shape, is_causal, key_block, mask_grad)
-    generation = dispatch.generation()
+    generation = dispatch.GENERATION[0]  # (dispatch.generation(), read without a call)
     remembered = _SCHEDULES.get(memo)
     if remembered is not None and remembered[0] == generation:
         return remembered[1]
-    schedule = _attention_schedule(query, key, value, is_causal, key_block, mask_grad)
+    return _remember(memo, generation, _attention_schedule(query, key, value, is_causal, key_block, mask_grad))
+
+
+def packed_attention_schedule(qkv):
+    """``attention_schedule`` of self-attention over packed ``qkv (3, B, H, L, D)`` (q, k and v of one shape),
+    remembered for that shape."""
+    memo = (type(qkv), qkv.shape)
+    generation = dispatch.GENERATION[0]  # (dispatch.generation(), read without a call)
+    remembered = _SCHEDULES.get(memo)
+    if remembered is not None and remembered[0] == generation:
+        return remembered[1]
+    return _remember(memo, generation, _attention_schedule(qkv[0], qkv[1], qkv[2], False, None, False))
+
+
+def _remember(memo, generation, schedule):
     if len(_SCHEDULES) > 1024:  # stale entries of earlier generations
         _SCHEDULES.clear()
     _SCHEDULES[memo] = (generation, schedule)
@@ -563,9 +579,10 @@ def row_schedule(like, rows, width):
 def elementwise_schedule(z):
     """``row_schedule`` of an elementwise pass over the matrix ``z (M, F)``, by its rows as they lie in memory: an
     F-ordered ``z`` (``fast.kernels.times_weight_t``'s) by the rows of ``zᵀ``, as ``fast.kernels`` walks it."""
-    if z.ndim == 2 and z.flags.f_contiguous and not z.flags.c_contiguous:
-        return row_schedule(z, z.shape[1], z.shape[0])
-    return row_schedule(z, z.shape[0], math.prod(z.shape[1:]))
+    shape = z.shape
+    if len(shape) == 2 and z.flags.f_contiguous and not z.flags.c_contiguous:
+        return row_schedule(z, shape[1], shape[0])
+    return row_schedule(z, shape[0], math.prod(shape[1:]))
 
 
 def product_schedule(a, b):
@@ -586,15 +603,17 @@ def product_schedule(a, b):
 def self_attention_products_on_pool(x, num_heads, for_backward):
     """Whether a ``SelfAttentionBlock`` on a padded batch ``x (B, L, E)`` runs its products over the pool: while a
     graph is recorded, by ``why_not_products_on_pool`` for its scores ``(B, H, L, L)``."""
-    return (for_backward and type(x._data) is np.ndarray and x.ndim == 3
-            and products_on_pool(x.shape[0] * num_heads * x.shape[1] ** 2))
+    if not for_backward or type(x._data) is not np.ndarray or x.ndim != 3 or not tuning.products_on_pool:
+        return False
+    B, L, _ = x.shape
+    return B * num_heads * L * L >= tuning.pool_min_elements  # (products_on_pool, inline: asked on every call)
 
 
 def feed_forward_products_on_pool(x, hidden, for_backward):
     """Whether a ``FeedForwardBlock`` on ``x (…, E)`` with ``hidden`` units runs its products over the pool: while
     a graph is recorded, by ``why_not_products_on_pool`` for its hidden activations ``(M, F)``."""
-    return (for_backward and type(x._data) is np.ndarray
-            and products_on_pool(x._data.size // max(1, x.shape[-1]) * hidden))
+    return (for_backward and type(x._data) is np.ndarray and tuning.products_on_pool  # (products_on_pool, inline)
+            and x._data.size // max(1, x.shape[-1]) * hidden >= tuning.pool_min_elements)
 
 
 def transposed_products(rows):
@@ -668,9 +687,9 @@ def why_not_reference_lines(module, *args, **kwargs):
     fused node inside (``fast.table.reference_lines``): a graph is recorded, and a backward with
     ``create_graph=True`` has run since the module's previous call that recorded one. Each call that records
     a graph is noted here."""
-    if not is_grad_enabled():
+    if not _GRAD_ENABLED[0]:  # (is_grad_enabled(), read without a call: asked on every call)
         return "no graph is recorded"
-    walks, noted = create_graph_walks(), _WALKS_AT_LAST_CALL.get(id(module))
+    walks, noted = _CREATE_GRAPH_WALKS[0], _WALKS_AT_LAST_CALL.get(id(module))  # (create_graph_walks())
     previous = None if noted is None or noted[0]() is not module else noted[1]
     if walks == previous:
         return "no backward with create_graph=True ran since its previous call"
@@ -695,7 +714,7 @@ _REMEMBERED = {}  # (id(layer), x's shape, x's dtype, mask kind, _sa_block, _ff_
 def _remembered(key, owner, find, *args):
     """``find(*args)``'s answer for the module ``owner`` and the call described by ``key``, remembered while
     ``dispatch.generation()`` stays the one it was found at."""
-    generation = dispatch.generation()
+    generation = dispatch.GENERATION[0]  # (dispatch.generation(), read without a call)
     remembered = _REMEMBERED.get(key)
     # (a copy or unpickled module may reuse a dead one's id: the weak reference tells)
     if remembered is not None and remembered[0] == generation and remembered[1]() is owner:

@@ -117,17 +117,15 @@ def multi_head_attention(module, query, key=None, value=None, attn_mask=None, is
     return module.out_proj(heads), None
 
 
-def _self_attention_residual(layer, x, attn_mask, is_causal, fused):
-    if fused:
-        return self_attention_block(x, layer.norm1, layer.self_attn, attn_mask, is_causal, layer.norm_first)
+def _own_self_attention_residual(layer, x, attn_mask, is_causal):
+    """The layer's own lines for its self-attention residual (no fused node)."""
     if layer.norm_first:
         return x + layer._sa_block(layer.norm1(x), attn_mask, is_causal)
     return layer.norm1(x + layer._sa_block(x, attn_mask, is_causal))
 
 
-def _feed_forward_residual(layer, x, norm, activation):
-    if activation:  # the activation's name: "relu", "gelu" or "gelu_tanh"
-        return feed_forward_block(x, norm, layer.linear1, layer.linear2, layer.norm_first, activation)
+def _own_feed_forward_residual(layer, x, norm):
+    """The layer's own lines for its feed-forward residual (no fused node)."""
     if layer.norm_first:
         return x + layer._ff_block(norm(x))
     return norm(x + layer._ff_block(x))
@@ -135,18 +133,30 @@ def _feed_forward_residual(layer, x, norm, activation):
 
 def encoder_layer(layer, src, src_mask=None, is_causal=False):
     route = router.answered(router.encoder_layer, layer, src, src_mask)
-    x = _self_attention_residual(layer, src, src_mask, is_causal, route.self_attention_block)  # (B, S, E)
-    return _feed_forward_residual(layer, x, layer.norm2, route.feed_forward_block)  # (B, S, E)
+    if route.self_attention_block:  # one fused node, else the layer's own lines
+        x = self_attention_block(src, layer.norm1, layer.self_attn, src_mask, is_causal, layer.norm_first)
+    else:
+        x = _own_self_attention_residual(layer, src, src_mask, is_causal)  # (B, S, E)
+    activation = route.feed_forward_block  # the activation's name ("relu", "gelu", "gelu_tanh"), or None
+    if activation:
+        return feed_forward_block(x, layer.norm2, layer.linear1, layer.linear2, layer.norm_first, activation)
+    return _own_feed_forward_residual(layer, x, layer.norm2)  # (B, S, E)
 
 
 def decoder_layer(layer, tgt, memory, tgt_mask=None, memory_mask=None, tgt_is_causal=False):
     route = router.answered(router.decoder_layer, layer, tgt, tgt_mask)
-    x = _self_attention_residual(layer, tgt, tgt_mask, tgt_is_causal, route.self_attention_block)  # (B, T, E)
+    if route.self_attention_block:
+        x = self_attention_block(tgt, layer.norm1, layer.self_attn, tgt_mask, tgt_is_causal, layer.norm_first)
+    else:
+        x = _own_self_attention_residual(layer, tgt, tgt_mask, tgt_is_causal)  # (B, T, E)
     if layer.norm_first:
         x = x + layer._ca_block(layer.norm2(x), memory, memory_mask)
     else:
         x = layer.norm2(x + layer._ca_block(x, memory, memory_mask))
-    return _feed_forward_residual(layer, x, layer.norm3, route.feed_forward_block)  # (B, T, E)
+    activation = route.feed_forward_block
+    if activation:
+        return feed_forward_block(x, layer.norm3, layer.linear1, layer.linear2, layer.norm_first, activation)
+    return _own_feed_forward_residual(layer, x, layer.norm3)  # (B, T, E)
 
 
 def encoder(module, src, mask=None, is_causal=False):
