@@ -54,15 +54,15 @@ class Linear(Function):
     saved_inputs, saves_output = (0, 1), False  # backward reads x and W, not b nor y (see Function)
 
     def forward(self, x, weight, bias=None):
-        rows = math.prod(x.shape[:-1])
-        self.x_shape, self.weight = x.shape, weight
-        self.x = x.reshape(rows, x.shape[-1])  # (M, in); a view when x is contiguous
+        shape = self.x_shape = x.shape  # (…, in)
+        self.weight = weight
+        self.x = x.reshape(math.prod(shape[:-1]), shape[-1])  # (M, in); a view when x is contiguous
         out = kernels.times_weight_t(self.x, weight, False)  # (M, out), fresh (large: fast.buffers' memory)
         if bias is not None and bias.dtype == out.dtype:
             out += bias  # in place: out is a fresh array
         elif bias is not None:
             out = out + bias  # mixed dtypes promote, as x @ Wᵀ + b does
-        return out.reshape(x.shape[:-1] + (weight.shape[0],))  # (…, out)
+        return out.reshape(shape[:-1] + (len(weight),))  # (…, out)
 
     def backward(self, grad):
         needs = self.needs_grads()

@@ -74,7 +74,7 @@ def why_not_whole_attention(query, key, value, attn_mask, dropout_p, is_causal, 
     scores: the fused route applies, and the blocked one does not (``why_not_blocked_attention``). The table tries
     this row first, as the common one: a short sequence is decided by one test."""
     reason = why_not_fused_attention(query, key, value, attn_mask, dropout_p, is_causal, scale, need_weights)
-    if reason is None and _why_not_blocks(key, dropout_p) is None:
+    if reason is None and _by_blocks(key, dropout_p):
         return f"{key.shape[-2]} keys go a block at a time (fast.BlockedAttention)"
     return reason
 
@@ -86,14 +86,18 @@ def why_not_blocked_attention(query, key, value, attn_mask, dropout_p, is_causal
             or _why_not_blocks(key, dropout_p))
 
 
+def _by_blocks(key, dropout_p):
+    """Where the fused route applies: whether keys go a block at a time (``_why_not_blocks`` says why not)."""
+    return dropout_p <= 0.0 and key.shape[-2] >= tuning.blocked_attention_min_keys
+
+
 def _why_not_blocks(key, dropout_p):
     """Where the fused route applies: why keys do not go a block at a time (``None``: they do)."""
+    if _by_blocks(key, dropout_p):
+        return None
     if dropout_p > 0.0:
         return f"dropout acts on the weights (p={dropout_p}): the blocked backward cannot redraw it"
-    Lk, threshold = key.shape[-2], tuning.blocked_attention_min_keys
-    if Lk < threshold:
-        return f"{Lk} keys, fewer than the blocked-attention threshold of {threshold}"
-    return None
+    return f"{key.shape[-2]} keys, fewer than the blocked-attention threshold of {tuning.blocked_attention_min_keys}"
 
 
 def attention_route(query, key, value, attn_mask, dropout_p, need_weights):
