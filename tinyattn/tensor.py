@@ -669,7 +669,23 @@ def _backpropagate(root, grad, retain_graph, accumulate):
         input_grads = fn.backward(grad)
         if not retain_graph:
             fn.release()
-        _hand_down(fn, input_grads, grads, owned, hooked, accumulate, fn.fresh_gradients)
+        fresh = fn.fresh_gradients
+        for p, ctx, g in zip(fn.parents, fn.edges, input_grads):  # _hand_down's lines, inline (every input's)
+            if g is None:
+                continue
+            if ctx is None:  # a leaf when the node was recorded
+                if p.requires_grad and p._ctx is None:
+                    if p._hooks is None:
+                        accumulate(p, g, fresh)
+                    else:
+                        _add(hooked, id(p), g, p, fresh)
+            elif ctx not in grads:
+                grads[ctx] = g  # may be another node's array: never written to
+            elif ctx in owned:
+                grads[ctx] += g  # in place (a NumPy 0-d scalar, being immutable, is replaced)
+            else:
+                grads[ctx] = grads[ctx] + g
+                owned.add(ctx)
     for leaf, g, _, _ in hooked.values():
         accumulate(leaf, leaf._hooks.run(g), False)  # (a hook's result: the user may hold it)
 

@@ -125,6 +125,8 @@ class Arrays:
     query = key = value = keep = weights = lse = out = row_max = denominator = None
     grad = grad_query = grad_key = grad_value = grad_scores = attn_mask = allowed = grad_mask = D = None
     whole = None  # the tile that is all of a unit's queries and keys, (0, Lq, 0, Lk): its arrays are that tile's rows
+    direct = False  # Q, K and V of one batch shape: a whole tile's products go straight into their arrays (nothing
+    # summed over broadcast axes, no _product)
 
     def __init__(self, xp, is_causal, batch_ndim, query=None, key=None, value=None, keep=None, attn_mask=None,
                  allowed=None):
@@ -132,14 +134,16 @@ class Arrays:
         self.query, self.key, self.value, self.keep, self.attn_mask, self.allowed = (query, key, value, keep,
                                                                                      attn_mask, allowed)
         if query is not None:
-            self.whole = (0, query.shape[-2], 0, key.shape[-2])
+            query_shape, key_shape = query.shape, key.shape
+            self.whole = (0, query_shape[-2], 0, key_shape[-2])
+            self.direct = query_shape[:-2] == key_shape[:-2] == value.shape[:-2]
 
     def cut(self, index):
         """The arrays of the batch slices ``index`` (views); itself for the whole batch (``()``)."""
         if not index:
             return self
         unit = Arrays(self.xp, self.is_causal, self.batch_ndim)
-        unit.whole = self.whole  # (a unit cuts the batch axes alone)
+        unit.whole, unit.direct = self.whole, self.direct  # (a unit cuts the batch axes alone)
         for name in self.NAMES:
             array = getattr(self, name)
             setattr(unit, name, None if array is None else array[index])
@@ -294,6 +298,8 @@ def forward_tile(a, tile, first, out=None):
             softmax_into(probs, probs)  # P
         dropped = probs if a.keep is None else probs * (a.keep if whole else _block(a.keep, *tile))  # P̃ = P ∘ M
         target = a.out if out is None else out
+        if whole and a.direct:  # O = P̃ V, straight into its array (or a fresh one)
+            return probs, dropped @ value if target is None else xp.matmul(dropped, value, out=target)
         return probs, _product(target if whole else _rows(target, q0, q1), dropped, value, xp)  # O = P̃ V
     probs = _scores(a, tile, query, key, _scratch(a, _tile_shape(a, tile), 0))  # S_b (…, R, C)
     m, l, acc = (_rows(array, q0, q1) for array in (a.row_max, a.denominator, a.out))  # (…, R, 1), (…, R, Ev)
@@ -395,7 +401,8 @@ def backward_tile(a, tile, first, keys, queries=True):
         target = a.grad_scores if whole else _block(a.grad_scores, *tile)
         if target is None and a.lse is not None:
             target = _scratch(a, _batch_of(grad, value) + probs.shape[-2:], 1)
-        grad_scores = _product(target, grad, value.swapaxes(-1, -2), xp)  # G Vᵀ
+        value_t = value.swapaxes(-1, -2)  # (…, Ev, C)
+        grad_scores = grad @ value_t if target is None else _product(target, grad, value_t, xp)  # G Vᵀ
         if a.keep is not None:
             grad_scores *= _block(a.keep, *tile)  # dP
         grad_scores -= rows_dot_of(a) if whole else _rows(rows_dot_of(a), q0, q1)
@@ -403,17 +410,27 @@ def backward_tile(a, tile, first, keys, queries=True):
         if a.grad_mask is not None:  # dmask += dS, summed over the axes the mask broadcasts
             part = _tile_of(a.grad_mask, *tile)
             part += ops.sum_to(grad_scores, part.shape)
-        grad_query = _product(a.grad_query if whole else _rows(a.grad_query, q0, q1), grad_scores, key, xp,
-                              first)  # dS K
+        if whole and a.direct:  # dS K, straight into its array (or a fresh one); so dV and dK below
+            target = a.grad_query
+            grad_query = grad_scores @ key if target is None else xp.matmul(grad_scores, key, out=target)
+        else:
+            grad_query = _product(a.grad_query if whole else _rows(a.grad_query, q0, q1), grad_scores, key, xp,
+                                  first)  # dS K
     else:
         grad_scores, grad_query = _block(a.grad_scores, *tile), None
     grad_key = grad_value = None
     if keys:
         dropped = probs if a.keep is None else probs * (a.keep if whole else _block(a.keep, *tile))  # P̃
-        grad_value = _product(a.grad_value if whole else _rows(a.grad_value, k0, k1), dropped.swapaxes(-1, -2),
-                              grad, xp)  # dV = P̃ᵀ G
-        grad_key = _product(a.grad_key if whole else _rows(a.grad_key, k0, k1), grad_scores.swapaxes(-1, -2), query,
-                            xp)  # dK = dSᵀ (Q·scale)
+        dropped_t, grad_scores_t = dropped.swapaxes(-1, -2), grad_scores.swapaxes(-1, -2)
+        if whole and a.direct:
+            target_value, target_key = a.grad_value, a.grad_key
+            grad_value = dropped_t @ grad if target_value is None else xp.matmul(dropped_t, grad, out=target_value)
+            grad_key = grad_scores_t @ query if target_key is None else xp.matmul(grad_scores_t, query, out=target_key)
+        else:
+            grad_value = _product(a.grad_value if whole else _rows(a.grad_value, k0, k1), dropped_t, grad,
+                                  xp)  # dV = P̃ᵀ G
+            grad_key = _product(a.grad_key if whole else _rows(a.grad_key, k0, k1), grad_scores_t, query,
+                                xp)  # dK = dSᵀ (Q·scale)
     return grad_scores, grad_query, grad_key, grad_value
 
 
