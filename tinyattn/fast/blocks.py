@@ -277,8 +277,9 @@ class FeedForwardBlock(_ResidualBlock):
         h = self._norm_input(rows, norm_weight, norm_bias, eps, norm_first)  # (M, E)
         hidden = times_weight_t(h, w1, self.transposed)  # Z (M, F), fresh
         self.h, self.w1, self.w2, self.activation = h, w1, w2, activation
-        if activation == "relu":
-            self.hidden = bias_relu(hidden, b1, router.elementwise_schedule(hidden))  # A = relu(Z + b1), in place
+        if activation == "relu":  # (backward's ∂A has A's shape and layout: it runs in the same rows)
+            self.rows_schedule = router.elementwise_schedule(hidden)
+            self.hidden = bias_relu(hidden, b1, self.rows_schedule)  # A = relu(Z + b1), in place
         else:  # A = gelu(Z + b1) over Z, and gelu'(Z) for backward (none when no graph is recorded)
             schedule = router.elementwise_schedule(hidden)
             self.hidden, self.slope = bias_gelu(hidden, b1, _APPROXIMATE[activation], schedule, slope=for_backward)
@@ -290,7 +291,7 @@ class FeedForwardBlock(_ResidualBlock):
         grad_s, grad_hidden, grad_w2, grad_b2, grad_norm = self._grad_of_output(
             grad, self.hidden, self.w2, needs[5], needs[6])  # ∂s, ∂A (M, F), ∂W2, ∂b2
         if self.activation == "relu":
-            relu_backward(grad_hidden, self.hidden, router.elementwise_schedule(grad_hidden))  # ∂Z = ∂A ∘ [A > 0]
+            relu_backward(grad_hidden, self.hidden, self.rows_schedule)  # ∂Z = ∂A ∘ [A > 0]
         elif self.slope is None:
             raise RuntimeError("FeedForwardBlock: backward of a forward run with for_backward=False (no GELU slope "
                                "kept); apply it with for_backward=True when a graph is recorded")

@@ -103,15 +103,16 @@ def layer_norm_rows_backward(grad, saved):
     dtype = grad.dtype if weight is None or weight.dtype == grad.dtype else np.promote_types(grad.dtype, weight.dtype)
     if average.dtype != dtype:
         average = average.astype(dtype)
-    one_run = len(schedule.ranges) == 1  # (one run: the body makes dx, and a small g ∘ x̂)
-    grad_times_x_hat = None
-    if weight is not None and not (one_run and x_hat.nbytes < buffers.SMALLEST_KEPT):
+    grad_times_x_hat = None  # g ∘ x̂ (with a weight): fast.buffers' memory from its size on, else the body's own
+    if weight is not None and x_hat.nbytes >= buffers.SMALLEST_KEPT:
         grad_times_x_hat = buffers.empty_like(
             xp, x_hat, dtype if x_hat.dtype == dtype else np.promote_types(dtype, x_hat.dtype))
-    if one_run:
+    if len(schedule.ranges) == 1:  # one run: the body makes dx
         grad_x, grad_times_x_hat = _normalize_backward(grad, x_hat, rstd, None, grad_times_x_hat, average, weight, xp)
     else:
         grad_x = xp.empty(x_hat.shape, dtype=dtype)  # (M, N)
+        if weight is not None and grad_times_x_hat is None:  # (several runs each write their rows of it)
+            grad_times_x_hat = xp.empty(x_hat.shape, dtype=np.promote_types(dtype, x_hat.dtype))
         _by_rows(schedule, _normalize_backward, (grad, x_hat, rstd, grad_x, grad_times_x_hat), average, weight, xp)
     if weight is None:
         return grad_x, None, None
