@@ -298,8 +298,8 @@ def forward_tile(a, tile, first, out=None):
             softmax_into(probs, probs)  # P
         dropped = probs if a.keep is None else probs * (a.keep if whole else _block(a.keep, *tile))  # P̃ = P ∘ M
         target = a.out if out is None else out
-        if whole and a.direct:  # O = P̃ V, straight into its array (or a fresh one)
-            return probs, dropped @ value if target is None else xp.matmul(dropped, value, out=target)
+        if whole and a.direct and (target is None or target.strides[-1] == target.itemsize):  # (rows contiguous)
+            return probs, dropped @ value if target is None else xp.matmul(dropped, value, out=target)  # O = P̃ V
         return probs, _product(target if whole else _rows(target, q0, q1), dropped, value, xp)  # O = P̃ V
     probs = _scores(a, tile, query, key, _scratch(a, _tile_shape(a, tile), 0))  # S_b (…, R, C)
     m, l, acc = (_rows(array, q0, q1) for array in (a.row_max, a.denominator, a.out))  # (…, R, 1), (…, R, Ev)
@@ -410,7 +410,7 @@ def backward_tile(a, tile, first, keys, queries=True):
         if a.grad_mask is not None:  # dmask += dS, summed over the axes the mask broadcasts
             part = _tile_of(a.grad_mask, *tile)
             part += ops.sum_to(grad_scores, part.shape)
-        if whole and a.direct:  # dS K, straight into its array (or a fresh one); so dV and dK below
+        if whole and first and a.direct:  # dS K, straight into its array (or a fresh one); so dV and dK below
             target = a.grad_query
             grad_query = grad_scores @ key if target is None else xp.matmul(grad_scores, key, out=target)
         else:
