@@ -28,8 +28,8 @@ _references, _StrictArray = sys.getrefcount, backend.StrictArray
 def steal(t, grad, fresh=False):
     """``tensor._accumulate_leaf``, keeping a fresh gradient (see the module's docstring) instead of copying it."""
     data = t._data
-    if (fresh and t._grad is None and type(grad) is type(data) and grad.dtype is data.dtype
-            and type(grad) is not _StrictArray and _references(grad) <= _FRESH_REFERENCES[0]
+    if (fresh and t._grad is None and type(grad) is type(data) is not _StrictArray and grad.dtype is data.dtype
+            and _references(grad) <= _FRESH_REFERENCES[0]
             and (grad.base is None or _viewed_alone(grad))):
         # (the dtype the very object: an equal one is copied; a strict array's wrapper does not tell whether
         # another wrapper shares its memory)

@@ -19,7 +19,7 @@ from ..nn import attention as _attention_module
 from ..nn import functional as F
 from ..nn.functional import log_softmax_of_array
 from ..tensor import Function, Tensor
-from . import attention, kernels, router
+from . import attention, buffers, kernels, router
 
 
 def attention_reference(query, key, value, attn_mask, allowed, is_causal, scale, keep=None):
@@ -56,8 +56,11 @@ class Linear(Function):
     def forward(self, x, weight, bias=None):
         shape = self.x_shape = x.shape  # (…, in)
         self.weight = weight
-        self.x = x.reshape(math.prod(shape[:-1]), shape[-1])  # (M, in); a view when x is contiguous
-        out = kernels.times_weight_t(self.x, weight, False)  # (M, out), fresh (large: fast.buffers' memory)
+        self.x = rows = x.reshape(math.prod(shape[:-1]), shape[-1])  # (M, in); a view when x is contiguous
+        if len(rows) * len(weight) * rows.itemsize < buffers.SMALLEST_KEPT:  # (times_weight_t's own test, first:
+            out = rows @ weight.T  # a small product's array is NumPy's own; no block pools a Linear node's product)
+        else:
+            out = kernels.times_weight_t(rows, weight, False)  # (M, out), fresh: fast.buffers' memory
         if bias is not None and bias.dtype == out.dtype:
             out += bias  # in place: out is a fresh array
         elif bias is not None:
