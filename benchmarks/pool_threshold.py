@@ -14,9 +14,9 @@
     python benchmarks/pool_threshold.py --products-on-pool  # attention's backward alone and right after a two-thread
                                                             # GEMM; training steps with a block's products over the pool
                                                             # and with OpenBLAS's threads (products_on_pool setting)
-    python benchmarks/pool_threshold.py --executor  # the pool (a ThreadPoolExecutor whose helpers share a counter
-                                                    # of pieces with the caller) against one future per piece, on
-                                                    # attention's and LayerNorm's pooled passes
+    python benchmarks/pool_threshold.py --executor  # the pool (helpers idle on queues, sharing a counter of pieces
+                                                    # with the caller) against the same on a ThreadPoolExecutor, on
+                                                    # attention's and LayerNorm's pooled passes and an empty one
 
 The sweep times three passes a Transformer layer makes, each on float32 rows of width 512: ``exp`` in
 place (the softmax), ReLU as ``clip(x, 0, inf)`` (the feed-forward block's form) and a LayerNorm forward
@@ -26,6 +26,7 @@ smallest size at which the pooled pass is clearly faster is ``fast.tuning's pool
 """
 
 import argparse
+import itertools
 import os
 import statistics
 import sys
@@ -262,24 +263,37 @@ def sequences(repeat, grid=SEQUENCE_GRID):
 
 
 class _ExecutorPool:
-    """``parallel._pool()``'s part played by a plain ``concurrent.futures.ThreadPoolExecutor`` of as many threads:
-    one future per piece, the caller waiting on them (what ``--executor`` compares the pool with)."""
+    """``parallel._pool()``'s part played by a ``concurrent.futures.ThreadPoolExecutor`` of one thread fewer than the
+    pool's count: a future per helper, each taking pieces from the pass's shared counter as the caller does, and the
+    caller waiting on the futures (what ``--executor`` compares the pool with)."""
 
     def __init__(self, threads):
         import concurrent.futures
 
-        self.executor = concurrent.futures.ThreadPoolExecutor(max_workers=threads)
+        self.threads = threads
+        self.executor = concurrent.futures.ThreadPoolExecutor(max_workers=max(1, threads - 1))
 
     def run(self, task, ranges):
-        for future in [self.executor.submit(task, start, stop) for start, stop in ranges]:
+        counter = itertools.count()  # (next() on it is atomic under the GIL)
+
+        def work():
+            for index in counter:
+                if index >= len(ranges):
+                    return
+                task(*ranges[index])
+
+        helpers = [self.executor.submit(work) for _ in range(min(len(ranges), self.threads) - 1)]
+        work()
+        for future in helpers:
             future.result()
 
 
 def executor(repeat):
-    """``fast.parallel``'s pool against one future per piece on a ``concurrent.futures.ThreadPoolExecutor`` of as
-    many threads (``_ExecutorPool``), on the passes the pool runs in a training step: attention's forward and
-    backward over the medium batch (8 × 8 heads of 128 × 128, ``run.py``'s ``sdpa medium``, cut into batch slices
-    by the router) and a LayerNorm forward over (8192, 512) rows; interleaved, medians."""
+    """``fast.parallel``'s pool (its helpers idle on queues) against the same pool on a
+    ``concurrent.futures.ThreadPoolExecutor`` (``_ExecutorPool``), on the passes the pool runs in a training step:
+    attention's forward and backward over the medium batch (8 × 8 heads of 128 × 128, ``run.py``'s ``sdpa
+    medium``, cut into batch slices by the router) and a LayerNorm forward over (8192, 512) rows; and on a pass of
+    two empty pieces, which is the cost of the round trip alone. Interleaved, medians."""
     from tinyattn.fast import attention
 
     rng = np.random.default_rng(0)
@@ -294,14 +308,18 @@ def executor(repeat):
         out, arrays = attention.attention(q, k, v, None, None, False, 0.2, 0.0, schedule)
         attention.attention_backward(grad, arrays, schedule, 0.2)
 
-    passes = {"attention fwd+bwd": attention_step,
-              "layer norm": lambda: kernels.layer_norm_rows(x, weight, bias, 1e-5, rows)}
+    def nothing(start, stop):
+        pass
+
+    passes = {"attention fwd+bwd": (attention_step, repeat),
+              "layer norm": (lambda: kernels.layer_norm_rows(x, weight, bias, 1e-5, rows), repeat),
+              "two empty pieces": (lambda: parallel.run(nothing, [(0, 1), (1, 2)], True), 100 * repeat)}
     own, other = parallel._pool(), _ExecutorPool(router.thread_count())
     print(f"{'pass':<18} {'own pool ms':>12} {'executor ms':>12} {'executor/own':>13}")
     try:
-        for name, step in passes.items():
+        for name, (step, calls) in passes.items():
             times = {"own": [], "executor": []}
-            for i in range(repeat + 3):
+            for i in range(calls + 3):
                 for which in (("own", "executor") if i % 2 else ("executor", "own")):
                     parallel._POOL = own if which == "own" else other
                     start = time.perf_counter()
@@ -309,7 +327,7 @@ def executor(repeat):
                     if i >= 3:  # (the first rounds warm up)
                         times[which].append(time.perf_counter() - start)
             mine, theirs = (statistics.median(times[k]) * 1e3 for k in ("own", "executor"))
-            print(f"{name:<18} {mine:>12.3f} {theirs:>12.3f} {theirs / mine:>13.2f}", flush=True)
+            print(f"{name:<18} {mine:>12.4f} {theirs:>12.4f} {theirs / mine:>13.2f}", flush=True)
     finally:
         parallel._POOL = own
         other.executor.shutdown()

@@ -19,9 +19,10 @@ pass is cut and whether its pieces go over the pool, and ``run`` does what they 
   OpenBLAS runs them so, or inside ``one_blas_thread`` (attention's batch slices, ``matmul``'s pieces, and a
   layer's blocks while a graph is recorded: ``products_on_pool``), so it asks for no more threads than cores.
   The BLAS's thread count is set through ``threadpoolctl`` (OpenBLAS, MKL and BLIS, on every OS).
-- **A standard executor.** ``count - 1`` threads of a ``concurrent.futures.ThreadPoolExecutor``, and the caller
-  works too: each helper's one future and the caller take pieces from a shared counter.
-  ``python benchmarks/pool_threshold.py --executor`` times this against one future per piece.
+- **A pass costs two queue operations per helper.** ``count - 1`` threads, each waiting on its own
+  ``queue.SimpleQueue`` (C code), and the caller works too: the helpers and the caller take pieces from a shared
+  counter. A ``concurrent.futures.ThreadPoolExecutor`` doing the same (a future per helper) costs more per pass than
+  a small pooled pass gains: ``python benchmarks/pool_threshold.py --executor`` times both.
 
 >>> import numpy as np
 >>> x = np.arange(12.0).reshape(6, 2)
@@ -33,11 +34,11 @@ array([ 0.,  4.,  8., 12., 16., 20.])
 """
 
 import atexit
-import concurrent.futures
 import contextlib
 import functools
 import itertools
 import os
+import queue
 import threading
 
 import numpy as np
@@ -162,15 +163,17 @@ _in_task = _TaskFlag()
 
 
 class _Pool:
-    """A ``concurrent.futures.ThreadPoolExecutor`` of ``count - 1`` threads; the caller is the ``count``-th. A pass
-    hands each helper one future that takes pieces from the pass's shared counter until none is left, as the caller
-    does (fewer futures than pieces: no piece waits behind a slow one's turn)."""
+    """``count - 1`` threads, each idle on its own ``queue.SimpleQueue``; the caller is the ``count``-th. A pass puts
+    one job in each helper's queue, and the helpers and the caller take pieces from the job's shared counter until
+    none is left; each helper then puts a token in the pass's own queue of tokens, for which the caller waits."""
 
     def __init__(self, count):
-        self.count = count
-        self.executor = concurrent.futures.ThreadPoolExecutor(max_workers=max(1, count - 1),
-                                                              thread_name_prefix="tinyattn-pool")
+        self.inboxes = [queue.SimpleQueue() for _ in range(max(1, count - 1))]
         self.busy = threading.Lock()  # one pass at a time: a second caller runs its pieces itself
+        self.threads = [threading.Thread(target=_serve, args=(inbox,), daemon=True, name=f"tinyattn-pool-{i}")
+                        for i, inbox in enumerate(self.inboxes)]
+        for thread in self.threads:
+            thread.start()
 
     def run(self, task, ranges):
         if not self.busy.acquire(blocking=False):
@@ -178,15 +181,16 @@ class _Pool:
                 task(start, stop)
             return
         try:
-            job = (task, ranges, itertools.count(), [])  # next(count) is atomic under the GIL
-            helpers = []
-            for _ in range(min(len(ranges), self.count) - 1):
-                try:
-                    helpers.append(self.executor.submit(_work, job))
-                except RuntimeError:  # the interpreter is exiting: concurrent.futures takes no new work, the caller
-                    break  # does it all (an atexit handler's pass, say)
+            # next(count) is atomic under the GIL; each pass has its own queue of tokens, so a pass interrupted
+            # while it waits (KeyboardInterrupt) leaves no late token for the next pass to count
+            done = queue.SimpleQueue()
+            job = (task, ranges, itertools.count(), [], done)
+            helpers = self.inboxes[:len(ranges) - 1]
+            for inbox in helpers:
+                inbox.put(job)
             _work(job)
-            concurrent.futures.wait(helpers)
+            for _ in helpers:
+                done.get()
         finally:
             self.busy.release()
         errors = job[3]
@@ -194,12 +198,26 @@ class _Pool:
             raise errors[0]
 
     def close(self):
-        self.executor.shutdown(wait=True)
+        for inbox in self.inboxes:
+            inbox.put(None)
+        for thread in self.threads:
+            thread.join()
+
+
+def _serve(inbox):
+    """A helper thread: run each job put in its queue, then put a token in the job's queue of tokens."""
+    while True:
+        job = inbox.get()
+        if job is None:
+            return
+        _work(job)
+        done, job = job[4], None  # (drop the task and the arrays it holds before waiting for the next job)
+        done.put(None)
 
 
 def _work(job):
     """Take pieces of ``job`` until none is left (or one has failed)."""
-    task, ranges, counter, errors = job
+    task, ranges, counter, errors, _ = job
     previous, _in_task.active = _in_task.active, True
     try:
         for index in counter:
