@@ -164,7 +164,8 @@ def _bias_relu(z, bias, xp):  # rows of z
 
 def relu_backward(grad, activation, schedule):
     """``∂Z = ∂A ∘ [A > 0]`` in place for ``grad = ∂A (M, F)`` and the ReLU's output ``activation``;
-    returns ``grad``. In the runs of rows of ``schedule`` (``router.elementwise_schedule(grad)``)."""
+    returns ``grad``. In the runs of rows of ``schedule`` (``router.elementwise_schedule`` of either: they have one
+    shape and layout)."""
     _by_rows(schedule, _relu_gate, (grad, activation))
     return grad
 
