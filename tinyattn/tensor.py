@@ -653,7 +653,8 @@ def _backpropagate(root, grad, retain_graph, accumulate):
     """The walk of a plain ``backward()`` (every training step's): ``_walk`` for one root node and its array
     gradient, with no ``create_graph``, no ``inputs``, no NaN check and no recomputation to follow, so that
     none of their tests runs per node. Each leaf without hooks takes its gradients as they come
-    (``accumulate``); the others' are summed, seen by their hooks, then accumulated."""
+    (``accumulate``); the others' are summed, seen by their hooks, then accumulated. It hands gradients down with
+    ``_hand_down``'s lines written out (the general walk calls it): a call per node costs more than they do."""
     grads, owned, hooked = {root: grad}, set(), {}  # node -> its output's gradient so far; leaves with hooks
     for fn in _topological_order((root,)):
         grad = grads.pop(fn, None)

@@ -142,7 +142,7 @@ def bias_relu(z, bias, schedule):
     """``A = relu(Z + b)`` in place for ``z (M, F)``, ``bias (F,)``; returns ``z``. In the runs of rows of
     ``schedule`` (``router.elementwise_schedule(z)``)."""
     rows, bias_args = _with_bias(z, bias)
-    _by_rows(schedule, _bias_relu, rows, *bias_args, backend.namespace(z))
+    _by_rows(schedule, _bias_relu, rows, *bias_args)
     return z
 
 
@@ -156,7 +156,7 @@ def _with_bias(z, bias, *others):
     return (z, *others), (bias,)
 
 
-def _bias_relu(z, bias, xp):  # rows of z
+def _bias_relu(z, bias):  # rows of z
     z += bias
     z.clip(z.dtype.type(0), z.dtype.type(math.inf), out=z)  # NaN stays NaN, -0.0 stays -0.0 (as torch.relu);
     # with both bounds given NumPy runs its clip loop, faster here than np.maximum(z, 0)'s
