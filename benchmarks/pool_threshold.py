@@ -14,6 +14,8 @@
     python benchmarks/pool_threshold.py --products-on-pool  # attention's backward alone and right after a two-thread
                                                             # GEMM; training steps with a block's products over the pool
                                                             # and with OpenBLAS's threads (products_on_pool setting)
+    python benchmarks/pool_threshold.py --gelu      # GELU's pass with its slope by elements per piece
+                                                    # (fast.tuning's gelu_piece_elements)
     python benchmarks/pool_threshold.py --executor  # the pool (helpers idle on queues, sharing a counter of pieces
                                                     # with the caller) against the same on a ThreadPoolExecutor, on
                                                     # attention's and LayerNorm's pooled passes and an empty one
@@ -169,7 +171,7 @@ def after_gemm(repeat):
         a = rng.standard_normal((rows, inner), dtype=np.float32)
         w = rng.standard_normal((width, inner), dtype=np.float32)
         passes = {"bias+relu": lambda x, b: kernels.bias_relu(x, b, router.elementwise_schedule(x)),
-                  "bias+gelu": lambda x, b: kernels.bias_gelu(x, b, "none", router.elementwise_schedule(x)),
+                  "bias+gelu": lambda x, b: kernels.bias_gelu(x, b, "none", router.gelu_schedule(x)),
                   "gelu gate": lambda x, b, slope=z: kernels._by_rows(router.elementwise_schedule(x), _gate,
                                                                       (x, slope))}
         for name, step in passes.items():
@@ -381,6 +383,30 @@ def products_on_pool(repeat):
         print(f"{case:>11} {size:>7} {on:>11.2f} {off:>16.2f} {on / off:>9.2f}", flush=True)
 
 
+GELU_PIECES = (1 << 15, 1 << 16, 1 << 17, 1 << 18, 1 << 19)
+
+
+def gelu_pieces(repeat, sizes=((1024, 1024), (111, 1536), (2048, 2048)), piece_sizes=GELU_PIECES):
+    """``kernels.bias_gelu`` with its slope (exact GELU, float32; a feed-forward block's forward while a graph is
+    recorded) on ``(rows, F)``, by ``fast.tuning``'s ``gelu_piece_elements``: its pieces go over the pool where the
+    router says so (the whole pass from ``pool_min_elements``). Interleaved, medians."""
+    rng = np.random.default_rng(0)
+    print(f"{'rows x F':>11} " + " ".join(f"{size:>9}" for size in piece_sizes) + "   (ms, by elements per piece)")
+    for rows, width in sizes:
+        z = rng.standard_normal((rows, width), dtype=np.float32)
+        bias = rng.standard_normal(width, dtype=np.float32)
+        times = {size: [] for size in piece_sizes}
+        for _ in range(repeat):
+            for size in piece_sizes:
+                with tuning.tuned(gelu_piece_elements=size):
+                    x = z.copy()
+                    start = time.perf_counter()
+                    kernels.bias_gelu(x, bias, "none", router.gelu_schedule(x))
+                    times[size].append(time.perf_counter() - start)
+        medians = " ".join(f"{statistics.median(times[size]) * 1e3:>9.3f}" for size in piece_sizes)
+        print(f"{f'{rows} x {width}':>11} {medians}", flush=True)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeat", type=int, default=60)
@@ -391,6 +417,7 @@ def main():
     parser.add_argument("--sequences", action="store_true")
     parser.add_argument("--products-on-pool", action="store_true")
     parser.add_argument("--executor", action="store_true")
+    parser.add_argument("--gelu", action="store_true")
     args = parser.parse_args()
     print(f"pool threads: {router.thread_count()}")
     if args.blas:
@@ -403,6 +430,8 @@ def main():
         products_on_pool(args.repeat)
     elif args.executor:
         executor(args.repeat)
+    elif args.gelu:
+        gelu_pieces(args.repeat)
     elif args.sequences:
         sequences(min(args.repeat, 20))
     elif args.after_blas:

@@ -42,14 +42,15 @@ def bias_relu(z, bias):
 
 
 def bias_gelu(z, bias, approximate, slope=True):
-    return kernels.bias_gelu(z, bias, approximate, router.elementwise_schedule(z), slope=slope)
+    return kernels.bias_gelu(z, bias, approximate, router.gelu_schedule(z), slope=slope)
 
 
 def pooled_and_single(fn, piece_elements):
     """``fn()`` with the pool on every pass, then with the pool out of reach; the same pieces both times."""
-    with tuning.tuned(pool_min_elements=0, piece_elements=piece_elements):
+    pieces = dict(piece_elements=piece_elements, gelu_piece_elements=piece_elements)
+    with tuning.tuned(pool_min_elements=0, **pieces):
         pooled = fn()
-    with tuning.tuned(pool_min_elements=NEVER, piece_elements=piece_elements):
+    with tuning.tuned(pool_min_elements=NEVER, **pieces):
         single = fn()
     return pooled, single
 
@@ -339,6 +340,8 @@ def test_the_router_keeps_the_pool_off_where_it_does_not_apply():
             strict = backend.to_device(rows, "strict")  # not a NumPy array (as CuPy's): one run
             assert router.row_schedule(strict, 4, 250) == router.RowSchedule(((0, 4),), False)
             assert router.elementwise_schedule(np.asfortranarray(rows)).ranges[-1] == (200, 250)  # by rows of zᵀ
+            with tuning.tuned(gelu_piece_elements=500):  # GELU's pieces: two rows
+                assert router.gelu_schedule(rows).ranges == ((0, 2), (2, 4))
     assert router.row_schedule(rows, 4, 250) == router.RowSchedule(((0, 4),), False)  # small: one run
 
     def nested(start, stop):

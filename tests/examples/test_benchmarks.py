@@ -12,7 +12,7 @@ import pytest
 
 import tinyattn as ta
 import tinyattn.nn as nn
-from tinyattn.fast import blocks, tuning
+from tinyattn.fast import blocks, router, tuning
 
 BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
 sys.path.insert(0, str(BENCHMARKS))
@@ -128,6 +128,20 @@ def test_the_products_sweep_runs_both_forms_by_rows(capsys):
     for _, row_major, transposed, ratio in rows:
         assert float(row_major) > 0 and float(transposed) > 0
         assert float(ratio) == pytest.approx(float(transposed) / float(row_major), abs=0.01)
+
+
+def test_the_gelu_sweep_times_each_piece_size_and_puts_the_value_back(capsys, monkeypatch):
+    import pool_threshold  # benchmarks/pool_threshold.py
+
+    seen = []
+    real = router.gelu_schedule
+    monkeypatch.setattr(router, "gelu_schedule", lambda z: seen.append(real(z).ranges) or real(z))
+    pool_threshold.gelu_pieces(1, sizes=((40, 50),), piece_sizes=(500, 4000))
+    assert tuning.values.gelu_piece_elements == 1 << 17  # put back
+    assert seen == [tuple((start, start + 10) for start in range(0, 40, 10)), ((0, 40),)]  # 4 pieces, then one
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split()[:5] == ["rows", "x", "F", "500", "4000"]
+    assert lines[1].split()[:3] == ["40", "x", "50"] and all(float(ms) > 0 for ms in lines[1].split()[3:])
 
 
 def test_the_sequences_sweep_times_both_routes_of_attention(capsys):

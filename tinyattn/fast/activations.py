@@ -12,7 +12,7 @@ elementwise, so a caller may hand it rows of a larger array (``out=`` a slice of
 
 **erf in float32.** ``scipy.special.erf`` computes float32 in double precision, one element at
 a time; here erf is a few whole-array NumPy passes (a large array comes in runs of rows from ``fast.kernels``, cut by
-``router.elementwise_schedule``, so the scratch arrays stay small). With ``a = |x|``:
+``router.gelu_schedule``, so the scratch arrays stay small). With ``a = |x|``:
 
     a < 0.8:   erf(x) = x · S(x²)                              S a degree-5 polynomial
     a ≥ 0.8:   erf(x) = sign(x) · (1 - erfc(a))
@@ -64,6 +64,7 @@ import threading
 import numpy as np
 
 from .. import backend
+from . import buffers
 
 # erf(x) = x · S(x²) on |x| < 0.8, coefficients of x⁰, x², …
 _ERF_SMALL = (1.12837916, -0.376126038, 0.112831428, -0.0268221092, 0.00508744121, -0.000654960574)
@@ -156,12 +157,14 @@ _BUFFERS = _Buffers()
 def _scratch(like, slot, dtype=None):
     """A scratch array of ``like``'s shape (and dtype, or ``dtype``): on NumPy this thread's own for ``slot``, kept
     and reused by the next call, so a pass's temporaries are not freed and faulted in again each time (glibc hands a
-    freed heap top back to the kernel); a fresh array elsewhere. Never returned to a caller. The kernels' callers
-    hand them at most a piece of rows at a time (``router.elementwise_schedule``), which bounds what is kept."""
+    freed heap top back to the kernel); a fresh array below ``fast.buffers.SMALLEST_KEPT`` bytes and on CuPy. Never
+    returned to a caller. The kernels' callers hand them at most a piece of rows at a time
+    (``router.gelu_schedule``), which bounds what is kept."""
     xp = backend.namespace(like)
-    dtype = like.dtype if dtype is None else np.dtype(dtype)
-    if xp is not np:
+    dtype = like.dtype if dtype is None else dtype
+    if xp is not np or like.nbytes < buffers.SMALLEST_KEPT:  # (a small array costs less than the lookup)
         return xp.empty(like.shape, dtype=dtype)
+    dtype = np.dtype(dtype)
     arrays = _BUFFERS.arrays
     if arrays is None:
         arrays = _BUFFERS.arrays = {}

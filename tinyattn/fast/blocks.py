@@ -277,11 +277,11 @@ class FeedForwardBlock(_ResidualBlock):
         h = self._norm_input(rows, norm_weight, norm_bias, eps, norm_first)  # (M, E)
         hidden = times_weight_t(h, w1, self.transposed)  # Z (M, F), fresh
         self.h, self.w1, self.w2, self.activation = h, w1, w2, activation
-        self.rows_schedule = router.elementwise_schedule(hidden)  # (backward's ∂A has Z's shape and layout)
-        if activation == "relu":
-            self.hidden = bias_relu(hidden, b1, self.rows_schedule)  # A = relu(Z + b1), in place
+        if activation == "relu":  # A = relu(Z + b1), in place; backward's ∂A has Z's shape and layout
+            self.rows_schedule = router.elementwise_schedule(hidden)
+            self.hidden = bias_relu(hidden, b1, self.rows_schedule)
         else:  # A = gelu(Z + b1) over Z, and gelu'(Z) for backward (none when no graph is recorded)
-            self.hidden, self.slope = bias_gelu(hidden, b1, _APPROXIMATE[activation], self.rows_schedule,
+            self.hidden, self.slope = bias_gelu(hidden, b1, _APPROXIMATE[activation], router.gelu_schedule(hidden),
                                                 slope=for_backward)
         return self._output(self.hidden, w2, b2, rows, norm_weight, norm_bias, eps).reshape(shape)
 

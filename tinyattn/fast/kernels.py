@@ -178,7 +178,7 @@ def bias_gelu(z, bias, approximate, schedule, slope=True):
     """``(A, slope)`` for ``z (M, F)``: ``Z = z + b``, ``A = gelu(Z)`` (``activations.gelu``, exact or
     ``"tanh"``) written over ``z`` (returned: ``Z`` itself is not kept), and ``∂gelu/∂Z`` as a fresh ``(M, F)``
     array when ``slope`` (else ``None``). Elementwise, in the runs of rows of ``schedule``
-    (``router.elementwise_schedule(z)``)."""
+    (``router.gelu_schedule(z)``)."""
     if not slope:
         rows, bias_args = _with_bias(z, bias)
         _by_rows(schedule, _bias_gelu, rows, *bias_args, approximate)

@@ -372,12 +372,13 @@ def _batch_runs(batch, per_slice):
             for h in range(0, heads, run)]
 
 
-def pieces(count, elements_per_item, most_items=None, least_items=1):
+def pieces(count, elements_per_item, most_items=None, least_items=1, piece_elements=None):
     """``[(start, stop), …]``: ``range(count)`` cut into equal runs of items (rows, say) of about
-    ``tuning.piece_elements`` elements each (``elements_per_item`` per item), at most
-    ``most_items`` and at least ``least_items`` items each; one piece when the whole is that small.
+    ``piece_elements`` (by default ``tuning.piece_elements``) elements each (``elements_per_item`` per item), at
+    most ``most_items`` and at least ``least_items`` items each; one piece when the whole is that small.
     Depends on the shape only."""
-    per_piece = max(1, tuning.piece_elements // max(1, elements_per_item))
+    piece_elements = tuning.piece_elements if piece_elements is None else piece_elements
+    per_piece = max(1, piece_elements // max(1, elements_per_item))
     if most_items is not None:
         per_piece = max(1, min(per_piece, most_items))
     per_piece = max(per_piece, least_items)
@@ -567,26 +568,34 @@ def _one_run(rows):
     return RowSchedule(((0, rows),))
 
 
-def row_schedule(like, rows, width):
+def row_schedule(like, rows, width, piece_elements=None):
     """The ``RowSchedule`` of a pass over ``rows`` rows of ``width`` elements each, of arrays like ``like``.
 
-    CuPy (and the strict test backend), or at most ``piece_elements`` in all: one run. Else ``pieces`` of rows,
-    which depend on the shape alone, so a pooled pass gives the same bits as the same pieces one after another
-    (a LayerNorm row's BLAS sums can depend on how many rows a call has); they go over the pool where
-    ``why_not_pool`` allows."""
-    if rows * width <= tuning.piece_elements or type(like) is not np.ndarray:
+    CuPy (and the strict test backend), or at most ``piece_elements`` (by default ``tuning.piece_elements``) in
+    all: one run. Else ``pieces`` of rows, which depend on the shape alone, so a pooled pass gives the same bits as
+    the same pieces one after another (a LayerNorm row's BLAS sums can depend on how many rows a call has); they go
+    over the pool where ``why_not_pool`` allows."""
+    piece_elements = tuning.piece_elements if piece_elements is None else piece_elements
+    if rows * width <= piece_elements or type(like) is not np.ndarray:
         return _one_run(rows)
-    ranges = tuple(pieces(rows, width))
+    ranges = tuple(pieces(rows, width, piece_elements=piece_elements))
     return RowSchedule(ranges, why_not_pool(like, ranges, rows * width) is None)
 
 
-def elementwise_schedule(z):
+def elementwise_schedule(z, piece_elements=None):
     """``row_schedule`` of an elementwise pass over the matrix ``z (M, F)``, by its rows as they lie in memory: an
     F-ordered ``z`` (``fast.kernels.times_weight_t``'s) by the rows of ``zᵀ``, as ``fast.kernels`` walks it."""
     shape = z.shape
     if len(shape) == 2 and z.flags.f_contiguous and not z.flags.c_contiguous:
-        return row_schedule(z, shape[1], shape[0])
-    return row_schedule(z, shape[0], math.prod(shape[1:]))
+        return row_schedule(z, shape[1], shape[0], piece_elements)
+    return row_schedule(z, shape[0], math.prod(shape[1:]), piece_elements)
+
+
+def gelu_schedule(z):
+    """``elementwise_schedule`` of GELU's pass over ``z (M, F)`` (``fast.kernels.bias_gelu``), in pieces of
+    ``tuning.gelu_piece_elements``: its kernel makes some thirty passes over a piece and its scratch arrays, which
+    at that size stay in a core's cache between them."""
+    return elementwise_schedule(z, tuning.gelu_piece_elements)
 
 
 def product_schedule(a, b):

@@ -32,6 +32,8 @@ values = _Values(
     pool_min_elements=3 << 18,
     # elements per piece of a pooled pass (about half a core's L2 cache in float32)
     piece_elements=1 << 18,
+    # elements per piece of GELU's pass (smaller: its many passes stay in a core's cache, but each costs a call)
+    gelu_piece_elements=1 << 17,
     # rows up to which inference on the real tokens runs a block's products as (W aᵀ)ᵀ (faster on few rows)
     transposed_products_rows=512,
     # mean real tokens per sentence from which inference on the real tokens attends sentence by sentence
