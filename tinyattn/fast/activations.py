@@ -110,8 +110,15 @@ def _horner(coefficients, u, out):
     return out
 
 
+_CONSTANTS = {}  # (dtype, coefficients) -> the coefficients as scalars of that dtype
+
+
 def _constants(dtype, values):
-    return tuple(dtype.type(v) for v in values)
+    """``values`` as scalars of ``dtype`` (so that a pass with them keeps its arrays' dtype), made once."""
+    scalars = _CONSTANTS.get((dtype, values))
+    if scalars is None:
+        scalars = _CONSTANTS[dtype, values] = tuple(dtype.type(v) for v in values)
+    return scalars
 
 
 def _exp_tail(x, out, s, offset, square_scale, coefficients, signed=False):
