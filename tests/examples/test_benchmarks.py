@@ -211,3 +211,40 @@ def test_the_executor_comparison_runs_both_pools_and_puts_the_pool_back(capsys):
     for _, mine, theirs, ratio in rows:
         assert float(mine) > 0 and float(theirs) > 0
         assert float(ratio) == pytest.approx(float(theirs) / float(mine), abs=0.01)
+
+
+def test_compare_trees_alternates_the_trees_case_by_case_and_marks_the_rows_over_the_bar():
+    import compare_trees  # benchmarks/compare_trees.py
+
+    order = compare_trees.schedule(["mha", "train"], 2)
+    assert order[:6] == [("mha", 0, "before"), ("mha", 0, "after"), ("mha", 0, "control"),
+                         ("mha", 1, "control"), ("mha", 1, "after"), ("mha", 1, "before")]
+    assert len(order) == 12 and order[6][0] == "train"
+
+    def rows(small, medium):
+        return [{"case": "mha", "size": "small", "pass": "fwd", "ratio": small},
+                {"case": "mha", "size": "medium", "pass": "fwd", "ratio": medium}]
+
+    runs = {"before": [rows(1.0, 2.0), rows(1.2, 2.2), rows(1.1, 1.0)],
+            "after": [rows(1.2, 2.0), rows(1.1, 2.0), rows(1.15, 2.1)],
+            "control": [rows(1.1, 2.0), rows(1.1, 2.3), rows(1.1, 2.3)]}
+    small, medium = compare_trees.summarize(runs)
+    assert small["key"] == ("mha", "small", "fwd")
+    assert small["before"] == (1.1, 1.0, 1.2) and small["after"] == (1.15, 1.1, 1.2)
+    assert small["after_over_before"] == pytest.approx(1.15 / 1.1) and small["over"]  # 4.5% slower
+    assert small["control_over_before"] == pytest.approx(1.0) and not small["control_over"]
+    assert medium["after_over_before"] == pytest.approx(1.0) and not medium["over"]
+    assert medium["control_over_before"] == pytest.approx(1.15) and medium["control_over"]
+    table = compare_trees.markdown([small, medium])
+    assert "| mha | small | fwd | 1.100 (1.00–1.20) | 1.150 (1.10–1.20) | 1.045 ✗ |" in table
+    assert table.rstrip().endswith("after ÷ before over 1.03: 1 of 2 rows; control ÷ before over 1.03: 1 of 2")
+
+
+def test_compare_trees_runs_each_trees_own_benchmark(tmp_path):
+    import compare_trees  # benchmarks/compare_trees.py
+
+    rows = compare_trees.run_once(str(BENCHMARKS.parent), "sdpa", str(tmp_path / "sdpa.json"),
+                                  extra=("--sizes", "small", "--repeat", "2"))
+    assert [(row["case"], row["size"], row["pass"]) for row in rows] == [("sdpa", "small", "fwd"),
+                                                                          ("sdpa", "small", "fwd+bwd")]
+    assert all(row["ratio"] > 0 for row in rows)
