@@ -409,6 +409,17 @@ def test_gradients_accumulate_across_backward_calls_into_a_taken_array():
     np.testing.assert_allclose(w.weight.grad, 2 * first)
 
 
+def test_a_plain_backward_after_create_graph_never_writes_to_the_graphs_gradient():
+    x = ta.tensor(np.array([1.0, 2.0]), requires_grad=True)
+    with ta.use_fast_paths(True):  # (a leaf's gradients go through fast.gradients.steal)
+        (x * x).sum().backward(create_graph=True)
+        graph_grad = x.grad  # the array of a tensor with its own graph
+        kept = graph_grad.copy()
+        (x * 3.0).sum().backward()
+    np.testing.assert_array_equal(graph_grad, kept)  # summed out of place
+    np.testing.assert_allclose(x.grad, kept + 3.0)
+
+
 def test_summed_gradients_of_a_0d_tensor_used_many_times():
     x = ta.tensor(np.array([1.0, 2.0]), requires_grad=True)
     s = x.sum() * 1.0  # 0-d: NumPy hands back scalars, which cannot be added to in place

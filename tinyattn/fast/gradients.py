@@ -27,15 +27,21 @@ _references, _StrictArray = sys.getrefcount, backend.StrictArray
 
 def steal(t, grad, fresh=False):
     """``tensor._accumulate_leaf``, keeping a fresh gradient (see the module's docstring) instead of copying it."""
+    if t._grad is not None:
+        if t._grad_graph is None:  # (the reference's += line, here: a leaf's later gradients take this branch)
+            t._grad += grad
+        else:
+            _accumulate_leaf(t, grad)  # a create_graph gradient's array is never written to
+        return
     data = t._data
-    if (fresh and t._grad is None and type(grad) is type(data) is not _StrictArray and grad.dtype is data.dtype
+    if (fresh and type(grad) is type(data) is not _StrictArray and grad.dtype is data.dtype
             and _references(grad) <= _FRESH_REFERENCES[0]
             and (grad.base is None or _viewed_alone(grad))):
         # (the dtype the very object: an equal one is copied; a strict array's wrapper does not tell whether
         # another wrapper shares its memory)
         t._grad = grad
     else:
-        _accumulate_leaf(t, grad)  # the reference: a copy, or += into the gradient the leaf has
+        _accumulate_leaf(t, grad)  # the reference: a copy
 
 
 def _viewed_alone(view):
