@@ -50,6 +50,18 @@ def test_among_blocks_of_one_size_a_free_one_is_found_and_no_other():
     assert buffers.kept_bytes() == 5 * 256 * 256 * 4
 
 
+def test_the_search_starts_after_the_block_handed_out_last():
+    arrays = [buffers.empty(np, (256, 256), F32) for _ in range(4)]  # blocks 0, 1, 2, 3, in that order
+    addresses = [_address(a) for a in arrays]
+    del arrays[1:]  # 0 stays in use
+    first = buffers.empty(np, (256, 256), F32)
+    assert _address(first) == addresses[1]  # 0 passed over
+    assert [_address(b) for b in buffers._KEPT.sizes[256 * 256 * 4]] == [addresses[i] for i in (2, 3, 0, 1)]
+    second = buffers.empty(np, (256, 256), F32)
+    assert _address(second) == addresses[2]  # the next one, 0 not looked at again
+    assert not np.shares_memory(second, first) and not np.shares_memory(second, arrays[0])
+
+
 def test_past_the_most_blocks_kept_the_free_ones_are_let_go():
     block = 256 * 256 * 4
     held = [buffers.empty(np, (256, 256), F32) for _ in range(buffers._MOST_KEPT)]

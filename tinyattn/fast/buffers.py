@@ -15,7 +15,8 @@ Rules that keep it safe and lean:
   array); only a block that this module's list alone refers to is handed out again.
 - A block serves a request of at least half its size, the smallest free one first, so that a step's arrays
   of several sizes do not hold on to much more memory than they use. Blocks are kept by their size: the usual
-  request, for the size an array of the last step had, looks among the blocks of that size alone.
+  request, for the size an array of the last step had, looks among the blocks of that size alone, starting after
+  the one it handed out last (blocks a step holds to its end are passed once a round, not at every request).
 - A leaf may keep a gradient made here as its ``.grad`` (``gradients.steal``, when the block serves that
   array alone): the block is then in use until the leaf lets the gradient go (``x.grad = None``).
 - On CuPy (which pools its own memory) and below 128 KiB, ``empty`` is ``xp.empty``.
@@ -68,7 +69,13 @@ def empty(xp, shape, dtype):
     for block in blocks:  # a free block of this very size is the smallest that fits: the usual case
         if sys.getrefcount(block) <= _FREE[0]:
             best = block
-            blocks.append(blocks.pop(index))  # (to the end: the blocks in use gather there, the free ones in front)
+            # it and the blocks in use before it go to the end, so that the next search starts with the blocks
+            # after it, which have not been looked at since they were last handed out (a clock: a step's arrays
+            # held to its end are passed once per round, not at every call)
+            if index:
+                blocks[:] = blocks[index + 1:] + blocks[:index + 1]
+            else:
+                blocks.append(blocks.pop(0))
             break
         index += 1
     else:  # else the smallest free one up to twice the size
