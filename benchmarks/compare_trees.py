@@ -2,6 +2,7 @@
 
     python benchmarks/compare_trees.py BEFORE AFTER                 # five runs of each, every default case
     python benchmarks/compare_trees.py BEFORE AFTER --runs 5 --cases mha,encoder --markdown out/compare.md
+    python benchmarks/compare_trees.py BEFORE AFTER --after-args=--keep-freed-memory   # AFTER's run.py takes these
 
 ``BEFORE`` and ``AFTER`` are two checkouts (``git worktree add /tmp/before <commit>``). Each run is that tree's own
 ``benchmarks/run.py --cases CASE --json …`` in a fresh process with ``PYTHONPATH`` set to the tree, so each
@@ -14,11 +15,16 @@ what the control's moved.
 Each row of the table: the median (and the spread) over the runs of tinyattn ÷ PyTorch for each tree, and
 ``after ÷ before`` and ``control ÷ before`` of those medians. Rows of ``after ÷ before`` above ``--bar`` (1.03: 3%
 slower) are marked, and so are the control's, which changed nothing.
+
+``--after-args`` passes options to ``AFTER``'s ``run.py`` alone: ``--keep-freed-memory``, say, when ``BEFORE`` is a
+version that set glibc's ``malloc`` for the whole process at import, PyTorch included, and ``AFTER`` leaves it as an
+opt-in; both then time their libraries beside a PyTorch under the same ``malloc``.
 """
 
 import argparse
 import json
 import os
+import shlex
 import statistics
 import subprocess
 import sys
@@ -105,6 +111,7 @@ def main():
     parser.add_argument("--runs", type=int, default=5, help="runs of each tree per case (default 5)")
     parser.add_argument("--cases", default=",".join(DEFAULT_CASES), help="run.py's cases, comma-separated")
     parser.add_argument("--no-control", action="store_true", help="leave out the control (before against itself)")
+    parser.add_argument("--after-args", default="", help="options for AFTER's run.py alone (--after-args=--keep-…)")
     parser.add_argument("--bar", type=float, default=1.03, help="after ÷ before above this is marked (default 1.03)")
     parser.add_argument("--json", help="write every run's rows here, by variant")
     parser.add_argument("--markdown", metavar="PATH", help="also write the table here")
@@ -115,7 +122,8 @@ def main():
         for case, number, variant in schedule(args.cases.split(","), args.runs):
             if variant not in runs:
                 continue
-            rows = run_once(trees[variant], case, os.path.join(scratch, f"{variant}.json"))
+            extra = shlex.split(args.after_args) if variant == "after" else ()
+            rows = run_once(trees[variant], case, os.path.join(scratch, f"{variant}.json"), extra)
             runs[variant].setdefault(number, []).extend(rows)
             print(f"{case} round {number + 1} {variant}: " + ", ".join(
                 f"{row['size']} {row['pass']} {row['ratio']:.3f}" for row in rows), flush=True)
@@ -127,7 +135,10 @@ def main():
     print(table)
     if args.markdown:
         with open(args.markdown, "w") as f:
-            f.write(f"`python benchmarks/compare_trees.py {args.before} {args.after} --runs {args.runs}`\n\n" + table)
+            command = f"python benchmarks/compare_trees.py {args.before} {args.after} --runs {args.runs}"
+            if args.after_args:
+                command += f" --after-args={shlex.quote(args.after_args)}"
+            f.write(f"`{command}`\n\n" + table)
 
 
 if __name__ == "__main__":

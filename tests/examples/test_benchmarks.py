@@ -244,7 +244,7 @@ def test_compare_trees_runs_each_trees_own_benchmark(tmp_path):
     import compare_trees  # benchmarks/compare_trees.py
 
     rows = compare_trees.run_once(str(BENCHMARKS.parent), "sdpa", str(tmp_path / "sdpa.json"),
-                                  extra=("--sizes", "small", "--repeat", "2"))
+                                  extra=("--sizes", "small", "--repeat", "2", "--keep-freed-memory"))
     assert [(row["case"], row["size"], row["pass"]) for row in rows] == [("sdpa", "small", "fwd"),
                                                                           ("sdpa", "small", "fwd+bwd")]
     assert all(row["ratio"] > 0 for row in rows)
