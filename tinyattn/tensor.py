@@ -438,18 +438,6 @@ def _topological_order(roots, boundary=-math.inf, redirects=False):
     return sorted(nodes, key=_by_sequence, reverse=True)
 
 
-def _plain_order(root):
-    """``_topological_order((root,))`` of a plain ``backward()``: no boundary, no recomputation to follow, so
-    that neither test runs per node."""
-    nodes, stack = {root}, [root]
-    while stack:
-        for ctx in stack.pop().edges:
-            if ctx is not None and ctx not in nodes:
-                nodes.add(ctx)
-                stack.append(ctx)
-    return sorted(nodes, key=_by_sequence, reverse=True)
-
-
 def _accumulate_leaf(t, grad, fresh=False):
     """Add ``grad`` to the leaf's ``.grad``, never writing to an array anyone else can see: the first
     gradient is copied, in the leaf's dtype. ``fresh``: ``grad`` comes from a node that keeps no reference
@@ -668,7 +656,7 @@ def _backpropagate(root, grad, retain_graph, accumulate):
     (``accumulate``); the others' are summed, seen by their hooks, then accumulated. It hands gradients down with
     ``_hand_down``'s lines written out (the general walk calls it): a call per node costs more than they do."""
     grads, owned, hooked = {root: grad}, set(), {}  # node -> its output's gradient so far; leaves with hooks
-    for fn in _plain_order(root):
+    for fn in _topological_order((root,)):
         grad = grads.pop(fn, None)
         if grad is None:
             continue

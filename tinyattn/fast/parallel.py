@@ -93,10 +93,8 @@ def matmul(a, b, out=None):
     a block that runs its products on the pool (``products_on_pool``), a product the router cuts
     (``router.product_schedule``: one run of ``a``'s rows per thread) goes over the pool, each run's product on one
     BLAS thread; anything else is one call."""
-    if out is None and not _products.on_pool:  # (the flag first: the router's checks cost more than a small product)
-        return a @ b
-    schedule = router.product_schedule(a, b) if _products.on_pool else None
-    if schedule is None:
+    schedule = router.product_schedule(a, b) if _products.on_pool else None  # (the flag first: the router's
+    if schedule is None:  # checks cost more than a small product)
         if out is None:
             return a @ b
         return np.matmul(a, b, out) if type(a) is np.ndarray else backend.namespace(a).matmul(a, b, out=out)
