@@ -301,9 +301,7 @@ def scatter_add(target, index, values):
     if kind is np.ndarray or kind is StrictArray:
         np.add.at(target, index, values)  # StrictArray dispatches through __array_ufunc__
     else:
-        import cupyx
-
-        cupyx.scatter_add(target, index, values)
+        _cupy().add.at(target, index, values)  # CuPy's ufunc.at (cupyx.scatter_add is deprecated)
     return target
 
 
