@@ -296,13 +296,52 @@ def erf(x):
 
 
 def scatter_add(target, index, values):
-    """``target[index] += values`` in place, accumulating repeated indices."""
+    """``target[index] += values`` in place, accumulating repeated indices, with the same bits on every run.
+
+    NumPy's ``add.at`` adds the repeats one after another. CuPy's adds them with atomic operations, in an order
+    that changes from run to run, and a float sum with it: an embedding's gradient would differ in its last bits
+    between two runs of the same training. So on CuPy the repeats are summed in a fixed order (``_sum_repeats``)."""
     kind = type(target)
     if kind is np.ndarray or kind is StrictArray:
         np.add.at(target, index, values)  # StrictArray dispatches through __array_ufunc__
     else:
-        _cupy().add.at(target, index, values)  # CuPy's ufunc.at (cupyx.scatter_add is deprecated)
+        _sum_repeats(target, index, values, _cupy())
     return target
+
+
+def _sum_repeats(target, index, values, xp):
+    """``target[index] += values`` for an advanced ``index``, the values at a repeated position summed in a fixed
+    order, without atomic operations (array module ``xp``; ``scatter_add`` uses it on CuPy).
+
+    The positions (rows of ``target`` for an integer array, else positions in the flattened ``target``) are
+    sorted, stably, so that each position's values form a run; a segmented scan by doubling (Hillis and Steele
+    1986) then sums each run: after the round with ``shift``, an entry holds the sum of the up to ``2·shift``
+    entries of its run that end at it, so after ``ceil(log2(longest run))`` rounds each run's last entry holds the
+    run's sum. Those sums go to distinct positions: a plain ``target[positions] += sums``."""
+    contiguous = target
+    if isinstance(index, xp.ndarray) and index.dtype.kind in "iu":  # an embedding's case: rows of target
+        work, positions = target, xp.where(index < 0, index + len(target), index).reshape(-1)  # (n,)
+        values = xp.broadcast_to(values, index.shape + target.shape[1:]).reshape(positions.shape + target.shape[1:])
+    else:  # slices, boolean masks, several index arrays: the positions in the flattened target
+        contiguous = xp.ascontiguousarray(target)  # (target itself when it is contiguous)
+        picked = xp.arange(target.size).reshape(target.shape)[index]
+        positions, values = picked.reshape(-1), xp.broadcast_to(values, picked.shape).reshape(-1)
+        work = contiguous.reshape(-1)  # a view
+    order = positions.argsort(kind="stable") if xp is np else positions.argsort()  # (CuPy's sort is stable)
+    positions, sums = positions[order], values[order].astype(target.dtype, copy=False)  # (n,), (n, …)
+    n, shift = len(positions), 1
+    while shift < n:
+        same = positions[shift:] == positions[:-shift]  # (n - shift,): an entry and the one shift before it
+        if not same.any():  # every run is shorter than shift: done
+            break
+        same = same.reshape(same.shape + (1,) * (sums.ndim - 1))
+        sums[shift:] = sums[shift:] + xp.where(same, sums[:-shift], 0)  # (the right side read whole first)
+        shift *= 2
+    last = xp.ones(n, dtype=bool)  # each run's last entry
+    last[:-1] = positions[1:] != positions[:-1]
+    work[positions[last]] += sums[last]
+    if contiguous is not target:  # (a copy of a target laid out otherwise: written back)
+        target[...] = contiguous
 
 
 _SEED = [None]

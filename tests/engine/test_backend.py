@@ -89,6 +89,59 @@ def test_scatter_add_accumulates_repeats(device, index):
     np.testing.assert_array_equal(backend.to_numpy(target), expected)
 
 
+@given(data=st.data())
+def test_summing_repeats_in_a_fixed_order_adds_as_add_at_does(data):
+    """``backend._sum_repeats``, CuPy's way to ``scatter_add`` (sorted runs and a doubling scan, no atomic adds),
+    run on NumPy against NumPy's ``add.at``: rows by an integer array (repeated, negative, 2-D), a slice beside an
+    array, two arrays, a boolean mask; a target laid out as a transpose too. Values are whole numbers, so any
+    order of summing gives the exact sums."""
+    rows, cols = data.draw(st.integers(1, 6)), data.draw(st.integers(1, 4))
+    kind = data.draw(st.sampled_from(["rows", "rows 2-D", "slice and array", "two arrays", "mask"]))
+    some_rows = hnp.arrays(np.int64, st.integers(0, 12), elements=st.integers(-rows, rows - 1))
+    if kind == "rows":
+        index = data.draw(some_rows)
+    elif kind == "rows 2-D":
+        index = data.draw(some_rows).reshape(-1, 1)
+    elif kind == "slice and array":
+        index = (slice(None), data.draw(hnp.arrays(np.int64, st.integers(0, 9), elements=st.integers(0, cols - 1))))
+    elif kind == "two arrays":
+        picked = data.draw(hnp.arrays(np.int64, st.integers(0, 12), elements=st.integers(0, rows * cols - 1)))
+        index = (picked // cols, picked % cols)
+    else:
+        index = data.draw(hnp.arrays(np.bool_, rows))
+    transposed = data.draw(st.booleans())
+    target = np.arange(rows * cols, dtype=np.float64).reshape(cols, rows).T if transposed else \
+        np.arange(rows * cols, dtype=np.float64).reshape(rows, cols)
+    shape = np.zeros((rows, cols))[index].shape
+    values = data.draw(hnp.arrays(np.float64, shape, elements=st.integers(-1000, 1000).map(float)))
+    expected = target.copy()
+    np.add.at(expected, index, values)
+    backend._sum_repeats(target, index, values, np)
+    np.testing.assert_array_equal(target, expected)
+
+
+def test_scatter_add_gives_the_same_bits_every_time(device):
+    """Many float32 values onto few positions (an embedding's gradient over a batch of few distinct tokens): every
+    run the same sums, bit for bit (atomic adds on a GPU would sum them in a varying order)."""
+    rng = np.random.default_rng(0)
+    index = backend.to_device(rng.integers(0, 7, 20000), device)
+    values = backend.to_device(rng.standard_normal((20000, 3), dtype=np.float32), device)
+    runs = []
+    for _ in range(5):
+        target = backend.to_device(np.zeros((7, 3), dtype=np.float32), device)
+        runs.append(backend.to_numpy(backend.scatter_add(target, index, values)))
+    assert all(np.array_equal(run, runs[0]) for run in runs)
+    np.testing.assert_allclose(runs[0], np.stack([backend.to_numpy(values)[backend.to_numpy(index) == i].sum(0)
+                                                  for i in range(7)]), rtol=1e-4, atol=1e-3)
+
+
+def test_summing_a_long_run_of_repeats_keeps_the_dtype_and_is_exact():
+    target = np.zeros(3, dtype=np.float32)
+    backend._sum_repeats(target, np.array([1] * 1000 + [2, -1]), np.ones(1002, dtype=np.float32), np)
+    assert target.dtype == np.float32
+    np.testing.assert_array_equal(target, [0, 1000, 2])
+
+
 # ----------------------------------------------------------------------------- sum_to
 
 
