@@ -770,7 +770,8 @@ def _write_markdown(rows, path, device="cpu"):
         shares = [f"{key[:-len('_share_of_peak')].replace('_', ' ')} {value:.0%}" for key, value in row.items()
                   if key.endswith("_share_of_peak")]
         if shares:
-            also.append(f"share of its library's 2048² GEMM ({row['gemm_gflops']:.0f} GFLOP/s for NumPy): "
+            library = "CuPy" if device == "cuda" else "NumPy"
+            also.append(f"share of its library's 2048² GEMM ({row['gemm_gflops']:.0f} GFLOP/s for {library}): "
                         + ", ".join(shares))
         cells = [f"{row[key]:.3f}" if key in row else "" for key in ("tinyattn_ms", "pytorch_ms")]
         ratio = f"{row['ratio']:.2f}" if "ratio" in row else ""
