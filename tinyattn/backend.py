@@ -332,7 +332,7 @@ def _sum_repeats(target, index, values, xp):
     n, shift = len(positions), 1
     while shift < n:
         same = positions[shift:] == positions[:-shift]  # (n - shift,): an entry and the one shift before it
-        if not same.any():  # every run is shorter than shift: done
+        if not same.any():  # no run is longer than shift: each run's last entry holds its sum
             break
         same = same.reshape(same.shape + (1,) * (sums.ndim - 1))
         sums[shift:] = sums[shift:] + xp.where(same, sums[:-shift], 0)  # (the right side read whole first)
