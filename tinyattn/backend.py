@@ -20,6 +20,7 @@ True
 'strict'
 """
 
+import math
 import sys
 
 import numpy as np
@@ -313,21 +314,33 @@ def _sum_repeats(target, index, values, xp):
     """``target[index] += values`` for an advanced ``index``, the values at a repeated position summed in a fixed
     order, without atomic operations (array module ``xp``; ``scatter_add`` uses it on CuPy).
 
-    The positions (rows of ``target`` for an integer array, else positions in the flattened ``target``) are
-    sorted, stably, so that each position's values form a run; a segmented scan by doubling (Hillis and Steele
-    1986) then sums each run: after the round with ``shift``, an entry holds the sum of the up to ``2·shift``
-    entries of its run that end at it, so after ``ceil(log2(longest run))`` rounds each run's last entry holds the
-    run's sum. Those sums go to distinct positions: a plain ``target[positions] += sums``."""
-    contiguous = target
-    if isinstance(index, xp.ndarray) and index.dtype.kind in "iu":  # an embedding's case: rows of target
-        work, positions = target, xp.where(index < 0, index + len(target), index).reshape(-1)  # (n,)
-        values = xp.broadcast_to(values, index.shape + target.shape[1:]).reshape(positions.shape + target.shape[1:])
-    else:  # slices, boolean masks, several index arrays: the positions in the flattened target
+    The positions (for integer arrays alone, as an embedding's or a cross-entropy's pick has, the rows of
+    ``target`` over the axes they index; else positions in the flattened ``target``) are sorted, stably, so that
+    each position's values form a run; a segmented scan by doubling (Hillis and Steele 1986) then sums each run:
+    after the round with ``shift``, an entry holds the sum of the up to ``2·shift`` entries of its run that end at
+    it, so after ``ceil(log2(longest run))`` rounds each run's last entry holds the run's sum. Those sums go to
+    distinct positions: a plain ``work[positions] += sums``."""
+    arrays = index if type(index) is tuple else (index,)
+    contiguous = target  # where the sums go: target, or a contiguous copy of it written back at the end
+    if len(arrays) <= target.ndim and all(isinstance(a, xp.ndarray) and a.dtype.kind in "iu" for a in arrays):
+        lead, rest = target.shape[:len(arrays)], target.shape[len(arrays):]
+        positions = None  # the row of each value among the prod(lead) rows of `work`
+        for a, size in zip(arrays, lead):
+            a = a.astype(xp.int64, copy=False)  # (a narrow type would overflow below)
+            a = xp.where(a < 0, a + size, a)  # a negative index counts from the end
+            positions = a if positions is None else positions * size + a  # (the arrays broadcast together)
+        values = xp.broadcast_to(values, positions.shape + rest).reshape((positions.size,) + rest)
+        positions = positions.reshape(-1)  # (n,)
+        if len(arrays) > 1:  # rows over several axes: those axes as one, a view of a contiguous array
+            contiguous = xp.ascontiguousarray(target)  # (target itself when it is contiguous)
+        work = contiguous.reshape((math.prod(lead),) + rest)
+    else:  # slices, integers, None, boolean masks beside or instead of arrays: positions in the flattened target
         contiguous = xp.ascontiguousarray(target)  # (target itself when it is contiguous)
         picked = xp.arange(target.size).reshape(target.shape)[index]
         positions, values = picked.reshape(-1), xp.broadcast_to(values, picked.shape).reshape(-1)
         work = contiguous.reshape(-1)  # a view
     order = positions.argsort(kind="stable") if xp is np else positions.argsort()  # (CuPy's sort is stable)
+    # (summed in the target's dtype: Scatter's values have it)
     positions, sums = positions[order], values[order].astype(target.dtype, copy=False)  # (n,), (n, …)
     n, shift = len(positions), 1
     while shift < n:

@@ -89,35 +89,75 @@ def test_scatter_add_accumulates_repeats(device, index):
     np.testing.assert_array_equal(backend.to_numpy(target), expected)
 
 
+ARRAY_MODULES = ["numpy", pytest.param("cupy", marks=pytest.mark.cuda)]
+
+
+def _array_module(name):
+    return np if name == "numpy" else backend.namespace(backend.to_device(np.zeros(1), "cuda"))
+
+
+@pytest.mark.parametrize("module", ARRAY_MODULES)
 @given(data=st.data())
-def test_summing_repeats_in_a_fixed_order_adds_as_add_at_does(data):
+def test_summing_repeats_in_a_fixed_order_adds_as_add_at_does(module, data):
     """``backend._sum_repeats``, CuPy's way to ``scatter_add`` (sorted runs and a doubling scan, no atomic adds),
-    run on NumPy against NumPy's ``add.at``: rows by an integer array (repeated, negative, 2-D), a slice beside an
-    array, two arrays, a boolean mask; a target laid out as a transpose too. Values are whole numbers, so any
-    order of summing gives the exact sums."""
+    on NumPy and on CuPy, against NumPy's ``add.at``: rows by an integer array (repeated, negative, 2-D, 0-d, of
+    a narrow type), two arrays (a cross-entropy's pick), arrays over the first axes of three, a slice, an integer,
+    ``None`` or ``...`` beside an array, a boolean mask; a target laid out as a transpose; values that broadcast,
+    and NaN. Values are whole numbers, so any order of summing gives the exact sums."""
+    xp = _array_module(module)
     rows, cols = data.draw(st.integers(1, 6)), data.draw(st.integers(1, 4))
-    kind = data.draw(st.sampled_from(["rows", "rows 2-D", "slice and array", "two arrays", "mask"]))
-    some_rows = hnp.arrays(np.int64, st.integers(0, 12), elements=st.integers(-rows, rows - 1))
+    shape = (rows, cols)
+    dtype = data.draw(st.sampled_from([np.int64, np.int32, np.int8, np.uint8]))
+    low = 0 if dtype == np.uint8 else -rows
+    some_rows = hnp.arrays(dtype, st.integers(0, 12), elements=st.integers(low, rows - 1))
+    some_cols = hnp.arrays(np.int64, st.integers(0, 9), elements=st.integers(-cols, cols - 1))
+    kind = data.draw(st.sampled_from(["rows", "rows 2-D", "row 0-d", "two arrays", "first two of three",
+                                      "slice and array", "integer and array", "None and array", "... and array",
+                                      "mask"]))
     if kind == "rows":
         index = data.draw(some_rows)
     elif kind == "rows 2-D":
         index = data.draw(some_rows).reshape(-1, 1)
-    elif kind == "slice and array":
-        index = (slice(None), data.draw(hnp.arrays(np.int64, st.integers(0, 9), elements=st.integers(0, cols - 1))))
+    elif kind == "row 0-d":
+        index = np.array(data.draw(st.integers(-rows, rows - 1)))
     elif kind == "two arrays":
-        picked = data.draw(hnp.arrays(np.int64, st.integers(0, 12), elements=st.integers(0, rows * cols - 1)))
-        index = (picked // cols, picked % cols)
+        picked = data.draw(some_cols)
+        index = (picked % rows, picked)
+    elif kind == "first two of three":
+        shape = (rows, cols, 2)
+        picked = data.draw(some_cols)
+        index = (picked % rows, picked)
+    elif kind == "slice and array":
+        index = (slice(None), data.draw(some_cols))
+    elif kind == "integer and array":
+        index = (data.draw(st.integers(-rows, rows - 1)), data.draw(some_cols))
+    elif kind == "None and array":
+        index = (None, data.draw(some_rows))
+    elif kind == "... and array":
+        index = (Ellipsis, data.draw(some_cols))
     else:
         index = data.draw(hnp.arrays(np.bool_, rows))
+    start = np.arange(math.prod(shape), dtype=np.float64)
     transposed = data.draw(st.booleans())
-    target = np.arange(rows * cols, dtype=np.float64).reshape(cols, rows).T if transposed else \
-        np.arange(rows * cols, dtype=np.float64).reshape(rows, cols)
-    shape = np.zeros((rows, cols))[index].shape
-    values = data.draw(hnp.arrays(np.float64, shape, elements=st.integers(-1000, 1000).map(float)))
+    target = start.reshape(shape[::-1]).transpose() if transposed else start.reshape(shape)
+    picked_shape = np.zeros(shape)[index].shape
+    value_shape = picked_shape[data.draw(st.integers(0, len(picked_shape))):]  # the whole shape, or a broadcast
+    values = data.draw(hnp.arrays(np.float64, value_shape, elements=st.integers(-1000, 1000).map(float)))
+    if values.size and data.draw(st.booleans()):
+        values.flat[0] = np.nan
     expected = target.copy()
     np.add.at(expected, index, values)
-    backend._sum_repeats(target, index, values, np)
-    np.testing.assert_array_equal(target, expected)
+
+    def on_device(a):
+        return xp.asarray(a) if isinstance(a, np.ndarray) else a
+
+    if xp is np:
+        result = target.copy(order="K")  # (in the target's layout)
+    else:  # the same layout on the GPU
+        result = xp.asarray(target.transpose()).transpose() if transposed else xp.asarray(target)
+    device_index = tuple(map(on_device, index)) if type(index) is tuple else on_device(index)
+    backend._sum_repeats(result, device_index, on_device(values), xp)
+    np.testing.assert_array_equal(result if xp is np else result.get(), expected)
 
 
 def test_scatter_add_gives_the_same_bits_every_time(device):
@@ -135,11 +175,14 @@ def test_scatter_add_gives_the_same_bits_every_time(device):
                                                   for i in range(7)]), rtol=1e-4, atol=1e-3)
 
 
-def test_summing_a_long_run_of_repeats_keeps_the_dtype_and_is_exact():
-    target = np.zeros(3, dtype=np.float32)
-    backend._sum_repeats(target, np.array([1] * 1000 + [2, -1]), np.ones(1002, dtype=np.float32), np)
-    assert target.dtype == np.float32
-    np.testing.assert_array_equal(target, [0, 1000, 2])
+def test_summing_repeats_casts_narrow_indices_and_sums_in_the_target_dtype():
+    """A narrow index type on a long table (``-1 + 300`` overflows an int8) and a long run of repeats."""
+    target = np.zeros(300, dtype=np.float32)
+    backend._sum_repeats(target, np.array([-1, -1, 5], dtype=np.int8), np.ones(3, dtype=np.float32), np)
+    backend._sum_repeats(target, np.array([255] * 1000, dtype=np.uint8), np.full(1000, 0.5), np)  # float64 values
+    expected = np.zeros(300, dtype=np.float32)
+    expected[[299, 5, 255]] = [2, 1, 500]
+    np.testing.assert_array_equal(target, expected)
 
 
 # ----------------------------------------------------------------------------- sum_to
