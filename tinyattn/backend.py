@@ -321,7 +321,7 @@ def _sum_repeats(target, index, values, xp):
     it, so after ``ceil(log2(longest run))`` rounds each run's last entry holds the run's sum. Those sums go to
     distinct positions: a plain ``work[positions] += sums``."""
     arrays = index if type(index) is tuple else (index,)
-    contiguous = target  # where the sums go: target, or a contiguous copy of it written back at the end
+    destination = target  # where the sums go: target, or a contiguous copy of it written back at the end
     if len(arrays) <= target.ndim and all(isinstance(a, xp.ndarray) and a.dtype.kind in "iu" for a in arrays):
         lead, rest = target.shape[:len(arrays)], target.shape[len(arrays):]
         positions = None  # the row of each value among the prod(lead) rows of `work`
@@ -332,13 +332,13 @@ def _sum_repeats(target, index, values, xp):
         values = xp.broadcast_to(values, positions.shape + rest).reshape((positions.size,) + rest)
         positions = positions.reshape(-1)  # (n,)
         if len(arrays) > 1:  # rows over several axes: those axes as one, a view of a contiguous array
-            contiguous = xp.ascontiguousarray(target)  # (target itself when it is contiguous)
-        work = contiguous.reshape((math.prod(lead),) + rest)
+            destination = xp.ascontiguousarray(target)  # (target itself when it is contiguous)
+        work = destination.reshape((math.prod(lead),) + rest)
     else:  # slices, integers, None, boolean masks beside or instead of arrays: positions in the flattened target
-        contiguous = xp.ascontiguousarray(target)  # (target itself when it is contiguous)
+        destination = xp.ascontiguousarray(target)  # (target itself when it is contiguous)
         picked = xp.arange(target.size).reshape(target.shape)[index]
         positions, values = picked.reshape(-1), xp.broadcast_to(values, picked.shape).reshape(-1)
-        work = contiguous.reshape(-1)  # a view
+        work = destination.reshape(-1)  # a view
     order = positions.argsort(kind="stable") if xp is np else positions.argsort()  # (CuPy's sort is stable)
     # (summed in the target's dtype: Scatter's values have it)
     positions, sums = positions[order], values[order].astype(target.dtype, copy=False)  # (n,), (n, …)
@@ -353,8 +353,8 @@ def _sum_repeats(target, index, values, xp):
     last = xp.ones(n, dtype=bool)  # each run's last entry
     last[:-1] = positions[1:] != positions[:-1]
     work[positions[last]] += sums[last]
-    if contiguous is not target:  # (a copy of a target laid out otherwise: written back)
-        target[...] = contiguous
+    if destination is not target:  # (a copy of a target laid out otherwise: written back)
+        target[...] = destination
 
 
 _SEED = [None]
