@@ -391,7 +391,7 @@ def test_print_options_change_how_tensors_print():
 
 def test_dtypes_and_their_information_match_torch():
     for name in ("float16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8", "long", "short",
-                 "half", "double", "float"):
+                 "int", "half", "double", "float"):
         assert np.dtype(getattr(compat, name)).itemsize == getattr(torch, name).itemsize
     for name in ("float16", "float32", "float64"):
         ours, theirs = compat.finfo(getattr(compat, name)), torch.finfo(getattr(torch, name))

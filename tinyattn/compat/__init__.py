@@ -122,6 +122,7 @@ from .functions import masked_fill, pow, randint  # noqa: F401
 from .serialization import load, save  # noqa: E402
 
 float, double, half = float32, float64, _np.float16
+int = int32  # torch.int (not in __all__: a star import would hide Python's int)
 Size = tuple
 
 

@@ -1,8 +1,8 @@
-"""The fast layer's private tuning: every threshold and size its router and kernels read, in one place.
+"""The fast layer's private tuning: every threshold and size its router reads, in one place.
 
 None of these changes what is computed, only which fast route runs or how a pass is cut; the
-benchmarks that measure each trade are named in ``docs/performance.md``. Tests and benchmarks move
-them with ``tuned(**values)``, a context manager that puts them back on exit.
+benchmarks that measure the trades, and the values each one measures, are named in ``docs/performance.md``.
+Tests and benchmarks move them with ``tuned(**values)``, a context manager that puts them back on exit.
 
 >>> from tinyattn.fast import tuning
 >>> with tuning.tuned(blocked_attention_min_keys=0):
