@@ -73,13 +73,14 @@ def _normalize(x, x_hat, rstd, y, average, eps, weight, bias, xp):
     x_hat = xp.subtract(x, mean[:, None], out=x_hat)  # x - μ
     variance = (x_hat * x_hat) @ average  # σ² (R,)
     near = variance <= xp.square(mean * _SPREAD)  # (a NaN row is not near: it stays as it is)
-    if near.any():
+    if xp.count_nonzero(near):  # (one C call, where near.any() goes through NumPy's Python wrapper)
         again = xp.flatnonzero(near)
         shifted = x[again] - x[again, :1]  # (r, N): zeros for a constant row
         shifted -= (shifted @ average)[:, None]
         x_hat[again] = shifted
         variance[again] = (shifted * shifted) @ average
-    r = 1 / xp.sqrt(variance + eps)  # (R,)
+    variance += eps
+    r = xp.reciprocal(xp.sqrt(variance, out=variance), out=variance)  # 1/√(σ² + eps) (R,), in place
     if rstd is None:
         rstd = r[:, None]
     else:
