@@ -319,11 +319,12 @@ _APPROXIMATE = {"gelu": "none", "gelu_tanh": "tanh"}  # FeedForwardBlock's activ
 
 
 def self_attention_block(x, norm, attention, attn_mask, is_causal, norm_first, tokens=None, transposed=False,
-                         cu_seqlens=None):
+                         cu_seqlens=None, products_on_pool=False):
     """``SelfAttentionBlock`` on a layer's parts: ``norm`` (its LayerNorm), ``attention`` (its
     multi-head attention with ``q_proj``, ``k_proj``, ``v_proj``, ``out_proj``) and the layer's mask;
     ``tokens``, ``transposed`` and ``cu_seqlens`` as the block's (``x (T, E)``, the real tokens of a padded batch;
-    with ``cu_seqlens`` the mask is not read: the sequences are the mask)."""
+    with ``cu_seqlens`` the mask is not read: the sequences are the mask). ``products_on_pool``: the router's
+    decision for a call that records a graph (``router.LayerRoute``); it applies only where one is recorded."""
     q, k, v, out = attention.q_proj, attention.k_proj, attention.v_proj, attention.out_proj
     float_mask = allowed = None
     if attn_mask is not None and cu_seqlens is None:
@@ -332,24 +333,25 @@ def self_attention_block(x, norm, attention, attn_mask, is_causal, norm_first, t
         float_mask, allowed = (None, mask._data) if mask.dtype == np.bool_ else (mask._data, None)
     inputs = (x, norm.weight, norm.bias, q.weight, k.weight, v.weight, q.bias, k.bias, v.bias, out.weight, out.bias)
     for_backward = records_graph(inputs)
-    on_pool = tokens is None and router.self_attention_products_on_pool(x, attention.num_heads, for_backward)
     return SelfAttentionBlock.apply(
         *inputs, num_heads=attention.num_heads, norm_first=norm_first, eps=norm.eps, attn_mask=float_mask,
         allowed=allowed, is_causal=is_causal, tokens=tokens, cu_seqlens=cu_seqlens, for_backward=for_backward,
-        transposed=transposed and not for_backward and router.transposed_products(x._data), products_on_pool=on_pool,
+        transposed=transposed and not for_backward and router.transposed_products(x._data),
+        products_on_pool=products_on_pool and for_backward,
     )  # (B, L, E), or (T, E)
 
 
-def feed_forward_block(x, norm, linear1, linear2, norm_first, activation="relu", transposed=False):
+def feed_forward_block(x, norm, linear1, linear2, norm_first, activation="relu", transposed=False,
+                       products_on_pool=False):
     """``FeedForwardBlock`` on a layer's parts: its LayerNorm, its two linear layers and the
     activation's name (``"relu"``, ``"gelu"``, ``"gelu_tanh"``; ``router.feed_forward_activation``);
-    ``transposed`` as the block's."""
+    ``transposed`` as the block's; ``products_on_pool`` as ``self_attention_block``'s."""
     inputs = (x, norm.weight, norm.bias, linear1.weight, linear1.bias, linear2.weight, linear2.bias)
     for_backward = records_graph(inputs)
     return FeedForwardBlock.apply(
         *inputs, norm_first=norm_first, eps=norm.eps, activation=activation, for_backward=for_backward,
         transposed=transposed and not for_backward and router.transposed_products(x._data),
-        products_on_pool=router.feed_forward_products_on_pool(x, linear1.out_features, for_backward),
+        products_on_pool=products_on_pool and for_backward,
     )  # (…, E)
 
 

@@ -248,10 +248,13 @@ def why_not_feed_forward_block(layer, norm, x, output_dropout):
     return None
 
 
-LayerRoute = namedtuple("LayerRoute", "self_attention_block feed_forward_block")
+LayerRoute = namedtuple("LayerRoute", "self_attention_block feed_forward_block self_attention_on_pool "
+                                      "feed_forward_on_pool", defaults=(False, False))
 LayerRoute.__doc__ = """Which residual blocks of a Transformer layer run as one fused node each:
 ``self_attention_block`` True/False; ``feed_forward_block`` the activation's name for the block
-(``"relu"``, ``"gelu"``, ``"gelu_tanh"``), or ``None`` when it runs the layer's own lines."""
+(``"relu"``, ``"gelu"``, ``"gelu_tanh"``), or ``None`` when it runs the layer's own lines; and whether each
+fused block runs its products over the pool when a graph is recorded (``self_attention_products_on_pool``,
+``feed_forward_products_on_pool``)."""
 
 
 def _why_not_batch_first(x, d_model):
@@ -613,20 +616,19 @@ def product_schedule(a, b):
     return RowSchedule(ranges, why_not_pool(a, ranges, M * N * K) is None)
 
 
-def self_attention_products_on_pool(x, num_heads, for_backward):
-    """Whether a ``SelfAttentionBlock`` on a padded batch ``x (B, L, E)`` runs its products over the pool: while a
-    graph is recorded, by ``why_not_products_on_pool`` for its scores ``(B, H, L, L)``."""
-    if not for_backward or type(x._data) is not np.ndarray or x.ndim != 3 or not tuning.products_on_pool:
+def self_attention_products_on_pool(x, num_heads):
+    """Whether a ``SelfAttentionBlock`` on a padded batch ``x (B, L, E)`` runs its products over the pool when a
+    graph is recorded: on NumPy, by ``products_on_pool`` for its scores ``(B, H, L, L)``."""
+    if type(x._data) is not np.ndarray or x.ndim != 3:
         return False
     B, L, _ = x.shape
-    return B * num_heads * L * L >= tuning.pool_min_elements  # (products_on_pool, inline: asked on every call)
+    return products_on_pool(B * num_heads * L * L)
 
 
-def feed_forward_products_on_pool(x, hidden, for_backward):
-    """Whether a ``FeedForwardBlock`` on ``x (…, E)`` with ``hidden`` units runs its products over the pool: while
-    a graph is recorded, by ``why_not_products_on_pool`` for its hidden activations ``(M, F)``."""
-    return (for_backward and type(x._data) is np.ndarray and tuning.products_on_pool  # (products_on_pool, inline)
-            and x._data.size // max(1, x.shape[-1]) * hidden >= tuning.pool_min_elements)
+def feed_forward_products_on_pool(x, hidden):
+    """Whether a ``FeedForwardBlock`` on ``x (…, E)`` with ``hidden`` units runs its products over the pool when a
+    graph is recorded: on NumPy, by ``products_on_pool`` for its hidden activations ``(M, F)``."""
+    return type(x._data) is np.ndarray and products_on_pool(x._data.size // max(1, x.shape[-1]) * hidden)
 
 
 def transposed_products(rows):
@@ -750,9 +752,9 @@ def _mask_kind(attn_mask):
 def _layer_route(layer, x, attn_mask, ff_norm, ff_dropout):
     if _TRACE is not None:
         return _find_layer_route(layer, x, attn_mask, ff_norm, ff_dropout)
-    cls = type(layer)
-    key = (id(layer), x.shape, x.dtype, None if attn_mask is None else _mask_kind(attn_mask), cls._sa_block,
-           cls._ff_block)
+    cls, data = type(layer), x._data
+    key = (id(layer), type(data), data.shape, data.dtype, None if attn_mask is None else _mask_kind(attn_mask),
+           cls._sa_block, cls._ff_block)
     return _remembered(key, layer, _find_layer_route, layer, x, attn_mask, ff_norm, ff_dropout)
 
 
@@ -772,7 +774,9 @@ def _find_layer_route(layer, x, attn_mask, ff_norm, ff_dropout):
         if ff_reason is None:
             hidden = rows * layer.linear1.out_features
             _record(layer, "feed-forward products, training", on_pool, why_not_products_on_pool(hidden))
-    return LayerRoute(sa_reason is None, activation)
+    sa_on_pool = sa_reason is None and self_attention_products_on_pool(x, layer.self_attn.num_heads)
+    ff_on_pool = activation is not None and feed_forward_products_on_pool(x, layer.linear1.out_features)
+    return LayerRoute(sa_reason is None, activation, sa_on_pool, ff_on_pool)
 
 
 # ----------------------------------------------------------------------------- the checks' helpers

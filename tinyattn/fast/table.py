@@ -134,19 +134,22 @@ def _own_feed_forward_residual(layer, x, norm):
 def encoder_layer(layer, src, src_mask=None, is_causal=False):
     route = router.answered(router.encoder_layer, layer, src, src_mask)
     if route.self_attention_block:  # one fused node, else the layer's own lines
-        x = self_attention_block(src, layer.norm1, layer.self_attn, src_mask, is_causal, layer.norm_first)
+        x = self_attention_block(src, layer.norm1, layer.self_attn, src_mask, is_causal, layer.norm_first,
+                                 products_on_pool=route.self_attention_on_pool)
     else:
         x = _own_self_attention_residual(layer, src, src_mask, is_causal)  # (B, S, E)
     activation = route.feed_forward_block  # the activation's name ("relu", "gelu", "gelu_tanh"), or None
     if activation:
-        return feed_forward_block(x, layer.norm2, layer.linear1, layer.linear2, layer.norm_first, activation)
+        return feed_forward_block(x, layer.norm2, layer.linear1, layer.linear2, layer.norm_first, activation,
+                                  products_on_pool=route.feed_forward_on_pool)
     return _own_feed_forward_residual(layer, x, layer.norm2)  # (B, S, E)
 
 
 def decoder_layer(layer, tgt, memory, tgt_mask=None, memory_mask=None, tgt_is_causal=False):
     route = router.answered(router.decoder_layer, layer, tgt, tgt_mask)
     if route.self_attention_block:
-        x = self_attention_block(tgt, layer.norm1, layer.self_attn, tgt_mask, tgt_is_causal, layer.norm_first)
+        x = self_attention_block(tgt, layer.norm1, layer.self_attn, tgt_mask, tgt_is_causal, layer.norm_first,
+                                 products_on_pool=route.self_attention_on_pool)
     else:
         x = _own_self_attention_residual(layer, tgt, tgt_mask, tgt_is_causal)  # (B, T, E)
     if layer.norm_first:
@@ -155,7 +158,8 @@ def decoder_layer(layer, tgt, memory, tgt_mask=None, memory_mask=None, tgt_is_ca
         x = layer.norm2(x + layer._ca_block(x, memory, memory_mask))
     activation = route.feed_forward_block
     if activation:
-        return feed_forward_block(x, layer.norm3, layer.linear1, layer.linear2, layer.norm_first, activation)
+        return feed_forward_block(x, layer.norm3, layer.linear1, layer.linear2, layer.norm_first, activation,
+                                  products_on_pool=route.feed_forward_on_pool)
     return _own_feed_forward_residual(layer, x, layer.norm3)  # (B, T, E)
 
 
