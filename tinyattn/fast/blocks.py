@@ -21,7 +21,7 @@ ta.use_fast_paths(False):``).
 A block skips the products for a weight or bias that needs no gradient (a frozen parameter); the
 input's and the norm's gradients, cheap beside them, it always computes. A block large enough for the thread pool
 runs, while a graph is recorded, with OpenBLAS on one thread and its products spread over the pool
-(``parallel.products_on_pool``, ``parallel.matmul``): OpenBLAS's own threads, spinning after each product, would
+(``parallel.over_pool``, ``parallel.matmul``): OpenBLAS's own threads, spinning after each product, would
 share a core with the pooled passes that follow.
 
 In inference on the real tokens of a padded batch (``encoder_on_real_tokens`` asks for it with
@@ -145,10 +145,10 @@ class SelfAttentionBlock(_ResidualBlock):
     # backward reads x (as h, post-norm), the norm's weight and W_o; never its output (see Function)
     saved_inputs, saves_output = (0, 1, 9), False
 
-    @parallel.products_on_pool
     def forward(self, x, norm_weight, norm_bias, w_q, w_k, w_v, b_q, b_k, b_v, w_o, b_o, *, num_heads,
                 norm_first, eps, attn_mask, allowed, is_causal, tokens=None, for_backward=True, transposed=False,
                 cu_seqlens=None, products_on_pool=False):
+        self.on_pool = products_on_pool  # (run by parallel.over_pool where true; backward runs so too)
         shape = x.shape
         E = shape[-1]
         rows = x.reshape(-1, E)  # (M, E): M = B·L, or T
@@ -267,9 +267,9 @@ class FeedForwardBlock(_ResidualBlock):
     # backward reads x (as h, post-norm), the norm's weight, W1 and W2; never its output (see Function)
     saved_inputs, saves_output = (0, 1, 3, 5), False
 
-    @parallel.products_on_pool
     def forward(self, x, norm_weight, norm_bias, w1, b1, w2, b2, *, norm_first, eps, activation="relu",
                 for_backward=True, transposed=False, products_on_pool=False):
+        self.on_pool = products_on_pool  # (run by parallel.over_pool where true; backward runs so too)
         shape = x.shape
         rows = x.reshape(-1, shape[-1])  # (M, E)
         self.eps = eps  # (for ``reference``)
@@ -333,11 +333,11 @@ def self_attention_block(x, norm, attention, attn_mask, is_causal, norm_first, t
         float_mask, allowed = (None, mask._data) if mask.dtype == np.bool_ else (mask._data, None)
     inputs = (x, norm.weight, norm.bias, q.weight, k.weight, v.weight, q.bias, k.bias, v.bias, out.weight, out.bias)
     for_backward = records_graph(inputs)
-    return SelfAttentionBlock.apply(
+    on_pool = products_on_pool and for_backward
+    return (parallel.over_pool(SelfAttentionBlock.apply) if on_pool else SelfAttentionBlock.apply)(
         *inputs, num_heads=attention.num_heads, norm_first=norm_first, eps=norm.eps, attn_mask=float_mask,
         allowed=allowed, is_causal=is_causal, tokens=tokens, cu_seqlens=cu_seqlens, for_backward=for_backward,
-        transposed=transposed and not for_backward and router.transposed_products(x._data),
-        products_on_pool=products_on_pool and for_backward,
+        transposed=transposed and not for_backward and router.transposed_products(x._data), products_on_pool=on_pool,
     )  # (B, L, E), or (T, E)
 
 
@@ -348,10 +348,10 @@ def feed_forward_block(x, norm, linear1, linear2, norm_first, activation="relu",
     ``transposed`` as the block's; ``products_on_pool`` as ``self_attention_block``'s."""
     inputs = (x, norm.weight, norm.bias, linear1.weight, linear1.bias, linear2.weight, linear2.bias)
     for_backward = records_graph(inputs)
-    return FeedForwardBlock.apply(
+    on_pool = products_on_pool and for_backward
+    return (parallel.over_pool(FeedForwardBlock.apply) if on_pool else FeedForwardBlock.apply)(
         *inputs, norm_first=norm_first, eps=norm.eps, activation=activation, for_backward=for_backward,
-        transposed=transposed and not for_backward and router.transposed_products(x._data),
-        products_on_pool=products_on_pool and for_backward,
+        transposed=transposed and not for_backward and router.transposed_products(x._data), products_on_pool=on_pool,
     )  # (…, E)
 
 

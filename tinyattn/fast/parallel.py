@@ -17,7 +17,7 @@ pass is cut and whether its pieces go over the pool, and ``run`` does what they 
 - **One thread per core.** As many threads as ``router.thread_count`` gives (the BLAS's own setting, else the
   cores). A pooled pass keeps the BLAS calls inside its pieces on one thread each: small enough that
   OpenBLAS runs them so, or inside ``one_blas_thread`` (attention's batch slices, ``matmul``'s pieces, and a
-  layer's blocks while a graph is recorded: ``products_on_pool``), so it asks for no more threads than cores.
+  layer's blocks while a graph is recorded: ``over_pool``), so it asks for no more threads than cores.
   The BLAS's thread count is set through ``threadpoolctl`` (OpenBLAS, MKL and BLIS, on every OS).
 - **A pass costs two queue operations per helper.** ``count - 1`` threads, each waiting on its own
   ``queue.SimpleQueue`` (C code), and the caller works too: the helpers and the caller take pieces from a shared
@@ -90,7 +90,7 @@ def one_blas_thread():
 def matmul(a, b, out=None):
     """``a @ b`` for 2-D arrays, into ``out`` when given (C-ordered, of the product's shape), else a new array (that
     nothing else holds: from ``fast.buffers`` when the product is pooled). Inside
-    a block that runs its products on the pool (``products_on_pool``), a product the router cuts
+    a block that runs its products on the pool (``over_pool``), a product the router cuts
     (``router.product_schedule``: one run of ``a``'s rows per thread) goes over the pool, each run's product on one
     BLAS thread; anything else is one call."""
     schedule = router.product_schedule(a, b) if _products.on_pool else None  # (the flag first: the router's
@@ -109,32 +109,41 @@ def matmul(a, b, out=None):
 
 
 class _ProductsFlag(threading.local):
-    on_pool = False  # this thread is inside products_on_pool (False in every thread until it is)
+    on_pool = False  # this thread is inside over_pool (False in every thread until it is)
 
 
 _products = _ProductsFlag()
 
 
-def products_on_pool(method):
-    """For a block's ``forward`` and ``backward``: forward receives the router's decision as its keyword
-    ``products_on_pool`` (``fast.router.why_not_products_on_pool``) and keeps it for backward. Where it is
-    yes, the method runs with the BLAS on one thread (``one_blas_thread``) and its products go over the pool
-    (``matmul``), so OpenBLAS's own threads stay asleep: after each call they spin on the other cores for a
-    while, and a pooled pass that comes next (GELU, attention's pieces) would share its core with them."""
-    is_forward = method.__name__ == "forward"
+def over_pool(function):
+    """``function`` made to run with the BLAS on one thread (``one_blas_thread``) and its products over the pool
+    (``matmul``): a block's ``apply`` where the router says its products go over the pool while a graph is recorded
+    (``fast.router.LayerRoute``; the block's forward keeps that as ``on_pool``, and its backward, wearing
+    ``products_on_pool``, runs so too). OpenBLAS's own threads, spinning after each call, then stay asleep: a
+    pooled pass that comes next (GELU, attention's pieces) would share its core with them. Inside a call that
+    already runs so, ``function`` runs as it is."""
 
-    @functools.wraps(method)
-    def wrapped(self, *args, **kwargs):
-        if is_forward:
-            self.on_pool = kwargs.get("products_on_pool", False)
-        if not getattr(self, "on_pool", False) or _products.on_pool:
-            return method(self, *args, **kwargs)
+    @functools.wraps(function)
+    def run(*args, **kwargs):
+        if _products.on_pool:
+            return function(*args, **kwargs)
         _products.on_pool = True
         try:
             with one_blas_thread():
-                return method(self, *args, **kwargs)
+                return function(*args, **kwargs)
         finally:
             _products.on_pool = False
+    return run
+
+
+def products_on_pool(method):
+    """For a block's ``backward``: it runs ``over_pool`` where the block's forward did (``self.on_pool``)."""
+
+    @functools.wraps(method)
+    def wrapped(self, *args, **kwargs):
+        if self.on_pool:
+            return over_pool(method)(self, *args, **kwargs)
+        return method(self, *args, **kwargs)
     return wrapped
 
 

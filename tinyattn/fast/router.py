@@ -520,7 +520,7 @@ def sequence_schedule(cu_seqlens, T):
 def products_on_pool(elements):
     """Whether a residual block whose widest elementwise pass (hidden activations, or attention's scores) has
     ``elements`` elements runs, while a graph is recorded, with OpenBLAS on one thread and its products over the
-    pool (``fast.parallel.products_on_pool``); ``why_not_products_on_pool`` says why not."""
+    pool (``fast.parallel.over_pool``); ``why_not_products_on_pool`` says why not."""
     return tuning.products_on_pool and elements >= tuning.pool_min_elements
 
 
