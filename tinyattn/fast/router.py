@@ -258,7 +258,8 @@ fused block runs its products over the pool when a graph is recorded (``self_att
 
 
 def _why_not_batch_first(x, d_model):
-    if not isinstance(x, Tensor) or x.ndim != 3 or x.shape[-1] != d_model or x.dtype.kind != "f":
+    data = x._data if isinstance(x, Tensor) else None  # (the array's own attributes: no Tensor property calls)
+    if data is None or data.ndim != 3 or data.shape[-1] != d_model or data.dtype.kind != "f":
         return f"the input is not a batch-first (B, L, {d_model}) floating-point tensor"
     return None
 
