@@ -336,7 +336,7 @@ def executor(repeat):
 
 
 def products_on_pool(repeat):
-    """What ``parallel.products_on_pool`` is for, and what it gains. First, attention's backward as the BERT-style
+    """What ``parallel.over_pool`` is for, and what it gains. First, attention's backward as the BERT-style
     medium layer runs it (``fast.attention.packed_attention_backward``, 8 × 8 heads of 128 × 128, pooled) alone and
     right after a two-thread GEMM of the layer's size (1024 × 256 times 256 × 1024), interleaved: OpenBLAS's second
     thread spins after the GEMM on the core the pool's thread needs. Then training steps (forward + backward, as

@@ -240,17 +240,22 @@ def node_types_of(out):
     return list(nodes.values())
 
 
-def pooled_layer_case(data, variant):
+def pooled_layer_case(data, variant, decoder=False):
     """A layer large enough that its products split over the pool (m·n·k over ``tuning.blas_one_thread_mnk``:
-    80 rows × 64 wide, 128 hidden), ReLU post-norm or GELU pre-norm, the mask kind drawn."""
+    80 rows × 64 wide, 128 hidden), ReLU post-norm or GELU pre-norm, the mask kind drawn; an encoder layer, or a
+    decoder layer with a memory of 12 positions."""
     activation, norm_first = variant
     rng = seeded(data)
     kind = data.draw(st.sampled_from(MASK_KINDS), label="mask")
     ta.manual_seed(int(rng.integers(2**31)))
-    layer = nn.TransformerEncoderLayer(64, 4, dim_feedforward=128, dropout=0.0, norm_first=norm_first,
-                                       activation=activation).double()
+    layer_type = nn.TransformerDecoderLayer if decoder else nn.TransformerEncoderLayer
+    layer = layer_type(64, 4, dim_feedforward=128, dropout=0.0, norm_first=norm_first, activation=activation).double()
     x = leaf(rng, 2, 40, 64)
     mask, is_causal = attention_mask(rng, kind, 2, 40, 40, float_grad=False)
+    if decoder:
+        memory = leaf(rng, 2, 12, 64)
+        return dict(module=layer, args=(x, memory), kwargs=dict(tgt_mask=mask, tgt_is_causal=is_causal),
+                    leaves=[x, memory] + list(layer.parameters()))
     return dict(module=layer, args=(x,), kwargs=dict(src_mask=mask, is_causal=is_causal),
                 leaves=[x] + list(layer.parameters()))
 
@@ -291,6 +296,8 @@ TABLE = [
     Pair("encoder_layer_gelu_blocks", run_gelu_layer, run_layer, gelu_layer_case, GELU_VARIANTS),
     Pair("encoder_layer_blocks_products_on_pool", run_layer_products_on_pool, run_layer, pooled_layer_case,
          (("relu", False), ("gelu", True))),
+    Pair("decoder_layer_blocks_products_on_pool", run_layer_products_on_pool, run_layer,
+         lambda data, variant: pooled_layer_case(data, variant, decoder=True), (("gelu", False),)),
     Pair("decoder_layer_gelu_blocks", run_gelu_layer, run_layer,
          lambda data, variant: gelu_layer_case(data, variant, decoder=True), GELU_VARIANTS[::2]),
 ]

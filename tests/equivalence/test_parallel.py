@@ -461,7 +461,7 @@ def test_attention_pieces_with_long_keys_are_not_a_few_rows_each():
 @given(M=st.integers(1, 300), K=st.integers(1, 300), N=st.integers(1, 300), dtype=dtypes,
        layout=st.sampled_from(["C", "a transposed", "b transposed"]), seed=st.integers(0, 2**31 - 1))
 def test_matmul_over_the_pool_is_the_product_and_pooled_bit_identical(monkeypatch, M, K, N, dtype, layout, seed):
-    """Inside ``products_on_pool``, ``parallel.matmul`` is ``a @ b`` to round-off, for row-major operands and
+    """Inside ``over_pool``, ``parallel.matmul`` is ``a @ b`` to round-off, for row-major operands and
     transposed views alike (as the blocks pass ``Wᵀ`` and ``Gᵀ``); pooled, it gives bit for bit what its pieces
     give one after another."""
     monkeypatch.setattr(tuning.values, "blas_one_thread_mnk", 0)  # every product is cut here, however small
@@ -480,7 +480,7 @@ def test_matmul_over_the_pool_is_the_product_and_pooled_bit_identical(monkeypatc
 
 
 def test_matmul_is_the_blas_product_outside_a_block_for_small_products_and_one_thread(monkeypatch):
-    """Outside ``products_on_pool``, for a product OpenBLAS runs on one thread anyway (m·n·k up to
+    """Outside ``over_pool``, for a product OpenBLAS runs on one thread anyway (m·n·k up to
     ``BLAS_ONE_THREAD_MNK``) and with one thread, ``matmul`` is ``a @ b`` itself: the same bits, no task."""
     rng = np.random.default_rng(0)
     a, b, small = rng.standard_normal((256, 96)), rng.standard_normal((96, 64)), rng.standard_normal((96, 8))
@@ -498,7 +498,7 @@ def test_matmul_is_the_blas_product_outside_a_block_for_small_products_and_one_t
 
 
 def test_blocks_large_enough_for_the_pool_record_with_openblas_on_one_thread(monkeypatch):
-    """``products_on_pool``: a block whose passes go to the pool runs its forward (while a graph is recorded) and its
+    """``over_pool``: a block whose passes go to the pool runs its forward (while a graph is recorded) and its
     backward with OpenBLAS on one thread; inference, a block too small for the pool and the setting off keep
     OpenBLAS's threads."""
     from tinyattn.fast import blocks
@@ -542,3 +542,36 @@ def test_the_router_says_where_a_blocks_products_run():
     assert "  self-attention products, training: on OpenBLAS's threads (its widest pass, 36 elements, is under the " \
            "pool's threshold 50)" in lines
     assert f"  feed-forward products, training: {on_pool}" in lines
+
+
+
+def _nodes_named(out, name):
+    """The nodes of class ``name`` in ``out``'s graph."""
+    found, stack, seen = [], [out._ctx], set()
+    while stack:
+        node = stack.pop()
+        if node is None or id(node) in seen:
+            continue
+        seen.add(id(node))
+        found += [node] if type(node).__name__ == name else []
+        stack.extend(p._ctx for p in node.parents)
+    return found
+
+
+@pytest.mark.parametrize("decoder", [False, True], ids=["encoder", "decoder"])
+def test_each_block_runs_over_the_pool_by_its_own_decision(decoder):
+    """A layer's route decides for each block by its own widest pass (``router.LayerRoute``), and each block node
+    takes its own decision: with the threshold between the two passes, one block pools and the other does not."""
+    rng = np.random.default_rng(0)
+    layer_type = ta.nn.TransformerDecoderLayer if decoder else ta.nn.TransformerEncoderLayer
+    x = ta.tensor(rng.standard_normal((2, 40, 64), dtype=np.float32), requires_grad=True)  # scores 2·4·40·40 = 12,800
+    args = (x, ta.tensor(rng.standard_normal((2, 12, 64), dtype=np.float32))) if decoder else (x,)
+    for hidden, threshold, expected in ((128, 12_000, (True, False)),  # hidden activations 80·128 = 10,240
+                                        (256, 15_000, (False, True))):  # 80·256 = 20,480
+        layer = layer_type(64, 4, dim_feedforward=hidden, dropout=0.0)
+        with tuning.tuned(pool_min_elements=threshold):
+            out = layer(*args)
+        (attention_block,), (feed_forward_block,) = (_nodes_named(out, name)
+                                                     for name in ("SelfAttentionBlock", "FeedForwardBlock"))
+        assert (attention_block.on_pool, feed_forward_block.on_pool) == expected, hidden
+        out.backward(ta.ones_like(out))  # each backward runs by its node's decision

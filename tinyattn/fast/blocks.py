@@ -20,9 +20,9 @@ block runs; the equivalence table proves each equal to the layer's reference ``f
 ta.use_fast_paths(False):``).
 A block skips the products for a weight or bias that needs no gradient (a frozen parameter); the
 input's and the norm's gradients, cheap beside them, it always computes. A block large enough for the thread pool
-runs, while a graph is recorded, with OpenBLAS on one thread and its products spread over the pool
-(``parallel.over_pool``, ``parallel.matmul``): OpenBLAS's own threads, spinning after each product, would
-share a core with the pooled passes that follow.
+runs, while a graph is recorded and where its caller passes the layer route's decision (``router.LayerRoute``), with
+OpenBLAS on one thread and its products spread over the pool (``parallel.over_pool``, ``parallel.matmul``):
+OpenBLAS's own threads, spinning after each product, would share a core with the pooled passes that follow.
 
 In inference on the real tokens of a padded batch (``encoder_on_real_tokens`` asks for it with
 ``transposed=True``: rows ``(T, E)``, no graph, ``T`` up to ``fast.tuning's transposed_products_rows``) each
@@ -148,7 +148,7 @@ class SelfAttentionBlock(_ResidualBlock):
     def forward(self, x, norm_weight, norm_bias, w_q, w_k, w_v, b_q, b_k, b_v, w_o, b_o, *, num_heads,
                 norm_first, eps, attn_mask, allowed, is_causal, tokens=None, for_backward=True, transposed=False,
                 cu_seqlens=None, products_on_pool=False):
-        self.on_pool = products_on_pool  # (run by parallel.over_pool where true; backward runs so too)
+        self.on_pool = products_on_pool  # (True: the caller runs apply through parallel.over_pool; backward follows)
         shape = x.shape
         E = shape[-1]
         rows = x.reshape(-1, E)  # (M, E): M = B·L, or T
@@ -269,7 +269,7 @@ class FeedForwardBlock(_ResidualBlock):
 
     def forward(self, x, norm_weight, norm_bias, w1, b1, w2, b2, *, norm_first, eps, activation="relu",
                 for_backward=True, transposed=False, products_on_pool=False):
-        self.on_pool = products_on_pool  # (run by parallel.over_pool where true; backward runs so too)
+        self.on_pool = products_on_pool  # (True: the caller runs apply through parallel.over_pool; backward follows)
         shape = x.shape
         rows = x.reshape(-1, shape[-1])  # (M, E)
         self.eps = eps  # (for ``reference``)

@@ -720,11 +720,11 @@ def why_not_reference_lines(module, *args, **kwargs):
 # a cost that shows on a small model. The answer changes only when one of them does, and each such change
 # (a module's attribute set or deleted, its training mode, a parameter's array replaced, the switch or the
 # tuning moved) calls ``dispatch.changed()``. A remembered route is used while ``dispatch.generation()`` is
-# the one it was found at. The input's shape and dtype, the mask's kind and the layer class's own block
-# methods are part of the key; ``explain`` always asks afresh.
+# the one it was found at. The input's array type, shape and dtype, the mask's kind and the layer class's own
+# block methods are part of the key; ``explain`` always asks afresh.
 
-_REMEMBERED = {}  # (id(layer), x's shape, x's dtype, mask kind, _sa_block, _ff_block) -> (generation, layer, route),
-# and likewise multi-head attention's packed route
+_REMEMBERED = {}  # (id(layer), x's array type, shape and dtype, mask kind, _sa_block, _ff_block) -> (generation, layer,
+# route), and likewise multi-head attention's packed route
 
 
 def _remembered(key, owner, find, *args):
