@@ -317,6 +317,10 @@ def _kind(mask):
 
 _APPROXIMATE = {"gelu": "none", "gelu_tanh": "tanh"}  # FeedForwardBlock's activation -> GELU's approximate
 
+# the blocks' apply with the BLAS on one thread and the products over the pool, for the calls the route pools
+_self_attention_over_pool = parallel.over_pool(SelfAttentionBlock.apply)
+_feed_forward_over_pool = parallel.over_pool(FeedForwardBlock.apply)
+
 
 def self_attention_block(x, norm, attention, attn_mask, is_causal, norm_first, tokens=None, transposed=False,
                          cu_seqlens=None, products_on_pool=False):
@@ -334,7 +338,7 @@ def self_attention_block(x, norm, attention, attn_mask, is_causal, norm_first, t
     inputs = (x, norm.weight, norm.bias, q.weight, k.weight, v.weight, q.bias, k.bias, v.bias, out.weight, out.bias)
     for_backward = records_graph(inputs)
     on_pool = products_on_pool and for_backward
-    return (parallel.over_pool(SelfAttentionBlock.apply) if on_pool else SelfAttentionBlock.apply)(
+    return (_self_attention_over_pool if on_pool else SelfAttentionBlock.apply)(
         *inputs, num_heads=attention.num_heads, norm_first=norm_first, eps=norm.eps, attn_mask=float_mask,
         allowed=allowed, is_causal=is_causal, tokens=tokens, cu_seqlens=cu_seqlens, for_backward=for_backward,
         transposed=transposed and not for_backward and router.transposed_products(x._data), products_on_pool=on_pool,
@@ -349,7 +353,7 @@ def feed_forward_block(x, norm, linear1, linear2, norm_first, activation="relu",
     inputs = (x, norm.weight, norm.bias, linear1.weight, linear1.bias, linear2.weight, linear2.bias)
     for_backward = records_graph(inputs)
     on_pool = products_on_pool and for_backward
-    return (parallel.over_pool(FeedForwardBlock.apply) if on_pool else FeedForwardBlock.apply)(
+    return (_feed_forward_over_pool if on_pool else FeedForwardBlock.apply)(
         *inputs, norm_first=norm_first, eps=norm.eps, activation=activation, for_backward=for_backward,
         transposed=transposed and not for_backward and router.transposed_products(x._data), products_on_pool=on_pool,
     )  # (…, E)

@@ -138,12 +138,11 @@ def over_pool(function):
 
 def products_on_pool(method):
     """For a block's ``backward``: it runs ``over_pool`` where the block's forward did (``self.on_pool``)."""
+    pooled = over_pool(method)
 
     @functools.wraps(method)
     def wrapped(self, *args, **kwargs):
-        if self.on_pool:
-            return over_pool(method)(self, *args, **kwargs)
-        return method(self, *args, **kwargs)
+        return (pooled if self.on_pool else method)(self, *args, **kwargs)
     return wrapped
 
 

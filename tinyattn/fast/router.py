@@ -249,12 +249,11 @@ def why_not_feed_forward_block(layer, norm, x, output_dropout):
 
 
 LayerRoute = namedtuple("LayerRoute", "self_attention_block feed_forward_block self_attention_on_pool "
-                                      "feed_forward_on_pool", defaults=(False, False))
+                                      "feed_forward_on_pool")
 LayerRoute.__doc__ = """Which residual blocks of a Transformer layer run as one fused node each:
 ``self_attention_block`` True/False; ``feed_forward_block`` the activation's name for the block
 (``"relu"``, ``"gelu"``, ``"gelu_tanh"``), or ``None`` when it runs the layer's own lines; and whether each
-fused block runs its products over the pool when a graph is recorded (``self_attention_products_on_pool``,
-``feed_forward_products_on_pool``)."""
+fused block runs its products over the pool when a graph is recorded (``products_on_pool`` of its widest pass)."""
 
 
 def _why_not_batch_first(x, d_model):
@@ -617,21 +616,6 @@ def product_schedule(a, b):
     return RowSchedule(ranges, why_not_pool(a, ranges, M * N * K) is None)
 
 
-def self_attention_products_on_pool(x, num_heads):
-    """Whether a ``SelfAttentionBlock`` on a padded batch ``x (B, L, E)`` runs its products over the pool when a
-    graph is recorded: on NumPy, by ``products_on_pool`` for its scores ``(B, H, L, L)``."""
-    if type(x._data) is not np.ndarray or x.ndim != 3:
-        return False
-    B, L, _ = x.shape
-    return products_on_pool(B * num_heads * L * L)
-
-
-def feed_forward_products_on_pool(x, hidden):
-    """Whether a ``FeedForwardBlock`` on ``x (…, E)`` with ``hidden`` units runs its products over the pool when a
-    graph is recorded: on NumPy, by ``products_on_pool`` for its hidden activations ``(M, F)``."""
-    return type(x._data) is np.ndarray and products_on_pool(x._data.size // max(1, x.shape[-1]) * hidden)
-
-
 def transposed_products(rows):
     """Whether inference on the real tokens alone, on ``rows (T, E)`` (an array), runs each product ``a Wᵀ`` as
     ``(W aᵀ)ᵀ`` (``fast.kernels.times_weight_t``): on NumPy rows, up to ``transposed_products_rows`` of them."""
@@ -763,21 +747,23 @@ def _find_layer_route(layer, x, attn_mask, ff_norm, ff_dropout):
     sa_reason = why_not_self_attention_block(layer, x, attn_mask)
     ff_reason = why_not_feed_forward_block(layer, ff_norm, x, ff_dropout)
     activation = None if ff_reason else feed_forward_activation(layer.activation)  # "relu", "gelu", "gelu_tanh"
+    # each fused block's widest elementwise pass, which decides whether its products go over the pool (on NumPy)
+    batch, keys = x.shape[0], x.shape[-2]  # x (B, L, E), batch-first
+    scores = None if sa_reason else batch * layer.self_attn.num_heads * keys * keys  # (B, H, L, L)
+    hidden = None if ff_reason else math.prod(x.shape[:-1]) * layer.linear1.out_features  # (M, F)
+    on_numpy = type(x._data) is np.ndarray
     if _TRACE is not None:
-        keys, threshold = x.shape[1], tuning.blocked_attention_min_keys
+        threshold = tuning.blocked_attention_min_keys
         whole_matrix = f" ({keys} keys, under the blocked-attention threshold {threshold})"
         _record(layer, "self-attention residual", "fast.SelfAttentionBlock" + whole_matrix, sa_reason)
         _record(layer, "feed-forward residual", f"fast.FeedForwardBlock ({activation})", ff_reason)
-        rows, keys, on_pool = math.prod(x.shape[:-1]), x.shape[-2], "over the pool, OpenBLAS on one thread"
-        if sa_reason is None:
-            scores = rows // keys * layer.self_attn.num_heads * keys * keys  # (B, H, L, L)
+        on_pool = "over the pool, OpenBLAS on one thread"
+        if scores is not None:
             _record(layer, "self-attention products, training", on_pool, why_not_products_on_pool(scores))
-        if ff_reason is None:
-            hidden = rows * layer.linear1.out_features
+        if hidden is not None:
             _record(layer, "feed-forward products, training", on_pool, why_not_products_on_pool(hidden))
-    sa_on_pool = sa_reason is None and self_attention_products_on_pool(x, layer.self_attn.num_heads)
-    ff_on_pool = activation is not None and feed_forward_products_on_pool(x, layer.linear1.out_features)
-    return LayerRoute(sa_reason is None, activation, sa_on_pool, ff_on_pool)
+    return LayerRoute(sa_reason is None, activation, scores is not None and on_numpy and products_on_pool(scores),
+                      hidden is not None and on_numpy and products_on_pool(hidden))
 
 
 # ----------------------------------------------------------------------------- the checks' helpers
