@@ -100,7 +100,7 @@ def test_layer_reasons():
     assert "dropout" in router.why_not_self_attention_block(layer, x, None)
     assert "dropout" in router.why_not_feed_forward_block(layer, layer.norm2, x, layer.dropout2)
     layer.eval()
-    assert router.encoder_layer(layer, x, None)[:2] == (True, "relu")
+    assert router.encoder_layer(layer, x, None) == router.LayerRoute(True, "relu", False, False)
     layer.keep_attn_weights = True
     assert "keep_attn_weights" in router.why_not_self_attention_block(layer, x, None)
     other = nn.TransformerEncoderLayer(8, 2, dim_feedforward=16, activation=ta.tanh).eval()
@@ -166,7 +166,7 @@ def test_a_bert_layer_with_its_padding_mask_runs_both_blocks(eps):
     ids, attention_mask = ta.tensor([[1, 5, 7, 2], [1, 9, 2, 0]]), ta.tensor([[1, 1, 1, 1], [1, 1, 1, 0]])
     layer, h = model.encoder.layers[0], ta.randn(2, 4, 8)
     assert layer.norm1.eps == layer.norm2.eps == eps
-    assert router.encoder_layer(layer, h, key_mask(attention_mask))[:2] == (True, "gelu")
+    assert router.encoder_layer(layer, h, key_mask(attention_mask)) == router.LayerRoute(True, "gelu", False, False)
     lines = ta.explain(model, ids, attention_mask=attention_mask, file=io.StringIO()).splitlines()
     for i in range(2):
         assert f"encoder.layers.{i} (TransformerEncoderLayer)" in lines
