@@ -9,7 +9,7 @@ array([ 0.8553, -1.1816], dtype=float32)
 
 import numpy as np
 
-from . import backend, dispatch, ops
+from . import backend, ops
 from .backend import get_rng_state, manual_seed, set_rng_state
 from .creation import arange, full, ones, ones_like, rand, randn, tensor, zeros, zeros_like
 from .ops import (
@@ -94,7 +94,7 @@ float32, float64, int64, bool = np.float32, np.float64, np.int64, np.bool_
 long, int32, uint8 = np.int64, np.int32, np.uint8
 
 # the floors above the engine, imported once the engine is complete: the reference layer, then the fast
-# layer, which registers its rows into dispatch's table, then the tooling
+# layer (ta.compile), then the tooling
 # isort: split
 from . import autograd, interop, nn, optim  # noqa: E402
 from .nn.functional import log_softmax, softmax  # noqa: E402
@@ -105,7 +105,7 @@ from . import fast  # noqa: E402
 # isort: split
 from . import func, testing, utils, viz  # noqa: E402
 from .autograd import functional as _functional  # noqa: E402,F401  (ta.autograd.functional builds on ta.func)
-from .dispatch import use_fast_paths  # noqa: E402
+from .fast.compile import compile  # noqa: E402
 from .fast.router import explain  # noqa: E402
 from .serialization import CheckpointError, load, save  # noqa: E402
 
@@ -122,5 +122,5 @@ __all__ = [
     "gather", "softmax", "log_softmax", "bmm", "tril", "triu", "repeat_interleave", "all", "any", "nonzero",
     "multinomial", "is_tensor",
     "save", "load", "CheckpointError", "backend", "ops", "nn", "optim", "interop", "testing", "viz", "autograd",
-    "use_fast_paths", "explain", "dispatch", "fast", "utils", "func",
+    "compile", "explain", "fast", "utils", "func",
 ]

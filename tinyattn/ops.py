@@ -78,7 +78,6 @@ def _normalize_dims(dim, ndim, name="sum"):
 
 class _Binary(Function):
     differentiable, saved_as = True, {"a": 0, "b": 1}
-    fresh_gradients = True  # keeps no reference to what backward returns (see Function)
 
     def forward(self, a, b):
         self.a_shape, self.b_shape = a.shape, b.shape
@@ -233,7 +232,6 @@ def _blas_ready(m):
 class MatMul(Function):
     """``a @ b`` with NumPy's rules: batched, broadcasting, 1-D operands promoted."""
 
-    fresh_gradients = True  # keeps no reference to what backward returns (see Function)
     saves_output, differentiable, saved_as = False, True, {"a": 0, "b": 1}
 
     def forward(self, a, b):
@@ -566,7 +564,7 @@ def _is_advanced(index):
 class GetItem(Function):
     """``x[index]``: basic slices, or integer-array indexing (repeats accumulate)."""
 
-    fresh_gradients, differentiable = True, True  # (fresh: keeps no reference to what backward returns)
+    differentiable = True
     saved_inputs, saves_output = (), False
 
     def forward(self, x, index):
@@ -589,7 +587,7 @@ class Scatter(Function):
     """``GetItem``'s backward as an operation: an array of zeros of ``shape`` with ``x`` added at ``index``
     (repeated positions accumulate). Its own backward reads ``index`` back out: ``GetItem``."""
 
-    fresh_gradients, differentiable = True, True
+    differentiable = True
     saved_inputs, saves_output = (), False
 
     def forward(self, x, shape, index):

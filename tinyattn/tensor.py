@@ -20,9 +20,6 @@ end of ``ops.py``, beside the ``Function``s they call; this file holds only what
 
 The extension points, for the floors above, and nothing else of theirs:
 
-- ``LEAF_ACCUMULATOR``: how a leaf takes its gradient (``_accumulate_leaf``: a copy, then ``+=``), one
-  slot that the fast layer fills with its own (``fast.gradients``: a fresh gradient kept, not copied);
-  the graph walk reads it once per ``backward()``, and with fast paths off takes the reference.
 - ``_result_class``: a subclass of ``Tensor`` that names its own (``tinyattn.compat``'s tensor, whose
   ``.grad`` and ``.data`` are tensors) gets results of that class from every operation on it
   (``Tensor._wrap``); until a subclass names one, no operation looks. ``_constant_like``: the kind a
@@ -40,7 +37,6 @@ The extension points, for the floors above, and nothing else of theirs:
 array([2., 4., 6.], dtype=float32)
 """
 
-import contextlib
 import inspect
 import itertools
 import math
@@ -49,7 +45,7 @@ import weakref
 
 import numpy as np
 
-from . import backend, dispatch
+from . import backend
 
 _GRAD_ENABLED = [True]
 
@@ -223,11 +219,6 @@ class Function:
 
     __slots__ = ("parents", "edges", "sequence", "released", "versions", "hooks", "__dict__")
 
-    #: True in a subclass whose ``backward`` returns arrays that it keeps no reference to, in a
-    #: tuple it keeps none to either (the library's own nodes whose gradients feed parameters):
-    #: a leaf may then keep such an array as its ``.grad`` without a copy (see ``_accumulate_leaf``).
-    fresh_gradients = False
-
     #: The inputs (positions) whose arrays backward may read; ``None``: all of them. An operation
     #: that keeps none of its inputs' values (``Add``, a reshape) says ``()``.
     saved_inputs = None
@@ -243,7 +234,8 @@ class Function:
     #: hold an input's array or the output's are named in ``saved_as``. A node whose backward works on
     #: arrays alone (a fused kernel) says False, and either gives ``reference(*inputs)`` (its output
     #: recomputed from its input tensors by differentiable operations, which ``create_graph``
-    #: differentiates instead) or gives a gradient that refuses a second differentiation.
+    #: differentiates instead, inside the node's backward: ``_recomputed``) or gives a gradient that
+    #: refuses a second differentiation.
     differentiable = False
     #: ``{attribute: input position, or OUTPUT}``: where ``forward`` kept an input's or the output's array,
     #: which a differentiable backward reads as the tensor itself under ``create_graph``.
@@ -278,7 +270,7 @@ class Function:
         if fn.is_view:
             result._version, result._view = inputs[0]._version, _view_record(inputs[0], cls, options)
         if records_graph(inputs):
-            fn.parents, fn.sequence, fn.released, fn.hooks = inputs, next(_SEQUENCE[0]), False, None
+            fn.parents, fn.sequence, fn.released, fn.hooks = inputs, next(_SEQUENCE), False, None
             if _ANOMALY[0]:
                 fn.__dict__["_created_at"] = _user_frame()
             fn.edges = tuple([p._ctx for p in inputs])  # their nodes now: an in-place op moves a tensor on
@@ -312,6 +304,12 @@ _BATCHING = [None]  # while ``ta.func.vmap`` runs: its batching rules, ``(cls, i
 _PER_EXAMPLE = [None]  # inside ``vmap(randomness="different")``: ``(draw, shape) -> a batched tensor`` of draws
 _DUAL_LEVELS = []  # the forward-mode levels open (``autograd.forward_ad.dual_level``), innermost last
 _SEEN_LEVEL = [math.inf]  # the tangents operations propagate: those of the levels below this one
+
+
+def transforming():
+    """Whether ``ta.func.vmap`` runs or a forward-mode level is open: every operation then goes through its
+    batching and JVP rules (a compiled module's fused forms have none: they run their reference instead)."""
+    return _BATCHING[0] is not None or bool(_DUAL_LEVELS)
 
 
 def _with_tangents(cls, inputs, result, options):
@@ -413,14 +411,13 @@ def _apply_error(cls, inputs):
 
 
 _requires_grad = operator.attrgetter("requires_grad")
-_SEQUENCE = [itertools.count()]  # the node numbers' source (``_recomputed`` numbers a recomputation in between)
+_SEQUENCE = itertools.count()  # the node numbers' source (next() on it is atomic: threads never share a number)
 _by_sequence = operator.attrgetter("sequence")
 
 
-def _topological_order(roots, boundary=-math.inf, redirects=False):
+def _topological_order(roots, boundary=-math.inf):
     """Nodes reachable from ``roots``, each before the nodes it depends on. No recursion. A node numbered
-    below ``boundary`` is listed, but not followed. ``redirects``: a fused node's recomputation (see
-    ``_recomputed``) is reached from it, as if it were one more input."""
+    below ``boundary`` is listed, but not followed."""
     nodes, stack = set(roots), list(roots)
     while stack:
         fn = stack.pop()
@@ -430,18 +427,12 @@ def _topological_order(roots, boundary=-math.inf, redirects=False):
             if ctx is not None and ctx not in nodes:
                 nodes.add(ctx)
                 stack.append(ctx)
-        if redirects and "recomputed" in fn.__dict__:
-            ctx = fn.__dict__["recomputed"]._ctx
-            if ctx not in nodes:
-                nodes.add(ctx)
-                stack.append(ctx)
     return sorted(nodes, key=_by_sequence, reverse=True)
 
 
-def _accumulate_leaf(t, grad, fresh=False):
+def _accumulate_leaf(t, grad):
     """Add ``grad`` to the leaf's ``.grad``, never writing to an array anyone else can see: the first
-    gradient is copied, in the leaf's dtype. ``fresh``: ``grad`` comes from a node that keeps no reference
-    to it (``Function.fresh_gradients``), which the fast layer may keep instead of copying."""
+    gradient is copied, in the leaf's dtype."""
     if t._grad is not None and t._grad_graph is not None and t._grad_graph._data is t._grad:
         t._grad = t._grad + grad  # the array is a graph's tensor's (create_graph): never written to
     elif t._grad is not None:
@@ -450,15 +441,13 @@ def _accumulate_leaf(t, grad, fresh=False):
         t._grad = backend.namespace(t._data).array(grad, dtype=t._data.dtype)
 
 
-LEAF_ACCUMULATOR = [_accumulate_leaf]  # the extension slot (see the module's docstring)
-
 
 # ----------------------------------------------------------------------------- the graph walk
 
 
 def _walk(roots, retain_graph, create_graph, inputs=None, boundary=-math.inf, accumulate=None):
     """Backpropagate from ``roots`` (pairs of a tensor and its gradient: arrays, or tensors under
-    ``create_graph``) and return ``{id(leaf): (leaf, gradient, fresh, made here)}`` for the leaves reached
+    ``create_graph``) and return ``{id(leaf): (leaf, gradient, made here)}`` for the leaves reached
     (see ``_add``); with ``inputs`` (tensors, leaves or not), return ``{id(tensor): gradient}`` for those
     reached (and any leaf on the way), running only the nodes that lead to them (``_needed``). With
     ``accumulate`` (``backward()``: no ``inputs``), a leaf without hooks takes each gradient as it comes.
@@ -468,8 +457,6 @@ def _walk(roots, retain_graph, create_graph, inputs=None, boundary=-math.inf, ac
     gradients reaching them are only taken for ``inputs`` (``_recomputed`` differentiates a subgraph so).
     """
     grads, leaves, owned = {}, {}, set()  # node -> the gradient of its output, summed so far; leaves likewise
-    if create_graph and boundary == -math.inf:  # (a recomputation's inner walk has a boundary: not counted)
-        _CREATE_GRAPH_WALKS[0] += 1
     for tensor, grad in roots:
         if tensor._ctx is None:
             _add(leaves, id(tensor), grad, tensor)
@@ -477,8 +464,7 @@ def _walk(roots, retain_graph, create_graph, inputs=None, boundary=-math.inf, ac
             _add(grads, tensor._ctx, grad)
         else:
             grads[tensor._ctx] = grad
-    redirects = not create_graph and _KEPT_RECOMPUTATIONS[0]
-    order = _topological_order([t._ctx for t, _ in roots if t._ctx is not None], boundary, redirects)
+    order = _topological_order([t._ctx for t, _ in roots if t._ctx is not None], boundary)
     wanted = runs = None
     if inputs is not None:
         wanted = {t._ctx: t for t in inputs if t._ctx is not None}
@@ -511,13 +497,6 @@ def _walk(roots, retain_graph, create_graph, inputs=None, boundary=-math.inf, ac
             for counter, version in fn.versions:  # was an array it saved written to since?
                 if counter[0] != version:
                     _modified(fn, counter[0], version)
-            if redirects and "recomputed" in fn.__dict__:  # a fused node recomputed for create_graph: its
-                ctx = fn.__dict__["recomputed"]._ctx  # recomputation takes its gradient (see _recomputed),
-                if _intact(ctx, fn):  # unless a walk has freed part of it
-                    _add(grads, ctx, grad)
-                    if not retain_graph:
-                        fn.release()
-                    continue
             if wanted is not None:  # which inputs lead to a wanted tensor: the others' gradients are not computed
                 fn.__dict__["needed"] = tuple(
                     e in runs or e in wanted or (e is None and p.requires_grad and id(p) in wanted_leaves)
@@ -532,13 +511,12 @@ def _walk(roots, retain_graph, create_graph, inputs=None, boundary=-math.inf, ac
                 _check_finite(fn, input_grads)
             if not retain_graph:
                 fn.release()
-            _hand_down(fn, input_grads, grads, None if create_graph else owned, leaves, accumulate,
-                       fn.fresh_gradients and not create_graph)
+            _hand_down(fn, input_grads, grads, None if create_graph else owned, leaves, accumulate)
         hooked = [key for key, entry in leaves.items() if entry[0]._hooks is not None] if leaves else ()
         for key in hooked:  # a leaf's hooks, for the leaves asked for (not in a recomputation: see _recomputed)
             leaf, grad = leaves[key][:2]
             if boundary == -math.inf and (inputs is None or any(t is leaf for t in inputs)):
-                leaves[key] = (leaf, leaf._hooks.run(grad), False, False)  # (a hook's: the user may hold it)
+                leaves[key] = (leaf, leaf._hooks.run(grad), False)  # (a hook's: the user may hold it)
     finally:
         _GRAD_ENABLED[0] = grad_mode
     if inputs is None:
@@ -547,51 +525,21 @@ def _walk(roots, retain_graph, create_graph, inputs=None, boundary=-math.inf, ac
     return taken
 
 
-_CREATE_GRAPH_WALKS = [0]  # walks that recorded a graph of the gradient (read by ``create_graph_walks``)
-
-
-def create_graph_walks():
-    """How many backward walks with ``create_graph=True`` have run in this process (``backward`` and
-    ``autograd.grad``; a recomputation inside one is part of it). A count that moved between two calls of a
-    module tells that a gradient was differentiated again in between (the fast layer's router reads it)."""
-    return _CREATE_GRAPH_WALKS[0]
-
-
-_KEPT_RECOMPUTATIONS = [False]  # set once a fused node keeps its recomputation: walks then look for them
-
-
-def _intact(root, fn):
-    """Whether the recomputation of ``fn`` (its nodes numbered between ``fn`` and its inputs, from ``root`` down)
-    still has every saved array: an earlier walk without ``retain_graph`` may have freed some of them."""
-    low = max([p._ctx.sequence for p in fn.parents if p._ctx is not None], default=-1)
-    seen, stack = {root}, [root]
-    while stack:
-        node = stack.pop()
-        if node.released:
-            return False
-        for ctx in node.edges:
-            if ctx is not None and ctx.sequence > low and ctx not in seen:
-                seen.add(ctx)
-                stack.append(ctx)
-    return True
-
-
-def _add(table, key, grad, tensor=None, fresh=False):
+def _add(table, key, grad, tensor=None):
     """Sum ``grad`` into ``table[key]``: a node's entry is the gradient; a leaf's is ``(tensor, gradient,
-    fresh, made here)``, fresh when no one else holds the gradient's array (``Function.fresh_gradients``; the
-    node may still hold a view of it, so it is never written to), made here when the walk's own sum made it
-    (then later gradients are added to it in place)."""
+    made here)``, made here when the walk's own sum made it (then later gradients are added to it in place;
+    any other array may be seen elsewhere, so it is never written to)."""
     if tensor is None:
         table[key] = grad if key not in table else table[key] + grad
     elif key not in table:
-        table[key] = (tensor, grad, fresh, False)
+        table[key] = (tensor, grad, False)
     else:
-        _, total, _, made_here = table[key]
+        _, total, made_here = table[key]
         if made_here and not isinstance(total, Tensor) and total.shape == grad.shape and total.dtype == grad.dtype:
             total += grad
         else:
             total = total + grad
-        table[key] = (tensor, total, True, True)
+        table[key] = (tensor, total, True)
 
 
 def _freed(fn):
@@ -611,9 +559,6 @@ def _needed(order, inputs, wanted):
             if e in runs or e in wanted or (e is None and id(p) in leaves):
                 runs.add(fn)
                 break
-        else:
-            if "recomputed" in fn.__dict__ and fn.__dict__["recomputed"]._ctx in runs:
-                runs.add(fn)  # (its gradient goes through its recomputation: see _recomputed)
     return runs
 
 
@@ -623,9 +568,8 @@ def _run_backward(root, grad, retain_graph, create_graph=False, inputs=None):
         grad = root._hooks.run(grad) if root._hooks is not None else grad
         _accumulate_leaf(root, grad._data if isinstance(grad, Tensor) else grad)  # (always copied)
         return
-    accumulate = LEAF_ACCUMULATOR[0] if dispatch.enabled() else _accumulate_leaf
-    if inputs is None and not create_graph and not _KEPT_RECOMPUTATIONS[0] and _ANOMALY[0] is not True:
-        _backpropagate(root._ctx, grad, retain_graph, accumulate)
+    if inputs is None and not create_graph and _ANOMALY[0] is not True:
+        _backpropagate(root._ctx, grad, retain_graph)
         return
     if inputs is not None:
         grads = _walk([(root, grad)], retain_graph, create_graph, inputs)
@@ -635,10 +579,10 @@ def _run_backward(root, grad, retain_graph, create_graph=False, inputs=None):
                 _accumulate_leaf(t, g._data if isinstance(g, Tensor) else g)
         return
     if not create_graph:  # (a leaf without hooks takes its gradients as they come; the others', summed, here)
-        for leaf, g, fresh, _ in _walk([(root, grad)], retain_graph, False, accumulate=accumulate).values():
-            accumulate(leaf, g, fresh)
+        for leaf, g, _ in _walk([(root, grad)], retain_graph, False, accumulate=_accumulate_leaf).values():
+            _accumulate_leaf(leaf, g)
         return
-    for leaf, g, fresh, _ in _walk([(root, grad)], retain_graph, True).values():
+    for leaf, g, _ in _walk([(root, grad)], retain_graph, True).values():
         if isinstance(g, Tensor):  # create_graph: the sum keeps its graph too (compat's ``.grad`` shows it)
             with enable_grad():
                 kept = leaf._grad_graph is not None and leaf._grad_graph._data is leaf._grad
@@ -646,14 +590,14 @@ def _run_backward(root, grad, retain_graph, create_graph=False, inputs=None):
                     (leaf._grad_graph if kept else Tensor._wrap(leaf._grad)) + g
             leaf._grad, leaf._grad_graph = total._data, total
         else:
-            accumulate(leaf, g, fresh)
+            _accumulate_leaf(leaf, g)
 
 
-def _backpropagate(root, grad, retain_graph, accumulate):
+def _backpropagate(root, grad, retain_graph):
     """The walk of a plain ``backward()`` (every training step's): ``_walk`` for one root node and its array
-    gradient, with no ``create_graph``, no ``inputs``, no NaN check and no recomputation to follow, so that
-    none of their tests runs per node. Each leaf without hooks takes its gradients as they come
-    (``accumulate``); the others' are summed, seen by their hooks, then accumulated. It hands gradients down with
+    gradient, with no ``create_graph``, no ``inputs`` and no NaN check, so that none of their tests runs per
+    node. Each leaf without hooks takes its gradients as they come; the others' are summed, seen by their
+    hooks, then accumulated. It hands gradients down with
     ``_hand_down``'s lines written out (the general walk calls it): a call per node costs more than they do."""
     grads, owned, hooked = {root: grad}, set(), {}  # node -> its output's gradient so far; leaves with hooks
     for fn in _topological_order((root,)):
@@ -670,16 +614,15 @@ def _backpropagate(root, grad, retain_graph, accumulate):
         input_grads = fn.backward(grad)
         if not retain_graph:
             fn.release()
-        fresh = fn.fresh_gradients
         for p, ctx, g in zip(fn.parents, fn.edges, input_grads):  # _hand_down's lines, inline (every input's)
             if g is None:
                 continue
             if ctx is None:  # a leaf when the node was recorded
                 if p.requires_grad and p._ctx is None:
                     if p._hooks is None:
-                        accumulate(p, g, fresh)
+                        _accumulate_leaf(p, g)
                     else:
-                        _add(hooked, id(p), g, p, fresh)
+                        _add(hooked, id(p), g, p)
             elif ctx not in grads:
                 grads[ctx] = g  # may be another node's array: never written to
             elif ctx in owned:
@@ -687,24 +630,24 @@ def _backpropagate(root, grad, retain_graph, accumulate):
             else:
                 grads[ctx] = grads[ctx] + g
                 owned.add(ctx)
-    for leaf, g, _, _ in hooked.values():
-        accumulate(leaf, leaf._hooks.run(g), False)  # (a hook's result: the user may hold it)
+    for leaf, g, _ in hooked.values():
+        _accumulate_leaf(leaf, leaf._hooks.run(g))  # (a hook's result: the user may hold it)
 
 
-def _hand_down(fn, input_grads, grads, owned, leaves, accumulate, fresh):
+def _hand_down(fn, input_grads, grads, owned, leaves, accumulate):
     """Hand ``fn``'s input gradients down, for both walks: a node's is summed into ``grads`` (in place where the sum
     is an array made here, ``owned``; ``None`` under ``create_graph``, where every sum stays out of place); a leaf
     without hooks takes its own at once through ``accumulate`` (when given), any other leaf's is summed into
-    ``leaves`` (see ``_add``). ``fresh``: no one else holds the gradients' arrays (``Function.fresh_gradients``)."""
+    ``leaves`` (see ``_add``)."""
     for p, ctx, g in zip(fn.parents, fn.edges, input_grads):
         if g is None:
             continue
         if ctx is None:  # a leaf when the node was recorded
             if p.requires_grad and p._ctx is None:
                 if accumulate is not None and p._hooks is None:
-                    accumulate(p, g, fresh)
+                    accumulate(p, g)
                 else:
-                    _add(leaves, id(p), g, p, fresh)
+                    _add(leaves, id(p), g, p)
         elif ctx not in grads:
             grads[ctx] = g  # may be another node's array: never written to
         elif owned is not None and ctx in owned:
@@ -756,53 +699,26 @@ def _output_of(fn):
     return out
 
 
-def _recomputed(fn, grad, create_graph=True, reference_only=True):
+def _recomputed(fn, grad, create_graph=True):
     """The gradients of ``fn``'s inputs from its output recomputed by ``fn.reference(*inputs)``: the output
     recorded afresh from the input tensors, then differentiated through that subgraph alone, down to the
-    inputs (a node whose backward works on arrays, under ``create_graph``; ``utils.Checkpoint`` always, with
-    fast paths as they are: ``reference_only=False``). ``reference_only``: the reference definitions alone
-    run inside, so no fused node of the recomputation is recomputed in its turn.
-
-    A fused node keeps its recomputation (``recomputed``), numbered between the node and its inputs: a later
-    walk (the one that differentiates the gradient made here) reaches the node before the recomputed graph,
-    and hands it the node's gradient instead of running the node's own backward, so that one backward through
-    the recomputed graph serves the node's two paths (``_walk``)."""
+    inputs (a fused node's backward under ``create_graph``; ``utils.Checkpoint`` always). The recomputation
+    is recorded after everything in the graph so far, so its nodes number above the inputs' nodes, and the
+    walk stops at the inputs (``boundary``)."""
     parents = fn.parents
     low = max([p._ctx.sequence for p in parents if p._ctx is not None], default=-1)
-    out = fn.__dict__.get("recomputed")  # (recomputed already, by an earlier create_graph walk)
-    if out is None:
-        between = reference_only and isinstance(fn.sequence, int)  # (a node recorded in a forward pass)
-        with _numbered_between(low, fn.sequence) if between else _NOTHING, \
-                dispatch.reference_only() if reference_only else _NOTHING, enable_grad():
-            out = fn.reference(*parents)
-        if between and out._ctx is not None:
-            fn.__dict__["recomputed"] = out
-            _KEPT_RECOMPUTATIONS[0] = True
+    with enable_grad():
+        out = fn.reference(*parents)
     if not out.requires_grad:
         return (None,) * len(parents)
     needed = [i for i, p in enumerate(parents) if fn.needs_grad(i)]
-    boundary = math.nextafter(low, math.inf)  # the inputs' nodes lie below; every recomputed node above
+    boundary = low + 0.5  # the inputs' nodes lie below; every recomputed node above
     taken = _walk([(out, grad)], create_graph, create_graph, [parents[i] for i in needed], boundary)
     grads, given = [], set()
     for i, p in enumerate(parents):  # a tensor in two input slots: its whole gradient once (the walk sums them)
         grads.append(taken.get(id(p)) if i in needed and id(p) not in given else None)
         given.add(id(p))
     return tuple(grads)
-
-
-@contextlib.contextmanager
-def _numbered_between(low, high):
-    """Number the nodes recorded inside between ``low`` and ``high``, in order (a node's number only orders
-    the graph walk: a node comes after its inputs)."""
-    step = (high - low) / 2**20
-    saved, _SEQUENCE[0] = _SEQUENCE[0], itertools.count(low + step, step)
-    try:
-        yield
-    finally:
-        _SEQUENCE[0] = saved
-
-
-_NOTHING = contextlib.nullcontext()
 
 
 class _Copy(Function):
@@ -1051,7 +967,6 @@ class Tensor:
 
     def _set_data(self, value):
         self._data = value._data if isinstance(value, Tensor) else value
-        dispatch.changed()  # a route that read the old array's shape or dtype may now be another
 
     def _set_grad(self, value):
         self._grad = value._data if isinstance(value, Tensor) else value

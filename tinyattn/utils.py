@@ -40,7 +40,7 @@ class Checkpoint(Function):
         return self.rerun()
 
     def backward(self, grad):
-        return _recomputed(self, grad, create_graph=False, reference_only=False)  # recorded afresh, walked down
+        return _recomputed(self, grad, create_graph=False)  # recorded afresh, walked down
 
 
 def checkpoint(function, *args, use_reentrant=None, preserve_rng_state=True, **kwargs):
@@ -52,7 +52,7 @@ def checkpoint(function, *args, use_reentrant=None, preserve_rng_state=True, **k
     if not is_grad_enabled() or _DUAL_LEVELS:  # no graph: nothing to recompute; forward mode: tangents go through
         return function(*args, **kwargs)  # the operations inside, which are kept while a level is open
     state = backend.get_rng_state() if preserve_rng_state else None
-    boundary = next(_SEQUENCE[0])  # the nodes the function records come after this number
+    boundary = next(_SEQUENCE)  # the nodes the function records come after this number
     with enable_grad():
         output = function(*args, **kwargs)
     if not isinstance(output, Tensor):

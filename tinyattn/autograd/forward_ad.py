@@ -13,8 +13,8 @@ Levels nest: each ``dual_level`` opens a new one, and tangents of different leve
 (a function differentiated inside another sees its own level only), so forward over forward
 gives second derivatives. Rules run as ordinary operations, so a gradient taken with
 ``ta.autograd.grad`` inside a level carries a tangent too (forward over reverse), and a tangent
-can be differentiated by reverse mode (reverse over forward). While a level is open the fast
-paths are off: their fused nodes have no JVP rules.
+can be differentiated by reverse mode (reverse over forward). While a level is open a compiled module
+runs its reference forward (``ta.compile``'s fused nodes have no JVP rules).
 
 >>> import numpy as np
 >>> import tinyattn as ta
@@ -30,11 +30,10 @@ paths are off: their fused nodes have no JVP rules.
 import collections
 import itertools
 
-from .. import dispatch, ops
+from .. import ops
 from ..tensor import _DUAL_LEVELS, Tensor
 
 _NEW_LEVELS = itertools.count()  # a level's number is never reused: a stale tangent never looks current
-_FAST_PATHS = {}  # level -> the switch that turned the fast paths off while it is open
 
 UnpackedDualTensor = collections.namedtuple("UnpackedDualTensor", ["primal", "tangent"])
 
@@ -43,14 +42,12 @@ def enter_dual_level():
     """Open a new level, nested in any open one, and return its number (PyTorch's ``enter_dual_level``);
     ``exit_dual_level`` closes it. ``dual_level`` is the context manager that does both."""
     level = next(_NEW_LEVELS)
-    _FAST_PATHS[level] = dispatch.use_fast_paths(False)
     _DUAL_LEVELS.append(level)
     return level
 
 
 def exit_dual_level(*, level=None):
-    """Close the innermost level (``level``, when given, must be it): its tangents are forgotten, and the
-    fast paths come back as they were when it opened."""
+    """Close the innermost level (``level``, when given, must be it): its tangents are forgotten."""
     if not _DUAL_LEVELS:
         raise RuntimeError("exit_dual_level: no forward AD level is open")
     innermost = _DUAL_LEVELS[-1]
@@ -58,7 +55,6 @@ def exit_dual_level(*, level=None):
         raise RuntimeError(f"exit_dual_level: level {level} is not the innermost open level ({innermost}); "
                            "levels close in the reverse order of their opening")
     _DUAL_LEVELS.pop()
-    _FAST_PATHS.pop(innermost).__exit__()
 
 
 class dual_level:

@@ -22,7 +22,7 @@ tensor([0., 0.])
 (0.0, 'Tensor')
 """
 
-from .. import backend, dispatch
+from .. import backend
 from ..nn.module import Parameter as _NativeParameter
 from ..tensor import Tensor as _NativeTensor
 from . import _methods
@@ -46,7 +46,6 @@ def _get_data(self):  # a compat tensor sharing the array, cut from the graph, w
 
 def _set_data(self, value):
     self._data = _array_of("data", value, self)
-    dispatch.changed()  # a route that read the old array's shape or dtype may now be another
 
 
 def _get_grad(self):

@@ -1,17 +1,15 @@
 """torch's top-level functions beyond the native ones: creation, random draws, grad modes, dtypes,
 global settings, and the function forms of compat's tensor methods.
 
-What compat deliberately does not do raises an error that says what to do instead:
-``torch.compile`` (run the model uncompiled), ``bfloat16`` (no NumPy dtype), ``torch.jit`` and
+``torch.compile`` is ``ta.compile``: the model with its fused forms swapped in. What compat deliberately
+does not do raises an error that says what to do instead: ``bfloat16`` (no NumPy dtype), ``torch.jit`` and
 ``torch.onnx`` (no tracing or export).
 
 >>> import tinyattn.compat as torch
 >>> torch.pow(2, torch.arange(4)), torch.pow(2.5, torch.arange(3))
 (tensor([1, 2, 4, 8]), tensor([1.  , 2.5 , 6.25]))
->>> torch.compile(torch.nn.Linear(2, 2))  # doctest: +ELLIPSIS
-Traceback (most recent call last):
-...
-RuntimeError: torch.compile: tinyattn.compat runs every model as written, without compiling it; drop the call ...
+>>> torch.compile(torch.nn.Linear(2, 2))
+Linear(in_features=2, out_features=2, bias=True)
 """
 
 import builtins
@@ -28,6 +26,7 @@ from ..tensor import inference_mode, is_inference_mode_enabled, set_grad_enabled
 from . import _methods, _random
 from ._einsum import einsum
 from ._tensor import as_compat
+from ..fast.compile import compile as _fast_compile
 
 __all__ = [
     "pow", "masked_fill", "cumsum", "sort", "argsort", "flip", "index_select", "narrow", "masked_select", "unbind",
@@ -341,15 +340,20 @@ def set_printoptions(precision=None, threshold=None, edgeitems=None, linewidth=N
     np.set_printoptions(**options)
 
 
-# ----------------------------------------------------------------------------- what compat does not do
+# ----------------------------------------------------------------------------- compile
 
 
 def compile(model=None, *, fullgraph=False, dynamic=None, backend=None, mode=None, options=None, disable=False):
-    """Refused: compat runs models as written (``disable=True`` returns the model itself, as torch does)."""
-    if disable:
-        return model if model is not None else (lambda fn: fn)
-    raise RuntimeError("torch.compile: tinyattn.compat runs every model as written, without compiling it; drop the "
-                       "call (model = torch.compile(model) -> model) or pass your script's --compile=False")
+    """``torch.compile``: ``ta.compile(model)``, the model with each submodule that has a fused form replaced by
+    it (parameters shared), or a library function's fused form; used bare or with keyword arguments, a decorator.
+    Its keyword arguments are accepted and change nothing, but ``disable=True``, which returns the model itself,
+    as torch does."""
+    if model is None:
+        return lambda model: compile(model, disable=disable)
+    return model if disable else _fast_compile(model)
+
+
+# ----------------------------------------------------------------------------- what compat does not do
 
 
 class _Refused:

@@ -68,7 +68,6 @@ class _ResidualBlock(Function):
     (``y``); its ``backward`` starts with ``_grad_of_output`` (``∂s``, ``∂a``, ``∂W``, ``∂b``) and ends
     in ``_grad_of_input`` (``∂x`` and the norm's gradients)."""
 
-    fresh_gradients = True  # keeps no reference to what backward returns (see Function)
 
     def _norm_input(self, rows, norm_weight, norm_bias, eps, norm_first):
         self.norm_first = norm_first

@@ -47,10 +47,9 @@ class Linear(Function):
 
         Y = X Wᵀ + b    ∂L/∂X = G W  (M, in)    ∂L/∂W = Gᵀ X  (out, in)    ∂L/∂b = Σ_rows G  (out,)
 
-    Reference: ``F.linear`` with fast paths off (``x @ weight.T + bias``).
+    Reference: ``F.linear``  (``x @ weight.T + bias``).
     """
 
-    fresh_gradients = True  # keeps no reference to what backward returns (see Function)
     saved_inputs, saves_output = (0, 1), False  # backward reads x and W, not b nor y (see Function)
 
     def forward(self, x, weight, bias=None):
@@ -76,15 +75,14 @@ class Linear(Function):
         return grad_x, grad_weight, grad_bias
 
     def reference(self, x, weight, bias=None):
-        return F._linear.reference(x, weight, bias)
+        return F._linear(x, weight, bias)
 
 
 class Normalize(Function):
     """LayerNorm over the last ``ndim`` axes as one node (``kernels.layer_norm_rows`` on the input seen
     as rows ``(M, N)``, ``N`` the number of normalised elements); ``weight`` and ``bias`` are optional
-    inputs (both or neither), of the normalised shape. Reference: ``F.layer_norm`` with fast paths off."""
+    inputs (both or neither), of the normalised shape. Reference: ``F.layer_norm`` ."""
 
-    fresh_gradients = True  # keeps no reference to what backward returns (see Function)
 
     def forward(self, x, weight=None, bias=None, *, ndim, eps):
         size = math.prod(x.shape[x.ndim - ndim:])
@@ -110,7 +108,7 @@ class Normalize(Function):
         return grad_x, grad_weight, grad_bias
 
     def reference(self, x, weight=None, bias=None):
-        return F._layer_norm.reference(x, self.ndim, weight, bias, self.eps)
+        return F._layer_norm(x, self.ndim, weight, bias, self.eps)
 
 
 class CrossEntropy(Function):
@@ -119,7 +117,7 @@ class CrossEntropy(Function):
     Per position ``i`` (class axis last here), with ``log p = log_softmax(z)``, ``C`` classes
     and smoothing ``ε``: ``loss_i = -(1-ε) log p[t_i] - (ε/C) Σ_c log p[c]``, zero where
     ``t_i == ignore_index``. Its gradient: ``dz_ic = p_ic - (1-ε)·[c = t_i] - ε/C``.
-    Reference: ``F.cross_entropy`` with fast paths off.
+    Reference: ``F.cross_entropy`` .
     """
 
     def forward(self, logits, target, ignore_index, reduction, label_smoothing):
@@ -166,7 +164,7 @@ class CrossEntropy(Function):
         return (xp.moveaxis(dz.reshape(moved), -1, 1),)
 
     def reference(self, logits):
-        return F._cross_entropy.reference(logits, self.target, self.ignore_index, self.reduction, self.label_smoothing)
+        return F._cross_entropy(logits, self.target, self.ignore_index, self.reduction, self.label_smoothing)
 
 
 # ----------------------------------------------------------------------------- attention
@@ -203,7 +201,7 @@ class MaskedSoftmax(Function):
         return (kernels.masked_softmax_backward(grad, self.out),) + (None,) * (len(self.parents) - 1)
 
     def reference(self, scores, allowed=None):
-        return F._softmax_over_allowed.reference(scores, None if allowed is None else allowed._data)
+        return F._softmax_over_allowed(scores, None if allowed is None else allowed._data)
 
 
 class SplitHeads(Function):
@@ -241,7 +239,6 @@ class InProjection(Function):
     (``kernels.in_projection``; ``forward(x, w_q, w_k, w_v, b_q=None, b_k=None, b_v=None, *, num_heads)``).
     Reference: three ``F.linear`` and the heads split."""
 
-    fresh_gradients = True  # keeps no reference to what backward returns (see Function)
 
     def forward(self, x, w_q, w_k, w_v, b_q=None, b_k=None, b_v=None, *, num_heads):
         biases = None if b_q is None else (b_q, b_k, b_v)
@@ -286,7 +283,6 @@ class Attention(Function):
     """
 
     saves_output = True  # backward reads the output (``self.arrays.out``; see Function)
-    fresh_gradients = True  # keeps no reference to what backward returns (see Function)
 
     def forward(self, query, key, value, attn_mask=None, *, allowed, is_causal, scale, dropout_p):
         self.scale, self.allowed, self.is_causal = scale, allowed, is_causal

@@ -1,8 +1,8 @@
 """The fast layer's router: every decision about which code runs, each with its reason.
 
 Each ``why_not_*`` function returns ``None`` when a fast route applies, else one sentence saying why
-not (the pattern of PyTorch's ``why_not_sparsity_fast_path``). ``fast.table`` puts them in the table
-(``tinyattn.dispatch``) beside the kernels they guard; the reference layer never calls them.
+not (the pattern of PyTorch's ``why_not_sparsity_fast_path``). The compiled forms (``fast.compile``) ask them on
+each call, beside the kernels they guard; the reference layer never calls them.
 ``explain`` prints what the same functions answer, module by module. The blocks take what is decided
 here as arguments (``products_on_pool``, ``transposed``, ``cu_seqlens``), and so do the kernels: attention's tile
 schedule (``attention_schedule``, ``sequence_schedule``, ``key_block_size``: a ``TileSchedule``, with its pool and
@@ -25,28 +25,70 @@ True
 import functools
 import math
 import os
-import threading
-import weakref
 from collections import namedtuple
 from typing import NamedTuple
 
 import numpy as np
 
-from .. import dispatch
-from ..dispatch import FAST_OFF
 from ..nn import attention as _attention_module
 from ..nn import layers as _layers
 from ..nn import transformer as _transformer
-from ..tensor import _CREATE_GRAPH_WALKS, _GRAD_ENABLED, Tensor, no_grad
+from ..tensor import Tensor, no_grad
+from .tuning import GENERATION as tuning_generation
 from .tuning import values as tuning
 
 # ----------------------------------------------------------------------------- ops
 
 
-# Linear (one node, the batch folded into rows), layer norm (one node, the weight and bias inside it),
-# cross-entropy (one node, its gradient p - onehot written out), the heads split and merged (one node each)
-# and attention's softmax (whole-array shift, underflowing rows redone) take their fused node whenever fast
-# paths are on: their rows in fast.table have no test (why_not None), and nothing here decides for them.
+# Linear (one node, the batch folded into rows), layer norm (one node, the weight and bias inside it) and
+# cross-entropy (one node, its gradient p - onehot written out) take their fused node whenever the arguments
+# are the plain case the node takes; anything else runs the reference function, with its checks and errors.
+
+
+def why_not_linear(input, weight, bias):
+    """``None`` when ``F.linear(input, weight, bias)`` runs as one ``fast.Linear`` node: tensors of one floating
+    dtype and one array type, ``weight (out, in)``, ``bias (out,)`` or ``None``, ``input (…, in)``."""
+    if not (isinstance(input, Tensor) and isinstance(weight, Tensor) and (bias is None or isinstance(bias, Tensor))):
+        return "an argument is not a tensor"
+    x, w = input._data, weight._data
+    if w.ndim != 2 or x.ndim == 0 or x.shape[-1] != w.shape[1] or x.dtype != w.dtype or x.dtype.kind != "f":
+        return "the input and the weight are not (…, in) and (out, in) tensors of one floating dtype"
+    if type(x) is not type(w) or (bias is not None and (bias.shape != (w.shape[0],) or bias.dtype != w.dtype
+                                                         or type(bias._data) is not type(w))):
+        return "the bias is not (out,) of the weight's dtype, or the arguments are on different devices"
+    return None
+
+
+def why_not_layer_norm(input, normalized_shape, weight, bias):
+    """``None`` when ``F.layer_norm`` runs as one ``fast.Normalize`` node: a floating input whose trailing shape is
+    ``normalized_shape`` (a tuple), the weight and bias ``None`` or of that shape, all of one dtype and device."""
+    if not isinstance(input, Tensor) or type(normalized_shape) is not tuple or not normalized_shape:
+        return "the input is not a tensor, or normalized_shape not a tuple of sizes"
+    x = input._data
+    if x.dtype.kind != "f" or x.shape[x.ndim - len(normalized_shape):] != normalized_shape:
+        return f"the input is not floating, with trailing dimensions {normalized_shape}"
+    for affine in (weight, bias):
+        if affine is not None and not (isinstance(affine, Tensor) and affine.shape == normalized_shape
+                                       and affine.dtype == x.dtype and type(affine._data) is type(x)):
+            return "the weight or bias is not of normalized_shape and the input's dtype and device"
+    return None
+
+
+def why_not_cross_entropy(input, target, ignore_index, reduction, label_smoothing):
+    """``None`` when ``F.cross_entropy`` runs as one ``fast.CrossEntropy`` node: floating logits ``(N, C)`` or
+    ``(N, C, d…)``, class-index targets of the matching shape, each a class or ``ignore_index``, at least one."""
+    if not isinstance(input, Tensor) or input.dtype.kind != "f" or input.ndim < 2 or input.shape[0] == 0:
+        return "the logits are not floating (N, C) or (N, C, d…)"
+    data = target._data if isinstance(target, Tensor) else target
+    if (getattr(data, "dtype", None) is None or data.dtype.kind not in "iu" or type(data) is not type(input._data)
+            or data.shape != (input.shape[0],) + input.shape[2:] or data.size == 0):
+        return "the targets are not class indices of the logits' shape without C"
+    if reduction not in ("none", "mean", "sum") or not 0.0 <= label_smoothing <= 1.0:
+        return "reduction or label_smoothing is not one cross_entropy takes"
+    num_classes = input.shape[1]
+    if bool((((data < 0) | (data >= num_classes)) & (data != ignore_index)).any()):
+        return "a target is out of range"
+    return None
 
 
 # ----------------------------------------------------------------------------- attention
@@ -104,8 +146,6 @@ def attention_route(query, key, value, attn_mask, dropout_p, need_weights):
     """The name of the route scaled dot-product attention takes (for ``explain``), with the reason it is not
     blocked where it is not."""
     args = (query, key, value, attn_mask, dropout_p, False, 1.0, need_weights)
-    if not dispatch.enabled():
-        return f"reference ({FAST_OFF})"
     why = why_not_blocked_attention(*args)
     if why is None:
         return "blocked"
@@ -117,11 +157,6 @@ def why_not_packed_self_attention(module, query, key=None, value=None, attn_mask
                                   need_weights=True):
     """``None`` when ``MultiHeadAttention`` (``module``, called with these arguments) runs as ``InProjection`` (one
     GEMM for q, k and v) and ``PackedSelfAttention`` (attention and the heads merged, one node)."""
-    if _TRACE is None:  # (remembered as a layer's route is: see _remembered)
-        if need_weights or not _one_input(query, key, value):  # (at once: no memo needed)
-            return _why_not_packed(module, query, key, value, need_weights)
-        memo = ("packed", id(module), type(query), getattr(query, "shape", None), getattr(query, "dtype", None))
-        return _remembered(memo, module, _why_not_packed, module, query, key, value, need_weights)
     reason = _why_not_packed(module, query, key, value, need_weights)
     if _TRACE is not None:
         _record(module, "projections and attention", "fast.InProjection + fast.PackedSelfAttention", reason)
@@ -264,57 +299,21 @@ def _why_not_batch_first(x, d_model):
 
 
 def encoder_layer(layer, src, src_mask):
-    """The route of ``TransformerEncoderLayer.forward``: a ``LayerRoute``."""
+    """The route of ``TransformerEncoderLayer.forward``: a ``LayerRoute``, or ``None`` when neither residual
+    block runs as a fused node (each block's own reason is ``why_not_self_attention_block`` /
+    ``why_not_feed_forward_block``)."""
+    if _why_not_batch_first(src, layer.self_attn.embed_dim):
+        return None
     return _layer_route(layer, src, src_mask, layer.norm2, layer.dropout2)
 
 
-def decoder_layer(layer, tgt, tgt_mask):
+def decoder_layer(layer, tgt, memory, tgt_mask):
     """The route of ``TransformerDecoderLayer.forward`` (its cross-attention has no block: it runs
-    ``cross_attn``'s own route): a ``LayerRoute``."""
-    return _layer_route(layer, tgt, tgt_mask, layer.norm3, layer.dropout3)
-
-
-def why_not_encoder_layer(layer, src, src_mask=None, is_causal=False):
-    """``None`` when a ``TransformerEncoderLayer`` runs at least one residual block as a fused node (each
-    block's own reason is ``why_not_self_attention_block`` / ``why_not_feed_forward_block``)."""
-    reason = _why_not_batch_first(src, layer.self_attn.embed_dim)
-    if reason:
-        return reason
-    route = _layer_route(layer, src, src_mask, layer.norm2, layer.dropout2)  # encoder_layer's
-    return _answer(layer, src, src_mask, route)
-
-
-def _answer(layer, x, attn_mask, route):
-    if not (route.self_attention_block or route.feed_forward_block):
-        return "neither residual block runs as a fused node"
-    _LAST.answer = (layer, x, attn_mask, route)
-    return None
-
-
-class _Last(threading.local):
-    answer = None  # (layer, input, mask, route) of this thread's last layer test that said yes: its run reads it
-
-
-_LAST = _Last()
-
-
-def answered(find, layer, x, attn_mask):
-    """The route ``find`` (``encoder_layer`` or ``decoder_layer``) gives ``layer`` on ``x`` and ``attn_mask``:
-    as the layer's test has just found it, when the test was of these very objects (the test and the run of one
-    call see the same ones, and nothing changes between them), else afresh."""
-    last, _LAST.answer = _LAST.answer, None
-    if last is not None and last[0] is layer and last[1] is x and last[2] is attn_mask:
-        return last[3]
-    return find(layer, x, attn_mask)
-
-
-def why_not_decoder_layer(layer, tgt, memory, tgt_mask=None, memory_mask=None, tgt_is_causal=False):
-    """``None`` when a ``TransformerDecoderLayer`` runs its self-attention or feed-forward residual as a fused node."""
+    ``cross_attn``'s own route): a ``LayerRoute``, or ``None`` as ``encoder_layer``'s."""
     d_model = layer.self_attn.embed_dim
-    reason = _why_not_batch_first(tgt, d_model) or _why_not_batch_first(memory, d_model)
-    if reason:
-        return reason
-    return _answer(layer, tgt, tgt_mask, decoder_layer(layer, tgt, tgt_mask))
+    if _why_not_batch_first(tgt, d_model) or _why_not_batch_first(memory, d_model):
+        return None
+    return _layer_route(layer, tgt, tgt_mask, layer.norm3, layer.dropout3)
 
 
 def why_not_attention_by_sequences(sentences, tokens):
@@ -413,9 +412,9 @@ _SCHEDULES = {}  # (array type, the shapes, is_causal, key_block, mask_grad) -> 
 
 def attention_schedule(query, key, value, is_causal=False, key_block=None, mask_grad=False):
     """``_attention_schedule``'s answer, remembered for the shapes while nothing it reads changes (``tuning``'s
-    values call ``dispatch.changed()``)."""
+    values move ``tuning.GENERATION``)."""
     memo = (type(query), query.shape, key.shape, value.shape, is_causal, key_block, mask_grad)
-    generation = dispatch.GENERATION[0]  # (dispatch.generation(), read without a call)
+    generation = tuning_generation[0]
     remembered = _SCHEDULES.get(memo)
     if remembered is not None and remembered[0] == generation:
         return remembered[1]
@@ -426,7 +425,7 @@ def packed_attention_schedule(qkv):
     """``attention_schedule`` of self-attention over packed ``qkv (3, B, H, L, D)`` (q, k and v of one shape),
     remembered for that shape."""
     memo = (type(qkv), qkv.shape)
-    generation = dispatch.GENERATION[0]  # (dispatch.generation(), read without a call)
+    generation = tuning_generation[0]
     remembered = _SCHEDULES.get(memo)
     if remembered is not None and remembered[0] == generation:
         return remembered[1]
@@ -638,7 +637,7 @@ def _real_tokens_route(encoder, src, mask):
         if reason:
             return reason, None
         route = encoder_layer(layer, src, mask)
-        if not route.self_attention_block or not route.feed_forward_block:
+        if route is None or not route.self_attention_block or not route.feed_forward_block:
             return f"layers.{i} does not run both residual blocks as fused nodes", None
         activations.append(route.feed_forward_block)
     return None, activations
@@ -659,91 +658,8 @@ def encoder(module, src, mask=None, is_causal=False):
     return reason, real, activations
 
 
-def why_not_encoder(module, src, mask=None, is_causal=False):
-    """``None`` when a ``TransformerEncoder`` computes a padded batch's real tokens alone
-    (``fast.encoder_on_real_tokens``)."""
-    reason, real, activations = encoder(module, src, mask, is_causal)
-    if reason is None:
-        _LAST.answer = (module, src, mask, (real, activations))
-    return reason
-
-
-# ----------------------------------------------------------------------------- a gradient differentiated again
-
-# A fused node's backward works on arrays. When a walk with create_graph=True differentiates through it (a
-# gradient penalty, a Hessian-vector product, a meta-learning step), the walk recomputes the node's output by
-# its reference definition and differentiates that instead (tensor._recomputed): the fused forward was run
-# for nothing, and the recomputation runs the forward a second time. A module whose calls are followed by such
-# walks therefore runs its reference lines, with no fused node inside, which record the graph once. The sign
-# is the count of create_graph walks (tensor.create_graph_walks): moved since the module's previous call, a
-# gradient was differentiated again in between; not moved, the module goes back to its fused routes.
-
-_WALKS_AT_LAST_CALL = {}  # id(module) -> (a weak reference to it, create_graph_walks() at its previous call): the
-# reference tells a module from a dead one whose id it reuses, and is made only when the count is noted
-
-
-def why_not_reference_lines(module, *args, **kwargs):
-    """``None`` when ``module`` (a Transformer layer, or multi-head attention) runs its own ``forward`` with no
-    fused node inside (``fast.table.reference_lines``): a graph is recorded, and a backward with
-    ``create_graph=True`` has run since the module's previous call that recorded one. Each call that records
-    a graph is noted here."""
-    if not _GRAD_ENABLED[0]:  # (is_grad_enabled(), read without a call: asked on every call)
-        return "no graph is recorded"
-    walks, noted = _CREATE_GRAPH_WALKS[0], _WALKS_AT_LAST_CALL.get(id(module))  # (create_graph_walks())
-    previous = None if noted is None or noted[0]() is not module else noted[1]
-    if walks == previous:
-        return "no backward with create_graph=True ran since its previous call"
-    if len(_WALKS_AT_LAST_CALL) > 4096:  # let the dead modules' notes go
-        for key in [key for key, (ref, _) in _WALKS_AT_LAST_CALL.items() if ref() is None]:
-            del _WALKS_AT_LAST_CALL[key]
-    _WALKS_AT_LAST_CALL[id(module)] = (weakref.ref(module), walks)
-    return "its first call that records a graph" if previous is None else None
-
-
-# A layer asks for its route on every call, and the answer reads some thirty attributes of its parts,
-# a cost that shows on a small model. The answer changes only when one of them does, and each such change
-# (a module's attribute set or deleted, its training mode, a parameter's array replaced, the switch or the
-# tuning moved) calls ``dispatch.changed()``. A remembered route is used while ``dispatch.generation()`` is
-# the one it was found at. The input's array type, shape and dtype, the mask's kind and the layer class's own
-# block methods are part of the key; ``explain`` always asks afresh.
-
-_REMEMBERED = {}  # (id(layer), x's array type, shape and dtype, mask kind, _sa_block, _ff_block) -> (generation, layer,
-# route), and likewise multi-head attention's packed route
-
-
-def _remembered(key, owner, find, *args):
-    """``find(*args)``'s answer for the module ``owner`` and the call described by ``key``, remembered while
-    ``dispatch.generation()`` stays the one it was found at."""
-    generation = dispatch.GENERATION[0]  # (dispatch.generation(), read without a call)
-    remembered = _REMEMBERED.get(key)
-    # (a copy or unpickled module may reuse a dead one's id: the weak reference tells)
-    if remembered is not None and remembered[0] == generation and remembered[1]() is owner:
-        return remembered[2]
-    if len(_REMEMBERED) > 4096:  # stale entries of earlier generations
-        _REMEMBERED.clear()
-    answer = find(*args)
-    if dispatch.generation() == generation:  # nothing changed while the checks ran (another thread, say)
-        _REMEMBERED[key] = (generation, weakref.ref(owner), answer)
-    return answer
-
-
-def _mask_kind(attn_mask):
-    """What of a mask a route reads: ``None``, or whether it is boolean and whether it needs a gradient."""
-    if attn_mask is None:
-        return None
-    return getattr(attn_mask, "dtype", None) == np.bool_, getattr(attn_mask, "requires_grad", False)
-
-
 def _layer_route(layer, x, attn_mask, ff_norm, ff_dropout):
-    if _TRACE is not None:
-        return _find_layer_route(layer, x, attn_mask, ff_norm, ff_dropout)
-    cls, data = type(layer), x._data
-    key = (id(layer), type(data), data.shape, data.dtype, None if attn_mask is None else _mask_kind(attn_mask),
-           cls._sa_block, cls._ff_block)
-    return _remembered(key, layer, _find_layer_route, layer, x, attn_mask, ff_norm, ff_dropout)
-
-
-def _find_layer_route(layer, x, attn_mask, ff_norm, ff_dropout):
+    """``LayerRoute`` of a layer on ``x``, or ``None`` when neither block runs as a fused node."""
     sa_reason = why_not_self_attention_block(layer, x, attn_mask)
     ff_reason = why_not_feed_forward_block(layer, ff_norm, x, ff_dropout)
     activation = None if ff_reason else feed_forward_activation(layer.activation)  # "relu", "gelu", "gelu_tanh"
@@ -762,6 +678,8 @@ def _find_layer_route(layer, x, attn_mask, ff_norm, ff_dropout):
             _record(layer, "self-attention products, training", on_pool, why_not_products_on_pool(scores))
         if hidden is not None:
             _record(layer, "feed-forward products, training", on_pool, why_not_products_on_pool(hidden))
+    if sa_reason and ff_reason:
+        return None
     return LayerRoute(sa_reason is None, activation, scores is not None and on_numpy and products_on_pool(scores),
                       hidden is not None and on_numpy and products_on_pool(hidden))
 
@@ -801,7 +719,7 @@ _HOOK_KINDS = (("_forward_pre_hooks", "a forward pre-hook"), ("_forward_hooks", 
 def _why_not_hooked(parts):
     """``None`` unless one of ``parts`` (``(name, module)`` pairs: the modules a fused route computes without
     calling them) has a hook, which only its own call (``Module.__call__``) fires; else which part has which kind
-    of hook. (Registering or removing a hook calls ``dispatch.changed()``: remembered routes are asked again.)"""
+    of hook."""
     for name, part in parts:
         if getattr(part, "_has_hooks", False):  # (an activation may be a plain function)
             kind = next(kind for table, kind in _HOOK_KINDS if getattr(part, table))
@@ -839,14 +757,15 @@ def _record(module, part, fast_route, reason):
 
 
 def explain(module, *inputs, file=None, **kwargs):
-    """Print, per submodule of ``module``, which route its forward takes on ``inputs`` and, where a
-    fast route does not apply, why. It runs ``module(*inputs, **kwargs)`` once, without recording a
-    graph, and asks the same functions the forward passes ask; a submodule the route did not call on
-    its own (it runs inside a fused node of its parent) says so. Returns the printed text.
+    """Print, per submodule of ``module``, what runs for it on ``inputs`` and, where a fused form does not
+    apply, why: what ``ta.compile`` chose for it (a module not compiled runs its reference), and, for a
+    compiled one, what its fused form decided on this call. It runs ``module(*inputs, **kwargs)`` once,
+    without recording a graph, and asks the same functions the forward passes ask; a submodule its parent
+    did not call on its own (it runs inside a fused node of its parent) says so. Returns the printed text.
 
     >>> import tinyattn as ta
     >>> layer = ta.nn.TransformerEncoderLayer(8, 2, dim_feedforward=16, activation="gelu").eval()
-    >>> _ = ta.explain(layer, ta.randn(2, 3, 8))  # doctest: +NORMALIZE_WHITESPACE
+    >>> _ = ta.explain(ta.compile(layer), ta.randn(2, 3, 8))  # doctest: +NORMALIZE_WHITESPACE
     TransformerEncoderLayer
       self-attention residual: fast.SelfAttentionBlock (3 keys, under the blocked-attention threshold 513)
       feed-forward residual: fast.FeedForwardBlock (gelu)
@@ -875,11 +794,13 @@ def explain(module, *inputs, file=None, **kwargs):
         trace = _TRACE
     finally:
         _TRACE = previous
+    notes = module.__dict__.get("compile_notes", {})
     lines, called = [], set()
     for name, sub in module.named_modules():
         entries = trace.get(id(sub))
         label = f"{name} ({type(sub).__name__})" if name else type(sub).__name__
-        if entries:
+        compiled = "compiled_from" in type(sub).__dict__
+        if entries and compiled:
             called.add(id(sub))
             if len(entries) == 1:
                 lines.append(f"{label}: {_describe(*entries[0])}")
@@ -889,16 +810,16 @@ def explain(module, *inputs, file=None, **kwargs):
         elif any(id(parent) in called and _is_fused_part(trace[id(parent)], parent, sub)
                  for parent in _ancestors(module, name)):
             lines.append(f"{label}: inside a fused node of its parent")
-        elif _routable(sub) and not dispatch.enabled():
-            lines.append(f"{label}: reference ({FAST_OFF})")
-        elif isinstance(sub, _LIBRARY["Linear"]):
+        elif _routable(sub) and not compiled:
+            lines.append(f"{label}: {notes.get(name) or 'reference (not compiled: ta.compile swaps in its fused form)'}")
+        elif compiled and isinstance(sub, _LIBRARY["Linear"]):
             lines.append(f"{label}: fast.Linear")
-        elif isinstance(sub, _LIBRARY["LayerNorm"]):
+        elif compiled and isinstance(sub, _LIBRARY["LayerNorm"]):
             lines.append(f"{label}: fast.Normalize")
-        elif _routable(sub):
+        elif compiled:
             lines.append(f"{label}: not called")
         else:
-            lines.append(f"{label}: reference (no fast route)")
+            lines.append(f"{label}: reference (no fused form)")
     text = "\n".join(lines)
     print(text, file=file)
     return text

@@ -12,15 +12,17 @@ Tests and benchmarks move them with ``tuned(**values)``, a context manager that 
 513
 """
 
+import itertools
 from types import SimpleNamespace
 
-from .. import dispatch
+_COUNT = itertools.count(1)  # next() on it is atomic: two threads never take the same generation
+GENERATION = [0]  # moved by every change of a value: a schedule remembered at another generation is stale
 
 
 class _Values(SimpleNamespace):
     def __setattr__(self, name, value):
         super().__setattr__(name, value)
-        dispatch.changed()  # a route remembered under the old value is stale
+        GENERATION[0] = next(_COUNT)
 
 
 values = _Values(

@@ -14,7 +14,7 @@ Each transform takes a function of tensors and returns another:
 Nesting works because every transform records what the one around it needs: a gradient is taken with
 ``create_graph`` when another transform (or an outer graph) will differentiate it; each forward-mode call
 opens its own level, so an inner ``jvp`` never mixes its tangents into an outer one's; each ``vmap`` its own
-batch level. Inside ``vmap`` and forward mode the reference definitions run (fast paths off).
+batch level. Inside ``vmap`` and forward mode a compiled module runs its reference definitions.
 
 >>> import tinyattn as ta
 >>> from tinyattn.func import grad, vmap
@@ -28,7 +28,7 @@ import itertools
 
 import numpy as np
 
-from .. import backend, dispatch, ops
+from .. import backend, ops
 from ..tensor import (
     _BATCHING,
     _DUAL_LEVELS,
@@ -278,7 +278,7 @@ def jvp(func, primals, tangents, *, strict=False, has_aux=False):
         if p.shape != t.shape:
             raise RuntimeError(f"jvp: a tangent of shape {t.shape} for a primal of shape {p.shape}")
     level = next(_LEVEL_NUMBERS)
-    with _transform(), dispatch.use_fast_paths(False):
+    with _transform():
         _DUAL_LEVELS.append(level)
         try:
             duals = [_dual(p, t if t.dtype == p.dtype else t._to_dtype(p.dtype), level)
@@ -397,16 +397,15 @@ def _vmap_call(func, flat, rebuilders, args, kwargs, size, out_dims, randomness)
     _BATCHING[0], backend.RANDOMNESS[0] = batching.apply_batched, randomness
     _PER_EXAMPLE[0] = _per_example if randomness == "different" else None
     try:
-        with dispatch.use_fast_paths(False):
-            output = func(*args, **kwargs)
-            outputs, rebuild = _flatten(output)
-            out_dims_flat = _expanded_out_dims(out_dims, output, len(outputs))
-            results = []
-            for out, d in zip(outputs, out_dims_flat):
-                if not isinstance(out, Tensor):
-                    raise ValueError("vmap: the function must return tensors (or trees of them), got "
-                                     f"{type(out).__name__}")
-                results.append(_unbatched(out, level, outer, size, d))  # (while the level is open: see physical)
+        output = func(*args, **kwargs)
+        outputs, rebuild = _flatten(output)
+        out_dims_flat = _expanded_out_dims(out_dims, output, len(outputs))
+        results = []
+        for out, d in zip(outputs, out_dims_flat):
+            if not isinstance(out, Tensor):
+                raise ValueError("vmap: the function must return tensors (or trees of them), got "
+                                 f"{type(out).__name__}")
+            results.append(_unbatched(out, level, outer, size, d))  # (while the level is open: see physical)
     finally:
         _BATCHING[0], backend.RANDOMNESS[0], _PER_EXAMPLE[0] = saved
         batching.LEVELS.remove(level)

@@ -8,8 +8,8 @@ The ``h`` projections of width ``head_dim = embed_dim / num_heads`` are computed
 transpose); every head attends at once through ``F.scaled_dot_product_attention``, and the heads
 are merged side by side again before ``out_proj``.
 
-With fast paths on, self-attention without the weights (what the Transformer layers ask for) may
-run as a faster form of the same numbers (``ta.explain`` names it); this file is the definition.
+This file is the definition; ``ta.compile`` gives a faster form of the same numbers (``ta.explain`` says
+which parts run it).
 
 >>> import tinyattn as ta
 >>> mha = MultiHeadAttention(embed_dim=8, num_heads=2)
@@ -23,21 +23,18 @@ import math
 
 from .. import _checks as check
 from .. import backend
-from ..dispatch import replaceable
 from ..masks import per_batch_mask
 from . import functional as F
 from .layers import Linear
 from .module import Module
 
 
-@replaceable
 def _split_heads(x, num_heads):
     """``(B, L, E) -> (B, H, L, D)``, ``E = H·D``: each head's slice of the features, heads first."""
     B, L, E = x.shape
     return x.reshape(B, L, num_heads, E // num_heads).transpose(1, 2)  # (B, H, L, D)
 
 
-@replaceable
 def _merge_heads(x):
     """``(B, H, L, D) -> (B, L, H·D)``: the heads side by side again."""
     B, H, L, D = x.shape

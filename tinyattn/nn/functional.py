@@ -4,10 +4,8 @@ Each function takes tensors and returns a tensor, with PyTorch's names and defau
 written here as the textbook writes it: the reference definition. Most are compositions of the
 primitives in ``tinyattn.ops``; ``softmax``, ``log_softmax`` and ``layer_norm`` are ``Function``s
 with their backward written beside their forward. A public function first checks its arguments,
-then calls its definition; the few definitions marked ``@replaceable`` (``_linear``, ``_layer_norm``,
-``_cross_entropy``, ``_attention``, ``_softmax_over_allowed``) are units the fast layer may replace
-through the table of ``tinyattn.dispatch``, with the same numbers; ``ta.use_fast_paths(False)`` keeps
-to the definitions here.
+then calls its definition (``_linear``, ``_layer_norm``, ``_cross_entropy``, ``_attention``…). What runs
+is what is written here; ``ta.compile`` gives faster forms of some of these functions, proven equal to them.
 
 >>> import tinyattn as ta
 >>> import tinyattn.nn.functional as F
@@ -25,7 +23,6 @@ import numpy as np
 
 from .. import _checks as check
 from .. import backend, ops
-from ..dispatch import replaceable
 from ..masks import checked_mask
 from ..tensor import _PER_EXAMPLE, OUTPUT, Function, Tensor
 
@@ -101,7 +98,6 @@ def linear(input, weight, bias=None):
     return _linear(input, weight, bias)
 
 
-@replaceable
 def _linear(input, weight, bias):
     """The definition, on checked arguments: ``x Wᵀ + b``."""
     output = input @ weight.T  # (…, out)
@@ -267,7 +263,6 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
     return _layer_norm(input, ndim, weight, bias, eps)
 
 
-@replaceable
 def _layer_norm(input, ndim, weight, bias, eps):
     """The definition, on checked arguments: ``x̂ = LayerNorm(x)`` over the last ``ndim`` axes, then
     ``x̂ · weight + bias``."""
@@ -411,7 +406,6 @@ def cross_entropy(input, target, ignore_index=-100, reduction="mean", label_smoo
     return loss.reshape(()) if unbatched and reduction == "none" else loss
 
 
-@replaceable
 def _cross_entropy(logits, target, ignore_index, reduction, label_smoothing):
     """The definition: with ``log p = log_softmax(z)`` over the classes, ``C`` classes and smoothing
     ``ε``, ``loss_i = -(1-ε) log p[t_i] - (ε/C) Σ_c log p[c]``, zero where ``t_i == ignore_index``.
@@ -467,8 +461,8 @@ def scaled_dot_product_attention(
     in PyTorch; modules pass 0 in eval mode); the returned weights are the ones that multiplied
     ``value``, after dropout. A query with no key left to attend gets zeros, never NaN.
 
-    ``need_weights=False`` returns ``None`` for the weights; with fast paths on, long keys (and no
-    dropout) then take a memory-efficient path that never holds the whole ``(…, Lq, Lk)`` scores.
+    ``need_weights=False`` returns ``None`` for the weights; its compiled form (``ta.compile``) then takes,
+    for long keys and no dropout, a memory-efficient path that never holds the whole ``(…, Lq, Lk)`` scores.
 
     >>> import tinyattn as ta
     >>> q = ta.tensor([[[1.0, 0.0], [0.0, 1.0]]])             # (1, Lq=2, E=2)
@@ -477,6 +471,14 @@ def scaled_dot_product_attention(
     array([[[1.  , 0.  ],
             [0.33, 0.67]]], dtype=float32)
     """
+    attn_mask, dropout_p, scale = attention_arguments(query, key, value, attn_mask, dropout_p, scale)
+    return _attention(query, key, value, attn_mask, dropout_p, is_causal, scale, need_weights)
+
+
+def attention_arguments(query, key, value, attn_mask, dropout_p, scale):
+    """``scaled_dot_product_attention``'s checks: ``(attn_mask, dropout_p, scale)`` as its definition takes them
+    (the mask checked against the scores' shape, ``dropout_p`` a float, ``scale`` a float), or an error that
+    names what was expected and what came."""
     check.attention_inputs("scaled_dot_product_attention", ("query", query), ("key", key), ("value", value))
     check.one_dtype("scaled_dot_product_attention", ("query", query), ("key", key))
     check.one_dtype("scaled_dot_product_attention", ("query", query), ("value", value))
@@ -498,8 +500,7 @@ def scaled_dot_product_attention(
     dropout_p = float(dropout_p)  # a NumPy float64 would promote float32 work
     scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else float(scale)
     scores_shape = _broadcast_batch(query, key) + (query.shape[-2], key.shape[-2])  # (…, Lq, Lk)
-    attn_mask = checked_mask(attn_mask, query, scores_shape)
-    return _attention(query, key, value, attn_mask, dropout_p, is_causal, scale, need_weights)
+    return checked_mask(attn_mask, query, scores_shape), dropout_p, scale
 
 
 def _broadcast_batch(*tensors):
@@ -514,7 +515,6 @@ def _broadcast_batch(*tensors):
         raise ValueError(f"scaled_dot_product_attention: leading dimensions of {shapes} cannot be broadcast") from None
 
 
-@replaceable
 def _attention(query, key, value, attn_mask, dropout_p, is_causal, scale, need_weights):
     """The definition, on checked arguments: ``weights = softmax(q kᵀ·scale + mask)``, dropout,
     ``output = weights @ v`` → ``(output, weights or None)``."""
@@ -535,7 +535,6 @@ def _attention(query, key, value, attn_mask, dropout_p, is_causal, scale, need_w
     return output, (weights if need_weights else None)
 
 
-@replaceable
 def _softmax_over_allowed(scores, allowed):
     """``F.softmax`` over the keys, forbidden keys scored ``-inf`` (their weight is 0). A query with no
     key left would divide 0 by 0: its row is zeroed instead (weights, and so its gradients)."""

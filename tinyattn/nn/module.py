@@ -32,7 +32,7 @@ from types import MappingProxyType
 
 import numpy as np
 
-from .. import backend, dispatch
+from .. import backend
 from ..tensor import Tensor
 from .hooks import BackwardHook, RemovableHandle, hook_name
 
@@ -93,7 +93,6 @@ _HOOK_TABLES = ("_forward_pre_hooks", "_forward_pre_hooks_with_kwargs", "_forwar
 class Module:
     """Base class of every layer: subclasses set attributes in ``__init__`` and define ``forward``."""
 
-    _has_hooks = False  # True on an instance while one of its hook tables is not empty (``__call__`` asks only this)
     _forward_pre_hooks = _forward_pre_hooks_with_kwargs = _forward_hooks = _forward_hooks_with_kwargs = _NO_HOOKS
     _forward_hooks_always_called = _backward_pre_hooks = _backward_hooks = _NO_HOOKS
 
@@ -108,22 +107,14 @@ class Module:
         raise NotImplementedError(f"{type(self).__name__} has no forward(); define it in the subclass")
 
     def __call__(self, *args, **kwargs):
-        if self._has_hooks:  # (one class attribute read for a module without hooks)
+        if self._has_hooks:
             return self._call_with_hooks(args, kwargs)
-        if type(self) not in dispatch.WITHOUT_ROWS:  # a faster form from tinyattn.fast's table, if any
-            row = dispatch.module_replacement(self, args, kwargs)
-            if row is not None:
-                return row.run(self, *args, **kwargs)
         return self.forward(*args, **kwargs)
 
-    def _run_forward(self, args, kwargs):
-        """What ``__call__`` runs between the hooks: ``forward``, or its faster form from ``tinyattn.fast``'s
-        table where one applies (the same lines as ``__call__``'s, which keeps them inline for speed)."""
-        if type(self) not in dispatch.WITHOUT_ROWS:
-            row = dispatch.module_replacement(self, args, kwargs)
-            if row is not None:
-                return row.run(self, *args, **kwargs)
-        return self.forward(*args, **kwargs)
+    @property
+    def _has_hooks(self):
+        """Whether one of the module's hook tables is not empty."""
+        return bool(self._forward_pre_hooks or self._forward_hooks or self._backward_pre_hooks or self._backward_hooks)
 
     # ----------------------------------------------------------------- registration
 
@@ -132,7 +123,6 @@ class Module:
             raise AttributeError(
                 f"cannot assign {name!r} before Module.__init__() has run: call super().__init__() first"
             )
-        dispatch.changed()  # a route that read this attribute may now be another
         if isinstance(value, (Parameter, Module)):
             for table in (self._parameters, self._buffers, self._modules):
                 table.pop(name, None)
@@ -153,14 +143,12 @@ class Module:
                 self._registered(name, value)
                 return
         object.__setattr__(self, name, value)
-        dispatch.changed()  # (and once set: a route found by another thread in between is forgotten too)
 
     def _registered(self, name, value):
         """Mirror a registered entry in the instance dict, so that ``module.name`` is a plain
         attribute lookup, and invalidate every cached parameter list."""
         object.__setattr__(self, name, value)
         _REGISTRATIONS[0] += 1
-        dispatch.changed()
 
     def __getattr__(self, name):
         # only called when normal lookup fails (a table changed behind __setattr__'s back)
@@ -177,10 +165,8 @@ class Module:
                 self._non_persistent_buffers.discard(name)
                 self.__dict__.pop(name, None)
                 _REGISTRATIONS[0] += 1
-                dispatch.changed()
                 return
         object.__delattr__(self, name)
-        dispatch.changed()  # an attribute set on the instance (a forward, a block method) is gone
 
     def register_parameter(self, name, param):
         """Register ``param`` (a ``Parameter`` or ``None``) under ``name``."""
@@ -231,8 +217,8 @@ class Module:
         ``always_call=True`` it runs even when ``forward`` raises (with ``output`` ``None``; the error is then
         raised on). ``prepend`` and the returned handle as in ``register_forward_pre_hook``.
 
-        The hook fires with fast paths on too: a fused route of a parent layer that would compute a hooked
-        module inside one node gives way to the reference, and ``ta.explain`` says so.
+        The hook fires on a compiled model too (``ta.compile``): a fused parent layer that would compute a
+        hooked module inside one node runs its reference ``forward`` instead, and ``ta.explain`` says so.
 
         >>> import tinyattn as ta
         >>> import tinyattn.nn as nn
@@ -271,9 +257,7 @@ class Module:
     def _add_hook(self, table, hook, prepend, flags):
         if not callable(hook):
             raise TypeError(f"{type(self).__name__}: a hook must be callable, got a {type(hook).__name__}")
-        if "_forward_hooks" not in self.__dict__:  # the first hook: the module's own tables replace the shared ones
-            for name in _HOOK_TABLES:
-                object.__setattr__(self, name, OrderedDict())
+        self.own_hook_tables()
         handle = RemovableHandle(self, (table, *flags))
         hooks = self.__dict__[table]
         hooks[handle.id] = hook
@@ -281,20 +265,19 @@ class Module:
             hooks.move_to_end(handle.id, last=False)
         for flag in flags:
             self.__dict__[flag][handle.id] = True
-        self._hooks_changed()
         return handle
+
+    def own_hook_tables(self):
+        """Give the module hook tables of its own, in place of the empty ones all modules share (done at the
+        first hook; ``ta.compile`` does it so that a compiled copy and its original share their tables)."""
+        if "_forward_hooks" not in self.__dict__:
+            for name in _HOOK_TABLES:
+                object.__setattr__(self, name, OrderedDict())
 
     def _remove_hook(self, hook_id, tables):
         """Take the hook ``hook_id`` out of ``tables`` (``RemovableHandle.remove``)."""
         for name in tables:
             self.__dict__.get(name, {}).pop(hook_id, None)
-        self._hooks_changed()
-
-    def _hooks_changed(self):
-        has_hooks = bool(self._forward_pre_hooks or self._forward_hooks or self._backward_pre_hooks
-                         or self._backward_hooks)
-        object.__setattr__(self, "_has_hooks", has_hooks)
-        dispatch.changed()  # a parent's fused route that would skip this module's call may be taken, or no longer
 
     def _call_with_hooks(self, args, kwargs):
         """``__call__`` of a module with hooks, in PyTorch's order: the forward pre-hooks, the inputs' side of the
@@ -319,7 +302,7 @@ class Module:
                 backward_hook = BackwardHook(self, list(self._backward_hooks.values()),
                                              list(self._backward_pre_hooks.values()))
                 args = backward_hook.setup_input_hook(args)
-            result = self._run_forward(args, kwargs)
+            result = self.forward(*args, **kwargs)
             for hook_id, hook in self._forward_hooks.items():
                 called.add(hook_id)
                 replaced = self._call_forward_hook(hook_id, hook, args, kwargs, result)
@@ -420,7 +403,6 @@ class Module:
             raise ValueError(f"train(mode): mode must be a bool, got {mode!r}")
         for module in self.modules():
             object.__setattr__(module, "training", mode)
-        dispatch.changed()
         return self
 
     def eval(self):
@@ -480,7 +462,6 @@ class Module:
                 tensor._data = convert(tensor._data)
                 if tensor._grad is not None:
                     tensor._grad = convert(tensor._grad)
-        dispatch.changed()
         return self
 
     def float(self):

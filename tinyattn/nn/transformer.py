@@ -6,10 +6,10 @@ after the sum (``norm_first=False``, the paper and PyTorch's default) or before 
 after each block (``dropout1``, ``dropout2``, ``dropout3``) and after the feed-forward activation
 (``dropout``). ``eval()`` turns every dropout off; nothing else differs between train and eval.
 
-Each ``forward`` reads as PyTorch's, and is the definition. With fast paths on and nothing random
-acting (eval mode, or dropout 0), a residual block (self-attention, or a ReLU or GELU feed-forward
-block, each with its LayerNorm and sum) may run as one fused node computing the same;
-``ta.explain(layer, x)`` says which, and ``with ta.use_fast_paths(False):`` runs the lines below as written.
+Each ``forward`` reads as PyTorch's, is the definition, and is what runs. ``ta.compile(layer)`` gives a
+layer whose residual blocks (self-attention, or a ReLU or GELU feed-forward block, each with its LayerNorm
+and sum) run as one fused node each, computing the same, where nothing random acts (eval mode, or
+dropout 0); ``ta.explain(layer, x)`` says which.
 
 The layers call attention with ``need_weights=False``, as PyTorch's do. To inspect the weights,
 set ``layer.keep_attn_weights = True``: each forward then stores the last weights, detached,
@@ -263,8 +263,8 @@ class TransformerEncoder(Module):
     ``enable_nested_tensor=True`` (PyTorch's default) gives PyTorch's inference result on a padded
     batch: where PyTorch's encoder would use nested tensors (post-norm ReLU or GELU layers in eval
     mode, no graph recorded, a padding mask such as ``F.padding_mask(lengths, S)``; the full list is
-    ``padding_to_zero``), the outputs at the padding are zeros (before ``norm``); with fast paths on,
-    the real tokens are then computed alone. Their outputs are what they would be with the padding
+    ``padding_to_zero``), the outputs at the padding are zeros (before ``norm``); compiled
+    (``ta.compile``), the real tokens are then computed alone. Their outputs are what they would be with the padding
     computed: no real token attends to a padded one.
 
     >>> import tinyattn as ta
@@ -326,10 +326,11 @@ def padding_to_zero(encoder, src, mask, is_causal):
 
 def computes_forward_of(module, cls):
     """Whether ``module`` computes what ``cls``'s ``forward`` computes: it is exactly a ``cls`` (or a class that
-    names ``cls`` in its own ``_routes_as``, as ``tinyattn.compat``'s layers do, whose ``forward`` only converts
-    PyTorch's conventions), with no ``forward`` set on the instance (a wrapper that records activations, say)."""
+    names ``cls`` in its own ``computes_as``: ``tinyattn.compat``'s layers, whose ``forward`` only converts
+    PyTorch's conventions, and the compiled layers of ``ta.compile``), with no ``forward`` set on the instance
+    (a wrapper that records activations, say)."""
     kind = type(module)
-    return kind.__dict__.get("_routes_as", kind) is cls and "forward" not in module.__dict__
+    return kind.__dict__.get("computes_as", kind) is cls and "forward" not in module.__dict__
 
 
 def activation_name(activation):

@@ -16,9 +16,9 @@ from collections import OrderedDict
 import numpy as np
 
 from ... import _checks as check
-from ... import dispatch
 from ... import nn as _native
 from ...creation import empty, full, zeros
+from ...fast.compile import compile_in_place
 from ...interop import from_torch, to_torch
 from ...nn import functional as _native_F
 from ...nn.attention import _merge_heads, _split_heads
@@ -104,10 +104,9 @@ class Module(_native.Module):
         raise TypeError("bfloat16 has no NumPy dtype, so tinyattn.compat cannot hold it; use .float() or .half()")
 
     def compile(self, *args, **kwargs):
-        """Refused, as ``torch.compile`` is: the module runs as written."""
-        from .. import compile
-
-        compile(self)
+        """``nn.Module.compile``: compiles the module in place (``ta.compile``'s fused forms, its arguments
+        accepted and unused): each of its modules that has a fused form takes that form's class."""
+        compile_in_place(self)
 
     def share_memory(self):
         """For worker processes; compat loads data in one process, so there is nothing to share: ``self``."""
@@ -148,10 +147,10 @@ def _walk_arguments(args, kwargs):
 
 def _compat_layer(native):
     """``native`` (a layer whose conventions are already PyTorch's) as a compat ``Module``: compat
-    parameters, PyTorch's state-dict keys; otherwise the native class itself, which the router takes it
-    for (``_routes_as``). A native layer attached to a compat module takes this class (``as_compat``)."""
+    parameters, PyTorch's state-dict keys; otherwise the native class itself, which ``ta.compile`` and the
+    fast layer take it for (``computes_as``). A native layer attached to a compat module takes this class (``as_compat``)."""
     twin = type(native.__name__, (Module, native), {"__module__": __name__, "__doc__": native.__doc__,
-                                                    "_routes_as": native})
+                                                    "computes_as": native})
     TWINS[native] = twin
     return twin
 
@@ -373,13 +372,6 @@ class MultiheadAttention(Module):
         return linear(query, w_q, b_q), linear(key, w_k, b_k), linear(value, w_v, b_v)
 
 
-def _native_forward(native, module, *args, **kwargs):
-    """The native layer's forward on native arguments, or its faster form from the table where one applies
-    (``tinyattn.dispatch``), as ``Module.__call__`` would run it for the native class."""
-    row = dispatch.replacement(native, module, *args, **kwargs)
-    return (row.run if row is not None else native.forward)(module, *args, **kwargs)
-
-
 def _batch_first(x, batch_first):
     return x if batch_first else x.transpose(0, 1)
 
@@ -388,7 +380,8 @@ class TransformerEncoderLayer(Module, _native.TransformerEncoderLayer):
     """``torch.nn.TransformerEncoderLayer``: ``forward(src, src_mask=None, src_key_padding_mask=None,
     is_causal=False)``, sequence-first unless ``batch_first``, ``True`` = masked."""
 
-    _routes_as = _native.TransformerEncoderLayer  # the router's: it computes the native layer's forward
+    computes_as = _native.TransformerEncoderLayer  # its forward converts PyTorch's conventions, then runs:
+    native_forward = _native.TransformerEncoderLayer.forward  # (ta.compile puts the fused form's here)
 
     def __init__(self, d_model, nhead, dim_feedforward=2048, dropout=0.1, activation="relu", layer_norm_eps=1e-5,
                  batch_first=False, norm_first=False, bias=True, device=None, dtype=None):
@@ -401,13 +394,15 @@ class TransformerEncoderLayer(Module, _native.TransformerEncoderLayer):
     def forward(self, src, src_mask=None, src_key_padding_mask=None, is_causal=False):
         x = _batch_first(src, self.batch_first)  # (B, S, E)
         mask = _native_mask(src_mask, src_key_padding_mask, x.shape[0], self.self_attn.num_heads)
-        x = _native_forward(_native.TransformerEncoderLayer, self, x, src_mask=mask,
-                            is_causal=is_causal and src_mask is None)
+        x = self.native_forward(x, src_mask=mask, is_causal=is_causal and src_mask is None)
         return _batch_first(x, self.batch_first)
 
 
 class TransformerDecoderLayer(Module, _native.TransformerDecoderLayer):
     """``torch.nn.TransformerDecoderLayer`` (its ``multihead_attn`` is the native ``cross_attn``)."""
+
+    computes_as = _native.TransformerDecoderLayer  # as TransformerEncoderLayer's
+    native_forward = _native.TransformerDecoderLayer.forward
 
     def __init__(self, d_model, nhead, dim_feedforward=2048, dropout=0.1, activation="relu", layer_norm_eps=1e-5,
                  batch_first=False, norm_first=False, bias=True, device=None, dtype=None):
@@ -423,8 +418,8 @@ class TransformerDecoderLayer(Module, _native.TransformerDecoderLayer):
         heads = self.self_attn.num_heads
         self_mask = _native_mask(tgt_mask, tgt_key_padding_mask, x.shape[0], heads)
         cross_mask = _native_mask(memory_mask, memory_key_padding_mask, x.shape[0], heads)
-        x = _native_forward(_native.TransformerDecoderLayer, self, x, memory, tgt_mask=self_mask,
-                            memory_mask=cross_mask, tgt_is_causal=tgt_is_causal and tgt_mask is None)
+        x = self.native_forward(x, memory, tgt_mask=self_mask, memory_mask=cross_mask,
+                                tgt_is_causal=tgt_is_causal and tgt_mask is None)
         return _batch_first(x, self.batch_first)
 
 
@@ -444,10 +439,6 @@ class TransformerEncoder(Module, _native.TransformerEncoder):
             real_tokens = ~padding if padding.dtype == bool else padding == 0  # PyTorch's rule for a float mask too
             allowed = real_tokens.reshape(padding.shape[0], 1, 1, padding.shape[-1])  # (B, 1, 1, S), True = real
             real = padding_to_zero(self, src, allowed, bool(is_causal))
-            if real is not None:  # the real tokens alone, where the table has a faster form for them
-                row = dispatch.replacement(_native.TransformerEncoder, self, src, allowed, bool(is_causal))
-                if row is not None:
-                    return row.run(self, src, allowed, bool(is_causal))  # zeros at the padding, then norm
         x = src
         for layer in self.layers:
             x = layer(x, src_mask=mask, src_key_padding_mask=padding, is_causal=bool(is_causal))
