@@ -42,7 +42,8 @@ from ..tensor import Tensor, transforming
 from . import router
 from .blocked import blocked_attention
 from .blocks import encoder_on_real_tokens, feed_forward_block, self_attention_block
-from .nodes import Attention, CrossEntropy, InProjection, Linear as LinearNode, Normalize, packed_self_attention
+from .nodes import Attention, CrossEntropy, InProjection, Normalize, packed_self_attention
+from .nodes import Linear as LinearNode
 
 # ----------------------------------------------------------------------------- functions
 

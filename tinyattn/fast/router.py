@@ -811,7 +811,8 @@ def explain(module, *inputs, file=None, **kwargs):
                  for parent in _ancestors(module, name)):
             lines.append(f"{label}: inside a fused node of its parent")
         elif _routable(sub) and not compiled:
-            lines.append(f"{label}: {notes.get(name) or 'reference (not compiled: ta.compile swaps in its fused form)'}")
+            note = notes.get(name) or "reference (not compiled: ta.compile swaps in its fused form)"
+            lines.append(f"{label}: {note}")
         elif compiled and isinstance(sub, _LIBRARY["Linear"]):
             lines.append(f"{label}: fast.Linear")
         elif compiled and isinstance(sub, _LIBRARY["LayerNorm"]):

@@ -148,7 +148,8 @@ def _walk_arguments(args, kwargs):
 def _compat_layer(native):
     """``native`` (a layer whose conventions are already PyTorch's) as a compat ``Module``: compat
     parameters, PyTorch's state-dict keys; otherwise the native class itself, which ``ta.compile`` and the
-    fast layer take it for (``computes_as``). A native layer attached to a compat module takes this class (``as_compat``)."""
+    fast layer take it for (``computes_as``). A native layer attached to a compat module takes this class
+    (``as_compat``)."""
     twin = type(native.__name__, (Module, native), {"__module__": __name__, "__doc__": native.__doc__,
                                                     "computes_as": native})
     TWINS[native] = twin
