@@ -308,7 +308,7 @@ _SEEN_LEVEL = [math.inf]  # the tangents operations propagate: those of the leve
 
 def transforming():
     """Whether ``ta.func.vmap`` runs or a forward-mode level is open: every operation then goes through its
-    batching and JVP rules (a compiled module's fused forms have none: they run their reference instead)."""
+    batching and JVP rules (an operation without them cannot take part)."""
     return _BATCHING[0] is not None or bool(_DUAL_LEVELS)
 
 
@@ -323,8 +323,8 @@ def _with_tangents(cls, inputs, result, options):
         tangents = [t._tangents.get(level) if t._tangents else None for t in inputs]
         jvp = getattr(cls, "jvp", None)
         if jvp is None:
-            raise RuntimeError(f"{cls.__name__} has no forward-mode rule (jvp): it cannot carry a tangent; with "
-                               "fast paths off every library operation has one")
+            raise RuntimeError(f"{cls.__name__} has no forward-mode rule (jvp): it cannot carry a tangent; every "
+                               "operation of the reference definitions has one")
         seen, _SEEN_LEVEL[0] = _SEEN_LEVEL[0], level
         try:
             tangent = jvp(tangents, inputs, result, **options)

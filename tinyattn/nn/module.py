@@ -281,7 +281,7 @@ class Module:
 
     def _call_with_hooks(self, args, kwargs):
         """``__call__`` of a module with hooks, in PyTorch's order: the forward pre-hooks, the inputs' side of the
-        backward hooks, ``forward`` (or its faster form), the forward hooks, the outputs' side of the backward
+        backward hooks, ``forward``, the forward hooks, the outputs' side of the backward
         hooks. If anything raises, the forward hooks registered with ``always_call`` that have not run yet run."""
         result, called = None, set()
         try:
