@@ -111,10 +111,18 @@ FUNCTIONS = {F.linear: linear, F.layer_norm: layer_norm, F.cross_entropy: cross_
 # ----------------------------------------------------------------------------- modules
 
 
+def compiled_repr(module):
+    """A compiled module's ``repr``: the reference's, with the fused nodes its form may run."""
+    return f"{super(type(module), module).__repr__()}  # compiled: {module.fused_nodes}"
+
+
+
 class Linear(nn.Linear):
     """``nn.Linear``, compiled: one ``fast.Linear`` node."""
 
     computes_as = compiled_from = nn.Linear
+    fused_nodes = "fast.Linear"
+    __repr__ = compiled_repr
 
     def forward(self, input):
         if transforming() or router.why_not_linear(input, self.weight, self.bias):
@@ -127,6 +135,8 @@ class LayerNorm(nn.LayerNorm):
     """``nn.LayerNorm``, compiled: one ``fast.Normalize`` node."""
 
     computes_as = compiled_from = nn.LayerNorm
+    fused_nodes = "fast.Normalize"
+    __repr__ = compiled_repr
 
     def forward(self, input):
         if transforming() or router.why_not_layer_norm(input, self.normalized_shape, self.weight, self.bias):
@@ -140,6 +150,8 @@ class MultiHeadAttention(nn.MultiHeadAttention):
     call runs the reference ``forward`` (its projections compiled)."""
 
     computes_as = compiled_from = nn.MultiHeadAttention
+    fused_nodes = "fast.InProjection + fast.PackedSelfAttention"
+    __repr__ = compiled_repr
 
     def forward(self, query, key=None, value=None, attn_mask=None, is_causal=False, need_weights=True):
         if transforming() or router.why_not_packed_self_attention(self, query, key, value, attn_mask, is_causal,
@@ -158,6 +170,8 @@ class TransformerEncoderLayer(nn.TransformerEncoderLayer):
     node (``fast.SelfAttentionBlock``, ``fast.FeedForwardBlock``), the layer's own lines for the other."""
 
     computes_as = compiled_from = nn.TransformerEncoderLayer
+    fused_nodes = "fast.SelfAttentionBlock, fast.FeedForwardBlock"
+    __repr__ = compiled_repr
 
     def forward(self, src, src_mask=None, is_causal=False):
         route = None if transforming() else router.encoder_layer(self, src, src_mask)
@@ -173,6 +187,8 @@ class TransformerDecoderLayer(nn.TransformerDecoderLayer):
     compiled)."""
 
     computes_as = compiled_from = nn.TransformerDecoderLayer
+    fused_nodes = "fast.SelfAttentionBlock, fast.FeedForwardBlock"
+    __repr__ = compiled_repr
 
     def forward(self, tgt, memory, tgt_mask=None, memory_mask=None, tgt_is_causal=False):
         route = None if transforming() else router.decoder_layer(self, tgt, memory, tgt_mask)
@@ -214,6 +230,8 @@ class TransformerEncoder(nn.TransformerEncoder):
     its reference ``forward``, each layer compiled."""
 
     computes_as = compiled_from = nn.TransformerEncoder
+    fused_nodes = "fast.encoder_on_real_tokens"
+    __repr__ = compiled_repr
 
     def forward(self, src, mask=None, is_causal=False):
         reason, real, activations = router.encoder(self, src, mask, is_causal)
@@ -301,7 +319,7 @@ def _subclass(cls, native, method, forward):
     if compiled is None:
         compiled = _SUBCLASSES[cls, method] = type(cls.__name__, (cls,), {
             "__module__": cls.__module__, "__doc__": cls.__doc__, method: forward, "computes_as": native,
-            "compiled_from": cls})
+            "compiled_from": cls, "fused_nodes": MODULES[native].fused_nodes, "__repr__": compiled_repr})
     return compiled
 
 
