@@ -35,6 +35,7 @@ form (``Function.reference``): gradient penalties and higher order see the refer
 True
 """
 
+from .. import _checks as check
 from .. import nn
 from ..masks import per_batch_mask, split_mask
 from ..nn import functional as F
@@ -42,7 +43,15 @@ from ..tensor import Tensor, transforming
 from . import router
 from .blocked import blocked_attention
 from .blocks import encoder_on_real_tokens, feed_forward_block, self_attention_block
-from .nodes import Attention, CrossEntropy, InProjection, Normalize, packed_self_attention
+from .nodes import (
+    Attention,
+    CrossEntropy,
+    InProjection,
+    MergeHeads,
+    Normalize,
+    SplitHeads,
+    packed_self_attention,
+)
 from .nodes import Linear as LinearNode
 
 # ----------------------------------------------------------------------------- functions
@@ -147,22 +156,39 @@ class LayerNorm(nn.LayerNorm):
 class MultiHeadAttention(nn.MultiHeadAttention):
     """``nn.MultiHeadAttention``, compiled: self-attention without the weights as ``fast.InProjection`` (q, k
     and v by one GEMM) and ``fast.PackedSelfAttention`` (attention and the heads merged, one node); any other
-    call runs the reference ``forward`` (its projections compiled)."""
+    call (cross-attention, the weights asked for, long keys) as the reference composes it, with the heads split
+    and merged by one node each and attention's fused form (``attention``)."""
 
     computes_as = compiled_from = nn.MultiHeadAttention
-    fused_nodes = "fast.InProjection + fast.PackedSelfAttention"
+    fused_nodes = "fast.InProjection + fast.PackedSelfAttention; fast.SplitHeads, fast.Attention, fast.MergeHeads"
     __repr__ = compiled_repr
 
     def forward(self, query, key=None, value=None, attn_mask=None, is_causal=False, need_weights=True):
-        if transforming() or router.why_not_packed_self_attention(self, query, key, value, attn_mask, is_causal,
-                                                                  need_weights):
+        if transforming():
             return nn.MultiHeadAttention.forward(self, query, key, value, attn_mask, is_causal, need_weights)
+        if router.why_not_packed_self_attention(self, query, key, value, attn_mask, is_causal, need_weights):
+            return self.composed(query, key, value, attn_mask, is_causal, need_weights)
         q, k, v = self.q_proj, self.k_proj, self.v_proj
         params = (q.weight, k.weight, v.weight) + ((q.bias, k.bias, v.bias) if q.bias is not None else ())
         qkv = InProjection.apply(query, *params, num_heads=self.num_heads)  # (3, B, H, L, D)
         dropout_p = self.dropout if self.training else 0.0
         heads = packed_self_attention(qkv, per_batch_mask(attn_mask), dropout_p, is_causal)  # (B, L, E)
         return self.out_proj(heads), None
+
+    def composed(self, query, key, value, attn_mask, is_causal, need_weights):
+        """``nn.MultiHeadAttention.forward``'s composition, with the fused split, merge and attention."""
+        check.attention_inputs("MultiHeadAttention", ("query", query), ("key", key), ("value", value))
+        key = query if key is None else key
+        value = key if value is None else value
+        self._check_inputs(query, key, value)
+        H = self.num_heads
+        q = SplitHeads.apply(self.q_proj(query), num_heads=H)  # (B, Lq, E) -> (B, H, Lq, D)
+        k = SplitHeads.apply(self.k_proj(key), num_heads=H)  # (B, H, Lk, D)
+        v = SplitHeads.apply(self.v_proj(value), num_heads=H)  # (B, H, Lk, D)
+        heads, weights = scaled_dot_product_attention(q, k, v, per_batch_mask(attn_mask),
+                                                      self.dropout if self.training else 0.0, is_causal,
+                                                      need_weights=need_weights)  # (B, H, Lq, D), weights or None
+        return self.out_proj(MergeHeads.apply(heads)), weights  # (B, Lq, E)
 
 
 class TransformerEncoderLayer(nn.TransformerEncoderLayer):

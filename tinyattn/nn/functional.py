@@ -260,7 +260,7 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
             raise ValueError(
                 f"layer_norm: {name} has shape {affine.shape}, expected normalized_shape {normalized_shape}"
             )
-    return _layer_norm(input, ndim, weight, bias, eps)
+    return _layer_norm(input, ndim, weight, bias, float(eps))  # (a NumPy float64 eps would promote float32)
 
 
 def _layer_norm(input, ndim, weight, bias, eps):
