@@ -3,8 +3,9 @@
     python benchmarks/checkpoint_memory.py                       # d_model 256, batch 16, length 256, dropout 0.1
     python benchmarks/checkpoint_memory.py --batch 4 --length 64 # a quick look
 
-The stack is built by hand, a list of ``nn.TransformerEncoderLayer(d, H, 4·d, dropout)`` in training mode, and run
-two ways on the same input and the same weights:
+The stack is built by hand, a list of ``nn.TransformerEncoderLayer(d, H, 4·d, dropout)`` in training mode, each
+compiled (``ta.compile``: the fused forms of its parts; ``--reference`` leaves them uncompiled), and run two ways on
+the same input and the same weights:
 
     plain          x = layer(x) for each layer                           every layer's activations are kept
     checkpointed   x = ta.utils.checkpoint(layer, x) for each layer      only each layer's input is kept; its
@@ -72,20 +73,20 @@ def main(argv=None):
     parser.add_argument("--length", type=int, default=256)
     parser.add_argument("--dropout", type=float, default=0.1)
     parser.add_argument("--reference", action="store_true",
-                        help="tinyattn with fast paths off (ta.use_fast_paths(False)): its reference definitions")
+                        help="the layers not compiled: their reference definitions")
     args = parser.parse_args(argv)
-    if args.reference:
-        ta.use_fast_paths(False)
     B, L, d, H = args.batch, args.length, args.d_model, args.nhead
     ta.manual_seed(0)
     layers = [nn.TransformerEncoderLayer(d, H, 4 * d, dropout=args.dropout).train() for _ in range(args.layers)]
+    if not args.reference:
+        layers = [ta.compile(layer) for layer in layers]  # the fused forms of their parts: see ta.explain
     rng = np.random.default_rng(0)
     x = ta.tensor(rng.standard_normal((B, L, d), dtype=np.float32), requires_grad=True)  # (B, L, d)
     upstream = ta.tensor(rng.standard_normal((B, L, d), dtype=np.float32))
     parameters = sum(p.numel() for layer in layers for p in layer.parameters())
     print(f"{args.layers} post-norm encoder layers, d_model {d}, {H} heads, feed-forward {4 * d}, dropout "
           f"{args.dropout:g}, training mode; batch {B}, length {L}; float32"
-          + (", fast paths off" if args.reference else ""))
+          + (", not compiled (reference definitions)" if args.reference else ", compiled"))
     print(f"weights {parameters * 4 / MIB:.1f} MiB, one (B, L, d) activation {B * L * d * 4 / MIB:.1f} MiB, "
           f"one layer's attention weights (B, H, L, L) {B * H * L * L * 4 / MIB:.1f} MiB")
     step(layers, x, upstream, checkpointed=False, seed=1)  # warm-up: first-call allocations, caches

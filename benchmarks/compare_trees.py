@@ -6,11 +6,13 @@
 
 ``BEFORE`` and ``AFTER`` are two checkouts (``git worktree add /tmp/before <commit>``). Each run is that tree's own
 ``benchmarks/run.py --cases CASE --json …`` in a fresh process with ``PYTHONPATH`` set to the tree, so each
-library is timed by its own benchmark, beside the same PyTorch. The runs go case by case: for each case, ``--runs``
-rounds, and in each round ``BEFORE``, ``AFTER`` and the control (``BEFORE`` again), the order turned around every
-other round, so the three see the machine in the same state. The control is the answer to "how much does this
-machine move a row when nothing changed?": a row of ``AFTER`` is only read as slower when its ratio moved beyond
-what the control's moved.
+library is timed by its own benchmark, beside the same PyTorch. Both time the fused forms: a tree from before
+``ta.compile`` runs them by default (its fast paths were on unless switched off), a tree from after compiles its
+models and functions in its own ``run.py``, so no tree's library is asked for a name it lacks. The runs go case by
+case: for each case, ``--runs`` rounds, and in each round ``BEFORE``, ``AFTER`` and the control (``BEFORE`` again),
+the order turned around every other round, so the three see the machine in the same state. The control is the
+answer to "how much does this machine move a row when nothing changed?": a row of ``AFTER`` is only read as slower
+when its ratio moved beyond what the control's moved.
 
 Each row of the table: the median (and the spread) over the runs of tinyattn ÷ PyTorch for each tree, and
 ``after ÷ before`` and ``control ÷ before`` of those medians. Rows of ``after ÷ before`` above ``--bar`` (1.03: 3%

@@ -12,9 +12,11 @@ Steps, each with its own time limit, all within one overall budget (``--budget``
    where pytest-xdist is installed, under the ``gpu`` hypothesis profile (few examples).
 3. examples: every script under ``examples/`` whose ``--help`` offers ``--quick`` and
    ``--device``, run with ``--device cuda --quick`` (side by side), and the metric of its last
-   line, ``final <metric>: <value>``.
-4. benchmark: the encoder layer at the medium and large sizes, tinyattn on CuPy against PyTorch
-   on CUDA (``benchmarks/run.py --device cuda``), each timed call between synchronisations.
+   line, ``final <metric>: <value>``; each compiles its model (``ta.compile``), so the fused
+   forms run on the GPU.
+4. benchmark: the encoder layer at the medium and large sizes, compiled (``ta.compile``), tinyattn
+   on CuPy against PyTorch on CUDA (``benchmarks/run.py --device cuda``), each timed call between
+   synchronisations.
 
 The summary table is printed and written to ``OUT/gpu_check.json``; each step's full output is
 in ``OUT/logs/``. Exit status: 0 when every step passed, 1 when one failed, 3 when there is no

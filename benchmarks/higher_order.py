@@ -2,11 +2,12 @@
 
     python benchmarks/higher_order.py                     # the medium size of run.py, 5 runs
     python benchmarks/higher_order.py --sizes small,medium --runs 5 --repeat 10 --json out/higher_order.json
-    python benchmarks/higher_order.py --reference         # tinyattn's reference definitions (fast paths off)
+    python benchmarks/higher_order.py --reference         # tinyattn's layer not compiled: its reference definitions
 
 The step, the same in both libraries, on a post-norm ReLU ``TransformerEncoderLayer`` (``dim_feedforward = 4·d``,
 dropout 0, training mode; PyTorch's with ``batch_first=True`` and the same weights, through
-``ta.interop.to_torch``):
+``ta.interop.to_torch``); tinyattn's layer compiled (``ta.compile``: the fused forms of its parts, each of which,
+under ``create_graph``, differentiates its reference definition), or, with ``--reference``, not:
 
     loss    = ½ Σ (layer(x) - target)² / B
     g       = ∂loss/∂x                              (B, L, d), with create_graph: a graph of its own
@@ -44,7 +45,8 @@ from run import SIZES, _torch, time_interleaved  # noqa: E402
 
 
 def build(size, dtype=np.float32, seed=0):
-    """The layer in both libraries with the same weights, and the same ``x`` and ``target``, as NumPy arrays."""
+    """The layer in both libraries with the same weights (tinyattn's not compiled), and the same ``x`` and
+    ``target``, as NumPy arrays."""
     import tinyattn as ta
     import tinyattn.nn as nn
 
@@ -87,13 +89,22 @@ def torch_step(layer, x, target):
     return g, total
 
 
-def check_against_torch(size="small"):
-    """Assert, in float64, that both libraries' steps give the same ``g``, ``total`` and gradients; returns the
-    largest relative difference, and the penalty's share of the weights' gradient (that it is not negligible)."""
+def compiled(layer, reference):
+    """``ta.compile(layer)``, the fused forms of its parts; with ``reference``, ``layer`` as it is."""
+    import tinyattn as ta
+
+    return layer if reference else ta.compile(layer)
+
+
+def check_against_torch(size="small", reference=False):
+    """Assert, in float64, that both libraries' steps give the same ``g``, ``total`` and gradients (tinyattn's
+    layer compiled, unless ``reference``); returns the largest relative difference, and the penalty's share of the
+    weights' gradient (that it is not negligible)."""
     import tinyattn as ta
 
     torch = _torch()
     ours, theirs, x_np, target_np = build(size, np.float64, seed=1)
+    ours = compiled(ours, reference)  # ta.compile: the fused forms of its parts
     x_ta, target_ta = ta.tensor(x_np, requires_grad=True), ta.tensor(target_np)
     x_t, target_t = torch.tensor(x_np, requires_grad=True), torch.tensor(target_np)
     g_ta, total_ta = tinyattn_step(ours, x_ta, target_ta)
@@ -117,11 +128,12 @@ def check_against_torch(size="small"):
     return worst, share
 
 
-def cases(size):
+def cases(size, reference=False):
     import tinyattn as ta
 
     torch = _torch()
     ours, theirs, x_np, target_np = build(size)
+    ours = compiled(ours, reference)  # ta.compile: the fused forms of its parts
     x_ta, target_ta = ta.tensor(x_np, requires_grad=True), ta.tensor(target_np)
     x_t, target_t = torch.tensor(x_np, requires_grad=True), torch.tensor(target_np)
     return {"tinyattn": lambda: tinyattn_step(ours, x_ta, target_ta),
@@ -138,25 +150,21 @@ def main():
     parser.add_argument("--runs", type=int, default=5, help="independent timings of each size")
     parser.add_argument("--repeat", type=int, default=10, help="timed calls per variant in each run")
     parser.add_argument("--reference", action="store_true",
-                        help="tinyattn with fast paths off (ta.use_fast_paths(False)): its reference definitions")
+                        help="tinyattn's layer not compiled: its reference definitions")
     parser.add_argument("--json", help="write the rows as JSON here")
     args = parser.parse_args()
-    import tinyattn as ta
-
-    if args.reference:
-        ta.use_fast_paths(False)
-    worst, share = check_against_torch()
+    worst, share = check_against_torch(reference=args.reference)
     print(f"check (float64, small {SIZES['small']}): g, loss + ‖g‖² and every gradient equal PyTorch's "
           f"(largest relative difference {worst:.1e}; the penalty's part of linear1.weight's gradient: "
           f"{share:.0%} of it)")
     print(f"gradient-penalty step, post-norm encoder layer, float32, {args.runs} runs of {args.repeat} timed calls"
-          + (", fast paths off" if args.reference else ""))
+          + (", tinyattn's layer not compiled" if args.reference else ", tinyattn's layer compiled"))
     header = f"{'size':<8}{'(B, L, d, H)':<20}{'tinyattn ms':>20}{'pytorch ms':>20}{'ratio':>16}"
     print(header)
     print("-" * len(header))
     rows = []
     for size in args.sizes.split(","):
-        steps = cases(size)
+        steps = cases(size, args.reference)
         runs = [time_interleaved(steps, args.repeat) for _ in range(args.runs)]
         ours = [r["tinyattn"] for r in runs]
         theirs = [r["pytorch"] for r in runs]
@@ -164,7 +172,7 @@ def main():
         row = {"size": size, "shape": SIZES[size], "tinyattn_ms": statistics.median(ours) * 1e3,
                "pytorch_ms": statistics.median(theirs) * 1e3, "ratio": statistics.median(ratios),
                "tinyattn_runs_ms": [t * 1e3 for t in ours], "pytorch_runs_ms": [t * 1e3 for t in theirs],
-               "ratios": ratios, "fast_paths": not args.reference}
+               "ratios": ratios, "compiled": not args.reference}
         rows.append(row)
         print(f"{size:<8}{str(SIZES[size]):<20}"
               f"{row['tinyattn_ms']:>8.1f} ({spread(ours, 1e3):>10})"

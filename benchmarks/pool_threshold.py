@@ -224,8 +224,8 @@ SEQUENCE_GRID = ((2, (256, 1024)), (4, (256, 1024)), (8, (1, 8, 32, 128, 256)), 
 
 
 def sequences(repeat, grid=SEQUENCE_GRID):
-    """A BERT-style encoder layer (384 wide, 12 heads, exact GELU, post-norm; ``bert6``'s) in inference on the real
-    tokens of a padded batch (``fast.encoder_on_real_tokens``) with attention sentence by sentence
+    """A BERT-style encoder layer (384 wide, 12 heads, exact GELU, post-norm; ``bert6``'s), compiled, in inference
+    on the real tokens of a padded batch (``fast.encoder_on_real_tokens``) with attention sentence by sentence
     (``fast.attention.attention_by_sequences``) and on the padded batch with its padding mask; ``B`` sentences of
     lengths drawn from ``[⌈l_max/5⌉, l_max]`` (one of them ``l_max``); interleaved, medians."""
     import tinyattn.nn as nn
@@ -234,6 +234,7 @@ def sequences(repeat, grid=SEQUENCE_GRID):
     ta.manual_seed(0)
     encoder = nn.TransformerEncoder(nn.TransformerEncoderLayer(384, 12, 1536, dropout=0.0, activation="gelu",
                                                                layer_norm_eps=1e-12), 1).eval()
+    encoder = ta.compile(encoder)  # its fused form: the real tokens alone (fast.encoder_on_real_tokens)
     rng = np.random.default_rng(0)
     print(f"{'l_max':>6} {'B':>5} {'tokens':>7} {'mean':>5} {'by sentence ms':>15} {'padded ms':>10} {'ratio':>7}")
     for longest, batches in grid:
@@ -340,7 +341,7 @@ def products_on_pool(repeat):
     medium layer runs it (``fast.attention.packed_attention_backward``, 8 × 8 heads of 128 × 128, pooled) alone and
     right after a two-thread GEMM of the layer's size (1024 × 256 times 256 × 1024), interleaved: OpenBLAS's second
     thread spins after the GEMM on the core the pool's thread needs. Then training steps (forward + backward, as
-    ``run.py`` times them) with ``tuning.tuned(products_on_pool=...)`` on (the blocks' products over the
+    ``run.py`` times them, compiled) with ``tuning.tuned(products_on_pool=...)`` on (the blocks' products over the
     pool, OpenBLAS on one thread) and off (OpenBLAS's threads), the two alternated step by step; medians."""
     import run
 
@@ -375,7 +376,7 @@ def products_on_pool(repeat):
                 step(), step()
         for i in range(steps):
             for on in ((True, False) if i % 2 else (False, True)):
-                with tuning.tuned(products_on_pool=on):  # (each setting forgets the remembered routes: both ways)
+                with tuning.tuned(products_on_pool=on):  # (the router reads it on every call: both ways)
                     start = time.perf_counter()
                     step()
                     times[on].append(time.perf_counter() - start)

@@ -4,7 +4,8 @@
     python benchmarks/profile_step.py --size medium --steps 20 --top 25
 
 The step is the benchmark's: forward and backward of a pre-norm ``TransformerEncoderLayer``
-(``dim_feedforward = 4·d``, no dropout) with a random upstream gradient, gradients zeroed first.
+(``dim_feedforward = 4·d``, no dropout), compiled (``ta.compile``) as ``run.py`` runs it, with a random
+upstream gradient, gradients zeroed first.
 cProfile charges each Python function with its own time ("tottime"); NumPy's operators (``@``,
 ``+``) are charged to the function that calls them, so a fused operation's line shows its
 arithmetic and an engine function's line shows the engine's own bookkeeping.
@@ -37,7 +38,7 @@ def main():
     B, L, d, H = SIZES[args.size]
     steps = args.steps or {"small": 2000, "medium": 20, "large": 3}[args.size]
     ta.manual_seed(0)
-    layer = nn.TransformerEncoderLayer(d, H, 4 * d, dropout=0.0, norm_first=True)
+    layer = ta.compile(nn.TransformerEncoderLayer(d, H, 4 * d, dropout=0.0, norm_first=True))  # the fused forms
     rng = np.random.default_rng(0)
     x = ta.tensor(rng.standard_normal((B, L, d), dtype=np.float32), requires_grad=True)
     upstream = ta.tensor(rng.standard_normal((B, L, d), dtype=np.float32))

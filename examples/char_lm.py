@@ -23,13 +23,14 @@ and attend over all of them:
     K, V         = cat(K_past, k), cat(V_past, v)           (B, H, t + 1, head_dim)
     output       = softmax(q Kᵀ / √head_dim) V               (B, H, 1, head_dim)
 
-``CausalSelfAttention`` below is that layer, built from public pieces (``nn.Linear``,
-``F.scaled_dot_product_attention``). Both ways give the same logits (the test suite checks it
-to 1e-5); the example samples with and without the cache and reports characters per second.
-The saving grows with the prefix: within this example's 64-character context the engine's
-fixed cost per operation outweighs the arithmetic, and the cache (two more concatenations per
-layer and step) gains nothing; on a context of hundreds of characters, recomputing the prefix
-every step is several times slower.
+``CausalSelfAttention`` below is that layer, built from public pieces (``nn.Linear``, and
+``F.scaled_dot_product_attention`` in its fused form, ``ta.compile(F.scaled_dot_product_attention)``);
+the model runs compiled (``ta.compile(model)``: its Linear and LayerNorm layers as fused nodes).
+Both ways give the same logits (the test suite checks it to 1e-5); the example samples with and
+without the cache and reports characters per second. The saving grows with the prefix: within
+this example's 64-character context the engine's fixed cost per operation outweighs the
+arithmetic, and the cache (two more concatenations per layer and step) gains nothing; on a
+context of hundreds of characters, recomputing the prefix every step is several times slower.
 
     python examples/char_lm.py                   # the full run
     python examples/char_lm.py --text FILE       # train on another text
@@ -54,6 +55,11 @@ import tinyattn.optim as optim
 from tinyattn import viz
 
 CORPUS = Path(__file__).resolve().parent / "char_lm_corpus.txt"  # frozen: never regenerated from the code
+
+# the library's functions this script calls directly, in their fused forms (ta.compile of a function): one
+# node each, tested equal to F.scaled_dot_product_attention and F.cross_entropy
+scaled_dot_product_attention = ta.compile(F.scaled_dot_product_attention)
+cross_entropy = ta.compile(F.cross_entropy)
 
 # ----------------------------------------------------------------------------- the model
 
@@ -94,7 +100,7 @@ class CausalSelfAttention(nn.Module):
         keys_at = ta.arange(past + L, device=x.device)  # (past + L,)
         queries_at = ta.arange(past, past + L, device=x.device)  # (L,)
         allowed = keys_at.reshape(1, -1) <= queries_at.reshape(-1, 1)  # (L, past + L), bool
-        out, _ = F.scaled_dot_product_attention(query, key, value, attn_mask=allowed, need_weights=False)
+        out, _ = scaled_dot_product_attention(query, key, value, attn_mask=allowed, need_weights=False)
         out = out.transpose(1, 2).reshape(B, L, d)  # (B, L, d): heads merged back
         return self.out_proj(out)
 
@@ -197,7 +203,7 @@ def validation_loss(model, data, block_size, device, windows=64):
     with ta.no_grad():
         logits = model(ta.tensor(chunks[:, :-1], device=device))  # (windows, block_size, V)
         targets = ta.tensor(chunks[:, 1:].reshape(-1), device=device)  # (windows · block_size,)
-        loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets)
+        loss = cross_entropy(logits.reshape(-1, logits.shape[-1]), targets)
     model.train()
     return loss.item()
 
@@ -248,6 +254,7 @@ def main(argv=None):
     print(f"{len(text)} characters, {len(chars)} distinct; uniform guess: ln V = {math.log(len(chars)):.3f} nats")
 
     model = CharLM(len(chars), args.block_size, args.d_model, args.nhead, args.num_layers).to(args.device)
+    model = ta.compile(model)  # fused forms of its Linear and LayerNorm layers, the same parameters: see ta.explain
     optimizer = optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.01)
     schedule = optim.lr_scheduler.LambdaLR(
         optimizer, optim.lr_scheduler.warmup_cosine(warmup_steps=args.steps // 10, total_steps=args.steps)
@@ -259,7 +266,7 @@ def main(argv=None):
     for _ in progress:
         inputs, targets = batches(train, args.block_size, args.batch_size, rng)  # (B, T), (B, T)
         logits = model(ta.tensor(inputs, device=args.device))  # (B, T, V)
-        loss = F.cross_entropy(logits.reshape(-1, len(chars)), ta.tensor(targets.reshape(-1), device=args.device))
+        loss = cross_entropy(logits.reshape(-1, len(chars)), ta.tensor(targets.reshape(-1), device=args.device))
         optimizer.zero_grad()
         loss.backward()
         nn.utils.clip_grad_norm_(model.parameters(), 1.0)

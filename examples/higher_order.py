@@ -21,7 +21,10 @@ so they can be differentiated again. Three uses:
         loss + λ · ‖∂loss/∂x‖²           x = the input embeddings, (B, L, d)
 
     and its gradient with respect to the weights runs back through the backward pass of
-    ``∂loss/∂x``. The loss curves go to ``penalty_loss.png``; the last line gives the accuracy.
+    ``∂loss/∂x``. The classifier runs compiled (``ta.compile``): under ``create_graph=True`` each
+    fused node differentiates its reference definition, so the penalty's gradient is the one of the
+    definitions in ``tinyattn/nn/``. The loss curves go to ``penalty_loss.png``; the last line gives
+    the accuracy.
 
     python examples/higher_order.py             # the full run (well under a minute on a laptop)
     python examples/higher_order.py --quick     # a few seconds, for smoke tests
@@ -220,13 +223,15 @@ def make_batch(rng, batch_size, length, classes, device):
 def train_with_penalty(args, classes=3):
     rng = np.random.default_rng(args.seed)
     model = Classifier(classes, classes, args.length, args.d_model, args.nhead).to(args.device)
+    model = ta.compile(model)  # fused forms of its layers, the same parameters: see ta.explain
+    cross_entropy = ta.compile(F.cross_entropy)  # one fused node, its gradient p - onehot written out
     optimizer = optim.Adam(model.parameters(), lr=args.lr)
     losses, penalties, totals = [], [], []
     progress = tqdm(range(args.steps), desc="(c) train", unit="step")
     for step in progress:
         tokens, target = make_batch(rng, args.batch_size, args.length, classes, args.device)
         x = model.embeddings(tokens)  # (B, L, d)
-        loss = F.cross_entropy(model(x), target)
+        loss = cross_entropy(model(x), target)
         (grad_x,) = ta.autograd.grad(loss, x, create_graph=True)  # (B, L, d), with its own graph
         penalty = (grad_x**2).sum()
         total = loss + args.penalty * penalty

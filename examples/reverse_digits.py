@@ -11,10 +11,12 @@ by *position* rather than by content. The model is the encoder half of the Trans
     h      = TransformerEncoder(h)             (B, L, d)   self-attention over the whole input
     logits = Linear(h)                         (B, L, 10)
 
-trained with cross-entropy on every position. The metric is the fraction of digits right
-on sequences the model has never seen. The attention heatmaps (``attention_layer*.png``) show,
-for each head of each layer, which input positions every output position looked at: in
-the last layer of the trained model the anti-diagonal lights up.
+trained with cross-entropy on every position. The model runs compiled (``ta.compile``: the
+fused forms of its layers, each tested equal to its definition in ``tinyattn/nn/``). The
+metric is the fraction of digits right on sequences the model has never seen. The attention
+heatmaps (``attention_layer*.png``) show, for each head of each layer, which input positions
+every output position looked at: in the last layer of the trained model the anti-diagonal
+lights up.
 
     python examples/reverse_digits.py                 # the full run (under a minute on 2 cores)
     python examples/reverse_digits.py --quick         # a few seconds, for smoke tests
@@ -114,6 +116,8 @@ def main(argv=None):
     ta.manual_seed(args.seed)  # initial weights
     rng = np.random.default_rng(args.seed)  # the data
     model = Reverser(args.d_model, args.nhead, args.num_layers).to(args.device)
+    model = ta.compile(model)  # fused forms of its layers, the same parameters: see ta.explain
+    cross_entropy = ta.compile(F.cross_entropy)  # one fused node, its gradient p - onehot written out
     optimizer = optim.Adam(model.parameters(), lr=args.lr)
     schedule = optim.lr_scheduler.LambdaLR(
         optimizer, optim.lr_scheduler.warmup_cosine(warmup_steps=args.steps // 10, total_steps=args.steps)
@@ -125,7 +129,7 @@ def main(argv=None):
     for _ in progress:
         digits, target = make_batch(rng, args.batch_size, args.length, args.device)  # (B, L), (B, L)
         logits = model(digits)  # (B, L, 10)
-        loss = F.cross_entropy(logits.reshape(-1, VOCAB), target.reshape(-1))
+        loss = cross_entropy(logits.reshape(-1, VOCAB), target.reshape(-1))
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()

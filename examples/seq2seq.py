@@ -23,6 +23,8 @@ held out from training; the metric is exact match (every digit right and nothing
 ``cross_attention_*.png`` shows, for a few held-out numbers, which input word each output
 digit looked at (the last decoder layer, one panel per head); ``head_view.html`` shows the
 first of them for every decoder layer, interactively (open it in a browser, hover a digit).
+The model runs compiled (``ta.compile``: the fused forms of its layers, each tested equal to
+its definition in ``tinyattn/nn/``).
 
     python examples/seq2seq.py            # the full run
     python examples/seq2seq.py --quick    # a few seconds, for smoke tests
@@ -222,6 +224,8 @@ def main(argv=None):
     held_out = int(len(numbers) * args.held_out)
     test_numbers, train_numbers = numbers[:held_out].tolist(), numbers[held_out:]
     model = Translator(args.d_model, args.nhead, args.num_layers, args.dim_feedforward, args.dropout).to(args.device)
+    model = ta.compile(model)  # fused forms of its layers, the same parameters: see ta.explain
+    cross_entropy = ta.compile(F.cross_entropy)  # one fused node, its gradient p - onehot written out
     optimizer = optim.Adam(model.parameters(), lr=args.lr, betas=(0.9, 0.98))
     schedule = optim.lr_scheduler.LambdaLR(
         optimizer, optim.lr_scheduler.warmup_cosine(warmup_steps=args.steps // 10, total_steps=args.steps)
@@ -235,7 +239,7 @@ def main(argv=None):
         batch = rng.choice(train_numbers, size=args.batch_size).tolist()
         src, lengths, tgt_in, tgt_out = (ta.tensor(a, device=args.device) for a in encode(batch))
         logits = model(src, lengths, tgt_in)  # (B, T, 13)
-        loss = F.cross_entropy(logits.reshape(-1, len(TARGET_VOCAB)), tgt_out.reshape(-1), ignore_index=PAD)
+        loss = cross_entropy(logits.reshape(-1, len(TARGET_VOCAB)), tgt_out.reshape(-1), ignore_index=PAD)
         optimizer.zero_grad()
         loss.backward()
         nn.utils.clip_grad_norm_(model.parameters(), 1.0)

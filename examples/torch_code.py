@@ -3,14 +3,15 @@
 Everything below the imports is ordinary PyTorch code (a ``model.py`` in the style of the small
 GPT repositories: causal self-attention, weight tying, ``configure_optimizers`` with
 weight-decay groups, a cosine learning rate through ``LambdaLR``, gradient accumulation,
-clipping, top-k sampling with ``multinomial``). Only the imports differ:
+clipping, top-k sampling with ``multinomial``, ``torch.compile``). Only the imports differ:
 
     import tinyattn.compat as torch
     import tinyattn.compat.nn as nn
     import tinyattn.compat.nn.functional as F
 
-The corpus is a few lines of fixed text, repeated; the metric is the validation loss in nats
-per character (a uniform guess scores ln V).
+``torch.compile(model)`` is ``ta.compile(model)`` there: the model's layers swapped for their
+fused forms, the same parameters. The corpus is a few lines of fixed text, repeated; the metric
+is the validation loss in nats per character (a uniform guess scores ln V).
 
     python examples/torch_code.py            # the full run
     python examples/torch_code.py --quick    # a few seconds, for smoke tests
@@ -155,6 +156,7 @@ def main(argv=None):
     train_data, val_data = data[:split], data[split:]
 
     model = GPT(len(chars), args.block_size, n_embd=32, n_head=4, n_layer=2).to(args.device)
+    model = torch.compile(model)  # compat's torch.compile is ta.compile: fused forms of its layers, see ta.explain
     optimizer = model.configure_optimizers(weight_decay=0.1, learning_rate=args.lr, betas=(0.9, 0.95))
     warmup = max(args.steps // 10, 1)
 

@@ -21,6 +21,10 @@ of the tokens 0, 1, 2 in a sequence padded out with distractor tokens 3 … 7. T
     (forward over reverse, never forming H), checked in float64 against central finite differences of the
     gradient, ``(g(θ + εv) - g(θ - εv)) / 2ε``.
 
+The model runs compiled (``ta.compile``): its training steps take the fused forms of its layers, and inside
+a transform (``vmap``, ``jvp``, ``jacfwd``…) each fused form runs its reference definition, which the
+transforms' rules cover.
+
     python examples/transforms.py             # the full run (well under a minute on a laptop)
     python examples/transforms.py --quick     # a few seconds, for smoke tests
 """
@@ -39,6 +43,9 @@ import tinyattn.optim as optim
 from tinyattn.func import functional_call, grad, jacfwd, jacrev, jvp, vmap
 
 CLASSES = 3  # the tokens 0, 1, 2 are counted; 3 … vocab-1 are distractors
+
+# F.cross_entropy's fused form (one node); inside a transform it runs the reference definition, as compiled layers do
+cross_entropy = ta.compile(F.cross_entropy)
 
 
 def parse_args(argv=None):
@@ -95,7 +102,7 @@ def train(model, args, rng):
     progress = tqdm(range(args.steps), desc="train", unit="step")
     for step in progress:
         tokens, labels = make_batch(rng, args.batch_size, args.length, args.vocab, args.device)
-        loss = F.cross_entropy(model(tokens), labels)
+        loss = cross_entropy(model(tokens), labels)
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
@@ -117,7 +124,7 @@ def example_loss(model):
     as a function of its weights (``functional_call``), on a batch of one."""
     def loss(params, tokens, label):
         logits = functional_call(model, params, (tokens.unsqueeze(0),))  # (1, C)
-        return F.cross_entropy(logits, label.unsqueeze(0))
+        return cross_entropy(logits, label.unsqueeze(0))
     return loss
 
 
@@ -213,7 +220,7 @@ def hessian_vector_product(model, tokens, labels, seed):
     v = {name: ta.tensor(rng.standard_normal(p.shape), device=p.device) for name, p in params.items()}  # float64
 
     def loss(p):
-        return F.cross_entropy(functional_call(model, p, (tokens,)), labels)
+        return cross_entropy(functional_call(model, p, (tokens,)), labels)
 
     _, hv = jvp(grad(loss), (params,), (v,))  # forward mode through the reverse pass
     eps = 1e-5
@@ -233,6 +240,7 @@ def main(argv=None):
     rng = np.random.default_rng(args.seed)
 
     model = Classifier(args.vocab, CLASSES, args.d_model, args.nhead).to(args.device)
+    model = ta.compile(model)  # fused forms of its layers for training; under a transform they run their definitions
     print(f"training a Transformer classifier ({sum(p.numel() for p in model.parameters())} weights) to name the "
           f"most frequent of the tokens 0, 1, 2 in {args.length} tokens of {args.vocab}")
     train(model, args, rng)

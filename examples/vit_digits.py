@@ -17,6 +17,8 @@ left training near the chance loss for many more steps in our runs). The metric 
 accuracy on the held-out images. ``attention.png`` shows the last layer's attention for
 one test image (every token to every token, one panel per head) and ``class_token.png``
 the class token's row of it laid over the image: where each head looked to classify it.
+The model runs compiled (``ta.compile``: the fused forms of its layers, each tested equal to
+its definition in ``tinyattn/nn/``).
 
     python examples/vit_digits.py            # the full run
     python examples/vit_digits.py --quick    # a few seconds, for smoke tests
@@ -164,6 +166,8 @@ def main(argv=None):
     rng = np.random.default_rng(args.seed)
     train_x, train_y, test_x, test_y = load_data(args.seed)
     model = ViT(args.patch_size, args.d_model, args.nhead, args.num_layers, args.dropout).to(args.device)
+    model = ta.compile(model)  # fused forms of its layers, the same parameters: see ta.explain
+    cross_entropy = ta.compile(F.cross_entropy)  # one fused node, its gradient p - onehot written out
     steps_per_epoch = -(-len(train_x) // args.batch_size)
     total = args.epochs * steps_per_epoch
     optimizer = optim.AdamW(model.parameters(), lr=args.lr, weight_decay=args.weight_decay)
@@ -180,7 +184,7 @@ def main(argv=None):
             batch = order[first:first + args.batch_size]
             images = ta.tensor(train_x[batch], device=args.device)  # (B, 8, 8)
             labels = ta.tensor(train_y[batch], device=args.device)  # (B,)
-            loss = F.cross_entropy(model(images), labels)
+            loss = cross_entropy(model(images), labels)
             optimizer.zero_grad()
             loss.backward()
             optimizer.step()

@@ -1,4 +1,4 @@
-"""Shared test set-up: hypothesis profiles and the device fixture.
+"""Shared test set-up: hypothesis profiles, the device fixture and the route fixture (the reference or compiled).
 
 Profiles (choose with TINYATTN_PROFILE): ``fast`` (the default, keeps the suite within a
 few minutes on 2 cores), ``ci`` (``fast``, derandomized, used when CI=true),
@@ -63,10 +63,16 @@ def device(request):
     return request.param
 
 
-@pytest.fixture(params=[True, False], ids=["fast", "reference"])
+def _reference(model):
+    """The model or function as written: what runs when nothing is compiled."""
+    return model
+
+
+@pytest.fixture(params=["compiled", "reference"])
 def route(request):
-    """Runs a test with fast paths on (the fused nodes) and off (the reference definitions)."""
+    """A test that takes ``route`` runs twice: once with ``route = ta.compile`` (the fused forms swapped in), once
+    with ``route`` the identity (the reference definitions); it passes its models and library functions through
+    ``route`` (``route(model)``, ``route(F.layer_norm)``)."""
     import tinyattn as ta
 
-    with ta.use_fast_paths(request.param):
-        yield request.param
+    return ta.compile if request.param == "compiled" else _reference

@@ -1,13 +1,13 @@
-"""The memory-efficient attention path (``BlockedAttention``) against the whole-matrix path.
+"""The memory-efficient attention path (``BlockedAttention``, which the compiled
+``F.scaled_dot_product_attention`` takes for long keys) against the whole-matrix definition.
 
-Oracles: the whole-matrix path (itself checked against PyTorch in ``test_sdpa.py``) for the
+Oracles: the definition (itself checked against PyTorch in ``test_sdpa.py``) for the
 output and every gradient, with the blocked path forced on small inputs and blocks of 2–4 keys
 (several blocks and a ragged last one); ``tinyattn.testing.gradcheck`` (calculus); invariants
 (fully masked rows give exact zeros, no ``(…, Lq, Lk)`` array is ever allocated, the path is
 taken only where it should be).
 """
 
-import contextlib
 import math
 import tracemalloc
 
@@ -19,16 +19,15 @@ from torch_parity import host
 
 import tinyattn as ta
 import tinyattn.nn.functional as F
-from tinyattn.fast import BlockedAttention, MaskedSoftmax, blocked_attention, tuning
+from tinyattn.fast import Attention, BlockedAttention, blocked_attention, tuning
 from tinyattn.testing import gradcheck
 
+sdpa = ta.compile(F.scaled_dot_product_attention)  # the compiled form: the blocked path for long keys
 
-@contextlib.contextmanager
+
 def blocked_path(block_size):
-    """Send every ``need_weights=False`` call without dropout down the blocked path."""
-    with ta.use_fast_paths(True), tuning.tuned(blocked_attention_min_keys=0, attention_block_size=block_size):
-        yield
-
+    """Send every call of ``sdpa`` with ``need_weights=False`` and without dropout down the blocked path."""
+    return tuning.tuned(blocked_attention_min_keys=0, attention_block_size=block_size)
 
 
 def some_axes_one(draw, shape):
@@ -90,7 +89,7 @@ def attend(q, k, v, mask, upstream, case, device, blocked):
             leaves.append(attn_mask)
     if blocked:
         with blocked_path(case["block_size"]):
-            out, weights = F.scaled_dot_product_attention(
+            out, weights = sdpa(
                 *leaves[:3], attn_mask=attn_mask, is_causal=case["is_causal"], scale=case["scale"], need_weights=False
             )
         assert weights is None and isinstance(out._ctx, BlockedAttention)
@@ -168,7 +167,7 @@ def test_fully_masked_rows_give_exact_zeros(device, how, dtype):
         mask[0, 1] = -math.inf
     mask = ta.tensor(mask, requires_grad=how == "float_inf", device=device)
     with blocked_path(3):
-        out, _ = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=is_causal, need_weights=False)
+        out, _ = sdpa(q, k, v, attn_mask=mask, is_causal=is_causal, need_weights=False)
     assert isinstance(out._ctx, BlockedAttention)
     out.backward(ta.tensor(rng.standard_normal(out.shape).astype(dtype), device=device))
     assert (out.numpy()[0, 1] == 0).all() and np.isfinite(out.numpy()).all()
@@ -192,8 +191,8 @@ def test_gradcheck_through_the_blocked_path(device):
 
     def attend(q, k, v, float_mask):
         with blocked_path(2):
-            plain = F.scaled_dot_product_attention(q, k, v, attn_mask=float_mask, scale=0.9, need_weights=False)[0]
-            causal = F.scaled_dot_product_attention(q, k, v, attn_mask=allowed, is_causal=True, need_weights=False)[0]
+            plain = sdpa(q, k, v, attn_mask=float_mask, scale=0.9, need_weights=False)[0]
+            causal = sdpa(q, k, v, attn_mask=allowed, is_causal=True, need_weights=False)[0]
         assert not ta.is_grad_enabled() or isinstance(plain._ctx, BlockedAttention)  # finite differences: no graph
         return plain, causal
 
@@ -210,13 +209,14 @@ def chosen_paths(device):
     q, k, v = (ta.tensor(rng.standard_normal(s).astype(np.float32), requires_grad=True, device=device)
                for s in [(2, 3, 4), (2, 6, 4), (2, 6, 4)])
     blocked = lambda out: isinstance(out._ctx, BlockedAttention)
-    assert blocked(F.scaled_dot_product_attention(q, k, v, need_weights=False)[0])
-    assert not blocked(F.scaled_dot_product_attention(q, k, v)[0])  # the weights are wanted
-    assert not blocked(F.scaled_dot_product_attention(q, k, v, dropout_p=0.2, need_weights=False)[0])
-    assert not blocked(F.scaled_dot_product_attention(q, k[:, :5], v[:, :5], need_weights=False)[0])  # too short
+    assert blocked(sdpa(q, k, v, need_weights=False)[0])
+    out, weights = sdpa(q, k, v)  # the weights are wanted: the definition
+    assert not blocked(out) and weights is not None and weights.shape == (2, 3, 6)
+    assert not blocked(sdpa(q, k, v, dropout_p=0.2, need_weights=False)[0])
+    assert isinstance(sdpa(q, k[:, :5], v[:, :5], need_weights=False)[0]._ctx, Attention)  # too short: whole scores
     with pytest.raises(RuntimeError, match="query is float32 and key is float64"):  # refused, as in PyTorch
-        F.scaled_dot_product_attention(q, k.double(), v, need_weights=False)
-    assert isinstance(F.scaled_dot_product_attention(q, k, v)[0]._ctx.parents[0]._ctx, MaskedSoftmax)
+        sdpa(q, k.double(), v, need_weights=False)
+    assert not blocked(F.scaled_dot_product_attention(q, k, v, need_weights=False)[0])  # not compiled: the definition
 
 
 def test_default_block_size_and_threshold(device):
@@ -227,8 +227,7 @@ def test_default_block_size_and_threshold(device):
     upstream = rng.standard_normal((2, 1, 37, 5))
     case = dict(is_causal=True, scale=None, block_size=tuning.values.attention_max_block)
     leaves = [ta.tensor(a, requires_grad=True, device=device) for a in (q, k, v)]
-    out, _ = F.scaled_dot_product_attention(*leaves, attn_mask=ta.tensor(mask, device=device), is_causal=True,
-                                            need_weights=False)
+    out, _ = sdpa(*leaves, attn_mask=ta.tensor(mask, device=device), is_causal=True, need_weights=False)
     most = tuning.values.attention_max_block
     assert isinstance(out._ctx, BlockedAttention) and most < 1100 and 1100 % most
     out.backward(ta.tensor(upstream, device=device))
@@ -248,7 +247,7 @@ def test_never_allocates_the_score_matrix():
     with blocked_path(64):
         tracemalloc.start()
         try:
-            out, _ = F.scaled_dot_product_attention(q, k, v, is_causal=True, need_weights=False)
+            out, _ = sdpa(q, k, v, is_causal=True, need_weights=False)
             out.backward(upstream)
             _, peak = tracemalloc.get_traced_memory()
         finally:

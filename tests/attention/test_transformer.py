@@ -3,7 +3,8 @@
 Oracles: ``torch.nn.TransformerEncoderLayer``/``DecoderLayer`` and their stacks (weights copied
 through ``interop.from_torch``, gradients of the inputs and of every parameter mapped back
 through ``interop.to_torch``; float64, random upstream gradient); ``gradcheck``; invariants
-(causality, padding never leaks, train and eval agree without dropout, fresh copies differ).
+(causality, padding never leaks, train and eval agree without dropout, fresh copies differ). The tests
+that run a layer or a stack run it as written and compiled (``ta.compile``: the ``route`` fixture).
 """
 
 import math
@@ -19,8 +20,6 @@ import tinyattn as ta
 import tinyattn.nn as nn
 import tinyattn.nn.functional as F
 from tinyattn.testing import gradcheck
-
-pytestmark = pytest.mark.usefixtures("route")  # each test runs on the fast routes and on the reference
 
 # ----------------------------------------------------------------------------- positional encoding
 
@@ -112,12 +111,12 @@ def build_pair(case):
 
 
 @given(case=transformer_cases())
-def test_matches_torch(device, case):
+def test_matches_torch(device, route, case):
     torch.manual_seed(case["seed"])
     rng = np.random.default_rng(case["seed"])
     theirs, ours = build_pair(case)
     theirs.double()
-    ours = load_from_torch(ours, theirs, device)
+    ours = route(load_from_torch(ours, theirs, device))
     if case["eval"]:
         theirs.eval(), ours.eval()
     B, T, S, E = case["B"], case["T"], case["S"], case["d_model"]
@@ -173,10 +172,10 @@ def small_inputs(device, seed):
 
 
 @pytest.mark.parametrize("norm_first", [False, True])
-def test_gradcheck_encoder_layer(device, norm_first):
+def test_gradcheck_encoder_layer(device, route, norm_first):
     ta.manual_seed(0)
-    layer = nn.TransformerEncoderLayer(4, 2, dim_feedforward=5, dropout=0.0, activation="gelu",
-                                       norm_first=norm_first).double().to(device)
+    layer = route(nn.TransformerEncoderLayer(4, 2, dim_feedforward=5, dropout=0.0, activation="gelu",
+                                             norm_first=norm_first).double().to(device))
     src, _ = small_inputs(device, 0)
     mask = F.padding_mask([3, 2], 3).to(device)
     fn = lambda src, *params: layer(src, src_mask=mask, is_causal=True)
@@ -184,10 +183,10 @@ def test_gradcheck_encoder_layer(device, norm_first):
 
 
 @pytest.mark.parametrize("norm_first", [False, True])
-def test_gradcheck_decoder_layer(device, norm_first):
+def test_gradcheck_decoder_layer(device, route, norm_first):
     ta.manual_seed(1)
     layer = nn.TransformerDecoderLayer(4, 2, dim_feedforward=3, dropout=0.0, norm_first=norm_first)
-    layer = layer.double().to(device)
+    layer = route(layer.double().to(device))
     tgt, memory = small_inputs(device, 1)
     memory_mask = F.padding_mask([4, 2], 4).to(device)
     fn = lambda tgt, memory, *params: layer(tgt, memory, memory_mask=memory_mask, tgt_is_causal=True)
@@ -197,34 +196,38 @@ def test_gradcheck_decoder_layer(device, norm_first):
 # ----------------------------------------------------------------------------- invariants
 
 
-def encoder_stack(device, norm_first=False, dropout=0.0):
+def encoder_stack(device, route, norm_first=False, dropout=0.0):
     layer = nn.TransformerEncoderLayer(4, 2, dim_feedforward=6, dropout=dropout, norm_first=norm_first)
-    return nn.TransformerEncoder(layer, 2, norm=nn.LayerNorm(4)).double().to(device)
+    return route(nn.TransformerEncoder(layer, 2, norm=nn.LayerNorm(4)).double().to(device))
+
+
+def decoder_stack(device, route):
+    return route(nn.TransformerDecoder(nn.TransformerDecoderLayer(4, 2, 6, dropout=0.0), 2).double().to(device))
 
 
 @given(seed=st.integers(0, 2**31 - 1), L=st.integers(2, 6), t=st.integers(0, 5), norm_first=st.booleans())
-def test_causal_stack_never_sees_the_future(device, seed, L, t, norm_first):
+def test_causal_stack_never_sees_the_future(device, route, seed, L, t, norm_first):
     t = t % L
     ta.manual_seed(seed)
     rng = np.random.default_rng(seed)
-    encoder = encoder_stack(device, norm_first)
+    encoder = encoder_stack(device, route, norm_first)
     src = rng.standard_normal((2, L, 4))
     changed = src.copy()
     changed[:, t + 1:] = rng.standard_normal(changed[:, t + 1:].shape) * 5
     outs = [encoder(ta.tensor(s, device=device), is_causal=True).numpy() for s in (src, changed)]
     np.testing.assert_allclose(outs[0][:, :t + 1], outs[1][:, :t + 1], rtol=1e-12, atol=1e-12)
 
-    decoder = nn.TransformerDecoder(nn.TransformerDecoderLayer(4, 2, 6, dropout=0.0), 2).double().to(device)
+    decoder = decoder_stack(device, route)
     memory = ta.tensor(rng.standard_normal((2, 3, 4)), device=device)
     outs = [decoder(ta.tensor(s, device=device), memory, tgt_is_causal=True).numpy() for s in (src, changed)]
     np.testing.assert_allclose(outs[0][:, :t + 1], outs[1][:, :t + 1], rtol=1e-12, atol=1e-12)
 
 
-def test_padding_never_leaks(device):
+def test_padding_never_leaks(device, route):
     ta.manual_seed(2)
     rng = np.random.default_rng(2)
-    encoder = encoder_stack(device, norm_first=True)
-    decoder = nn.TransformerDecoder(nn.TransformerDecoderLayer(4, 2, 6, dropout=0.0), 2).double().to(device)
+    encoder = encoder_stack(device, route, norm_first=True)
+    decoder = decoder_stack(device, route)
     lengths = [5, 2]
     src = rng.standard_normal((2, 5, 4))
     changed = src.copy()
@@ -238,14 +241,14 @@ def test_padding_never_leaks(device):
     np.testing.assert_allclose(outs[0], outs[1], rtol=1e-12, atol=1e-12)
 
 
-def test_train_and_eval_agree_without_dropout(device):
+def test_train_and_eval_agree_without_dropout(device, route):
     ta.manual_seed(3)
     x = ta.tensor(np.random.default_rng(3).standard_normal((2, 4, 4)), device=device)
-    encoder = encoder_stack(device)
+    encoder = encoder_stack(device, route)
     train_out = encoder(x, is_causal=True).numpy()
     np.testing.assert_array_equal(train_out, encoder.eval()(x, is_causal=True).numpy())
 
-    dropping = encoder_stack(device, dropout=0.3)
+    dropping = encoder_stack(device, route, dropout=0.3)
     eval_out = dropping.eval()(x).numpy()
     np.testing.assert_array_equal(eval_out, dropping(x).numpy())  # eval is deterministic
     assert not np.allclose(dropping.train()(x).numpy(), eval_out)
@@ -271,10 +274,11 @@ def test_stack_copies_are_fresh_and_independent():
     assert [name for name, _ in decoder.named_parameters()][-2:] == ["norm.weight", "norm.bias"]
 
 
-def test_kept_attention_weights(device):
+def test_kept_attention_weights(device, route):
     ta.manual_seed(5)
     rng = np.random.default_rng(5)
-    encoder_layer = nn.TransformerEncoderLayer(4, 2, dim_feedforward=6, norm_first=True).double().to(device).eval()
+    encoder_layer = route(nn.TransformerEncoderLayer(4, 2, dim_feedforward=6, norm_first=True).double().to(device))
+    encoder_layer.eval()
     x = ta.tensor(rng.standard_normal((2, 3, 4)), device=device)
     encoder_layer(x)
     assert encoder_layer.attn_weights is None  # off by default
@@ -284,7 +288,7 @@ def test_kept_attention_weights(device):
     np.testing.assert_allclose(encoder_layer.attn_weights.numpy(), expected.numpy(), rtol=1e-12)
     assert not encoder_layer.attn_weights.requires_grad
 
-    decoder_layer = nn.TransformerDecoderLayer(4, 2, dim_feedforward=6).double().to(device).eval()
+    decoder_layer = route(nn.TransformerDecoderLayer(4, 2, dim_feedforward=6).double().to(device)).eval()
     decoder_layer.keep_attn_weights = True
     memory = ta.tensor(rng.standard_normal((2, 5, 4)), device=device)
     decoder_layer(x, memory, memory_mask=F.padding_mask([5, 1], 5).to(device), tgt_is_causal=True)
@@ -294,10 +298,10 @@ def test_kept_attention_weights(device):
     assert (decoder_layer.cross_attn_weights.numpy()[1, :, :, 1:] == 0).all()
 
 
-def test_float32_in_float32_out(device):
+def test_float32_in_float32_out(device, route):
     ta.manual_seed(6)
     decoder = nn.TransformerDecoder(nn.TransformerDecoderLayer(4, 2, 6, activation="gelu"), 2, norm=nn.LayerNorm(4))
-    decoder.to(device)
+    decoder = route(decoder.to(device))
     tgt = ta.tensor(np.ones((1, 3, 4), dtype=np.float32), requires_grad=True, device=device)
     memory = ta.tensor(np.ones((1, 2, 4), dtype=np.float32), device=device)
     out = decoder(tgt, memory, tgt_is_causal=True)
@@ -306,12 +310,12 @@ def test_float32_in_float32_out(device):
     assert all(p.grad.dtype == np.float32 for p in decoder.parameters())
 
 
-def test_errors_teach():
+def test_errors_teach(route):
     with pytest.raises(ValueError, match="activation must be 'relu', 'gelu' or a callable, got 'swish'"):
         nn.TransformerEncoderLayer(4, 2, activation="swish")
     with pytest.raises(ValueError, match=r"src must be batch-first \(B, L, 4\), got shape \(3, 4\)"):
-        nn.TransformerEncoderLayer(4, 2)(ta.zeros(3, 4))
+        route(nn.TransformerEncoderLayer(4, 2))(ta.zeros(3, 4))
     with pytest.raises(ValueError, match=r"memory must be batch-first \(B, L, 4\), got shape \(1, 2, 5\)"):
-        nn.TransformerDecoderLayer(4, 2)(ta.zeros(1, 3, 4), ta.zeros(1, 2, 5))
+        route(nn.TransformerDecoderLayer(4, 2))(ta.zeros(1, 3, 4), ta.zeros(1, 2, 5))
     with pytest.raises(ValueError, match="embed_dim"):
         nn.TransformerEncoderLayer(6, 4)

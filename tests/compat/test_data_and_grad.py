@@ -258,6 +258,10 @@ def test_compat_layers_inside_a_transformer_layer_are_compat_and_keep_the_fused_
     layer.apply(lambda m: touched.append(m) if isinstance(m, compat.nn.Linear) else None)  # torch's init idiom
     assert len(touched) == 2 + 4  # linear1, linear2; q, k, v and out projections
     x = compat.randn(2, 5, 8)
-    assert routes.encoder_layer(layer, x, None) == routes.LayerRoute(True, "gelu", False, False)  # (too small to pool)
+    compiled = compat.compile(layer)
+    assert isinstance(compiled.linear1, compat.nn.Linear) and isinstance(compiled.norm1, compat.nn.LayerNorm)
+    route = routes.LayerRoute(True, "gelu", False, False)  # both blocks fused (too small to pool)
+    assert routes.encoder_layer(compiled, x, None) == route
+    assert type(compiled(x).grad_fn).__name__ == "FeedForwardBlock" and type(layer(x).grad_fn).__name__ == "Add"
     assert type(compat.nn.Transformer.generate_square_subsequent_mask(3)) is compat.Tensor
     assert type(x.new_tensor([1.0, 2.0])) is compat.Tensor

@@ -321,11 +321,11 @@ def test_a_cupy_array_is_accepted_before_tinyattn_has_used_the_gpu():
     assert result.returncode == 0, result.stderr[-2000:]
 
 
-def test_numpy_scalar_hyperparameters_keep_float32(device):
+def test_numpy_scalar_hyperparameters_keep_float32(device, route):
     """NumPy 2 keeps a NumPy scalar's dtype in arithmetic: a float64 hyperparameter must not promote."""
     ta.manual_seed(0)
     model = nn.Sequential(nn.Linear(8, 8), nn.LayerNorm(8, eps=np.float64(1e-5)), nn.Dropout(np.float64(0.25)))
-    model.to(device)
+    model = route(model.to(device))
     optimizer = optim.AdamW(model.parameters(), lr=np.float64(1e-3), weight_decay=np.float64(0.01))
     output = model(ta.ones(4, 8, device=device))
     assert _on_device(output.data, device)

@@ -1,23 +1,28 @@
 """The floors hold: every import in the package, lazy ones inside functions included, points down or
 sideways within its floor, and the modules' imports form no cycle.
 
-    1 backend, dispatch            which array library; the one switch and the one table
+    1 backend                      which array library
     2 tensor                       Tensor, Function, the graph walk, grad modes
     3 ops and their helpers        the differentiable primitives, creation, masks, argument checks, autograd
     4 the reference layer          nn (functional and the layers), optim, interop, serialization, testing
-    5 the fast layer               fast (router, table, tuning, nodes, blocks, kernels, pool)
+    5 the fast layer               fast (compile, router, tuning, nodes, blocks, kernels, pool)
     6 on top                       compat, pretrained, viz, and the package's own __init__
 
-The README's and the docs' reading order name the same floors.
+The README's and the docs' reading order name the same floors. The reference floors (the engine, ops, autograd
+and nn) know nothing of the fast layer: no seam, no switch, no table (``ta.compile`` swaps its forms in from above).
 """
 
 import ast
+import importlib.util
+import re
 from pathlib import Path
+
+import tinyattn as ta
 
 PACKAGE = Path(__file__).resolve().parents[2] / "tinyattn"
 
 FLOORS = {
-    "tinyattn.backend": 1, "tinyattn.dispatch": 1,
+    "tinyattn.backend": 1,
     "tinyattn.tensor": 2,
     "tinyattn.ops": 3, "tinyattn.ops_extra": 3, "tinyattn.inplace": 3, "tinyattn.creation": 3,
     "tinyattn._checks": 3, "tinyattn.masks": 3, "tinyattn.autograd": 3,
@@ -103,7 +108,7 @@ def test_the_imports_form_no_cycle():
 
 
 def test_the_reference_layer_knows_nothing_of_speed():
-    """``tinyattn.nn`` imports nothing of the fast layer and names no route: it only marks its replaceable units."""
+    """``tinyattn.nn`` imports nothing of the fast layer and names no route."""
     for module in MODULES:
         if module.startswith("tinyattn.nn"):
             assert not any(t.startswith("tinyattn.fast") for t in imports(module)), module
@@ -111,13 +116,74 @@ def test_the_reference_layer_knows_nothing_of_speed():
             assert "why_not" not in source and "tuning" not in source, module
 
 
+REFERENCE_FLOORS = ("tinyattn.tensor", "tinyattn.ops", "tinyattn.ops_extra", "tinyattn.autograd", "tinyattn.nn")
+
+
+def names_of_the_fast_layer(module):
+    """What ``module``'s source imports or names of the fast layer and of the seams it once had: a module
+    ``tinyattn.fast…`` or ``tinyattn.dispatch`` imported, an identifier, attribute or word ``dispatch`` or
+    ``replaceable`` (docstrings and comments included), an attribute or imported name ``fast``, the text
+    ``tinyattn.fast``."""
+    source = MODULES[module].read_text()
+    found = {t for t in imports(module) if t.startswith(("tinyattn.fast", "tinyattn.dispatch"))}
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            named = [alias.name for alias in node.names] + [alias.asname for alias in node.names if alias.asname]
+            named += [node.module] if isinstance(node, ast.ImportFrom) and node.module else []
+            found.update(f"import of {part}" for name in named for part in name.split(".")
+                         if part in ("fast", "dispatch", "replaceable"))
+        elif isinstance(node, ast.Attribute) and node.attr in ("fast", "dispatch", "replaceable"):
+            found.add(f"attribute .{node.attr} (line {node.lineno})")
+    for match in re.finditer(r"\b(dispatch|replaceable)\b", source):
+        found.add(f"the word {match.group()!r} (line {source.count(chr(10), 0, match.start()) + 1})")
+    if "tinyattn.fast" in source:
+        found.add("the text 'tinyattn.fast'")
+    return found
+
+
+def test_the_reference_floors_know_nothing_of_the_fast_layer():
+    """The engine, ops, autograd and nn neither import nor name ``dispatch``, ``replaceable`` or
+    ``tinyattn.fast``: no seam in them exists for what is built above."""
+    checked = [m for m in MODULES if any(m == floor or m.startswith(floor + ".") for floor in REFERENCE_FLOORS)]
+    assert {"tinyattn.tensor", "tinyattn.ops", "tinyattn.ops_extra", "tinyattn.autograd.forward_ad",
+            "tinyattn.nn.functional", "tinyattn.nn.module"} <= set(checked)
+    offenders = {m: sorted(found) for m in checked if (found := names_of_the_fast_layer(m))}
+    assert not offenders, "\n".join(f"{m}: {', '.join(found)}" for m, found in offenders.items())
+
+
+def test_the_check_sees_what_it_looks_for(tmp_path, monkeypatch):
+    """``names_of_the_fast_layer`` finds each form a seam could take (the test above proves nothing otherwise)."""
+    forms = {
+        "from ..dispatch import replaceable": {"import of dispatch", "import of replaceable"},
+        "from .. import fast": {"tinyattn.fast", "import of fast"},
+        "from ..fast import router": {"tinyattn.fast.router", "import of fast"},
+        "import tinyattn.fast.compile": {"tinyattn.fast.compile", "import of fast", "the text 'tinyattn.fast'"},
+        "x = ta.fast.router": {"attribute .fast (line 1)"},
+        "# a seam: dispatch": {"the word 'dispatch' (line 1)"},
+    }
+    path = tmp_path / "case.py"
+    monkeypatch.setitem(MODULES, "tinyattn.nn.case", path)
+    for line, expected in forms.items():
+        path.write_text(line + "\n")
+        found = names_of_the_fast_layer("tinyattn.nn.case")
+        assert expected <= found, (line, found)
+
+
+def test_there_is_no_switch():
+    """No ``tinyattn.dispatch`` (the old table and switch), no ``ta.use_fast_paths``, no ``TINYATTN_FAST``: speed
+    is ``ta.compile``, asked for per model."""
+    assert "tinyattn.dispatch" not in MODULES and importlib.util.find_spec("tinyattn.dispatch") is None
+    assert not hasattr(ta, "dispatch") and not hasattr(ta, "use_fast_paths")
+    assert not [module for module, path in MODULES.items() if "TINYATTN_FAST" in path.read_text()]
+
+
 def test_the_engine_floor_holds_only_the_engine():
-    """``tensor.py`` imports only floor 1 (the backend, and dispatch for its one replaceable unit)."""
-    assert imports("tinyattn.tensor") <= {"tinyattn.backend", "tinyattn.dispatch"}
+    """``tensor.py`` imports only floor 1, the backend."""
+    assert imports("tinyattn.tensor") <= {"tinyattn.backend"}
 
 
 def test_the_router_alone_reads_the_tuning():
     """Every decision about which code runs, and how a pass is cut, sits in ``fast.router``: no other module of the
-    package (kernels, pool, blocks, nodes, table) imports ``fast.tuning`` (tests and benchmarks may move it)."""
+    package (compile, kernels, pool, blocks, nodes) imports ``fast.tuning`` (tests and benchmarks may move it)."""
     readers = sorted(module for module in MODULES if "tinyattn.fast.tuning" in imports(module))
     assert readers == ["tinyattn.fast.router"]

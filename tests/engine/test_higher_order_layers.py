@@ -1,5 +1,6 @@
-"""Second derivatives through the functionals and the attention layers, against PyTorch's, with fast paths
-on (the fused nodes, which recompute through their reference definition under ``create_graph``) and off.
+"""Second derivatives through the functionals and the attention layers, against PyTorch's, on the definitions
+and compiled (``ta.compile``: the fused nodes, which recompute through their reference definition under
+``create_graph``), the ``route`` fixture.
 
 As in ``test_higher_order``: ``g = grad(f, x, v, create_graph=True)``, ``h = grad(Σ g·u, x)`` on both
 sides, ``v`` and ``u`` random. For the layers the differentiated inputs are the sequences *and* every
@@ -8,6 +9,8 @@ parameters mapped to ours the same way, our derivatives mapped back through ``to
 ``p > 0`` draws other masks than torch's, so it is checked against finite differences (``gradgradcheck``,
 the generator re-seeded on every call, so that every evaluation drops the same positions).
 """
+
+import functools
 
 import numpy as np
 import pytest
@@ -26,7 +29,6 @@ import tinyattn.nn.functional as F
 from tinyattn import testing as tt
 from tinyattn.interop import from_torch, to_torch
 
-pytestmark = pytest.mark.usefixtures("route")  # each test runs with fast paths on and off
 TF = torch.nn.functional
 RTOL, ATOL = 1e-7, 1e-9
 
@@ -86,30 +88,45 @@ def unary_case(draw, high=3.0):
     return [draw(tt.arrays(shape, high=high))], {}
 
 
-FUNCTIONALS = [
-    Spec("softmax", along_a_dim(), lambda x, dim: F.softmax(x, dim) * x, lambda x, dim: TF.softmax(x, dim) * x),
-    Spec("log_softmax", along_a_dim(), lambda x, dim: F.log_softmax(x, dim).exp() * F.log_softmax(x, dim),
-         lambda x, dim: TF.log_softmax(x, dim).exp() * TF.log_softmax(x, dim)),
-    Spec("layer_norm", layer_norm_case(), lambda x, w, b, **o: F.layer_norm(x, weight=w, bias=b, **o),
-         lambda x, w, b, **o: TF.layer_norm(x, weight=w, bias=b, **o)),
-    Spec("layer_norm_plain", layer_norm_case(), lambda x, w, b, **o: F.layer_norm(x, **o) * w,
-         lambda x, w, b, **o: TF.layer_norm(x, **o) * w),
-    Spec("cross_entropy", cross_entropy_case(), lambda x, **o: F.cross_entropy(x, **o),
-         lambda x, **o: TF.cross_entropy(x, **o)),
-    Spec("gelu", unary_case(), lambda x: F.gelu(x), lambda x: TF.gelu(x)),
-    Spec("gelu_tanh", unary_case(), lambda x: F.gelu(x, approximate="tanh"), lambda x: TF.gelu(x, approximate="tanh")),
-    Spec("relu", unary_case(), lambda x: F.relu(x) * x, lambda x: TF.relu(x) * x),
-    Spec("dropout_eval", unary_case(), lambda x: F.dropout(x.tanh(), 0.5, training=False) * x,
-         lambda x: TF.dropout(x.tanh(), 0.5, training=False) * x),
-    Spec("dropout_p0", unary_case(), lambda x: F.dropout(x.tanh(), 0.0) * x, lambda x: TF.dropout(x.tanh(), 0.0) * x),
-    Spec("embedding", embedding_case(), lambda w, indices: F.embedding(indices, w).tanh() * F.embedding(indices, w),
-         lambda w, indices: TF.embedding(indices, w).tanh() * TF.embedding(indices, w)),
-]
+def _as_written(fn):
+    return fn
 
 
-@pytest.mark.parametrize("spec", FUNCTIONALS, ids=[s.name for s in FUNCTIONALS])
+def functionals(route=_as_written):
+    """The table, ``F.layer_norm`` and ``F.cross_entropy`` passed through ``route`` (``ta.compile``: their fused
+    forms; the other functions have none)."""
+    layer_norm, cross_entropy = route(F.layer_norm), route(F.cross_entropy)
+    return [
+        Spec("softmax", along_a_dim(), lambda x, dim: F.softmax(x, dim) * x, lambda x, dim: TF.softmax(x, dim) * x),
+        Spec("log_softmax", along_a_dim(), lambda x, dim: F.log_softmax(x, dim).exp() * F.log_softmax(x, dim),
+             lambda x, dim: TF.log_softmax(x, dim).exp() * TF.log_softmax(x, dim)),
+        Spec("layer_norm", layer_norm_case(), lambda x, w, b, **o: layer_norm(x, weight=w, bias=b, **o),
+             lambda x, w, b, **o: TF.layer_norm(x, weight=w, bias=b, **o)),
+        Spec("layer_norm_plain", layer_norm_case(), lambda x, w, b, **o: layer_norm(x, **o) * w,
+             lambda x, w, b, **o: TF.layer_norm(x, **o) * w),
+        Spec("cross_entropy", cross_entropy_case(), lambda x, **o: cross_entropy(x, **o),
+             lambda x, **o: TF.cross_entropy(x, **o)),
+        Spec("gelu", unary_case(), lambda x: F.gelu(x), lambda x: TF.gelu(x)),
+        Spec("gelu_tanh", unary_case(), lambda x: F.gelu(x, approximate="tanh"),
+             lambda x: TF.gelu(x, approximate="tanh")),
+        Spec("relu", unary_case(), lambda x: F.relu(x) * x, lambda x: TF.relu(x) * x),
+        Spec("dropout_eval", unary_case(), lambda x: F.dropout(x.tanh(), 0.5, training=False) * x,
+             lambda x: TF.dropout(x.tanh(), 0.5, training=False) * x),
+        Spec("dropout_p0", unary_case(), lambda x: F.dropout(x.tanh(), 0.0) * x,
+             lambda x: TF.dropout(x.tanh(), 0.0) * x),
+        Spec("embedding", embedding_case(),
+             lambda w, indices: F.embedding(indices, w).tanh() * F.embedding(indices, w),
+             lambda w, indices: TF.embedding(indices, w).tanh() * TF.embedding(indices, w)),
+    ]
+
+
+FUNCTIONALS = functionals()  # (on the definitions: forward mode's table too)
+
+
+@pytest.mark.parametrize("name", [s.name for s in FUNCTIONALS])
 @given(data=st.data())
-def test_functionals_second_order_match_torch(spec, data):
+def test_functionals_second_order_match_torch(name, route, data):
+    spec = {s.name: s for s in functionals(route)}[name]
     arrays, options = data.draw(spec.case, label="case")
     seed = data.draw(st.integers(0, 2**32 - 1), label="seed")
     assert_orders_match(spec.ours, spec.theirs, arrays, options, seed, rtol=RTOL, atol=ATOL)
@@ -157,9 +174,8 @@ def attention_case(draw):
     return arrays, {"attn_mask": mask, "is_causal": draw(st.booleans()), "need_weights": draw(st.booleans())}
 
 
-def ours_attention(q, k, v, attn_mask, is_causal, need_weights):
-    out, weights = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, is_causal=is_causal,
-                                                  need_weights=need_weights)
+def ours_attention(q, k, v, attn_mask, is_causal, need_weights, sdpa=F.scaled_dot_product_attention):
+    out, weights = sdpa(q, k, v, attn_mask=attn_mask, is_causal=is_causal, need_weights=need_weights)
     return (out, weights) if need_weights else out
 
 
@@ -187,17 +203,20 @@ def torch_attention(q, k, v, attn_mask, is_causal, need_weights):
 
 
 @given(data=st.data())
-def test_attention_second_order_matches_torch(data):
+def test_attention_second_order_matches_torch(route, data):
     arrays, options = data.draw(attention_case(), label="case")
     seed = data.draw(st.integers(0, 2**32 - 1), label="seed")
-    assert_orders_match(ours_attention, torch_attention, arrays, options, seed, rtol=RTOL, atol=ATOL)
+    ours = functools.partial(ours_attention, sdpa=route(F.scaled_dot_product_attention))
+    assert_orders_match(ours, torch_attention, arrays, options, seed, rtol=RTOL, atol=ATOL)
 
 
-def test_attention_gradgradcheck_with_a_fully_masked_row():
+@pytest.mark.parametrize("need_weights", [True, False], ids=["weights", "output"])
+def test_attention_gradgradcheck_with_a_fully_masked_row(route, need_weights):
     rng = np.random.default_rng(3)
     q, k, v = (ta.tensor(rng.standard_normal(s), requires_grad=True) for s in [(2, 3, 2), (2, 4, 2), (2, 4, 3)])
     mask = ta.tensor(np.array([[True, False, True, True], [False] * 4, [True, True, False, True]]))
-    fn = lambda q, k, v: F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=True)[0]  # noqa: E731
+    sdpa = route(F.scaled_dot_product_attention)
+    fn = lambda q, k, v: sdpa(q, k, v, attn_mask=mask, is_causal=True, need_weights=need_weights)[0]  # noqa: E731
     assert tt.gradgradcheck(fn, [q, k, v])
     (gq, gk, gv) = ta.autograd.grad(fn(q, k, v), [q, k, v], ta.tensor(rng.standard_normal((2, 3, 3))),
                                     create_graph=True)
@@ -271,13 +290,14 @@ def _masks(case, lq, lk):
     return ours, (torch.tensor(~allowed) if case["masked"] or case["causal"] else None)
 
 
-def multi_head_attention_pair(case, cross):
-    """Our multi-head attention and torch's with the same weights, the input arrays (a second sequence for
-    cross-attention) and a call of each (masks in each library's convention)."""
+def multi_head_attention_pair(case, cross, route=_as_written):
+    """Our multi-head attention (passed through ``route``) and torch's with the same weights, the input arrays (a
+    second sequence for cross-attention) and a call of each without the weights (masks in each library's
+    convention)."""
     torch.manual_seed(case["seed"])
     rng = np.random.default_rng(case["seed"])
     theirs = torch.nn.MultiheadAttention(case["d_model"], case["heads"], batch_first=True).double()
-    ours = load_from_torch(nn.MultiHeadAttention(case["d_model"], case["heads"]), theirs, "cpu")
+    ours = route(load_from_torch(nn.MultiHeadAttention(case["d_model"], case["heads"]), theirs, "cpu"))
     lk = case["S"] if cross else case["T"]
     arrays = [rng.standard_normal((case["B"], case["T"], case["d_model"]))]
     if cross:
@@ -285,7 +305,7 @@ def multi_head_attention_pair(case, cross):
     our_mask, their_mask = _masks(case, case["T"], lk)
 
     def call_ours(m, x, memory=None):
-        return m(x, memory, attn_mask=our_mask, is_causal=case["causal"])[0]
+        return m(x, memory, attn_mask=our_mask, is_causal=case["causal"], need_weights=False)[0]
 
     def call_theirs(m, x, memory=None):
         memory = x if memory is None else memory
@@ -295,13 +315,13 @@ def multi_head_attention_pair(case, cross):
 
 
 @given(case=attention_layer_case(), cross=st.booleans())
-def test_multi_head_attention_second_order_matches_torch(case, cross):
-    assert_module_orders_match(*multi_head_attention_pair(case, cross), case["seed"])
+def test_multi_head_attention_second_order_matches_torch(route, case, cross):
+    assert_module_orders_match(*multi_head_attention_pair(case, cross, route), case["seed"])
 
 
 @pytest.mark.parametrize("side", ["encoder", "decoder"])
 @given(case=attention_layer_case())
-def test_transformer_layers_second_order_match_torch(side, case):
+def test_transformer_layers_second_order_match_torch(side, route, case):
     torch.manual_seed(case["seed"])
     rng = np.random.default_rng(case["seed"])
     common = dict(dim_feedforward=case["ff"], dropout=0.0, activation=case["activation"],
@@ -313,7 +333,7 @@ def test_transformer_layers_second_order_match_torch(side, case):
         theirs = torch.nn.TransformerDecoderLayer(case["d_model"], case["heads"], batch_first=True, **common)
         ours = nn.TransformerDecoderLayer(case["d_model"], case["heads"], **common)
     theirs.double()
-    ours = load_from_torch(ours, theirs, "cpu")
+    ours = route(load_from_torch(ours, theirs, "cpu"))
     arrays = [rng.standard_normal((case["B"], case["T"], case["d_model"]))]
     our_mask, their_mask = _masks(case, case["T"], case["T"])
     if side == "encoder":

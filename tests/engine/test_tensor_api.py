@@ -222,7 +222,7 @@ def test_in_place_on_a_saved_tensor_raises_instead_of_a_wrong_gradient():
 
 def test_in_place_through_detach_is_seen_as_in_torch():
     """``detach()`` shares the count of in-place writes: a node that saved the tensor notices a write made through
-    it (an attention node keeps its output for backward), in PyTorch and here."""
+    it (a compiled attention's node keeps its output for backward), in PyTorch and here."""
     for lib in (ta, torch):
         x = lib.tensor([1.0, 2.0], requires_grad=True)
         y = x.exp()  # Exp saves its output
@@ -231,7 +231,8 @@ def test_in_place_through_detach_is_seen_as_in_torch():
         with pytest.raises(RuntimeError, match="modified by an in-?place operation"):
             y.sum().backward()
     q, k, v = (ta.tensor(np.random.default_rng(i).standard_normal((2, 3, 4)), requires_grad=True) for i in range(3))
-    out, _ = ta.nn.functional.scaled_dot_product_attention(q, k, v, need_weights=False)
+    out, _ = ta.compile(ta.nn.functional.scaled_dot_product_attention)(q, k, v, need_weights=False)
+    assert type(out.grad_fn).__name__ == "Attention"
     out.detach().mul_(2)
     with pytest.raises(RuntimeError, match="modified by an in-place operation"):
         out.sum().backward()

@@ -12,6 +12,7 @@ import pytest
 
 import tinyattn as ta
 import tinyattn.nn as nn
+import tinyattn.nn.functional as F
 from tinyattn.fast import blocks, router, tuning
 
 BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
@@ -106,6 +107,18 @@ def test_the_bert_rows_run_and_the_peak_counts_each_product(tmp_path):
         assert numpy_encoder.products_only(B, L, d, H, 4 * d).flops == run.encoder_flops(size)[1]
 
 
+def test_the_benchmark_compiles_tinyattn_s_side_unless_asked_for_the_reference(monkeypatch):
+    import run  # benchmarks/run.py
+
+    layer = nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0)
+    compiled = run.compiled(layer)  # ta.compile's copy: the fused form's class, the same parameters
+    assert type(compiled).compiled_from is nn.TransformerEncoderLayer
+    assert compiled.linear1.weight is layer.linear1.weight
+    assert run.compiled(F.cross_entropy).__module__ == "tinyattn.fast.compile"
+    monkeypatch.setattr(run, "REFERENCE", True)  # --reference
+    assert run.compiled(layer) is layer and run.compiled(F.cross_entropy) is F.cross_entropy
+
+
 def test_the_blocked_threshold_script_times_both_paths():
     import blocked_threshold  # benchmarks/blocked_threshold.py
 
@@ -114,7 +127,7 @@ def test_the_blocked_threshold_script_times_both_paths():
     step = blocked_threshold.step_of(1, 8, 8, 2)
     for threshold, blocked_calls in ((9, 0), (8, 1)):  # the whole matrix, then blocks of keys
         with mock.patch.object(BlockedAttention, "forward", autospec=True, side_effect=BlockedAttention.forward) as spy:
-            with ta.use_fast_paths(True), tuning.tuned(blocked_attention_min_keys=threshold):
+            with tuning.tuned(blocked_attention_min_keys=threshold):
                 step()
         assert spy.call_count == blocked_calls
 

@@ -86,7 +86,8 @@ def test_attention_walkthrough(tmp_path):
     stdout = run_example("attention_walkthrough.py", tmp_path)
     assert final_metric(stdout, "max difference") < 1e-5  # naive, batched, library (and PyTorch) agree
     assert "each row of the weights sums to [1. 1. 1. 1. 1.]" in stdout
-    assert "MultiHeadAttention: reference (fast paths are off)" in stdout  # it walks the reference
+    assert "MultiHeadAttention: reference (not compiled: ta.compile swaps in its fused form)" in stdout  # as written
+    assert "MultiHeadAttention: fast.InProjection + fast.PackedSelfAttention" in stdout  # then compiled
     assert_pngs(tmp_path, ["single_head.png", "head_0.png", "head_1.png"])
 
 

@@ -1,5 +1,5 @@
-"""The higher-order scripts: examples/higher_order.py runs end to end in --quick mode with the library's defaults
-(fast paths on) and says what it should; benchmarks/higher_order.py's check finds tinyattn's gradient-penalty step
+"""The higher-order scripts: examples/higher_order.py runs end to end in --quick mode, its model compiled, and says
+what it should; benchmarks/higher_order.py's check finds tinyattn's gradient-penalty step
 equal to PyTorch's; benchmarks/checkpoint_memory.py finds the same gradients with and without checkpointing."""
 
 import re

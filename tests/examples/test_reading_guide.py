@@ -1,6 +1,6 @@
 """The debugger recipe in the README and in docs/reading-the-source.md runs and stops in the reference
-softmax's backward, and the ``ta.explain`` lines that page shows for the main example's model are what
-``ta.explain`` prints."""
+softmax's backward, and the ``ta.explain`` lines that page shows for the main example's model, compiled, are
+what ``ta.explain`` prints."""
 
 import io
 import os
@@ -53,7 +53,7 @@ def test_the_reading_guide_shows_what_explain_prints_for_the_main_example():
         sys.path.remove(str(ROOT / "examples"))
     model = Reverser(64, 4, 2)
     digits, _ = make_batch(np.random.default_rng(0), 64, 10, "cpu")
-    printed = ta.explain(model, digits, file=io.StringIO()).splitlines()
+    printed = ta.explain(ta.compile(model), digits, file=io.StringIO()).splitlines()
     shown = marked_block("explain-output", READING_GUIDE).splitlines()
     missing = [line for line in shown if line not in printed]
     assert not missing, missing

@@ -9,10 +9,12 @@ and PyTorch's. From the table:
    device; float32 in gives float32 out and float32 gradients;
 2. ``test_gradcheck``: float64 gradients agree with central finite differences;
 3. ``test_fused_matches_composed``: softmax, log_softmax, layer_norm and cross_entropy (their
-   ``Function``s: the reference's, and the fast layer's with fast paths on) agree with the same
-   formula composed from the engine's primitives.
+   ``Function``s: the reference's, and for layer_norm and cross_entropy the compiled form's) agree
+   with the same formula composed from the engine's primitives.
 
-Every test runs twice, with fast paths on and off (the ``route`` fixture).
+The table's tests, and the others of linear, layer_norm and cross_entropy, run twice: on the
+definition and on ``ta.compile(F.fn)`` (the ``route`` fixture; ``ta.compile`` gives back a function
+without a fused form as it is).
 
 Then the cases no table shows: numerical extremes (logits of 1e4, rows of ``-inf``,
 constant LayerNorm rows), dropout's invariants, and the errors bad input must raise.
@@ -31,26 +33,37 @@ import tinyattn as ta
 import tinyattn.nn.functional as F
 from tinyattn import testing as tt
 
-pytestmark = pytest.mark.usefixtures("route")  # each test runs on the fast routes and on the reference
-
 TOLERANCES = {np.float64: dict(rtol=1e-9, atol=1e-11), np.float32: dict(rtol=2e-4, atol=2e-5)}
+
+
+def _positional(fn, *tensors, **options):
+    return fn(*tensors, **options)
+
+
+def _weight_and_bias_by_name(fn, x, weight, bias, **options):
+    return fn(x, weight=weight, bias=bias, **options)
+
+
+def _indices_first(fn, weight, indices, **options):
+    return fn(indices, weight, **options)
 
 
 class Spec(NamedTuple):
     name: str
     case: object  # strategy of (float arrays, integer arrays, options)
-    ours: object  # (*float tensors, *integer tensors, **options) -> tensor
-    theirs: object  # the same in PyTorch
+    ours: object  # the library's function (``route`` gives its compiled form, where it has one)
+    theirs: object  # the same in PyTorch (or, in ``FUSED``, composed from our primitives)
     calculus_case: object = None  # the case for gradcheck, where it must differ from ``case``
+    call: object = _positional  # (function, *float tensors, *integer tensors, **options) -> tensor
 
 
 # ----------------------------------------------------------------------------- case strategies
 
 
 @st.composite
-def _elementwise(draw):
+def _elementwise(draw, **options):
     shape = draw(tt.shapes(max_dims=3, max_side=3))
-    return [draw(tt.arrays(shape, low=0.1, high=3.0))], [], {}
+    return [draw(tt.arrays(shape, low=0.1, high=3.0))], [], options
 
 
 @st.composite
@@ -120,17 +133,15 @@ SPECS = [
     Spec("linear_no_bias", _linear(bias=False), F.linear, TF.linear),
     Spec("relu", _elementwise(), F.relu, TF.relu),
     Spec("gelu", _elementwise(), F.gelu, TF.gelu),
-    Spec("gelu_tanh", _elementwise(), lambda x: F.gelu(x, approximate="tanh"),
-         lambda x: TF.gelu(x, approximate="tanh")),
+    Spec("gelu_tanh", _elementwise(approximate="tanh"), F.gelu, TF.gelu),
     Spec("softmax", _along_dim(), F.softmax, TF.softmax),
     Spec("log_softmax", _along_dim(), F.log_softmax, TF.log_softmax),
-    Spec("layer_norm", _layer_norm(), lambda x, w, b, **o: F.layer_norm(x, weight=w, bias=b, **o),
-         lambda x, w, b, **o: TF.layer_norm(x, weight=w, bias=b, **o)),
+    Spec("layer_norm", _layer_norm(), F.layer_norm, TF.layer_norm, call=_weight_and_bias_by_name),
     Spec("layer_norm_no_affine", _layer_norm(affine=False), F.layer_norm, TF.layer_norm),
     # the padding row's value reaches the output but, by design, passes no gradient back:
     # calculus would disagree there, so gradcheck draws cases without padding
-    Spec("embedding", _embedding(), lambda w, i, **o: F.embedding(i, w, **o),
-         lambda w, i, **o: TF.embedding(i, w, **o), calculus_case=_embedding(padding=False)),
+    Spec("embedding", _embedding(), F.embedding, TF.embedding, calculus_case=_embedding(padding=False),
+         call=_indices_first),
     Spec("cross_entropy", _cross_entropy(), F.cross_entropy, TF.cross_entropy),
 ]
 
@@ -138,24 +149,24 @@ SPECS = [
 # ----------------------------------------------------------------------------- the factory
 
 
-def _run_ours(spec, floats, integers, options, device, dtype):
+def _run_ours(spec, fn, floats, integers, options, device, dtype):
     inputs = [ta.tensor(a.astype(dtype), device=device, requires_grad=True) for a in floats]
-    out = spec.ours(*inputs, *[ta.tensor(i, device=device) for i in integers], **options)
+    out = spec.call(fn, *inputs, *[ta.tensor(i, device=device) for i in integers], **options)
     return inputs, out
 
 
 def _run_theirs(spec, floats, integers, options, dtype):
     inputs = [torch.tensor(a.astype(dtype), requires_grad=True) for a in floats]
-    out = spec.theirs(*inputs, *[torch.tensor(i) for i in integers], **options)
+    out = spec.call(spec.theirs, *inputs, *[torch.tensor(i) for i in integers], **options)
     return inputs, out
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32], ids=["float64", "float32"])
 @pytest.mark.parametrize("spec", SPECS, ids=[s.name for s in SPECS])
 @given(data=st.data(), seed=st.integers(0, 2**32 - 1))
-def test_matches_torch(spec, dtype, device, data, seed):
+def test_matches_torch(spec, dtype, device, route, data, seed):
     floats, integers, options = data.draw(spec.case)
-    ours_in, ours = _run_ours(spec, floats, integers, options, device, dtype)
+    ours_in, ours = _run_ours(spec, route(spec.ours), floats, integers, options, device, dtype)
     theirs_in, theirs = _run_theirs(spec, floats, integers, options, dtype)
     tolerance = TOLERANCES[dtype]
 
@@ -177,11 +188,12 @@ def test_matches_torch(spec, dtype, device, data, seed):
 
 @pytest.mark.parametrize("spec", SPECS, ids=[s.name for s in SPECS])
 @given(data=st.data())
-def test_gradcheck(spec, device, data):
+def test_gradcheck(spec, device, route, data):
     floats, integers, options = data.draw(spec.case if spec.calculus_case is None else spec.calculus_case)
     inputs = [ta.tensor(a, device=device, requires_grad=True) for a in floats]
     indices = [ta.tensor(i, device=device) for i in integers]
-    assert tt.gradcheck(lambda *xs: spec.ours(*xs, *indices, **options), inputs)
+    fn = route(spec.ours)
+    assert tt.gradcheck(lambda *xs: spec.call(fn, *xs, *indices, **options), inputs)
 
 
 # ----------------------------------------------------------------------------- fused against composed
@@ -197,11 +209,11 @@ def _log_softmax_composed(x, dim):
     return shifted - shifted.exp().sum(dim, keepdim=True).log()
 
 
-def _layer_norm_composed(x, w, b, normalized_shape):
+def _layer_norm_composed(x, normalized_shape, weight, bias):
     axes = tuple(range(x.ndim - len(normalized_shape), x.ndim))
     centered = x - x.mean(axes, keepdim=True)
     variance = (centered * centered).mean(axes, keepdim=True)  # biased
-    return centered / (variance + 1e-5).sqrt() * w + b
+    return centered / (variance + 1e-5).sqrt() * weight + bias
 
 
 def _cross_entropy_composed(logits, target, ignore_index, reduction, label_smoothing):
@@ -226,20 +238,19 @@ def _cross_entropy_composed(logits, target, ignore_index, reduction, label_smoot
 FUSED = [
     Spec("softmax", _along_dim(), F.softmax, _softmax_composed),
     Spec("log_softmax", _along_dim(), F.log_softmax, _log_softmax_composed),
-    Spec("layer_norm", _layer_norm(), lambda x, w, b, **o: F.layer_norm(x, weight=w, bias=b, **o),
-         _layer_norm_composed),
+    Spec("layer_norm", _layer_norm(), F.layer_norm, _layer_norm_composed, call=_weight_and_bias_by_name),
     Spec("cross_entropy", _cross_entropy(), F.cross_entropy, _cross_entropy_composed),
 ]
 
 
 @pytest.mark.parametrize("spec", FUSED, ids=[s.name for s in FUSED])
 @given(data=st.data(), seed=st.integers(0, 2**32 - 1))
-def test_fused_matches_composed(spec, device, data, seed):
+def test_fused_matches_composed(spec, device, route, data, seed):
     floats, integers, options = data.draw(spec.case)
     results = []
-    for fn in (spec.ours, spec.theirs):  # here "theirs" is the composed twin, run by our engine
+    for fn in (route(spec.ours), spec.theirs):  # here "theirs" is the composed twin, run by our engine
         inputs = [ta.tensor(a, device=device, requires_grad=True) for a in floats]
-        out = fn(*inputs, *[ta.tensor(i, device=device) for i in integers], **options)
+        out = spec.call(fn, *inputs, *[ta.tensor(i, device=device) for i in integers], **options)
         upstream = np.random.default_rng(seed).standard_normal(out.shape)
         out.backward(ta.tensor(upstream, device=device))
         results.append([out.numpy()] + [x.grad for x in inputs])
@@ -263,11 +274,11 @@ def _both(fn_ours, fn_theirs, values, device, upstream=None, dtype=np.float64):
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32], ids=["float64", "float32"])
 @pytest.mark.parametrize("name", ["softmax", "log_softmax", "cross_entropy"])
-def test_huge_logits_stay_finite(name, dtype, device):
+def test_huge_logits_stay_finite(name, dtype, device, route):
     logits = [[1e4, 0.0, -1e4], [-1e4, -1e4 + 1, -1e4 - 2]]
     upstream = [[0.3, -1.2, 0.5], [2.0, 0.1, -0.7]] if name != "cross_entropy" else 1.0
     if name == "cross_entropy":
-        ours_fn = lambda x: F.cross_entropy(x, ta.tensor([1, 0], device=device))
+        ours_fn = lambda x: route(F.cross_entropy)(x, ta.tensor([1, 0], device=device))
         theirs_fn = lambda x: TF.cross_entropy(x, torch.tensor([1, 0]))
     else:
         ours_fn, theirs_fn = (lambda x: getattr(F, name)(x, dim=-1)), (lambda x: getattr(TF, name)(x, dim=-1))
@@ -289,10 +300,10 @@ def test_all_minus_inf_row_is_nan_like_torch(name, device):
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32], ids=["float64", "float32"])
-def test_layer_norm_constant_rows(dtype, device):
+def test_layer_norm_constant_rows(dtype, device, route):
     rows = [[3.0, 3.0, 3.0, 3.0], [-1e3, -1e3, -1e3, -1e3], [0.5, 0.5, 0.5, 0.5000001]]
     upstream = [[0.5, -1.0, 2.0, 0.25], [1.0, 1.0, -3.0, 0.0], [0.1, 0.2, 0.3, 0.4]]
-    ours, theirs = _both(lambda x: F.layer_norm(x, (4,)), lambda x: TF.layer_norm(x, (4,)),
+    ours, theirs = _both(lambda x: route(F.layer_norm)(x, (4,)), lambda x: TF.layer_norm(x, (4,)),
                          rows, device, upstream, dtype)
     for mine, reference in zip(ours, theirs):
         assert np.isfinite(mine).all()
@@ -300,10 +311,10 @@ def test_layer_norm_constant_rows(dtype, device):
     np.testing.assert_array_equal(ours[0][:2], 0.0)  # constant rows normalise to exactly zero
 
 
-@pytest.mark.filterwarnings("ignore:invalid value encountered")
-def test_cross_entropy_all_ignored_like_torch(device):
+@pytest.mark.filterwarnings("ignore:invalid value encountered", "ignore:divide by zero encountered")
+def test_cross_entropy_all_ignored_like_torch(device, route):
     logits = [[0.5, -1.0, 2.0], [1.0, 0.0, 0.0]]
-    ours, theirs = _both(lambda x: F.cross_entropy(x, ta.tensor([-100, -100], device=device)),
+    ours, theirs = _both(lambda x: route(F.cross_entropy)(x, ta.tensor([-100, -100], device=device)),
                          lambda x: TF.cross_entropy(x, torch.tensor([-100, -100])), logits, device, 1.0)
     assert np.isnan(ours[0]) and np.isnan(theirs[0])  # mean over no targets, as in PyTorch
     np.testing.assert_array_equal(ours[1], theirs[1])  # and zero gradients
@@ -355,23 +366,24 @@ def test_dropout_rejects_bad_p(p):
 # ----------------------------------------------------------------------------- dtype and device
 
 
-NAMED_CALLS = {
-    "linear": lambda x: F.linear(x, ta.ones(2, 3, device=x.device), ta.ones(2, device=x.device)),
-    "relu": F.relu,
-    "gelu": F.gelu,
-    "gelu_tanh": lambda x: F.gelu(x, approximate="tanh"),
-    "softmax": lambda x: F.softmax(x, -1),
-    "log_softmax": lambda x: F.log_softmax(x, -1),
-    "layer_norm": lambda x: F.layer_norm(x, (3,), ta.ones(3, device=x.device), ta.zeros(3, device=x.device)),
-    "dropout": lambda x: F.dropout(x, 0.5),
-    "cross_entropy": lambda x: F.cross_entropy(x, ta.tensor([0, 2], device=x.device), label_smoothing=0.1),
+NAMED_CALLS = {  # name -> (the function, its call on x)
+    "linear": (F.linear, lambda fn, x: fn(x, ta.ones(2, 3, device=x.device), ta.ones(2, device=x.device))),
+    "relu": (F.relu, _positional),
+    "gelu": (F.gelu, _positional),
+    "gelu_tanh": (F.gelu, lambda fn, x: fn(x, approximate="tanh")),
+    "softmax": (F.softmax, lambda fn, x: fn(x, -1)),
+    "log_softmax": (F.log_softmax, lambda fn, x: fn(x, -1)),
+    "layer_norm": (F.layer_norm, lambda fn, x: fn(x, (3,), ta.ones(3, device=x.device), ta.zeros(3, device=x.device))),
+    "dropout": (F.dropout, lambda fn, x: fn(x, 0.5)),
+    "cross_entropy": (F.cross_entropy, lambda fn, x: fn(x, ta.tensor([0, 2], device=x.device), label_smoothing=0.1)),
 }
 
 
 @pytest.mark.parametrize("name", list(NAMED_CALLS))
-def test_float32_in_float32_out(name, device):
+def test_float32_in_float32_out(name, device, route):
     x = ta.randn(2, 3, device=device, requires_grad=True)
-    out = NAMED_CALLS[name](x)
+    fn, call = NAMED_CALLS[name]
+    out = call(route(fn), x)
     assert out.dtype == np.float32 and out.device == device
     out.backward(ta.randn(*out.shape, device=device))
     assert x.grad.dtype == np.float32 and ta.backend.device_of(x.grad) == device
@@ -401,26 +413,26 @@ def test_embedding_rejects_float_indices(device):
         F.embedding(ta.tensor([0.0, 1.0], device=device), ta.randn(3, 2, device=device))
 
 
-def test_cross_entropy_rejects_bad_targets():
-    logits = ta.randn(2, 3)
+def test_cross_entropy_rejects_bad_targets(route):
+    logits, cross_entropy = ta.randn(2, 3), route(F.cross_entropy)
     with pytest.raises(IndexError, match="target 3 is out of bounds for 3 classes"):
-        F.cross_entropy(logits, ta.tensor([0, 3]))
+        cross_entropy(logits, ta.tensor([0, 3]))
     with pytest.raises(IndexError, match="target -1 is out of bounds"):
-        F.cross_entropy(logits, ta.tensor([-1, 0]))
+        cross_entropy(logits, ta.tensor([-1, 0]))
     with pytest.raises(ValueError, match=r"shape \(2,\), got \(3,\)"):
-        F.cross_entropy(logits, ta.tensor([0, 1, 2]))
+        cross_entropy(logits, ta.tensor([0, 1, 2]))
     with pytest.raises(ValueError, match=r"logits of shape \(3,\) need class-index targets of shape \(\), got \(2,\)"):
-        F.cross_entropy(ta.randn(3), ta.tensor([0, 1]))
+        cross_entropy(ta.randn(3), ta.tensor([0, 1]))
     with pytest.raises(TypeError, match="integers"):
-        F.cross_entropy(logits, ta.tensor([0.0, 1.0]))
+        cross_entropy(logits, ta.tensor([0.0, 1.0]))
     with pytest.raises(ValueError, match="reduction"):
-        F.cross_entropy(logits, ta.tensor([0, 1]), reduction="avg")
+        cross_entropy(logits, ta.tensor([0, 1]), reduction="avg")
 
 
-def test_linear_and_layer_norm_name_the_shapes():
+def test_linear_and_layer_norm_name_the_shapes(route):
     with pytest.raises(ValueError, match=r"size 5 .*\(2, 5\).*in_features=3"):
-        F.linear(ta.ones(2, 5), ta.ones(4, 3))
+        route(F.linear)(ta.ones(2, 5), ta.ones(4, 3))
     with pytest.raises(ValueError, match=r"trailing dimensions are \(4,\), got shape \(2, 3\)"):
-        F.layer_norm(ta.ones(2, 3), (4,))
+        route(F.layer_norm)(ta.ones(2, 3), (4,))
     with pytest.raises(IndexError, match=r"softmax: dim 2 is out of range \[-2, 1\]"):
         F.softmax(ta.ones(2, 3), dim=2)

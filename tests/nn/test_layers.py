@@ -10,6 +10,8 @@ not all ones), and they are copied into ours through ``load_state_dict``. Then:
 2. ``test_layer_gradcheck``: float64 gradients of the input and of every parameter agree
    with central finite differences.
 
+Both run on each layer as written and compiled (``ta.compile``: the ``route`` fixture).
+
 Then initialisation (PyTorch's distributions, the library's seeded generator, the module's
 device), a float32 model kept float32 end to end, the containers, and bad input.
 """
@@ -28,8 +30,6 @@ import tinyattn.nn as nn
 import tinyattn.nn.functional as F
 from tinyattn import backend
 from tinyattn import testing as tt
-
-pytestmark = pytest.mark.usefixtures("route")  # each test runs on the fast routes and on the reference
 
 TOLERANCES = {np.float64: dict(rtol=1e-9, atol=1e-11), np.float32: dict(rtol=2e-4, atol=2e-5)}
 # a stack of layers compounds float32 rounding: a LayerNorm over a few features whose values are close
@@ -113,8 +113,8 @@ SPECS = [
 ]
 
 
-def _twins(spec, kwargs, dtype, device, seed):
-    """The torch module with random parameters, and ours holding copies of them."""
+def _twins(spec, kwargs, dtype, device, seed, route):
+    """The torch module with random parameters, and ours holding copies of them (passed through ``route``)."""
     theirs = spec.theirs(kwargs).to(torch.float64 if dtype == np.float64 else torch.float32)
     rng = np.random.default_rng(seed)
     with torch.no_grad():
@@ -122,7 +122,7 @@ def _twins(spec, kwargs, dtype, device, seed):
             param.copy_(torch.from_numpy(rng.uniform(-1.5, 1.5, tuple(param.shape))))
     ours = spec.ours(kwargs).to(dtype).to(device)
     ours.load_state_dict({name: value.numpy() for name, value in theirs.state_dict().items()})
-    return ours, theirs
+    return route(ours), theirs
 
 
 def _as_input(array, dtype, device):
@@ -158,9 +158,9 @@ def _assert_matches(ours, torch_same, torch_float64, tolerance, err_msg=""):
 @pytest.mark.parametrize("dtype", [np.float64, np.float32], ids=["float64", "float32"])
 @pytest.mark.parametrize("spec", SPECS, ids=[s.name for s in SPECS])
 @given(data=st.data(), seed=st.integers(0, 2**32 - 1))
-def test_layer_matches_torch(spec, dtype, device, data, seed):
+def test_layer_matches_torch(spec, dtype, device, route, data, seed):
     kwargs, array = data.draw(spec.case)
-    ours, theirs = _twins(spec, kwargs, dtype, device, seed)
+    ours, theirs = _twins(spec, kwargs, dtype, device, seed, route)
     x, x_torch = _as_input(array, dtype, device)
     out, out_torch = ours(x), theirs(x_torch)
     tolerance = STACK_FLOAT32 if spec.name.startswith("Sequential") and dtype == np.float32 else TOLERANCES[dtype]
@@ -192,9 +192,9 @@ CALCULUS = [s._replace(case=_embedding_case(padding=False)) if s.name == "Embedd
 
 @pytest.mark.parametrize("spec", CALCULUS, ids=[s.name for s in CALCULUS])
 @given(data=st.data(), seed=st.integers(0, 2**32 - 1))
-def test_layer_gradcheck(spec, device, data, seed):
+def test_layer_gradcheck(spec, device, route, data, seed):
     kwargs, array = data.draw(spec.case)
-    ours, _ = _twins(spec, kwargs, np.float64, device, seed)
+    ours, _ = _twins(spec, kwargs, np.float64, device, seed, route)
     params = list(ours.parameters())
     x, _ = _as_input(array, np.float64, device)
     if x.requires_grad:
@@ -257,18 +257,18 @@ def test_reset_parameters_draws_afresh():
 # ----------------------------------------------------------------------------- dtype end to end
 
 
-def test_float32_model_stays_float32(device):
+def test_float32_model_stays_float32(device, route):
     ta.manual_seed(0)
-    model = nn.Sequential(
+    model = route(nn.Sequential(
         nn.Embedding(7, 6, padding_idx=0), nn.Linear(6, 8), nn.GELU(), nn.Dropout(0.2), nn.LayerNorm(8),
         nn.Linear(8, 8), nn.ReLU(), nn.GELU(approximate="tanh"), nn.Linear(8, 7),
-    ).to(device)
+    ).to(device))
     activation = ta.tensor([[1, 2, 0, 6], [3, 3, 4, 5]], device=device)  # (B, L)
     for layer in model:
         activation = layer(activation)
         assert activation.dtype == np.float32 and activation.device == device, type(layer).__name__
-    loss = F.cross_entropy(activation.reshape(-1, 7), ta.tensor([1, 2, 3, 4, 5, 6, 0, 1], device=device),
-                           label_smoothing=0.1)
+    loss = route(F.cross_entropy)(activation.reshape(-1, 7), ta.tensor([1, 2, 3, 4, 5, 6, 0, 1], device=device),
+                                  label_smoothing=0.1)
     assert loss.dtype == np.float32
     loss.backward()
     for name, param in model.named_parameters():
@@ -339,8 +339,8 @@ def test_module_list_indexing_and_growth():
 # ----------------------------------------------------------------------------- bad input
 
 
-def test_linear_wrong_feature_size_names_both_sizes(device):
-    layer = nn.Linear(3, 4, device=device)
+def test_linear_wrong_feature_size_names_both_sizes(device, route):
+    layer = route(nn.Linear(3, 4, device=device))
     with pytest.raises(ValueError, match=r"in_features=3.*size 5 \(input shape \(2, 5\)\), expected 3"):
         layer(ta.ones(2, 5, device=device))
 

@@ -1,6 +1,7 @@
 """Module hooks (``register_forward_pre_hook``, ``register_forward_hook``, ``register_full_backward_hook``,
 ``register_full_backward_pre_hook``): what each receives, what a replacement does, removal and order, against
-PyTorch's where there is a number to compare, and with the fast routes on, which give way to a hooked part."""
+PyTorch's where there is a number to compare, and on compiled models (``ta.compile``), whose fused forms give way
+to a hooked part."""
 
 import copy
 import io
@@ -159,28 +160,30 @@ def test_state_dict_repr_load_state_dict_and_deepcopy_with_hooks():
     assert all(m._has_hooks for m in (encoder.layers[0], encoder.layers[1].self_attn))
 
 
-# ----------------------------------------------------------------------------- hooks with the fast routes on
+# ----------------------------------------------------------------------------- hooks on compiled models
 
 
 @pytest.mark.parametrize("training", [True, False], ids=["train", "eval"])
-def test_a_hooked_self_attn_inside_an_encoder_layer_fires_with_fast_paths_on(training):
+def test_a_hooked_self_attn_inside_a_compiled_encoder_layer_fires(training):
+    """A hook registered on the model after ``ta.compile`` fires in the compiled copy too (they share their hook
+    tables): the fused block gives way to the hooked part, and comes back once the hook is removed."""
     ta.manual_seed(0)
     layer = nn.TransformerEncoderLayer(8, 2, dim_feedforward=16, dropout=0.0).double().train(training)
+    compiled = ta.compile(layer)
     x = randn(2, 5, 8)
     seen = []
     handle = layer.self_attn.register_forward_hook(lambda module, args, output: seen.append(output[0].numpy()))
-    fast = layer(x)
-    with ta.use_fast_paths(False):
-        reference = layer(x)
+    fast = compiled(x)
+    reference = layer(x)
     assert len(seen) == 2
     np.testing.assert_allclose(seen[0], seen[1], rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(fast.numpy(), reference.numpy(), rtol=1e-12, atol=1e-12)
-    text = ta.explain(layer, x, file=io.StringIO())
+    text = ta.explain(compiled, x, file=io.StringIO())
     assert "self-attention residual: reference (self_attn has a forward hook)" in text
     assert len(seen) == 3  # (explain runs the layer once)
-    handle.remove()  # the fused block runs again: the remembered route is forgotten
-    assert "self-attention residual: fast.SelfAttentionBlock" in ta.explain(layer, x, file=io.StringIO())
-    layer(x)
+    handle.remove()  # the fused block runs again
+    assert "self-attention residual: fast.SelfAttentionBlock" in ta.explain(compiled, x, file=io.StringIO())
+    compiled(x)
     assert len(seen) == 3
 
 
@@ -195,17 +198,17 @@ def test_every_fused_route_gives_way_to_a_hooked_part(owner, part, reason):
     ta.manual_seed(0)
     layer = nn.TransformerEncoderLayer(8, 2, dim_feedforward=16, dropout=0.0).double().eval()
     module = layer if owner == "layer" else layer.self_attn
+    compiled = ta.compile(module)
     args, kwargs = (randn(2, 5, 8),), ({} if owner == "layer" else {"need_weights": False})
-    hooked = _submodule(module, part)
+    hooked = _submodule(compiled, part)  # (the compiled copy's part: its hook fires in the original too)
     calls = []
     hooked.register_forward_hook(lambda *_: calls.append(1))
-    fast = module(*args, **kwargs)
-    with ta.use_fast_paths(False):
-        reference = module(*args, **kwargs)
+    fast = compiled(*args, **kwargs)
+    reference = module(*args, **kwargs)
     assert len(calls) == 2
     fast, reference = (fast[0], reference[0]) if isinstance(fast, tuple) else (fast, reference)
     np.testing.assert_allclose(fast.numpy(), reference.numpy(), rtol=1e-12, atol=1e-12)
-    assert reason in ta.explain(module, *args, file=io.StringIO(), **kwargs)
+    assert reason in ta.explain(compiled, *args, file=io.StringIO(), **kwargs)
 
 
 def _submodule(module, dotted):
@@ -218,16 +221,16 @@ def test_the_whole_stack_route_gives_way_to_a_hooked_layer():
     ta.manual_seed(0)
     layer = nn.TransformerEncoderLayer(8, 2, dim_feedforward=16, dropout=0.0)
     encoder = nn.TransformerEncoder(layer, 2).double().eval()
+    compiled = ta.compile(encoder)
     x, mask = randn(2, 4, 8), nn.functional.padding_mask([4, 2], 4)
     inputs = []
     encoder.layers[1].register_forward_pre_hook(lambda module, args: inputs.append(args[0].numpy()))
-    fast = encoder(x, mask=mask)
-    with ta.use_fast_paths(False):
-        reference = encoder(x, mask=mask)
+    fast = compiled(x, mask=mask)
+    reference = encoder(x, mask=mask)
     assert len(inputs) == 2
     np.testing.assert_allclose(fast.numpy(), reference.numpy(), rtol=1e-12, atol=1e-12)
     assert "TransformerEncoder: reference (layers.1 has a forward pre-hook)" in ta.explain(
-        encoder, x, mask=mask, file=io.StringIO())
+        compiled, x, mask=mask, file=io.StringIO())
 
 
 def test_the_hook_reason_is_one_helper_for_every_kind():
@@ -267,18 +270,17 @@ def test_full_backward_hook_of_a_linear_matches_pytorch():
     np.testing.assert_allclose(ours.weight.grad, theirs.weight.grad.numpy(), rtol=1e-12)
 
 
-@pytest.mark.parametrize("fast", [True, False], ids=["fast", "reference"])
-def test_full_backward_hooks_in_a_sequential_match_pytorch(fast):
+def test_full_backward_hooks_in_a_sequential_match_pytorch(route):
     (first, first_t), (second, second_t) = both_linears(3, 5), both_linears(5, 2)
-    ours, theirs = nn.Sequential(first, nn.ReLU(), second), torch.nn.Sequential(first_t, torch.nn.ReLU(), second_t)
+    ours = route(nn.Sequential(first, nn.ReLU(), second))
+    theirs = torch.nn.Sequential(first_t, torch.nn.ReLU(), second_t)
     x, upstream = rng.standard_normal((4, 3)), rng.standard_normal((4, 2))
     our_logs, their_logs = [[] for _ in range(4)], [[] for _ in range(4)]
     for modules, logs in ((list(ours.modules()), our_logs), (list(theirs.modules()), their_logs)):
         for module, log in zip(modules, logs):
             _record_backward(module, log)
-    with ta.use_fast_paths(fast):
-        x_ours = ta.tensor(x, requires_grad=True)
-        ours(x_ours).backward(ta.tensor(upstream))
+    x_ours = ta.tensor(x, requires_grad=True)
+    ours(x_ours).backward(ta.tensor(upstream))
     x_theirs = torch.tensor(x, requires_grad=True)
     theirs(x_theirs).backward(torch.tensor(upstream))
     for our_log, their_log in zip(our_logs, their_logs):
@@ -350,16 +352,16 @@ def test_an_input_without_grad_gives_grad_input_none_as_in_pytorch():
     np.testing.assert_allclose(ours.weight.grad, theirs.weight.grad.numpy(), rtol=1e-12)
 
 
-def test_full_backward_hook_of_self_attn_with_fast_paths_on_matches_off():
+def test_full_backward_hook_of_self_attn_in_a_compiled_layer_matches_the_reference():
     ta.manual_seed(0)
     layer = nn.TransformerEncoderLayer(8, 2, dim_feedforward=16, dropout=0.0).double()
     x, upstream = rng.standard_normal((2, 5, 8)), rng.standard_normal((2, 5, 8))
     runs = []
-    for fast in (True, False):
+    for model in (ta.compile(layer), layer):
         log = []
-        with _record_backward(layer.self_attn, log), ta.use_fast_paths(fast):
+        with _record_backward(model.self_attn, log):
             x_in = ta.tensor(x, requires_grad=True)
-            layer(x_in).backward(ta.tensor(upstream))
+            model(x_in).backward(ta.tensor(upstream))
         (grad_input, grad_output), = log
         assert len(grad_input) == 1 and len(grad_output) == 2 and grad_output[1] is None  # (output, weights None)
         runs.append((grad_input[0].numpy(), grad_output[0].numpy(), x_in.grad))
