@@ -1,14 +1,14 @@
 """The fused attention nodes, each against the composed form it replaces.
 
-- ``Attention`` (``F.scaled_dot_product_attention(..., need_weights=False)``) against the
-  whole-matrix path that returns the weights (scale, transpose, product, ``MaskedSoftmax``,
-  dropout, product): output and every gradient, float mask included, with dropout drawn from
+- ``Attention`` (the compiled ``F.scaled_dot_product_attention(..., need_weights=False)``, ``ta.compile``)
+  against the reference definition, which returns the weights (scale, transpose, product, softmax over the
+  allowed keys, dropout, product): output and every gradient, float mask included, with dropout drawn from
   the same seed; float64 finite differences; fully masked rows give zeros, never NaN; float32
   stays float32.
 - ``InProjection`` against three ``F.linear`` and a split into heads, for every subset of
   inputs that needs a gradient and for upstream gradients laid out in different ways.
-- ``MultiHeadAttention`` self-attention (``InProjection`` + ``PackedSelfAttention``) against its
-  composed path and against ``torch.nn.MultiheadAttention``; ``TransformerEncoderLayer`` with
+- compiled ``MultiHeadAttention`` self-attention (``InProjection`` + ``PackedSelfAttention``) against the
+  module not compiled and against ``torch.nn.MultiheadAttention``; a compiled ``TransformerEncoderLayer`` with
   and without ``keep_attn_weights``.
 """
 
@@ -30,6 +30,7 @@ from tinyattn.fast import Attention, InProjection, PackedSelfAttention, attentio
 from tinyattn.testing import gradcheck
 
 DEVICES = ["cpu", "strict", pytest.param("cuda", marks=pytest.mark.cuda)]  # cuda: skipped without a GPU
+sdpa = ta.compile(F.scaled_dot_product_attention)  # the fused form
 
 
 # ----------------------------------------------------------------------------- Attention vs composed
@@ -68,11 +69,13 @@ def make_inputs(case):
     return q, k, v, mask, rng.standard_normal(out_shape)
 
 
-def run_sdpa(q, k, v, mask, upstream, device, need_weights, **options):
-    """Output, node and the gradients of q, k, v and the mask (``None`` for a boolean one)."""
+def run_sdpa(q, k, v, mask, upstream, device, need_weights, compiled=True, **options):
+    """Output, node and the gradients of q, k, v and the mask (``None`` for a boolean one), of the compiled
+    function or of the reference."""
     inputs = [leaf(a, device) for a in (q, k, v)]
     mask_ = None if mask is None else leaf(mask, device, requires_grad=mask.dtype != bool)
-    out, weights = F.scaled_dot_product_attention(*inputs, attn_mask=mask_, need_weights=need_weights, **options)
+    function = sdpa if compiled else F.scaled_dot_product_attention
+    out, weights = function(*inputs, attn_mask=mask_, need_weights=need_weights, **options)
     assert (weights is None) == (not need_weights)
     ctx, kept = out._ctx, upstream.copy()
     out.backward(ta.backend.to_device(upstream, device))
@@ -100,10 +103,14 @@ def test_fused_attention_matches_composed(device, case):
     q, k, v, mask, upstream = make_inputs(case)
     options = dict(is_causal=case["is_causal"], scale=case["scale"])
     fused, fused_node = run_sdpa(q, k, v, mask, upstream, device, need_weights=False, **options)
-    composed, composed_node = run_sdpa(q, k, v, mask, upstream, device, need_weights=True, **options)
     assert isinstance(fused_node, Attention), f"fused path made a {type(fused_node).__name__} node"
-    assert not isinstance(composed_node, Attention)
-    assert_same(fused, composed)
+    for need_weights in (False, True):  # the definition, with the weights or without
+        composed, composed_node = run_sdpa(q, k, v, mask, upstream, device, need_weights, compiled=False, **options)
+        assert not isinstance(composed_node, Attention)
+        assert_same(fused, composed)
+    with_weights, node = run_sdpa(q, k, v, mask, upstream, device, need_weights=True, **options)
+    assert not isinstance(node, Attention)  # the compiled form, asked for the weights: the definition
+    assert_same(with_weights, composed)
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -116,7 +123,7 @@ def test_fused_attention_dropout_matches_composed_with_the_same_seed(device, cas
     ta.manual_seed(case["seed"])
     fused, fused_node = run_sdpa(q, k, v, mask, upstream, device, need_weights=False, **options)
     ta.manual_seed(case["seed"])
-    composed, _ = run_sdpa(q, k, v, mask, upstream, device, need_weights=True, **options)
+    composed, _ = run_sdpa(q, k, v, mask, upstream, device, need_weights=True, compiled=False, **options)
     assert isinstance(fused_node, Attention)
     assert_same(fused, composed)
 
@@ -130,8 +137,7 @@ def test_fused_attention_dropout_drops(device):
     for seed, p in [(0, 0.0), (0, 0.3), (1, 0.3), (0, 0.3)]:
         ta.manual_seed(seed)
         args = [leaf(a, device, requires_grad=False) for a in (q, k, v)]
-        outputs.setdefault((seed, p), []).append(
-            F.scaled_dot_product_attention(*args, dropout_p=p, need_weights=False)[0].numpy())
+        outputs.setdefault((seed, p), []).append(sdpa(*args, dropout_p=p, need_weights=False)[0].numpy())
     np.testing.assert_array_equal(*outputs[0, 0.3])  # the same seed, the same draw
     assert not np.allclose(outputs[0, 0.3][0], outputs[0, 0.0][0])
     assert not np.allclose(outputs[0, 0.3][0], outputs[1, 0.3][0])
@@ -141,7 +147,7 @@ def test_fused_attention_dropout_drops(device):
 
 
 def fused(q, k, v, attn_mask=None, **options):
-    out, weights = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, need_weights=False, **options)
+    out, weights = sdpa(q, k, v, attn_mask=attn_mask, need_weights=False, **options)
     assert weights is None and (isinstance(out._ctx, Attention) or not ta.is_grad_enabled())  # one node
     return out
 
@@ -330,11 +336,11 @@ def test_packed_self_attention_and_the_block_pass_their_attention_output(monkeyp
                         lambda *args, **kw: recorded.append(args[1].out) or original(*args, **kw))  # the output
     rng = np.random.default_rng(3)
     ta.manual_seed(0)
-    mha = nn.MultiHeadAttention(8, 2)
+    mha = ta.compile(nn.MultiHeadAttention(8, 2))
     x = leaf(rng.standard_normal((2, 5, 8), dtype=np.float32), "cpu")
     out, _ = mha(x, need_weights=False)
     out.backward(ta.tensor(rng.standard_normal(out.shape, dtype=np.float32)))
-    layer = nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0)
+    layer = ta.compile(nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0))
     y = layer(x)
     y.backward(ta.tensor(rng.standard_normal(y.shape, dtype=np.float32)))
     assert len(recorded) == 2 and all(o is not None and o.shape == (2, 2, 5, 4) for o in recorded)
@@ -441,28 +447,30 @@ def test_mha_fused_self_attention_matches_composed(device, case):
     B, L, H, D = (case[n] for n in "BLHD")
     rng = np.random.default_rng(case["seed"])
     mha = randomized(nn.MultiHeadAttention(H * D, H, bias=case["bias"]), rng).to(device)
+    compiled = ta.compile(mha)
     x = leaf(rng.standard_normal((B, L, H * D)), device)
     mask = mha_mask(case["mask"], B, L, rng, device)
     upstream = ta.tensor(rng.standard_normal((B, L, H * D)), device=device)
 
     results = []
-    for need_weights in (False, True):
+    for module, need_weights in ((compiled, False), (mha, False), (compiled, True)):
         x.grad = None
         if mask is not None:
             mask.grad = None
         mha.zero_grad()
-        out, weights = mha(x, x, x, attn_mask=mask, is_causal=case["is_causal"], need_weights=need_weights)
+        out, weights = module(x, x, x, attn_mask=mask, is_causal=case["is_causal"], need_weights=need_weights)
         assert (weights is None) == (not need_weights)
-        if not need_weights:  # out_proj(PackedSelfAttention(InProjection(x)))
+        if module is compiled and not need_weights:  # out_proj(PackedSelfAttention(InProjection(x)))
             attention = out._ctx.parents[0]._ctx
             assert isinstance(out._ctx, ta.fast.Linear) and isinstance(attention, PackedSelfAttention)
             assert isinstance(attention.parents[0]._ctx, InProjection)
-        else:
+        else:  # the reference forward (compiled: its projections fused)
             assert not {"PackedSelfAttention", "InProjection", "Attention"} & node_types(out)
         out.backward(upstream)
         results.append([out.numpy(), grad_of(x)] + [grad_of(p) for _, p in mha.named_parameters()]
                        + [grad_of(mask) if mask is not None and mask.requires_grad else None])
-    assert_same(*results)
+    assert_same(results[0], results[1])
+    assert_same(results[2], results[1])
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -472,11 +480,11 @@ def test_mha_fused_dropout_in_training_matches_composed_with_the_same_seed(devic
     x = leaf(rng.standard_normal((2, 4, 6)), device)
     upstream = ta.tensor(rng.standard_normal((2, 4, 6)), device=device)
     results = []
-    for need_weights in (False, True):
+    for module, need_weights in ((ta.compile(mha), False), (mha, True)):
         x.grad = None
         mha.zero_grad()
         ta.manual_seed(3)
-        out, weights = mha(x, x, x, is_causal=True, need_weights=need_weights)
+        out, weights = module(x, x, x, is_causal=True, need_weights=need_weights)
         assert ("PackedSelfAttention" in node_types(out)) == (not need_weights)
         out.backward(upstream)
         results.append([out.numpy(), grad_of(x)] + [grad_of(p) for p in mha.parameters()])
@@ -527,7 +535,7 @@ def test_mha_fused_self_attention_matches_torch(device, case):
     with torch.no_grad():
         for p in theirs.parameters():  # non-zero biases too
             p.copy_(torch.tensor(rng.standard_normal(tuple(p.shape)) * 0.5))
-    ours = load_from_torch(nn.MultiHeadAttention(E, H, bias=case["bias"]), theirs, device)
+    ours = ta.compile(load_from_torch(nn.MultiHeadAttention(E, H, bias=case["bias"]), theirs, device))
     x = rng.standard_normal((B, L, E))
     mask, is_causal, torch_mask, key_padding = torch_and_our_masks(case["mask"], B, L, rng, device)
     upstream = rng.standard_normal((B, L, E))
@@ -559,27 +567,31 @@ def test_encoder_layer_fused_matches_keep_attn_weights(device, norm_first, B, L,
     layer = nn.TransformerEncoderLayer(H * D, H, dim_feedforward=5, dropout=0.0, activation="gelu",
                                        norm_first=norm_first)
     layer = randomized(layer, rng).to(device).eval()
+    compiled = ta.compile(layer)
     src = leaf(rng.standard_normal((B, L, H * D)), device)
     mask = mha_mask(mask_kind, B, L, rng, device)
     upstream = ta.tensor(rng.standard_normal((B, L, H * D)), device=device)
 
     results = []
-    for keep in (False, True):
-        layer.keep_attn_weights = keep
+    for module, keep in ((compiled, False), (compiled, True), (layer, False)):
+        module.keep_attn_weights = keep
         layer.zero_grad()
         src.grad = None
         if mask is not None:
             mask.grad = None
-        out = layer(src, src_mask=mask, is_causal=is_causal)
+        out = module(src, src_mask=mask, is_causal=is_causal)
         types = node_types(out)
-        if keep:  # the weights are kept: every node composed
+        if keep:  # the weights are kept: the attention composed (the projections fused)
             assert not types & {"SelfAttentionBlock", "PackedSelfAttention", "InProjection"}
+        elif module is layer:  # not compiled: every node the reference's
+            assert not types & {"SelfAttentionBlock", "FeedForwardBlock", "PackedSelfAttention", "Linear"}
         elif mask is not None and mask.requires_grad:  # the mask's gradient: attention's own fused nodes
             assert {"PackedSelfAttention", "InProjection"} <= types and "SelfAttentionBlock" not in types
         else:
             assert "SelfAttentionBlock" in types
-        assert (layer.attn_weights is not None) == keep
+        assert (module.attn_weights is not None) == keep
         out.backward(upstream)
         results.append([out.numpy(), grad_of(src)] + [grad_of(p) for _, p in layer.named_parameters()]
                        + [grad_of(mask) if mask is not None and mask.requires_grad else None])
-    assert_same(*results)
+    assert_same(results[0], results[2])
+    assert_same(results[1], results[2])

@@ -1,21 +1,21 @@
 """The Transformer layers' fused residual blocks (``tinyattn/fast/blocks.py``), each against the
-reference definition it replaces (``ta.use_fast_paths(False)``).
+reference definition it replaces (the layer not compiled).
 
-- ``TransformerEncoderLayer`` and ``TransformerDecoderLayer`` with fast paths on against the
-  same layer with them off (``SelfAttentionBlock`` and ``FeedForwardBlock`` in the one graph, neither
+- ``TransformerEncoderLayer`` and ``TransformerDecoderLayer`` compiled (``ta.compile``) against the
+  same layer not compiled (``SelfAttentionBlock`` and ``FeedForwardBlock`` in the one graph, neither
   in the other): the output and the gradients of the input, of ``memory`` and of every parameter,
   in float64, pre- and post-norm, with every kind of mask (padding, boolean 2-D and 3-D, a float
   mask that needs no gradient, causal), in eval mode or with dropout 0; fully masked rows stay
   finite.
-- The same layers against ``torch.nn.TransformerEncoderLayer`` / ``TransformerDecoderLayer`` with
+- The same layers, compiled, against ``torch.nn.TransformerEncoderLayer`` / ``TransformerDecoderLayer`` with
   copied weights, with causal and padding masks.
 - Central finite differences in float64 on ``SelfAttentionBlock.apply`` and
   ``FeedForwardBlock.apply`` themselves, every input needing a gradient.
-- Where a block would not compute what the layer's parts do, the layer runs the composed nodes and
-  still agrees with ``ta.use_fast_paths(False)``: kept attention weights, dropout in training, a float
+- Where a block would not compute what the layer's parts do, the compiled layer runs the composed nodes and
+  still agrees with the layer not compiled: kept attention weights, dropout in training, a float
   mask that needs a gradient (which it gets), an activation other than ReLU and GELU, a replaced norm
-  or projection (whose own forward runs), attention or a norm without biases, ``_sa_block`` or
-  ``_ff_block`` overridden.
+  or projection (whose own forward runs), attention or a norm without biases; a layer whose ``_sa_block`` or
+  ``_ff_block`` is overridden is not compiled at all (its parts are).
 - Parameters (or an input) that need no gradient get none; the others agree with the composed run.
 - Gradient arrays: no two share memory, none shares it with the upstream gradient, which stays
   unchanged; a second backward raises without ``retain_graph``, and with it adds the same
@@ -75,22 +75,21 @@ def call(layer, inputs, self_mask=None, is_causal=False, memory_mask=None):
 
 
 def run(layer, inputs, upstream, fused, extra=(), **masks):
-    """``(node types, [output, gradients of inputs, of the layer's parameters, of extra]))``, under
-    ``ta.use_fast_paths(fused)`` and with dropout drawn from one seed."""
+    """``(node types, [output, gradients of inputs, of the layer's parameters, of extra]))`` of ``layer``
+    compiled (``fused``) or as it is, with dropout drawn from one seed."""
     layer.zero_grad()
     for t in (*inputs, *extra):
         t.grad = None
     ta.manual_seed(0)
-    with ta.use_fast_paths(fused):
-        out = call(layer, inputs, **masks)
-        types = node_types(out)
-        out.backward(upstream)
+    out = call(ta.compile(layer) if fused else layer, inputs, **masks)
+    types = node_types(out)
+    out.backward(upstream)
     return types, [out.numpy()] + [grad_of(t) for t in (*inputs, *layer.parameters(), *extra)]
 
 
 def fused_matches_composed(layer, inputs, upstream, extra=(), **masks):
-    """Runs ``layer`` with the blocks allowed and with them off; asserts the two agree and the
-    second has no block node. Returns the first run's node types and its results."""
+    """Runs ``layer`` compiled and as it is; asserts the two agree and the second has no block node.
+    Returns the first run's node types and its results."""
     types, fused = run(layer, inputs, upstream, True, extra, **masks)
     composed_types, composed = run(layer, inputs, upstream, False, extra, **masks)
     assert not BLOCKS & composed_types
@@ -186,7 +185,7 @@ def test_fused_layer_matches_torch(device, kind, norm_first, case):
     with torch.no_grad():
         for p in theirs.parameters():  # non-zero biases and LayerNorm affine too
             p.copy_(torch.tensor(rng.standard_normal(tuple(p.shape)) * 0.5))
-    ours = load_from_torch(LAYERS[kind](E, H, **options), theirs, device)
+    ours = ta.compile(load_from_torch(LAYERS[kind](E, H, **options), theirs, device))
 
     # torch's boolean masks mean True = NOT allowed, ours True = may attend; key 0 stays visible (torch: NaN)
     causal = "causal" in case["masks"]
@@ -236,7 +235,7 @@ def test_gelu_layer_matches_torch(kind, norm_first, form):
     with torch.no_grad():
         for p in theirs.parameters():
             p.copy_(torch.tensor(rng.standard_normal(tuple(p.shape)) * 0.5))
-    ours = load_from_torch(LAYERS[kind](E, H, activation=ours_activation, **options), theirs, "cpu")
+    ours = ta.compile(load_from_torch(LAYERS[kind](E, H, activation=ours_activation, **options), theirs, "cpu"))
     padding = np.arange(L)[None, :] < np.array([L, 3])[:, None]  # (B, L) True = a real token
     x, memory, upstream = (rng.standard_normal(s) for s in [(B, L, E), (B, S, E), (B, L, E)])
     t_x, t_memory = torch.tensor(x, requires_grad=True), torch.tensor(memory, requires_grad=True)
@@ -314,26 +313,33 @@ def test_gradcheck_feed_forward_block(device, norm_first, shape, activation):
 
 
 # ----------------------------------------------------------------------------- fallbacks to the composed nodes
+#
+# Each layer below is changed before it is compiled (a compiled copy holds its own attributes).
 
 
-class RecordingLayerNorm(nn.LayerNorm):
-    """A LayerNorm that counts its calls and scales its output: a block that skipped its forward would show."""
+class Recording:
+    """A module mixin that counts its calls (in one list, which a compiled copy shares) and scales its output: a
+    block that skipped its forward would show."""
 
-    calls = 0
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.seen = []
+
+    @property
+    def calls(self):
+        return len(self.seen)
 
     def forward(self, input):
-        self.calls += 1
+        self.seen.append(input.shape)
         return super().forward(input) * 1.5
 
 
-class RecordingLinear(nn.Linear):
-    """A Linear that counts its calls and scales its output."""
+class RecordingLayerNorm(Recording, nn.LayerNorm):
+    pass
 
-    calls = 0
 
-    def forward(self, input):
-        self.calls += 1
-        return super().forward(input) * 1.5
+class RecordingLinear(Recording, nn.Linear):
+    pass
 
 
 class Recorder:
@@ -379,8 +385,8 @@ FALLBACKS = {
     "out_proj_subclass": ({"FeedForwardBlock", "PackedSelfAttention"}, {"SelfAttentionBlock"}),
     "attention_without_bias": ({"FeedForwardBlock", "PackedSelfAttention"}, {"SelfAttentionBlock"}),
     "ff_norm_without_bias": ({"SelfAttentionBlock"}, {"FeedForwardBlock"}),
-    "sa_block_overridden": ({"FeedForwardBlock"}, {"SelfAttentionBlock"}),
-    "ff_block_overridden": ({"SelfAttentionBlock"}, {"FeedForwardBlock"}),
+    "sa_block_overridden": ({"PackedSelfAttention"}, BLOCKS),  # not compiled: its own class, its parts compiled
+    "ff_block_overridden": ({"PackedSelfAttention"}, BLOCKS),
     "norm1_forward_on_instance": ({"FeedForwardBlock"}, {"SelfAttentionBlock"}),
     "out_proj_forward_on_instance": ({"FeedForwardBlock", "PackedSelfAttention"}, {"SelfAttentionBlock"}),
     "linear2_forward_on_instance": ({"SelfAttentionBlock"}, {"FeedForwardBlock"}),
@@ -449,12 +455,17 @@ def test_fallback_to_composed_nodes(device, kind, norm_first, how):
     assert present <= types and not absent & types, f"{how}: node types {sorted(types)}"
     if recorder is not None:
         assert recorder.calls == calls + 2  # its own forward ran in each of the two runs
-    if how == "keep_attn_weights":
+    if how == "keep_attn_weights":  # (kept by the compiled copy, then by the layer itself)
         weights = layer.attn_weights if kind == "encoder" else layer.self_attn_weights
+        assert weights is not None and weights.shape == (B, 2, L, L)
+        compiled = ta.compile(layer)
+        call(compiled, inputs, self_mask=mask, is_causal=True)
+        weights = compiled.attn_weights if kind == "encoder" else compiled.self_attn_weights
         assert weights is not None and weights.shape == (B, 2, L, L)
     if how == "float_mask_needing_grad":
         assert fused[-1] is not None and (fused[-1] != 0).any()  # compared with the composed run's above
     if how.endswith("block_overridden"):  # the override changed the result: it was not bypassed
+        assert type(ta.compile(layer)) is type(layer)
         plain, _ = fallback_layer("none", kind, norm_first, 20, device)
         assert not np.allclose(call(plain, inputs, self_mask=mask, is_causal=True).numpy(), fused[0])
 
@@ -512,7 +523,7 @@ def test_gradients_share_no_memory_and_upstream_is_unchanged(kind, norm_first, a
     inputs = layer_inputs(kind, B, L, S, E, rng, "cpu")
     upstream = rng.standard_normal((B, L, E))
     kept = upstream.copy()
-    out = call(layer, inputs, is_causal=True)
+    out = call(ta.compile(layer), inputs, is_causal=True)
     assert "SelfAttentionBlock" in node_types(out)
     assert ("FeedForwardBlock" in node_types(out)) == (activation in ("relu", "gelu"))
     out.backward(upstream)
@@ -572,7 +583,7 @@ def test_block_gradients_share_no_memory_and_upstream_is_unchanged(block, norm_f
 def test_backward_twice(device, kind, norm_first):
     B, L, S, H, E = 2, 3, 2, 2, 4
     rng = np.random.default_rng(50)
-    layer = make_layer(kind, E, H, rng, device, dim_feedforward=6, dropout=0.0, norm_first=norm_first)
+    layer = ta.compile(make_layer(kind, E, H, rng, device, dim_feedforward=6, dropout=0.0, norm_first=norm_first))
     inputs = layer_inputs(kind, B, L, S, E, rng, device)
     upstream = ta.tensor(rng.standard_normal((B, L, E)), device=device)
     leaves = [*inputs, *layer.parameters()]
@@ -630,7 +641,7 @@ def test_float32_in_float32_out(device, kind, norm_first, activation):
 @pytest.mark.parametrize("how", ["norm1_weight", "feed_forward_norm_bias", "attention_kdim"])
 def test_parts_that_do_not_fit_raise_the_composed_nodes_error(kind, how):
     """A part the composed nodes refuse (a norm parameter of another shape, attention whose keys have
-    another width) is refused with the same message whether the blocks are on or off."""
+    another width) is refused with the same message by the compiled layer and the layer."""
     rng = np.random.default_rng(30)
     E, H = 6, 2
     layer = make_layer(kind, E, H, rng, "cpu", dim_feedforward=5, dropout=0.0)
@@ -642,9 +653,9 @@ def test_parts_that_do_not_fit_raise_the_composed_nodes_error(kind, how):
         layer.self_attn = nn.MultiHeadAttention(E, H, kdim=4, vdim=4).double()
     inputs = layer_inputs(kind, 2, 3, 4, E, rng, "cpu")
     messages = []
-    for fused in (True, False):
-        with ta.use_fast_paths(fused), pytest.raises(ValueError) as error:
-            call(layer, inputs)
+    for module in (ta.compile(layer), layer):
+        with pytest.raises(ValueError) as error:
+            call(module, inputs)
         messages.append(str(error.value))
     assert messages[0] == messages[1]
 
@@ -693,7 +704,8 @@ def test_in_place_change_to_an_array_a_block_keeps_is_refused(block, watched, no
         if name.endswith("(post-norm)") and norm_first:
             continue  # pre-norm, the block keeps norm(x), not x
         ta.manual_seed(0)
-        layer = nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0, norm_first=norm_first, dtype=np.float64)
+        layer = ta.compile(nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0, norm_first=norm_first,
+                                                      dtype=np.float64))
         src = ta.randn(2, 3, 8, dtype=np.float64, requires_grad=True)
         out = layer(src)
         assert type(out._ctx).__name__ == "FeedForwardBlock"

@@ -3,8 +3,9 @@
 - Every pooled kernel gives bit for bit the same arrays pooled as on one thread: the same pieces
   (``piece_elements`` lowered so that small shapes are cut), run once with ``pool_min_elements=0``
   and once with the pool out of reach; float32 and float64, shapes around the piece size.
-- The pool runs tasks on more than one thread when it applies, and on the calling thread in
-  reference mode, below the threshold, for non-NumPy arrays and inside a pooled task.
+- The pool runs tasks on more than one thread when it applies, and on the calling thread when the
+  schedule says so, below the threshold, for non-NumPy arrays and inside a pooled task.
+- A compiled layer's blocks (``ta.compile``) run their products over the pool by their own decisions.
 - A task's exception reaches the caller; the pool starts again after ``shutdown``, works in a
   forked child, and lets the interpreter exit.
 """
@@ -510,7 +511,7 @@ def test_blocks_large_enough_for_the_pool_record_with_openblas_on_one_thread(mon
     norm_backward = blocks.layer_norm_rows_backward
     monkeypatch.setattr(blocks, "layer_norm_rows_backward",
                         lambda *args: in_backward.append(get_threads()) or norm_backward(*args))
-    layer = ta.nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0)
+    layer = ta.compile(ta.nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0))
     x = ta.tensor(np.random.default_rng(0).standard_normal((2, 3, 8), dtype=np.float32), requires_grad=True)
     with tuning.tuned(pool_min_elements=0):  # every pass is large enough here
         y = layer(x)  # records: both blocks' forwards (out_proj's product, then the feed-forward's two)
@@ -534,7 +535,7 @@ def test_the_router_says_where_a_blocks_products_run():
     with tuning.tuned(products_on_pool=False):
         assert router.why_not_products_on_pool(threshold) == "turned off (fast.tuning: products_on_pool=False)"
     assert tuning.values.products_on_pool is True
-    layer = ta.nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0)
+    layer = ta.compile(ta.nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0))
     x = ta.tensor(np.zeros((2, 3, 8), dtype=np.float32))
     on_pool = "over the pool, OpenBLAS on one thread"
     with tuning.tuned(pool_min_elements=50):  # scores 2·2·3·3 = 36 elements, hidden activations 2·3·16 = 96
@@ -568,7 +569,7 @@ def test_each_block_runs_over_the_pool_by_its_own_decision(decoder):
     args = (x, ta.tensor(rng.standard_normal((2, 12, 64), dtype=np.float32))) if decoder else (x,)
     for hidden, threshold, expected in ((128, 12_000, (True, False)),  # hidden activations 80·128 = 10,240
                                         (256, 15_000, (False, True))):  # 80·256 = 20,480
-        layer = layer_type(64, 4, dim_feedforward=hidden, dropout=0.0)
+        layer = ta.compile(layer_type(64, 4, dim_feedforward=hidden, dropout=0.0))
         with tuning.tuned(pool_min_elements=threshold):
             out = layer(*args)
         (attention_block,), (feed_forward_block,) = (_nodes_named(out, name)

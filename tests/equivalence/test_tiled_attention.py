@@ -2,7 +2,8 @@
 
 Every schedule cuts the same ``(…, Lq, Lk)`` scores: one tile, batch slices, runs of query rows (with backward's
 pass by runs of keys), several key tiles combined by the online softmax, sequences laid back to back. Each is
-forced through ``fast.tuning.tuned`` and must give the reference attention's output and gradients (float64,
+forced through ``fast.tuning.tuned`` and must give, through the compiled ``F.scaled_dot_product_attention``
+(``ta.compile``), the reference attention's output and gradients (float64,
 hypothesis-drawn shapes and masks, a random upstream gradient), and the schedule the kernel runs is the one
 ``router.attention_schedule`` returned.
 """
@@ -71,13 +72,15 @@ def inputs(case):
     return q, k, v, mask, grad
 
 
-def attend(q, k, v, mask, grad, is_causal):
-    """Output and gradients (q, k, v, and a float mask's) of ``F.scaled_dot_product_attention`` on tensors."""
+def attend(q, k, v, mask, grad, is_causal, compiled):
+    """Output and gradients (q, k, v, and a float mask's) of ``F.scaled_dot_product_attention`` on tensors,
+    compiled or the reference."""
     leaves = [ta.tensor(a, requires_grad=True) for a in (q, k, v)]
     mask_tensor = None
     if mask is not None:
         mask_tensor = ta.tensor(mask, requires_grad=mask.dtype != np.bool_)
-    out, _ = F.scaled_dot_product_attention(*leaves, attn_mask=mask_tensor, is_causal=is_causal, need_weights=False)
+    function = ta.compile(F.scaled_dot_product_attention) if compiled else F.scaled_dot_product_attention
+    out, _ = function(*leaves, attn_mask=mask_tensor, is_causal=is_causal, need_weights=False)
     out.backward(ta.tensor(grad))
     if mask_tensor is not None and mask_tensor.requires_grad:
         leaves.append(mask_tensor)
@@ -91,8 +94,7 @@ def attend(q, k, v, mask, grad, is_causal):
 def test_each_schedule_gives_the_references_values_and_gradients(monkeypatch, schedule, data):
     case = data.draw(cases(schedule), label="case")
     q, k, v, mask, grad = inputs(case)
-    with ta.use_fast_paths(False):
-        expected, expected_grads = attend(q, k, v, mask, grad, case["is_causal"])
+    expected, expected_grads = attend(q, k, v, mask, grad, case["is_causal"], compiled=False)
     given_schedules, received = [], []
     original_schedule, original_attention = router.attention_schedule, attention.attention
 
@@ -107,7 +109,7 @@ def test_each_schedule_gives_the_references_values_and_gradients(monkeypatch, sc
     monkeypatch.setattr(router, "attention_schedule", schedule_spy)
     monkeypatch.setattr(attention, "attention", attention_spy)
     with tuning.tuned(**tuning_for(schedule, case)):
-        out, grads = attend(q, k, v, mask, grad, case["is_causal"])
+        out, grads = attend(q, k, v, mask, grad, case["is_causal"], compiled=True)
     monkeypatch.undo()
     assert len(received) == 1 and received[0] is given_schedules[0]  # the kernel runs the router's schedule
     assert kind(received[0]) == schedule
@@ -135,12 +137,11 @@ def test_the_sequences_schedule_gives_the_references_values(lengths, H, D, seed)
     assert [tiles for _, tiles in schedule.units] == [((a, b, a, b),) for a, b in zip(cu_seqlens, cu_seqlens[1:])
                                                        if b > a]
     out = attention.attention_by_sequences(q, k, v, schedule, 1 / np.sqrt(D), np.empty((H, T, D)))
-    with ta.use_fast_paths(False):
-        for a, b in zip(cu_seqlens, cu_seqlens[1:]):
-            if b > a:
-                expected, _ = F.scaled_dot_product_attention(*(ta.tensor(x[:, a:b]) for x in (q, k, v)),
-                                                             need_weights=False)
-                np.testing.assert_allclose(out[:, a:b], expected.numpy(), rtol=1e-10, atol=1e-12)
+    for a, b in zip(cu_seqlens, cu_seqlens[1:]):
+        if b > a:
+            expected, _ = F.scaled_dot_product_attention(*(ta.tensor(x[:, a:b]) for x in (q, k, v)),
+                                                         need_weights=False)
+            np.testing.assert_allclose(out[:, a:b], expected.numpy(), rtol=1e-10, atol=1e-12)
 
 
 def test_the_router_gives_each_schedule_for_its_shapes():
