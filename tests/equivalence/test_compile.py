@@ -279,9 +279,6 @@ def test_a_subclass_with_its_own_forward_keeps_its_class_and_its_parts_are_compi
     assert lines[0].startswith("_Doubled: reference")
 
 
-@pytest.mark.xfail(strict=True, reason="library: fast/compile.py _fused_class answers 'reference (no fused form)' "
-                                       "for a subclass of a class that has one; its own words are "
-                                       "'reference (_Doubled has a forward of its own)'")
 def test_the_notes_say_a_subclass_keeps_its_class_for_its_own_forward():
     assert ta.compile(_Doubled(8, 2, 16)).compile_notes[""] == "reference (_Doubled has a forward of its own)"
 

@@ -34,7 +34,6 @@ from .blocks import (  # noqa: F401
     feed_forward_block,
     self_attention_block,
 )
-from .compile import compile  # noqa: F401
 from .nodes import (  # noqa: F401
     Attention,
     CrossEntropy,

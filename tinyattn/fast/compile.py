@@ -320,6 +320,8 @@ def _fused_class(module):
         return cls, "already compiled"
     native = cls.__dict__.get("computes_as", cls)
     fused = MODULES.get(native)
+    if fused is None and any(base in MODULES for base in cls.__mro__[1:]):
+        return None, f"reference ({cls.__name__} has a forward of its own)"  # a subclass: it computes something else
     if fused is None:
         return None, "reference (no fused form)"
     if "forward" in module.__dict__:
