@@ -16,8 +16,8 @@ steps as the fused nodes it replaces (``kernels.layer_norm_rows``, ``kernels.in_
 ``attention.packed_attention`` and their backwards; GELU's in ``activations``), operation for
 operation. The activations are handled as rows ``(M, E)``, ``M = B·L`` (or ``T``, the real tokens
 alone). ``router.why_not_self_attention_block`` and ``router.why_not_feed_forward_block`` decide when a
-block runs; the equivalence table proves each equal to the layer's reference ``forward`` (``with
-ta.use_fast_paths(False):``).
+block runs; the equivalence table proves each equal to the layer's reference ``forward`` (the layer not
+compiled).
 A block skips the products for a weight or bias that needs no gradient (a frozen parameter); the
 input's and the norm's gradients, cheap beside them, it always computes. A block large enough for the thread pool
 runs, while a graph is recorded and where its caller passes the layer route's decision (``router.LayerRoute``), with
