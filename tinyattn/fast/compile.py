@@ -62,6 +62,11 @@ def linear(input, weight, bias=None):
     runs ``F.linear``, with its errors."""
     if transforming() or router.why_not_linear(input, weight, bias):
         return F.linear(input, weight, bias)
+    return linear_node(input, weight, bias)
+
+
+def linear_node(input, weight, bias):
+    """``x Wᵀ + b`` as one ``fast.Linear`` node, on arguments ``router.why_not_linear`` accepts."""
     return LinearNode.apply(input, weight) if bias is None else LinearNode.apply(input, weight, bias)
 
 
@@ -71,7 +76,12 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
         normalized_shape = (normalized_shape,)
     if transforming() or router.why_not_layer_norm(input, normalized_shape, weight, bias):
         return F.layer_norm(input, normalized_shape, weight, bias, eps)
-    ndim = len(normalized_shape)
+    return normalized(input, len(normalized_shape), weight, bias, eps)
+
+
+def normalized(input, ndim, weight, bias, eps):
+    """LayerNorm over the last ``ndim`` axes as one ``fast.Normalize`` node (weight and bias inside it when both
+    are given), on arguments ``router.why_not_layer_norm`` accepts."""
     if weight is not None and bias is not None:
         return Normalize.apply(input, weight, bias, ndim=ndim, eps=eps)  # (…, *normalized_shape)
     output = Normalize.apply(input, ndim=ndim, eps=eps)
@@ -136,8 +146,7 @@ class Linear(nn.Linear):
     def forward(self, input):
         if transforming() or router.why_not_linear(input, self.weight, self.bias):
             return nn.Linear.forward(self, input)
-        return LinearNode.apply(input, self.weight) if self.bias is None else LinearNode.apply(
-            input, self.weight, self.bias)
+        return linear_node(input, self.weight, self.bias)
 
 
 class LayerNorm(nn.LayerNorm):
@@ -150,7 +159,7 @@ class LayerNorm(nn.LayerNorm):
     def forward(self, input):
         if transforming() or router.why_not_layer_norm(input, self.normalized_shape, self.weight, self.bias):
             return nn.LayerNorm.forward(self, input)
-        return layer_norm(input, self.normalized_shape, self.weight, self.bias, self.eps)
+        return normalized(input, len(self.normalized_shape), self.weight, self.bias, self.eps)
 
 
 class MultiHeadAttention(nn.MultiHeadAttention):
