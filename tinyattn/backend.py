@@ -20,6 +20,7 @@ True
 'strict'
 """
 
+import contextlib
 import math
 import sys
 
@@ -429,6 +430,22 @@ def set_rng_state(state):
     _SEED[0] = None if seed is None else int(seed)
     _GENERATORS.clear()
     _GENERATORS.update(generators)
+
+
+@contextlib.contextmanager
+def rng_state(state):
+    """The library's generators in ``state`` (``get_rng_state()``'s) inside the block, and back as they were after
+    it: a run that draws again what an earlier run drew (``ta.utils.checkpoint``'s, a fused node's reference).
+    ``None``: the generators stay as they are."""
+    if state is None:
+        yield
+        return
+    now = get_rng_state()
+    set_rng_state(state)
+    try:
+        yield
+    finally:
+        set_rng_state(now)
 
 
 def _generator_from_state(device, saved):

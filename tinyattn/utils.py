@@ -63,14 +63,8 @@ def checkpoint(function, *args, use_reentrant=None, preserve_rng_state=True, **k
     output = Tensor._wrap(output._data, output)  # the inside's graph goes with the old output
 
     def rerun():
-        if state is None:
+        with backend.rng_state(state):  # the same dropout draws as the first run
             return function(*args, **kwargs)
-        now = backend.get_rng_state()
-        backend.set_rng_state(state)  # the same dropout draws as the first run
-        try:
-            return function(*args, **kwargs)
-        finally:
-            backend.set_rng_state(now)
 
     return Checkpoint.apply(*inputs, rerun=rerun, output=output._data)
 

@@ -21,7 +21,8 @@ from torch_parity import host
 
 import tinyattn as ta
 import tinyattn.nn.functional as F
-from tinyattn.fast import MaskedSoftmax
+from tinyattn import backend
+from tinyattn.fast.kernels import softmax_into
 from tinyattn.testing import gradcheck
 
 
@@ -116,51 +117,23 @@ def test_matches_torch(device, route, case, need_weights):
 
 
 @given(
-    shape=st.tuples(st.integers(1, 3), st.integers(1, 4), st.integers(1, 6)),
-    seed=st.integers(0, 2**31 - 1),
-    dtype=st.sampled_from([np.float64, np.float32]),
-)
-def test_masked_softmax_matches_composed_primitives(device, shape, seed, dtype):
-    """The fused softmax against exp / amax / sum / where on rows with at least one key."""
-    rng = np.random.default_rng(seed)
-    scores = (rng.standard_normal(shape) * 3).astype(dtype)
-    allowed = rng.random(shape) < 0.6
-    allowed[..., 0] = True
-    upstream = rng.standard_normal(shape).astype(dtype)
-
-    fused_in = leaf(scores, device)
-    fused = MaskedSoftmax.apply(fused_in, ta.tensor(allowed, device=device))
-    fused.backward(ta.tensor(upstream, device=device))
-
-    composed_in = leaf(scores, device)
-    mask = ta.tensor(allowed, device=device)
-    masked = ta.where(mask, composed_in, -math.inf)
-    exps = (masked - masked.amax(-1, keepdim=True)).exp()
-    composed = exps / exps.sum(-1, keepdim=True)
-    composed.backward(ta.tensor(upstream, device=device))
-
-    tol = dict(rtol=1e-12, atol=1e-14) if dtype == np.float64 else dict(rtol=1e-5, atol=1e-6)
-    assert fused.dtype == dtype and fused_in.grad.dtype == dtype
-    np.testing.assert_allclose(fused.numpy(), composed.numpy(), **tol)
-    np.testing.assert_allclose(host(fused_in.grad), host(composed_in.grad), **tol)
-
-
-@given(
     shape=st.tuples(st.integers(1, 3), st.integers(1, 5), st.integers(1, 6)),
     seed=st.integers(0, 2**31 - 1),
     dtype=st.sampled_from([np.float64, np.float32]),
     spread=st.sampled_from([1.0, 50.0, 80.0, 400.0, 1e3, 1e5]),  # 80, 400: around float32, float64 underflow
 )
-def test_masked_softmax_with_rows_far_apart_matches_a_per_row_reference(device, shape, seed, dtype, spread):
-    """The shift is the largest score of the whole array: rows far below it (offsets up to ``spread``,
-    far past exp's range) must still come out as a per-row softmax, and rows with no key as 0."""
+def test_the_softmax_kernel_with_rows_far_apart_matches_a_per_row_reference(device, shape, seed, dtype, spread):
+    """The fused attention's softmax (``fast.kernels.softmax_into``) shifts by the largest score of the whole
+    array: rows far below it (offsets up to ``spread``, far past exp's range) must still come out as a per-row
+    softmax, and rows with no key as 0."""
     rng = np.random.default_rng(seed)
     scores = rng.standard_normal(shape) + rng.uniform(-spread, spread, shape[:-1] + (1,))  # one offset per row
     allowed = rng.random(shape) < 0.7
     allowed[rng.random(shape[:-1]) < 0.2] = False  # some rows with no key at all
     scores = scores.astype(dtype)
 
-    out = MaskedSoftmax.apply(leaf(scores, device), ta.tensor(allowed, device=device)).numpy()
+    masked = ta.tensor(np.where(allowed, scores, -np.inf), device=device)._data
+    out = backend.to_numpy(softmax_into(masked, backend.namespace(masked).empty_like(masked)))
 
     masked = np.where(allowed, scores.astype(np.float64), -np.inf)
     row_max = masked.max(-1, keepdims=True)
@@ -179,15 +152,12 @@ def test_a_whole_row_pushed_down_by_a_float_mask_stays_a_softmax_as_in_pytorch(d
     mask = np.array([[0.0, 0.0, 0.0], [-1e4, -1e4, -1e4]], dtype=np.float32)
     q = leaf(scores * np.float32(np.sqrt(3)), device)  # q kᵀ/√3 = scores
     kv = leaf(np.eye(3, dtype=np.float32)[None], device)
-    for need_weights in (True, False):  # the composed path and the fused node
-        out, _ = F.scaled_dot_product_attention(q, kv, kv, attn_mask=ta.tensor(mask, device=device),
-                                                need_weights=need_weights)
+    for sdpa in (F.scaled_dot_product_attention, ta.compile(F.scaled_dot_product_attention)):  # the definition,
+        out, _ = sdpa(q, kv, kv, attn_mask=ta.tensor(mask, device=device), need_weights=False)  # the fused node
         t_w = torch.softmax(torch.tensor(scores + mask), -1)  # v = I: the output is the weights
         np.testing.assert_allclose(out.numpy(), t_w.numpy(), rtol=1e-5, atol=1e-6)
         unshifted = np.exp(scores[0, 1]) / np.exp(scores[0, 1]).sum()  # shifting a whole row changes nothing
         np.testing.assert_allclose(out.numpy()[0, 1], unshifted, rtol=1e-5)
-    weights = MaskedSoftmax.apply(ta.tensor(scores + mask, device=device)).numpy()
-    np.testing.assert_allclose(weights, torch.softmax(torch.tensor(scores + mask), -1).numpy(), rtol=1e-5, atol=1e-6)
 
 
 # ----------------------------------------------------------------------------- finite differences

@@ -147,23 +147,6 @@ def blocked_sdpa(case):
         return sdpa(compiled(F.scaled_dot_product_attention), case, "BlockedAttention")
 
 
-def masked_softmax_case(data, kind):
-    rng = seeded(data)
-    shape = (data.draw(st.integers(1, 3)), data.draw(st.integers(1, 4)), data.draw(st.integers(1, 5)))
-    scores = ta.tensor(rng.standard_normal(shape) * 3, requires_grad=True)
-    allowed = None
-    if kind != "none":
-        allowed = rng.random(shape) < 0.6
-        if kind == "fully-masked rows":
-            allowed[:, 0] = False
-    return dict(scores=scores, allowed=allowed, leaves=[scores])
-
-
-def fast_masked_softmax(case):
-    allowed = () if case["allowed"] is None else (ta.tensor(case["allowed"]),)
-    return expect_node(fast.MaskedSoftmax.apply(case["scores"], *allowed), "MaskedSoftmax")
-
-
 # ----------------------------------------------------------------------------- modules
 
 
@@ -356,9 +339,6 @@ TABLE = [
         lambda c: sdpa(F.scaled_dot_product_attention, c), attention_case, tuple(MASK_KINDS)),
     Row("attention_blocked", F.scaled_dot_product_attention, blocked_sdpa,
         lambda c: sdpa(F.scaled_dot_product_attention, c), attention_case, tuple(MASK_KINDS)),
-    Row("masked_softmax", None, fast_masked_softmax,  # a fused node no compiled form calls (see the reply)
-        lambda c: F._softmax_over_allowed(c["scores"], c["allowed"]), masked_softmax_case,
-        ("none", "bool", "fully-masked rows")),
     Row("linear_module", nn.Linear, lambda c: run_module(c, True, ("Linear",)), run_module, linear_module_case,
         (True, False)),
     Row("layer_norm_module", nn.LayerNorm, lambda c: run_module(c, True, ("Normalize",)), run_module,

@@ -4,7 +4,6 @@
   ``x @ W.T + b``;
 - compiled ``layer_norm`` is one fused node: it must agree with the composed formula, the partial-affine cases
   too;
-- the ``SplitHeads``/``MergeHeads`` nodes must agree with reshape + transpose;
 - the graph walk sums a gradient in place only in arrays it made itself: upstream gradients are
   never written to, no two ``.grad`` arrays share memory, and a leaf's ``.grad`` never shares memory with
   an array a node handed down;
@@ -22,7 +21,7 @@ import tinyattn as ta
 import tinyattn.nn as nn
 import tinyattn.nn.functional as F
 from tinyattn import testing as tt
-from tinyattn.fast import FeedForwardBlock, Linear, MaskedSoftmax, MergeHeads, SplitHeads
+from tinyattn.fast import Attention, FeedForwardBlock, Linear
 
 DEVICES = ["cpu", "strict", pytest.param("cuda", marks=pytest.mark.cuda)]  # cuda: skipped without a GPU
 linear, layer_norm = ta.compile(F.linear), ta.compile(F.layer_norm)  # the fused forms
@@ -183,26 +182,6 @@ def test_transformer_layers_use_the_fused_blocks_only_when_no_dropout_acts(layer
     layer.train()  # dropout acts: composed, so that the dropout masks stay where PyTorch puts them
     y = layer(*args)
     assert not {"SelfAttentionBlock", "FeedForwardBlock"} & node_types(y)
-
-
-# ----------------------------------------------------------------------------- heads
-
-
-@pytest.mark.parametrize("device", DEVICES)
-@given(B=st.integers(1, 3), L=st.integers(1, 4), H=st.integers(1, 3), D=st.integers(1, 3),
-       seed=st.integers(0, 2**32 - 1))
-def test_split_and_merge_heads_match_reshape_and_transpose(device, B, L, H, D, seed):
-    rng = np.random.default_rng(seed)
-    x, upstream = rng.standard_normal((B, L, H * D)), rng.standard_normal((B, H, L, D))
-
-    fused = _run(lambda t: SplitHeads.apply(t, num_heads=H), [x], [True], upstream, device)
-    composed = _run(lambda t: t.reshape(B, L, H, D).transpose(1, 2), [x], [True], upstream, device)
-    _assert_same(fused, composed)
-
-    heads = rng.standard_normal((B, H, L, D))
-    fused = _run(MergeHeads.apply, [heads], [True], x, device)
-    composed = _run(lambda t: t.transpose(1, 2).reshape(B, L, H * D), [heads], [True], x, device)
-    _assert_same(fused, composed)
 
 
 # ----------------------------------------------------------------------------- in-place accumulation
@@ -504,7 +483,7 @@ def test_an_in_place_change_to_a_layer_norm_output_without_weight_is_refused():
 def test_each_node_watches_the_arrays_its_backward_reads_and_no_other():
     """``saved_inputs`` and ``saves_output`` as the nodes declare them: written in place after the forward, ``x``
     or ``W`` makes ``fast.Linear``'s backward refuse, while ``b`` (never read) leaves the gradients as they were;
-    ``SplitHeads`` and ``MergeHeads`` read nothing of their input, and ``MaskedSoftmax`` reads its output."""
+    and ``fast.Attention`` reads its output."""
     rng = np.random.default_rng(3)
     x_np, w_np, b_np, g_np = (rng.standard_normal(s) for s in [(2, 3, 4), (6, 4), (6,), (2, 3, 6)])
 
@@ -523,17 +502,9 @@ def test_each_node_watches_the_arrays_its_backward_reads_and_no_other():
     for got, expected in zip(linear_grads("bias"), linear_grads()):
         np.testing.assert_array_equal(got, expected)
 
-    h = ta.tensor(rng.standard_normal((2, 3, 6)), requires_grad=True) * 1.0  # a node's output, not a leaf
-    heads = SplitHeads.apply(h, num_heads=2) + 0.0  # (2, 2, 3, 3)
-    merged = MergeHeads.apply(heads)  # (2, 3, 6)
+    q, k, v = (ta.tensor(rng.standard_normal((2, 3, 3)), requires_grad=True) for _ in range(3))
+    out = Attention.apply(q, k, v, allowed=None, is_causal=False, scale=0.5, dropout_p=0.0)
     with ta.no_grad():
-        h.add_(1.0)  # SplitHeads' input, written after its forward
-        heads.add_(1.0)  # MergeHeads' input, likewise
-    merged.backward(ta.tensor(g_np))  # neither node refuses
-
-    scores = ta.tensor(rng.standard_normal((2, 3, 3)), requires_grad=True)
-    weights = MaskedSoftmax.apply(scores)
-    with ta.no_grad():
-        weights.mul_(2.0)
-    with pytest.raises(RuntimeError, match="MaskedSoftmax saved for its backward was modified"):
-        weights.backward(ta.tensor(g_np[..., :3]))
+        out.mul_(2.0)
+    with pytest.raises(RuntimeError, match="Attention saved for its backward was modified"):
+        out.backward(ta.tensor(g_np[..., :3]))

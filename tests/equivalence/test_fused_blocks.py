@@ -618,7 +618,7 @@ def test_backward_twice(device, kind, norm_first):
 @pytest.mark.parametrize("norm_first", [False, True])
 @pytest.mark.parametrize("activation", ["relu", "gelu", nn.GELU(approximate="tanh")], ids=["relu", "gelu", "tanh"])
 def test_float32_in_float32_out(device, kind, norm_first, activation):
-    """float32 throughout; the fused GELU (float32 erf kernel) within float32 rounding of the reference (scipy)."""
+    """float32 throughout; the fused GELU (its float32 Φ kernel) within float32 rounding of the reference (scipy)."""
     B, L, S, H, E = 2, 4, 3, 2, 8
     ta.manual_seed(60)
     layer = LAYERS[kind](E, H, dim_feedforward=12, dropout=0.0, norm_first=norm_first, activation=activation)

@@ -10,15 +10,14 @@ suite's equivalence table proves it equal to that definition, values and gradien
     compile.py      ta.compile: the fused forms of modules and functions, each falling back to its reference
     router.py       every decision, each ``why_not_*`` with its reason; ``explain``
     tuning.py       the thresholds and sizes, private: the router alone reads them
-    nodes.py        Linear, Normalize, CrossEntropy, MaskedSoftmax, SplitHeads, MergeHeads, InProjection,
-                    Attention, PackedSelfAttention
+    nodes.py        Linear, Normalize, CrossEntropy, InProjection, Attention, PackedSelfAttention
     attention.py    attention on arrays: one tiled kernel (a tile's forward, a tile's backward) that runs
                     whatever schedule the router gives (one tile, batch slices, query runs, key blocks
                     combined by the online softmax, sequences back to back)
     blocked.py      BlockedAttention: the tiled kernel with several key tiles per query run
     blocks.py       SelfAttentionBlock, FeedForwardBlock: a Transformer layer's residual blocks; an
                     encoder stack on a padded batch's real tokens alone
-    kernels.py      array-level steps (LayerNorm rows, ReLU and GELU rows, masked softmax, projections)
+    kernels.py      array-level steps (LayerNorm rows, ReLU and GELU rows, softmax, projections)
     activations.py  GELU's kernels (normal CDF, both forms, and its backward)
     parallel.py     a thread pool: runs the pieces of a pass over every core where the router says so
     buffers.py      the large arrays' memory, kept per thread and handed out again once free
@@ -39,11 +38,8 @@ from .nodes import (  # noqa: F401
     CrossEntropy,
     InProjection,
     Linear,
-    MaskedSoftmax,
-    MergeHeads,
     Normalize,
     PackedSelfAttention,
-    SplitHeads,
     packed_self_attention,
 )
 from .router import explain  # noqa: F401

@@ -1,4 +1,4 @@
-"""GELU's array kernels and a fast float32 erf: NumPy/CuPy arrays in, arrays out, no graph.
+"""GELU's array kernels: NumPy/CuPy arrays in, arrays out, no graph.
 
     gelu(z) = z · Φ(z)                           ∂gelu/∂z = Φ(z) + z · Φ'(z)
     exact (approximate="none"):  Φ(z) = (1 + erf(z / √2)) / 2        Φ'(z) = exp(-z² / 2) / √(2π)
@@ -10,25 +10,13 @@
 already there), so that a backward pass is one product, ``∂z = g · slope``. Every kernel works
 elementwise, so a caller may hand it rows of a larger array (``out=`` a slice of the same rows).
 
-**erf in float32.** ``scipy.special.erf`` computes float32 in double precision, one element at
-a time; here erf is a few whole-array NumPy passes (a large array comes in runs of rows from ``fast.kernels``, cut by
-``router.gelu_schedule``, so the scratch arrays stay small). With ``a = |x|``:
+In float32 the exact form's ``Φ`` is a few whole-array NumPy passes of its own (below); ``scipy.special.erf``
+computes float32 in double precision, one element at a time. A large array comes in runs of rows from
+``fast.kernels``, cut by ``router.gelu_schedule``, so the scratch arrays stay small. Nothing is clamped: ``z²`` may
+overflow to ``inf``, and ``exp(-inf) = 0``.
 
-    a < 0.8:   erf(x) = x · S(x²)                              S a degree-5 polynomial
-    a ≥ 0.8:   erf(x) = sign(x) · (1 - erfc(a))
-               erfc(a) = exp(-a²) · t · R(t),  t = 1 / (1 + a/2)     R a degree-8 polynomial
-
-``S`` and ``R`` are near-minimax fits (Lawson's iteration on a dense grid, in float64, relative
-error 3e-9 for ``S`` on ``[0, 0.8]``, 1.2e-8 for ``R`` on ``a ∈ [0, 4]``; past 4, ``erfc`` is
-below float32's resolution of 1 and ``t → 0`` keeps ``R`` bounded). Evaluated in float32 the
-result was within 1.2e-7 of erf (2.4 ulp) over 46 million float32 inputs (a dense grid and random
-bit patterns: subnormals, ±0, ±inf, NaN) against ``scipy.special.erf`` in float64; the test suite
-sweeps them and holds it to 1.3e-7 and 2.6 ulp. In erf, ``a`` is clamped at 10.5 first (``exp(-10.5²)``
-is 0 in float32), so nothing overflows; Φ below skips the clamp (``z²`` may overflow to ``inf``, and
-``exp(-inf) = 0``): a clamp costs a pass.
-
-Two rewrites save passes, the same sums up to round-off. ``t · R(t)`` runs as ``s · R̃(s)`` with
-``s = k·t = 1 / (x + 1/k)`` (``k`` the ``1/2`` above, ``0.344`` below; ``R̃``'s coefficients ``rₙ / kⁿ⁺¹``):
+Two rewrites save passes, the same sums up to round-off. ``t · P(t)`` runs as ``s · P̃(s)`` with
+``s = k·t = 1 / (x + 1/k)`` (``k = 0.344`` below; ``P̃``'s coefficients ``pₙ / kⁿ⁺¹``):
 two passes for ``s`` where ``t`` takes three. And ``exp(-c x²)`` runs as ``exp2(-c·log₂e · x²)``: NumPy's
 float32 ``exp2`` is within 1 ulp and faster than its ``exp``.
 
@@ -49,8 +37,6 @@ suite holds it to 2.3e-7 and 1.2e-5. float64 (and every other floating dtype) ke
 
 >>> import numpy as np
 >>> x = np.array([-1.0, 0.0, 0.5, 3.0], dtype=np.float32)
->>> erf(x).round(6)
-array([-0.842701,  0.      ,  0.5205  ,  0.999978], dtype=float32)
 >>> (x * normal_cdf(x)).round(4)
 array([-0.1587,  0.    ,  0.3457,  2.996 ], dtype=float32)
 >>> slope = np.empty_like(x)
@@ -66,10 +52,7 @@ import numpy as np
 from .. import backend
 from . import buffers
 
-# erf(x) = x · S(x²) on |x| < 0.8, coefficients of x⁰, x², …
-_ERF_SMALL = (1.12837916, -0.376126038, 0.112831428, -0.0268221092, 0.00508744121, -0.000654960574)
-_SEAM = 0.8  # the small branch below, the tail from here on
-# The tails below were fitted in t = 1 / (1 + k x) and run in s = k t = 1 / (x + 1/k): t · Q(t) = s · Q̃(s) with
+# The tail below were fitted in t = 1 / (1 + k x) and run in s = k t = 1 / (x + 1/k): t · Q(t) = s · Q̃(s) with
 # Q̃'s coefficients qₙ / kⁿ⁺¹ (``_in_s``), and s takes two passes where t takes three.
 
 
@@ -78,16 +61,12 @@ def _in_s(coefficients, k):
     return tuple(c / k ** (n + 1) for n, c in enumerate(coefficients))
 
 
-# erfc(a) = exp(-a²) · t · R(t), t = 1 / (1 + a/2), coefficients of t⁰, t¹, … (in s = 1 / (a + 2): times 2ⁿ⁺¹, exact)
-_ERFC_TAIL = _in_s((0.282370474, 0.278274777, 0.268376642, 0.115830528, 0.155491087, 0.0393421797, -0.29597257,
-                    0.198898641, -0.0426117701), 0.5)
 # Φ(-x) = exp(-x²/2) · t · P(t), t = 1 / (1 + 0.344 x), coefficients of t⁰, t¹, …, in s = 1 / (x + 1/0.344); the
 # constant one is taken an ulp below its float32 rounding, with which Φ(0) comes out 0.49999994 rather than ½
 _CDF_TAIL_SLOPE = 0.344
 _CDF_TAIL = _in_s((0.13748806715011597, 0.13299717009067535, 0.14960256218910217, -0.011722455732524395,
                    0.23999273777008057, -0.19286231696605682, 0.04450425133109093), _CDF_TAIL_SLOPE)
 _CDF_TAIL = (float(np.nextafter(np.float32(_CDF_TAIL[0]), np.float32(0))),) + _CDF_TAIL[1:]
-_CLAMP = 10.5  # exp(-10.5²) is 0 in float32 (erfc(10) is not: 2e-45, a subnormal)
 _SQRT_HALF = 1 / math.sqrt(2)
 _SQRT_2_OVER_PI = math.sqrt(2 / math.pi)
 _INV_SQRT_2PI = 1 / math.sqrt(2 * math.pi)
@@ -121,18 +100,15 @@ def _constants(dtype, values):
     return scalars
 
 
-def _exp_tail(x, out, s, offset, square_scale, coefficients, signed=False):
-    """``exp(-c x²) · s · R(s)``, ``s = 1 / (x + offset)``, ``c = square_scale``, for ``x ≥ 0`` (``signed``: of
-    ``|x|``, with no array of ``|x|``), into ``out``; ``s`` scratch of ``x``'s shape, left holding ``exp(-c x²)``.
-    erfc is ``(2, 1, _ERFC_TAIL)``, ``Φ(-x)`` ``(1/0.344, 1/2, _CDF_TAIL)``. ``exp(-c x²)`` is computed as
+def _exp_tail(x, out, s, offset, square_scale, coefficients):
+    """``exp(-c x²) · s · R(s)``, ``s = 1 / (|x| + offset)``, ``c = square_scale`` (with no array of ``|x|``), into
+    ``out``; ``s`` scratch of ``x``'s shape, left holding ``exp(-c x²)``.
+    ``Φ(-x)`` is ``(1/0.344, 1/2, _CDF_TAIL)``. ``exp(-c x²)`` is computed as
     ``exp2(-c·log₂e · x²)``: NumPy's float32 ``exp2`` is faster than its ``exp`` and within 1 ulp. ``x²`` may
-    overflow to ``inf`` (a huge ``x`` not clamped): ``exp2(-inf) = 0``, no warning."""
+    overflow to ``inf`` (a huge ``x``): ``exp2(-inf) = 0``, no warning."""
     xp, dtype = backend.namespace(x), x.dtype.type
-    if signed:
-        xp.abs(x, out=s)
-        s += dtype(offset)
-    else:
-        xp.add(x, dtype(offset), out=s)
+    xp.abs(x, out=s)
+    s += dtype(offset)
     xp.divide(dtype(1), s, out=s)  # s = 1 / (x + offset)
     _horner(_constants(x.dtype, coefficients), s, out)  # R(s)
     out *= s
@@ -148,7 +124,7 @@ def _exact_cdf(z, out, t):
     """The exact ``Φ(z)`` of float32 ``z`` into ``out`` (the tail above, then the sign); ``t`` scratch of
     ``z``'s shape, left holding ``exp(-z²/2)``."""
     xp = backend.namespace(z)
-    _exp_tail(z, out, t, 1 / _CDF_TAIL_SLOPE, 0.5, _CDF_TAIL, signed=True)  # p = Φ(-|z|), unclamped
+    _exp_tail(z, out, t, 1 / _CDF_TAIL_SLOPE, 0.5, _CDF_TAIL)  # p = Φ(-|z|), unclamped
     xp.subtract(out, xp.greater_equal(z, 0, out=_scratch(z, "sign", np.bool_)), out=out)  # p - 1 where z ≥ 0
     # (-0 included), p where z < 0
     return xp.abs(out, out=out)  # Φ(z): 1 - p or p, exactly as rounded
@@ -186,32 +162,6 @@ def _target(x, out):
     return backend.namespace(x).empty(x.shape, dtype=x.dtype) if out is None else out
 
 
-def erf(x, out=None):
-    """The error function, elementwise, into ``out`` (or a fresh array): the float32 kernel above
-    for float32, ``backend.erf`` (``scipy.special.erf``) for every other dtype."""
-    if not _is_float32(x):
-        result = backend.erf(x)
-        if out is None:
-            return result
-        out[...] = result
-        return out
-    out = _target(x, out)
-    xp, small, one = backend.namespace(x), _constants(x.dtype, _ERF_SMALL), x.dtype.type(1)
-    a = xp.abs(x)
-    a.clip(x.dtype.type(0), x.dtype.type(_CLAMP), out=a)  # NaN stays NaN (clip: see kernels._bias_relu)
-    s = xp.multiply(a, a)
-    small_branch = _horner(small, s, xp.empty_like(a))
-    small_branch *= a  # erf(|x|) = |x| · S(x²): the small branch
-    tail = _exp_tail(a, xp.empty_like(a), s, 2.0, 1.0, _ERFC_TAIL)  # erfc(|x|); s: scratch
-    xp.subtract(one, tail, out=tail)  # erf(|x|) = 1 - erfc(|x|): the large branch
-    xp.less(a, x.dtype.type(_SEAM), out=s)  # 1.0 where |x| < 0.8, else 0.0: a blend of 0/1 products is exact
-    small_branch *= s
-    xp.subtract(one, s, out=s)
-    tail *= s
-    small_branch += tail
-    return xp.copysign(small_branch, x, out=out)  # erf is odd; erf(-0) = -0
-
-
 def normal_cdf(z, approximate="none", out=None):
     """``Φ(z)``, the standard normal CDF (``approximate="none"``) or GELU's tanh approximation of it
     (``"tanh"``), elementwise, into ``out`` (or a fresh array)."""
@@ -230,7 +180,7 @@ def normal_cdf(z, approximate="none", out=None):
         xp.divide(z.dtype.type(1), out, out=out)
         return out
     if not _is_float32(z):  # (1 + erf(z / √2)) / 2 with scipy's erf, as the reference
-        erf(z * z.dtype.type(_SQRT_HALF), out=out)
+        out[...] = backend.erf(z * z.dtype.type(_SQRT_HALF))
         out += z.dtype.type(1)
         out *= z.dtype.type(0.5)
         return out

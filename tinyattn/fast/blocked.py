@@ -56,6 +56,7 @@ class BlockedAttention(Function):
 
     def forward(self, query, key, value, attn_mask=None, *, allowed, is_causal, scale, block_size):
         self.allowed, self.is_causal, self.scale = allowed, is_causal, scale
+        self.dropout_p, self.rng_state = 0.0, None  # (no dropout here: for ``reference``)
         block_size = max(1, min(block_size, key.shape[-2]))
         self.schedule = router.attention_schedule(query, key, value, is_causal, key_block=block_size)
         self.block_size = block_size
@@ -65,7 +66,7 @@ class BlockedAttention(Function):
 
     def reference(self, query, key, value, attn_mask=None):
         """The output from the reference attention's lines, for ``create_graph`` (see ``fast.nodes``)."""
-        return attention_reference(query, key, value, attn_mask, self.allowed, self.is_causal, self.scale)
+        return attention_reference(self, query, key, value, attn_mask)
 
     def backward(self, grad):
         needs = self.needs_grads()

@@ -32,14 +32,16 @@ forms). The activations come out F-ordered, as the next such product reads them;
 such rows in their own memory order (``kernels.bias_gelu``).
 """
 
+import functools
 import math
 
 import numpy as np
 
 from .. import backend
 from ..masks import checked_mask, per_batch_mask
-from ..nn import attention as _attention_module
 from ..nn import functional as F
+from ..nn.attention import multi_head_attention
+from ..nn.transformer import residual
 from ..tensor import Function, Tensor, records_graph
 from . import buffers, parallel, router
 from .attention import attention_by_sequences, packed_attention, packed_attention_backward
@@ -55,7 +57,6 @@ from .kernels import (
     relu_backward,
     times_weight_t,
 )
-from .nodes import attention_reference
 
 
 class _ResidualBlock(Function):
@@ -227,17 +228,21 @@ class SelfAttentionBlock(_ResidualBlock):
         return self._grad_of_input(grad_h, grad_s, grad_norm, grad.shape) + (*grad_in_proj, grad_w_o, grad_b_o)
 
     def reference(self, x, norm_weight, norm_bias, w_q, w_k, w_v, b_q, b_k, b_v, w_o, b_o):
-        """The block's output from the reference lines (``create_graph``; see ``fast.nodes``)."""
+        """The block's output by the layer's own lines, on these inputs (``create_graph``; see ``fast.nodes``):
+        ``nn.transformer.residual`` around ``nn.attention.multi_head_attention``."""
         if self.tokens is not None or self.by_sequences:
             raise RuntimeError("SelfAttentionBlock: a block run on the real tokens alone records no graph")
         num_heads, eps, attn_mask, allowed, is_causal = self.options
-        h = F._layer_norm(x, 1, norm_weight, norm_bias, eps) if self.norm_first else x  # (B, L, E)
-        q, k, v = (_attention_module._split_heads(F._linear(h, w, b), num_heads)  # (B, H, L, D) each
-                   for w, b in ((w_q, b_q), (w_k, b_k), (w_v, b_v)))
-        attn_mask = None if attn_mask is None else Tensor._wrap(attn_mask)
-        a = _attention_module._merge_heads(attention_reference(q, k, v, attn_mask, allowed, is_causal, self.scale))
-        s = x + F._linear(a, w_o, b_o)  # (B, L, E)
-        return s if self.norm_first else F._layer_norm(s, 1, norm_weight, norm_bias, eps)
+        mask = allowed if allowed is not None else attn_mask  # (an array: the block takes none as an input)
+        mask = None if mask is None else Tensor._wrap(mask)
+
+        def attend(h):  # (B, L, E) -> (B, L, E)
+            q, k, v = (F._linear(h, w, b) for w, b in ((w_q, b_q), (w_k, b_k), (w_v, b_v)))
+            out_proj = functools.partial(F._linear, weight=w_o, bias=b_o)
+            return multi_head_attention(q, k, v, num_heads, out_proj, mask, 0.0, is_causal, need_weights=False)[0]
+
+        norm = functools.partial(F._layer_norm, ndim=1, weight=norm_weight, bias=norm_bias, eps=eps)
+        return residual(x, attend, norm, self.norm_first)  # (B, L, E)
 
 
 class FeedForwardBlock(_ResidualBlock):
@@ -302,12 +307,18 @@ class FeedForwardBlock(_ResidualBlock):
         return self._grad_of_input(grad_h, grad_s, grad_norm, grad.shape) + (grad_w1, grad_b1, grad_w2, grad_b2)
 
     def reference(self, x, norm_weight, norm_bias, w1, b1, w2, b2):
-        """The block's output from the reference lines (``create_graph``; see ``fast.nodes``)."""
-        h = F._layer_norm(x, 1, norm_weight, norm_bias, self.eps) if self.norm_first else x
-        z = F._linear(h, w1, b1)  # (…, F)
-        a = F.relu(z) if self.activation == "relu" else F.gelu(z, approximate=_APPROXIMATE[self.activation])
-        s = x + F._linear(a, w2, b2)  # (…, E)
-        return s if self.norm_first else F._layer_norm(s, 1, norm_weight, norm_bias, self.eps)
+        """The block's output by the layer's own lines, on these inputs (``create_graph``; see ``fast.nodes``):
+        ``nn.transformer.residual`` around ``linear2(activation(linear1(h)))``."""
+        if self.activation == "relu":
+            activation = F.relu
+        else:
+            activation = functools.partial(F.gelu, approximate=_APPROXIMATE[self.activation])
+
+        def feed_forward(h):  # (…, E) -> (…, F) -> (…, E)
+            return F._linear(activation(F._linear(h, w1, b1)), w2, b2)
+
+        norm = functools.partial(F._layer_norm, ndim=1, weight=norm_weight, bias=norm_bias, eps=self.eps)
+        return residual(x, feed_forward, norm, self.norm_first)  # (…, E)
 
 
 def _kind(mask):

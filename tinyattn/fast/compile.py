@@ -17,7 +17,8 @@ form (``Function.reference``): gradient penalties and higher order see the refer
     reference (nn)                 fused form (fast.compile)        its fused nodes
     nn.Linear                      Linear                           fast.Linear
     nn.LayerNorm                   LayerNorm                        fast.Normalize
-    nn.MultiHeadAttention          MultiHeadAttention               fast.InProjection + fast.PackedSelfAttention
+    nn.MultiHeadAttention          MultiHeadAttention               fast.InProjection + fast.PackedSelfAttention,
+                                                                    fast.Attention
     nn.TransformerEncoderLayer     TransformerEncoderLayer          fast.SelfAttentionBlock, fast.FeedForwardBlock
     nn.TransformerDecoderLayer     TransformerDecoderLayer          the same two blocks
     nn.TransformerEncoder          TransformerEncoder               fast.encoder_on_real_tokens (inference)
@@ -35,23 +36,18 @@ form (``Function.reference``): gradient penalties and higher order see the refer
 True
 """
 
-from .. import _checks as check
+import functools
+
 from .. import nn
 from ..masks import per_batch_mask, split_mask
 from ..nn import functional as F
+from ..nn.attention import multi_head_attention
+from ..nn.transformer import residual
 from ..tensor import Tensor, transforming
 from . import router
 from .blocked import blocked_attention
 from .blocks import encoder_on_real_tokens, feed_forward_block, self_attention_block
-from .nodes import (
-    Attention,
-    CrossEntropy,
-    InProjection,
-    MergeHeads,
-    Normalize,
-    SplitHeads,
-    packed_self_attention,
-)
+from .nodes import Attention, CrossEntropy, InProjection, Normalize, packed_self_attention
 from .nodes import Linear as LinearNode
 
 # ----------------------------------------------------------------------------- functions
@@ -165,39 +161,29 @@ class LayerNorm(nn.LayerNorm):
 class MultiHeadAttention(nn.MultiHeadAttention):
     """``nn.MultiHeadAttention``, compiled: self-attention without the weights as ``fast.InProjection`` (q, k
     and v by one GEMM) and ``fast.PackedSelfAttention`` (attention and the heads merged, one node); any other
-    call (cross-attention, the weights asked for, long keys) as the reference composes it, with the heads split
-    and merged by one node each and attention's fused form (``attention``)."""
+    call (cross-attention, the weights asked for, a ``kv_cache``, long keys) as the reference composes it
+    (``nn.attention.multi_head_attention``), with attention's fused form (``scaled_dot_product_attention``)."""
 
     computes_as = compiled_from = nn.MultiHeadAttention
-    fused_nodes = "fast.InProjection + fast.PackedSelfAttention; fast.SplitHeads, fast.Attention, fast.MergeHeads"
+    fused_nodes = "fast.InProjection + fast.PackedSelfAttention; fast.Attention"
     __repr__ = compiled_repr
 
-    def forward(self, query, key=None, value=None, attn_mask=None, is_causal=False, need_weights=True):
+    def forward(self, query, key=None, value=None, attn_mask=None, is_causal=False, need_weights=True,
+                kv_cache=None):
         if transforming():
-            return nn.MultiHeadAttention.forward(self, query, key, value, attn_mask, is_causal, need_weights)
-        if router.why_not_packed_self_attention(self, query, key, value, attn_mask, is_causal, need_weights):
-            return self.composed(query, key, value, attn_mask, is_causal, need_weights)
+            return nn.MultiHeadAttention.forward(self, query, key, value, attn_mask, is_causal, need_weights, kv_cache)
+        dropout_p = self.dropout if self.training else 0.0
+        if kv_cache is not None or router.why_not_packed_self_attention(self, query, key, value, attn_mask,
+                                                                         is_causal, need_weights):
+            query, key, value = self.inputs(query, key, value)
+            q, k, v = self.q_proj(query), self.k_proj(key), self.v_proj(value)  # (B, Lq, E), (B, Lk, E) twice
+            return multi_head_attention(q, k, v, self.num_heads, self.out_proj, per_batch_mask(attn_mask), dropout_p,
+                                        is_causal, need_weights, kv_cache, attention=scaled_dot_product_attention)
         q, k, v = self.q_proj, self.k_proj, self.v_proj
         params = (q.weight, k.weight, v.weight) + ((q.bias, k.bias, v.bias) if q.bias is not None else ())
         qkv = InProjection.apply(query, *params, num_heads=self.num_heads)  # (3, B, H, L, D)
-        dropout_p = self.dropout if self.training else 0.0
         heads = packed_self_attention(qkv, per_batch_mask(attn_mask), dropout_p, is_causal)  # (B, L, E)
         return self.out_proj(heads), None
-
-    def composed(self, query, key, value, attn_mask, is_causal, need_weights):
-        """``nn.MultiHeadAttention.forward``'s composition, with the fused split, merge and attention."""
-        check.attention_inputs("MultiHeadAttention", ("query", query), ("key", key), ("value", value))
-        key = query if key is None else key
-        value = key if value is None else value
-        self._check_inputs(query, key, value)
-        H = self.num_heads
-        q = SplitHeads.apply(self.q_proj(query), num_heads=H)  # (B, Lq, E) -> (B, H, Lq, D)
-        k = SplitHeads.apply(self.k_proj(key), num_heads=H)  # (B, H, Lk, D)
-        v = SplitHeads.apply(self.v_proj(value), num_heads=H)  # (B, H, Lk, D)
-        heads, weights = scaled_dot_product_attention(q, k, v, per_batch_mask(attn_mask),
-                                                      self.dropout if self.training else 0.0, is_causal,
-                                                      need_weights=need_weights)  # (B, H, Lq, D), weights or None
-        return self.out_proj(MergeHeads.apply(heads)), weights  # (B, Lq, E)
 
 
 class TransformerEncoderLayer(nn.TransformerEncoderLayer):
@@ -230,10 +216,8 @@ class TransformerDecoderLayer(nn.TransformerDecoderLayer):
         if route is None:
             return nn.TransformerDecoderLayer.forward(self, tgt, memory, tgt_mask, memory_mask, tgt_is_causal)
         x = self_attention_residual(self, route, tgt, tgt_mask, tgt_is_causal)  # (B, T, E)
-        if self.norm_first:
-            x = x + self._ca_block(self.norm2(x), memory, memory_mask)
-        else:
-            x = self.norm2(x + self._ca_block(x, memory, memory_mask))
+        ca_block = functools.partial(self._ca_block, memory=memory, attn_mask=memory_mask)
+        x = residual(x, ca_block, self.norm2, self.norm_first)  # (B, T, E)
         return feed_forward_residual(self, route, x, self.norm3)  # (B, T, E)
 
 
@@ -243,9 +227,8 @@ def self_attention_residual(layer, route, x, attn_mask, is_causal):
     if route.self_attention_block:
         return self_attention_block(x, layer.norm1, layer.self_attn, attn_mask, is_causal, layer.norm_first,
                                     products_on_pool=route.self_attention_on_pool)
-    if layer.norm_first:
-        return x + layer._sa_block(layer.norm1(x), attn_mask, is_causal)
-    return layer.norm1(x + layer._sa_block(x, attn_mask, is_causal))
+    sa_block = functools.partial(layer._sa_block, attn_mask=attn_mask, is_causal=is_causal)
+    return residual(x, sa_block, layer.norm1, layer.norm_first)
 
 
 def feed_forward_residual(layer, route, x, norm):
@@ -254,9 +237,7 @@ def feed_forward_residual(layer, route, x, norm):
     if route.feed_forward_block:
         return feed_forward_block(x, norm, layer.linear1, layer.linear2, layer.norm_first, route.feed_forward_block,
                                   products_on_pool=route.feed_forward_on_pool)
-    if layer.norm_first:
-        return x + layer._ff_block(norm(x))
-    return norm(x + layer._ff_block(x))
+    return residual(x, layer._ff_block, norm, layer.norm_first)
 
 
 class TransformerEncoder(nn.TransformerEncoder):

@@ -222,19 +222,7 @@ def _by_rows(schedule, step, rows, *args):
     parallel.run(run, schedule.ranges, schedule.pooled)
 
 
-# ----------------------------------------------------------------------------- masked softmax
-
-
-def masked_softmax(scores, allowed):
-    """Softmax of ``scores`` over the last axis among the ``allowed`` entries (``None``: all), as a
-    fresh array; forbidden entries and rows with none allowed get 0. (``softmax_into`` does the work.)"""
-    xp = backend.namespace(scores)
-    if allowed is not None:
-        scores = xp.where(allowed, scores, -math.inf)  # (…, Lq, Lk), a copy; a forbidden key scores -inf
-    out = buffers.empty(xp, scores.shape, scores.dtype)
-    if scores.size:
-        softmax_into(scores, out)
-    return out
+# ----------------------------------------------------------------------------- softmax
 
 
 def softmax_into(scores, out):
@@ -307,40 +295,22 @@ def _finfo(dtype):
     return _FINFO[dtype]
 
 
-def masked_softmax_backward(grad, y, out=None, dot=None):
-    """``∂L/∂s = y · (g - Σ g·y)`` for the softmax ``y`` of ``s``, into ``out`` (``out=grad``: in
-    place) or a fresh array. ``dot``: each row's ``Σ g·y`` ``(…, 1)`` when the caller has it
-    (attention's ``rows_dot(G, O)``), else computed here."""
-    xp = backend.namespace(grad)
-    if dot is None:
-        dot = _row_sums(grad * y)  # (…, Lq, 1): Σ g·y
-    grad_scores = xp.subtract(grad, dot, out=out)
-    grad_scores *= y
-    return grad_scores
-
-
 def rows_dot(grad, output):
     """``D = rowsum(G ∘ O)`` ``(…, Lq, 1)`` for ``G``, ``O`` ``(…, Lq, Ev)``: each row's ``Σ_k dP·P`` in attention's
     backward (``fast.attention``), with no temporary of ``G``'s size."""
     return backend.namespace(grad).einsum("...k,...k->...", grad, output)[..., None]
 
 
-
 # ----------------------------------------------------------------------------- heads and projections
 
 
-# The fast floor's one pair of helpers for the heads' layouts, with its packed form: every head split and merge
-# on arrays goes through these (the packed pair splits q, k and v's 3·H heads, side by side in the rows, at once).
+# The heads' layouts on arrays: ``split_heads`` is ``nn.attention.split_heads`` on an array; the packed pair splits
+# q, k and v's 3·H heads, side by side in the rows, at once, and merges them back.
 
 
 def split_heads(x, num_heads):
     B, L, E = x.shape
     return x.reshape(B, L, num_heads, E // num_heads).transpose(0, 2, 1, 3)  # (B, L, E) -> (B, H, L, D), a view
-
-
-def merge_heads(x):
-    B, H, L, D = x.shape
-    return x.transpose(0, 2, 1, 3).reshape(B, L, H * D)  # (B, H, L, D) -> (B, L, E), a copy unless laid out so
 
 
 def split_packed_heads(x, num_heads):

@@ -7,34 +7,32 @@ the test suite's equivalence table proves each equal to the reference definition
 A backward on arrays cannot record a graph of itself. So each node also gives ``reference(*inputs)``:
 its output recomputed from its input tensors by the reference definition of the unit it stands for
 (``unit.reference``, never routed back to this node; a smaller unit inside may run fast, with its own
-``reference``), which ``create_graph=True`` differentiates instead (``tensor._recomputed``). Whatever the
-node drew at random (dropout's mask) it reuses there.
+``reference``), which ``create_graph=True`` differentiates instead (``tensor._recomputed``). A node that drew at
+random (dropout's mask) draws again there from the generators as its forward found them: the same mask.
 """
 
 import math
 
 from .. import backend, ops
 from ..masks import checked_mask, split_mask
-from ..nn import attention as _attention_module
 from ..nn import functional as F
+from ..nn.attention import merge_heads, split_heads
 from ..nn.functional import log_softmax_of_array
 from ..tensor import Function, Tensor
 from . import attention, buffers, kernels, router
 
 
-def attention_reference(query, key, value, attn_mask, allowed, is_causal, scale, keep=None):
-    """The reference attention's lines (``F._attention``) on tensors, with dropout's keep-mask ``keep`` (an
-    array, or ``None``) as a fused node drew it: ``dropout(masked softmax(Q Kᵀ·scale + mask)) V``."""
-    scores = (query * scale) @ key.transpose(-2, -1)  # (…, Lq, Lk)
-    if attn_mask is not None:
-        scores = scores + attn_mask
-    if is_causal:
-        causal = F.causal_mask(query.shape[-2], key.shape[-2], query.device)._data  # (Lq, Lk)
-        allowed = causal if allowed is None else allowed & causal
-    weights = F._softmax_over_allowed(scores, allowed)  # (…, Lq, Lk)
-    if keep is not None:
-        weights = weights * Tensor._wrap(keep)
-    return weights @ value  # (…, Lq, Ev)
+def attention_reference(node, query, key, value, attn_mask=None):
+    """A fused attention node's output by the reference attention's lines (``F._attention``), for its
+    ``reference``: its boolean mask (``node.allowed``, an array) or float one (``attn_mask``, an input), its
+    causality and scale, and its dropout drawn again from the generators as its forward found them
+    (``node.rng_state``: the same keep-mask)."""
+    if attn_mask is None and node.allowed is not None:
+        attn_mask = Tensor._wrap(node.allowed)
+    with backend.rng_state(node.rng_state):
+        out, _ = F._attention(query, key, value, attn_mask, node.dropout_p, node.is_causal, node.scale, False)
+    return out  # (…, Lq, Ev)
+
 
 # ----------------------------------------------------------------------------- linear, layer norm, cross entropy
 
@@ -170,70 +168,6 @@ class CrossEntropy(Function):
 # ----------------------------------------------------------------------------- attention
 
 
-class MaskedSoftmax(Function):
-    """Softmax over the last axis among the allowed entries; a row with none allowed is 0.
-
-    ``forward(scores, allowed=None)``: ``allowed`` is a boolean array that broadcasts to
-    ``scores`` (``True`` = may attend); entries equal to ``-inf`` are never allowed either.
-
-        y = exp(s - max) / Σ exp(s - max)   over the allowed entries, 0 elsewhere
-        ∂L/∂s = y · (g - Σ g·y)
-
-    Rows whose entries are all forbidden have ``y = 0``, so their gradient is 0 too. The shift is
-    the whole array's largest score (``kernels.softmax_into``). Reference: the reference
-    attention's masked ``F.softmax``.
-
-    >>> import tinyattn as ta
-    >>> s = ta.tensor([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]])
-    >>> allowed = ta.tensor([[True, True, False], [False, False, False]])
-    >>> MaskedSoftmax.apply(s, allowed).numpy().round(4)
-    array([[0.2689, 0.7311, 0.    ],
-           [0.    , 0.    , 0.    ]], dtype=float32)
-    """
-
-    saved_inputs, saves_output = (), True  # backward reads only its output (see Function)
-
-    def forward(self, scores, allowed=None):
-        self.out = kernels.masked_softmax(scores, allowed)  # a fresh array
-        return self.out
-
-    def backward(self, grad):
-        return (kernels.masked_softmax_backward(grad, self.out),) + (None,) * (len(self.parents) - 1)
-
-    def reference(self, scores, allowed=None):
-        return F._softmax_over_allowed(scores, None if allowed is None else allowed._data)
-
-
-class SplitHeads(Function):
-    """``(B, L, E) -> (B, H, L, D)``, ``E = H·D``: ``x.reshape(B, L, H, D).transpose(1, 2)`` as one
-    node; the gradient goes back through the inverse, ``MergeHeads`` (on tensors too: ``create_graph``)."""
-
-    differentiable = True
-    saved_inputs, saves_output = (), False  # backward reads no array of theirs (see Function)
-
-    def forward(self, x, num_heads):
-        return kernels.split_heads(x, num_heads)
-
-    def backward(self, grad):
-        return (MergeHeads.apply(grad) if isinstance(grad, Tensor) else kernels.merge_heads(grad),)
-
-
-class MergeHeads(Function):
-    """``(B, H, L, D) -> (B, L, H·D)``: ``x.transpose(1, 2).reshape(B, L, H·D)`` as one node."""
-
-    differentiable = True
-    saved_inputs, saves_output = (), False  # backward reads no array of theirs (see Function)
-
-    def forward(self, x):
-        self.num_heads = x.shape[1]
-        return kernels.merge_heads(x)
-
-    def backward(self, grad):
-        if isinstance(grad, Tensor):
-            return (SplitHeads.apply(grad, num_heads=self.num_heads),)
-        return (kernels.split_heads(grad, self.num_heads),)
-
-
 class InProjection(Function):
     """Self-attention's three input projections as one GEMM: ``x (B, L, E) -> qkv (3, B, H, L, D)``
     (``kernels.in_projection``; ``forward(x, w_q, w_k, w_v, b_q=None, b_k=None, b_v=None, *, num_heads)``).
@@ -255,7 +189,7 @@ class InProjection(Function):
         return tuple(grads)
 
     def reference(self, x, w_q, w_k, w_v, b_q=None, b_k=None, b_v=None):
-        heads = [_attention_module._split_heads(F._linear(x, w, b), self.num_heads)  # (B, H, L, D) each
+        heads = [split_heads(F._linear(x, w, b), self.num_heads)  # (B, H, L, D) each
                  for w, b in ((w_q, b_q), (w_k, b_k), (w_v, b_v))]
         return ops.stack(heads)  # (3, B, H, L, D)
 
@@ -285,11 +219,11 @@ class Attention(Function):
     saves_output = True  # backward reads the output (``self.arrays.out``; see Function)
 
     def forward(self, query, key, value, attn_mask=None, *, allowed, is_causal, scale, dropout_p):
-        self.scale, self.allowed, self.is_causal = scale, allowed, is_causal
+        self.scale, self.allowed, self.is_causal, self.dropout_p = scale, allowed, is_causal, dropout_p
+        self.rng_state = backend.get_rng_state() if dropout_p else None  # (for ``reference``: the same draw)
         self.schedule = router.attention_schedule(query, key, value)
         out, self.arrays = attention.attention(query, key, value, attn_mask, allowed, is_causal, scale, dropout_p,
                                                self.schedule)
-        self.keep = self.arrays.keep
         return out  # (…, Lq, Ev); backward reads it (rowsum(G ∘ O))
 
     def backward(self, grad):
@@ -299,7 +233,7 @@ class Attention(Function):
         return tuple(ops.sum_to(g, p.shape) if need else None for g, p, need in zip(grads, self.parents, needs))
 
     def reference(self, query, key, value, attn_mask=None):
-        return attention_reference(query, key, value, attn_mask, self.allowed, self.is_causal, self.scale, self.keep)
+        return attention_reference(self, query, key, value, attn_mask)
 
 
 class PackedSelfAttention(Function):
@@ -315,11 +249,11 @@ class PackedSelfAttention(Function):
     saves_output = True  # backward reads the output (``self.arrays.out``, a view of it; see Function)
 
     def forward(self, qkv, attn_mask=None, *, allowed, is_causal, scale, dropout_p):
-        self.scale, self.allowed, self.is_causal = scale, allowed, is_causal
+        self.scale, self.allowed, self.is_causal, self.dropout_p = scale, allowed, is_causal, dropout_p
+        self.rng_state = backend.get_rng_state() if dropout_p else None  # (for ``reference``: the same draw)
         self.schedule = router.packed_attention_schedule(qkv)
         merged, self.arrays = attention.packed_attention(qkv, attn_mask, allowed, is_causal, scale, dropout_p,
                                                          self.schedule)
-        self.keep = self.arrays.keep
         return merged  # (B, L, H·D); backward reads it (rowsum(G ∘ O))
 
     def backward(self, grad):
@@ -328,9 +262,7 @@ class PackedSelfAttention(Function):
                                                    mask_shape=self.parents[1].shape if needs_mask else None)
 
     def reference(self, qkv, attn_mask=None):
-        out = attention_reference(qkv[0], qkv[1], qkv[2], attn_mask, self.allowed, self.is_causal, self.scale,
-                                  self.keep)  # (B, H, L, D)
-        return _attention_module._merge_heads(out)  # (B, L, H·D)
+        return merge_heads(attention_reference(self, qkv[0], qkv[1], qkv[2], attn_mask))  # (B, L, H·D)
 
 
 def packed_self_attention(qkv, attn_mask=None, dropout_p=0.0, is_causal=False):

@@ -4,9 +4,11 @@
     MultiHead(Q, K, V) = Concat(head_1, …, head_h) W^O
 
 The ``h`` projections of width ``head_dim = embed_dim / num_heads`` are computed together by one
-``nn.Linear`` each for queries, keys and values, then split into heads (a reshape and a
-transpose); every head attends at once through ``F.scaled_dot_product_attention``, and the heads
-are merged side by side again before ``out_proj``.
+``nn.Linear`` each for queries, keys and values; ``multi_head_attention`` then splits them into heads (a
+reshape and a transpose), lets every head attend at once through ``F.scaled_dot_product_attention``, and
+merges the heads side by side again before ``out_proj``. The module's ``forward`` checks its inputs and
+projects them; GPT-2's cached generation (``kv_cache``) and ``tinyattn.compat``'s ``MultiheadAttention``
+(its own packed projection) use the same composition.
 
 This file is the definition; ``ta.compile`` gives a faster form of the same numbers (``ta.explain`` says
 which parts run it).
@@ -24,21 +26,57 @@ import math
 from .. import _checks as check
 from .. import backend
 from ..masks import per_batch_mask
+from ..ops import cat
 from . import functional as F
 from .layers import Linear
 from .module import Module
 
 
-def _split_heads(x, num_heads):
+def split_heads(x, num_heads):
     """``(B, L, E) -> (B, H, L, D)``, ``E = H·D``: each head's slice of the features, heads first."""
     B, L, E = x.shape
     return x.reshape(B, L, num_heads, E // num_heads).transpose(1, 2)  # (B, H, L, D)
 
 
-def _merge_heads(x):
+def merge_heads(x):
     """``(B, H, L, D) -> (B, L, H·D)``: the heads side by side again."""
     B, H, L, D = x.shape
     return x.transpose(1, 2).reshape(B, L, H * D)  # (B, L, E)
+
+
+def multi_head_attention(q, k, v, num_heads, out_proj, attn_mask=None, dropout_p=0.0, is_causal=False,
+                         need_weights=True, kv_cache=None, attention=None):
+    """Multi-head attention from projected queries ``q (B, Lq, E)``, keys ``k (B, Lk, E)`` and values
+    ``v (B, Lk, E)``: each split into ``num_heads`` heads, every head attending at once, the heads merged
+    and ``out_proj`` applied → ``(output (B, Lq, E), weights (B, H, Lq, Lk) or None)``.
+
+    ``attn_mask``, ``dropout_p``, ``is_causal`` and ``need_weights`` go to ``attention``: a function with
+    ``F.scaled_dot_product_attention``'s arguments, that one when ``None`` (``ta.compile`` passes its fused form).
+    ``kv_cache``: ``None``, or a dict that carries the keys and values from one call to the next (generation one
+    token at a time), empty at first: each call appends its heads' keys and values to ``kv_cache["key"]`` and
+    ``kv_cache["value"]`` ``(B, H, T, D)`` and attends over all of them.
+
+    >>> import tinyattn as ta
+    >>> mha, cache = MultiHeadAttention(4, 2), {}
+    >>> for step in range(3):                       # one new position a step: it sees the ones before
+    ...     out, _ = multi_head_attention(*[p(ta.randn(1, 1, 4)) for p in (mha.q_proj, mha.k_proj, mha.v_proj)],
+    ...                                   2, mha.out_proj, kv_cache=cache)
+    >>> out.shape, cache["key"].shape               # (B, 1, E), (B, H, T, D)
+    ((1, 1, 4), (1, 2, 3, 2))
+    """
+    q = split_heads(q, num_heads)  # (B, Lq, E) -> (B, H, Lq, D)
+    k = split_heads(k, num_heads)  # (B, Lk, E) -> (B, H, Lk, D)
+    v = split_heads(v, num_heads)  # (B, Lk, E) -> (B, H, Lk, D)
+    if kv_cache is not None:  # the past positions' keys and values first
+        if kv_cache:
+            k = cat([kv_cache["key"], k], dim=2)  # (B, H, T + Lk, D)
+            v = cat([kv_cache["value"], v], dim=2)  # (B, H, T + Lk, D)
+        kv_cache["key"], kv_cache["value"] = k, v
+    attention = F.scaled_dot_product_attention if attention is None else attention
+    heads, weights = attention(q, k, v, attn_mask=attn_mask, dropout_p=dropout_p, is_causal=is_causal,
+                               need_weights=need_weights)  # (B, H, Lq, D), (B, H, Lq, Lk) or None
+    concat = merge_heads(heads)  # (B, H, Lq, D) -> (B, Lq, E)
+    return out_proj(concat), weights  # (B, Lq, E)
 
 
 class MultiHeadAttention(Module):
@@ -48,9 +86,10 @@ class MultiHeadAttention(Module):
     ``v_proj`` (``Linear(vdim, embed_dim)``) and ``out_proj`` (``Linear(embed_dim, embed_dim)``);
     ``tinyattn.interop`` maps them to and from PyTorch's packed ``in_proj_weight``.
 
-    ``forward(query, key=None, value=None, attn_mask=None, is_causal=False, need_weights=True)``
+    ``forward(query, key=None, value=None, attn_mask=None, is_causal=False, need_weights=True, kv_cache=None)``
     → ``(output (B, Lq, E), weights (B, H, Lq, Lk) or None)``, the per-head weights (PyTorch's
-    ``average_attn_weights=False``). ``key`` defaults to ``query`` and ``value`` to ``key``.
+    ``average_attn_weights=False``). ``key`` defaults to ``query`` and ``value`` to ``key``. ``kv_cache``
+    keeps the keys and values across calls (``multi_head_attention``).
 
     ``attn_mask``: boolean (``True`` = may attend) or float (added to the scores), broadcasting
     to ``(B, H, Lq, Lk)``. A 2-D ``(Lq, Lk)`` mask and a 4-D one (``F.padding_mask``'s
@@ -100,25 +139,20 @@ class MultiHeadAttention(Module):
             if projection.bias is not None:
                 projection.bias._data[...] = 0
 
-    def forward(self, query, key=None, value=None, attn_mask=None, is_causal=False, need_weights=True):
+    def forward(self, query, key=None, value=None, attn_mask=None, is_causal=False, need_weights=True,
+                kv_cache=None):
+        query, key, value = self.inputs(query, key, value)
+        dropout_p = self.dropout if self.training else 0.0
+        q, k, v = self.q_proj(query), self.k_proj(key), self.v_proj(value)  # (B, Lq, E), (B, Lk, E), (B, Lk, E)
+        return multi_head_attention(q, k, v, self.num_heads, self.out_proj, per_batch_mask(attn_mask), dropout_p,
+                                    is_causal, need_weights, kv_cache)  # (B, Lq, E), weights or None
+
+    def inputs(self, query, key, value):
+        """``(query, key, value)`` checked, ``key`` defaulting to ``query`` and ``value`` to ``key``; an error that
+        names the expected shapes otherwise."""
         check.attention_inputs("MultiHeadAttention", ("query", query), ("key", key), ("value", value))
         key = query if key is None else key
         value = key if value is None else value
-        self._check_inputs(query, key, value)
-        H = self.num_heads
-        attn_mask = per_batch_mask(attn_mask)
-        dropout_p = self.dropout if self.training else 0.0
-
-        q = _split_heads(self.q_proj(query), H)  # (B, Lq, E) -> (B, H, Lq, D)
-        k = _split_heads(self.k_proj(key), H)  # (B, Lk, kdim) -> (B, Lk, E) -> (B, H, Lk, D)
-        v = _split_heads(self.v_proj(value), H)  # (B, Lk, vdim) -> (B, Lk, E) -> (B, H, Lk, D)
-        heads, weights = F.scaled_dot_product_attention(
-            q, k, v, attn_mask=attn_mask, dropout_p=dropout_p, is_causal=is_causal, need_weights=need_weights,
-        )  # (B, H, Lq, D), (B, H, Lq, Lk) or None
-        concat = _merge_heads(heads)  # (B, H, Lq, D) -> (B, Lq, E)
-        return self.out_proj(concat), weights  # (B, Lq, E)
-
-    def _check_inputs(self, query, key, value):
         expected = [("query", query, self.embed_dim), ("key", key, self.kdim), ("value", value, self.vdim)]
         for name, t, size in expected:
             if t.ndim != 3 or t.shape[-1] != size:
@@ -130,6 +164,7 @@ class MultiHeadAttention(Module):
                 f"MultiHeadAttention: query {query.shape}, key {key.shape} and value {value.shape} must share "
                 "the batch size B, and key and value the length Lk"
             )
+        return query, key, value
 
     def extra_repr(self):
         text = f"embed_dim={self.embed_dim}, num_heads={self.num_heads}, dropout={self.dropout}"

@@ -199,6 +199,15 @@ Tensor.softmax, Tensor.log_softmax = softmax, log_softmax  # the methods, as in 
 # ----------------------------------------------------------------------------- layer norm
 
 
+def _standardized(x, axes, eps):
+    """``(x̂, r)``: ``x̂ = (x - μ) · r`` over the trailing ``axes``, ``r = 1/√(σ² + eps)`` (μ the mean, σ² the
+    biased variance); on arrays (``LayerNorm``'s forward) or on tensors, recorded (its reference and JVP)."""
+    xp = ops.namespace(x)
+    centered = x - xp.mean(x, axis=axes, keepdims=True)
+    rstd = 1 / xp.sqrt(xp.mean(centered * centered, axis=axes, keepdims=True) + eps)
+    return centered * rstd, rstd
+
+
 class LayerNorm(Function):
     """``x̂ = (x - μ) / √(σ² + eps)`` over the trailing ``axes`` (μ the mean, σ² the biased variance);
     with ``N`` normalised elements and ``r = 1/√(σ² + eps)``:
@@ -209,12 +218,8 @@ class LayerNorm(Function):
     """
 
     def forward(self, x, axes, eps):
-        xp = backend.namespace(x)
         self.axes, self.eps = axes, eps
-        centered = x - x.mean(axis=axes, keepdims=True)
-        variance = (centered * centered).mean(axis=axes, keepdims=True)
-        self.rstd = 1 / xp.sqrt(variance + eps)
-        self.x_hat = centered * self.rstd
+        self.x_hat, self.rstd = _standardized(x, axes, eps)
         return self.x_hat
 
     def backward(self, grad):
@@ -226,14 +231,12 @@ class LayerNorm(Function):
     @staticmethod
     def jvp(tangents, inputs, out, axes, eps):  # dx̂ = r · (dx - mean(dx) - x̂ · mean(dx ⊙ x̂)), x̂ the output
         (dx,), (x,) = tangents, inputs
-        centered = x - x.mean(axes, keepdim=True)
-        rstd = 1 / ((centered * centered).mean(axes, keepdim=True) + eps).sqrt()
+        _, rstd = _standardized(x, axes, eps)
         return rstd * (dx - dx.mean(axes, keepdim=True) - out * (dx * out).mean(axes, keepdim=True))
 
     def reference(self, x):
-        """The same ``x̂`` from primitives, for a gradient that is differentiated again (``create_graph``)."""
-        centered = x - x.mean(self.axes, keepdim=True)
-        return centered / ((centered * centered).mean(self.axes, keepdim=True) + self.eps).sqrt()
+        """The same ``x̂`` recorded on tensors, for a gradient that is differentiated again (``create_graph``)."""
+        return _standardized(x, self.axes, self.eps)[0]
 
 
 def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):

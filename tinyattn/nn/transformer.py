@@ -6,7 +6,8 @@ after the sum (``norm_first=False``, the paper and PyTorch's default) or before 
 after each block (``dropout1``, ``dropout2``, ``dropout3``) and after the feed-forward activation
 (``dropout``). ``eval()`` turns every dropout off; nothing else differs between train and eval.
 
-Each ``forward`` reads as PyTorch's, is the definition, and is what runs. ``ta.compile(layer)`` gives a
+Each ``forward`` is PyTorch's (its pre-norm and post-norm branches are ``residual``'s), is the definition, and
+is what runs. ``ta.compile(layer)`` gives a
 layer whose residual blocks (self-attention, or a ReLU or GELU feed-forward block, each with its LayerNorm
 and sum) run as one fused node each, computing the same, where nothing random acts (eval mode, or
 dropout 0); ``ta.explain(layer, x)`` says which.
@@ -101,6 +102,14 @@ def _activation(activation):
     raise ValueError(f"activation must be 'relu', 'gelu' or a callable, got {activation!r}")
 
 
+def residual(x, block, norm, norm_first):
+    """A residual connection around ``block`` with its LayerNorm ``norm``: ``x + block(norm(x))`` pre-norm
+    (``norm_first=True``), ``norm(x + block(x))`` post-norm (the paper's)."""
+    if norm_first:
+        return x + block(norm(x))
+    return norm(x + block(x))
+
+
 def _check_batch_first(name, t, d_model):
     if t.ndim != 3 or t.shape[-1] != d_model:
         raise ValueError(f"{name} must be batch-first (B, L, {d_model}), got shape {t.shape}")
@@ -147,14 +156,9 @@ class TransformerEncoderLayer(Module):
     def forward(self, src, src_mask=None, is_causal=False):
         check.attention_inputs("TransformerEncoderLayer", ("src", src))
         _check_batch_first("TransformerEncoderLayer: src", src, self.self_attn.embed_dim)
-        x = src  # (B, S, E)
-        if self.norm_first:
-            x = x + self._sa_block(self.norm1(x), src_mask, is_causal)
-            x = x + self._ff_block(self.norm2(x))
-        else:
-            x = self.norm1(x + self._sa_block(x, src_mask, is_causal))
-            x = self.norm2(x + self._ff_block(x))
-        return x  # (B, S, E)
+        sa_block = functools.partial(self._sa_block, attn_mask=src_mask, is_causal=is_causal)
+        x = residual(src, sa_block, self.norm1, self.norm_first)  # (B, S, E)
+        return residual(x, self._ff_block, self.norm2, self.norm_first)  # (B, S, E)
 
     def _sa_block(self, x, attn_mask, is_causal):
         x, weights = self.self_attn(x, attn_mask=attn_mask, is_causal=is_causal, need_weights=self.keep_attn_weights)
@@ -213,16 +217,11 @@ class TransformerDecoderLayer(Module):
         d_model = self.self_attn.embed_dim
         _check_batch_first("TransformerDecoderLayer: tgt", tgt, d_model)
         _check_batch_first("TransformerDecoderLayer: memory", memory, d_model)
-        x = tgt  # (B, T, E)
-        if self.norm_first:
-            x = x + self._sa_block(self.norm1(x), tgt_mask, tgt_is_causal)
-            x = x + self._ca_block(self.norm2(x), memory, memory_mask)
-            x = x + self._ff_block(self.norm3(x))
-        else:
-            x = self.norm1(x + self._sa_block(x, tgt_mask, tgt_is_causal))
-            x = self.norm2(x + self._ca_block(x, memory, memory_mask))
-            x = self.norm3(x + self._ff_block(x))
-        return x  # (B, T, E)
+        sa_block = functools.partial(self._sa_block, attn_mask=tgt_mask, is_causal=tgt_is_causal)
+        ca_block = functools.partial(self._ca_block, memory=memory, attn_mask=memory_mask)
+        x = residual(tgt, sa_block, self.norm1, self.norm_first)  # (B, T, E)
+        x = residual(x, ca_block, self.norm2, self.norm_first)  # (B, T, E)
+        return residual(x, self._ff_block, self.norm3, self.norm_first)  # (B, T, E)
 
     def _sa_block(self, x, attn_mask, is_causal):
         x, weights = self.self_attn(x, attn_mask=attn_mask, is_causal=is_causal, need_weights=self.keep_attn_weights)

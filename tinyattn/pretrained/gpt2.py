@@ -13,7 +13,7 @@ stacks the query, key and value projections, which ``gpt2_state_dict`` splits in
 **The KV cache.** Generating one token at a time, the keys and values of past positions never
 change, so each layer keeps them (``past_key_values``: one dict per layer with ``"key"`` and
 ``"value"``, ``(B, H, T, head_dim)``) and a step computes the new position's query, key and value
-only, with the layer's own projections and ``F.scaled_dot_product_attention``:
+only, with the layer's own attention (``MultiHeadAttention``'s ``kv_cache``):
 
     K, V = cat(K_past, k_new), cat(V_past, v_new)           (B, H, T + L, head_dim)
     out  = softmax(q_new Kᵀ / √head_dim + mask) V           new position i sees keys ≤ T + i
@@ -34,8 +34,6 @@ import numpy as np
 from .. import nn
 from ..creation import arange, tensor
 from ..nn import functional as F
-from ..nn.attention import _merge_heads, _split_heads
-from ..ops import cat
 from ..tensor import no_grad
 from .bert import key_mask
 from .files import activation_of, refuse
@@ -69,21 +67,11 @@ class GPT2Output:
 
 
 def _cached_block(layer, x, cache, attn_mask, need_weights):
-    """One pre-norm block, ``x + SA(ln_1(x))`` then ``x + FF(ln_2(x))``, with the layer's own
-    parts, appending the new keys and values to ``cache`` and attending over all of them."""
-    attention = layer.self_attn
-    h = layer.norm1(x)  # (B, L, E)
-    query = _split_heads(attention.q_proj(h), attention.num_heads)  # (B, H, L, D)
-    key = _split_heads(attention.k_proj(h), attention.num_heads)  # (B, H, L, D)
-    value = _split_heads(attention.v_proj(h), attention.num_heads)  # (B, H, L, D)
-    if cache:
-        key = cat([cache["key"], key], dim=2)  # (B, H, T + L, D)
-        value = cat([cache["value"], value], dim=2)  # (B, H, T + L, D)
-    cache["key"], cache["value"] = key, value
-    dropout_p = attention.dropout if attention.training else 0.0
-    heads, weights = F.scaled_dot_product_attention(query, key, value, attn_mask=attn_mask, dropout_p=dropout_p,
-                                                    need_weights=need_weights)  # (B, H, L, D)
-    x = x + layer.dropout1(attention.out_proj(_merge_heads(heads)))  # (B, H, L, D) -> (B, L, E)
+    """One pre-norm block, ``x + SA(ln_1(x))`` then ``x + FF(ln_2(x))``, with the layer's own parts, its
+    attention appending the new keys and values to ``cache`` and attending over all of them."""
+    out, weights = layer.self_attn(layer.norm1(x), attn_mask=attn_mask, need_weights=need_weights,
+                                   kv_cache=cache)  # (B, L, E), (B, H, L, T + L) or None
+    x = x + layer.dropout1(out)  # (B, L, E)
     return x + layer._ff_block(layer.norm2(x)), weights
 
 

@@ -20,8 +20,7 @@ from ... import nn as _native
 from ...creation import empty, full, zeros
 from ...fast.compile import compile_in_place
 from ...interop import from_torch, to_torch
-from ...nn import functional as _native_F
-from ...nn.attention import _merge_heads, _split_heads
+from ...nn.attention import multi_head_attention
 from ...nn.functional import linear
 from ...nn.transformer import padding_to_zero, zeros_at_padding
 from ...ops import cat
@@ -273,7 +272,7 @@ class MultiheadAttention(Module):
     differ from ``E``), ``in_proj_bias (3E,)``, ``bias_k``, ``bias_v (1, 1, E)`` (``add_bias_kv``),
     ``out_proj``. The adapter projects with them, appends PyTorch's extra keys (``bias_k``/``bias_v``,
     then a zero key and value with ``add_zero_attn``, each with an unmasked mask column), and hands
-    the heads to the native ``F.scaled_dot_product_attention``: the attention itself is the native one.
+    the rest to the native ``nn.attention.multi_head_attention``: the attention itself is the native one.
 
     >>> import tinyattn.compat as torch
     >>> mha = torch.nn.MultiheadAttention(8, 2, add_bias_kv=True)
@@ -351,12 +350,9 @@ class MultiheadAttention(Module):
             v = cat([v, zeros(B, 1, self.embed_dim, dtype=v.dtype, device=v.device)], dim=1)
             attn_mask, key_padding_mask = _with_extra_key(attn_mask), _with_extra_key(key_padding_mask)
         mask = _native_mask(attn_mask, key_padding_mask, B, H)  # True = may attend, or float; (B, H|1, L|1, S)
-        heads, weights = _native_F.scaled_dot_product_attention(
-            _split_heads(q, H), _split_heads(k, H), _split_heads(v, H), attn_mask=mask,
-            dropout_p=self.dropout if self.training else 0.0, is_causal=is_causal and mask is None,
-            need_weights=need_weights,
-        )  # (B, H, L, D), (B, H, L, S) or None
-        output = self.out_proj(_merge_heads(heads))  # (B, L, E)
+        dropout_p = self.dropout if self.training else 0.0
+        output, weights = multi_head_attention(q, k, v, H, self.out_proj, mask, dropout_p, is_causal and mask is None,
+                                               need_weights)  # (B, L, E), (B, H, L, S) or None
         if weights is not None and average_attn_weights:
             weights = weights.mean(dim=1)  # (B, L, S)
         if unbatched:
