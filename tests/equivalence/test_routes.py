@@ -281,6 +281,30 @@ def test_after_any_change_the_route_is_what_runs_and_gives_the_reference(changes
             np.testing.assert_allclose(out, reference, **tolerance)
 
 
+class _ScaledLinear(nn.Linear):
+    def forward(self, input):
+        return super().forward(input) * 2
+
+
+def test_a_layer_keeps_its_structure_while_it_holds_the_same_parts_and_asks_again_when_one_is_replaced():
+    """What depends on the parts alone (their classes, the sizes, the activation) is asked once per set of parts
+    (``router.layer_structure``); a part or an activation replaced asks afresh, and what runs follows."""
+    layer = ta.compile(nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0).eval())
+    x = ta.randn(2, 5, 8, requires_grad=True)
+    first = router.layer_structure(layer, layer.norm2, layer.dropout2)
+    assert first.self_attention is None and first.feed_forward is None and first.activation == "relu"
+    assert router.layer_structure(layer, layer.norm2, layer.dropout2) is first  # kept
+    layer.linear1 = _ScaledLinear(8, 16)
+    replaced = router.layer_structure(layer, layer.norm2, layer.dropout2)
+    assert replaced is not first and replaced.feed_forward == "linear1 is not the library's Linear with its own forward"
+    assert "FeedForwardBlock" not in node_types(layer(x)) and "SelfAttentionBlock" in node_types(layer(x))
+    layer.activation = ta.tanh
+    assert router.layer_structure(layer, layer.norm2, layer.dropout2).activation is None
+    layer.linear1, layer.activation = nn.Linear(8, 16), F.gelu
+    assert router.layer_structure(layer, layer.norm2, layer.dropout2).activation == "gelu"
+    assert "FeedForwardBlock" in node_types(layer(x))
+
+
 def test_deleting_an_instance_forward_brings_the_fused_route_back():
     layer = nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0)
     x = ta.randn(2, 5, 8)

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from graph_checks import node_types
 
 import tinyattn as ta
 from tinyattn import pretrained
@@ -154,6 +155,28 @@ def test_gpt2_kv_cache_equals_recomputation(gpt2_pair):
     _close(np.concatenate(pieces, axis=1), full, dtype, "cached logits")
     greedy = reference.generate(torch.tensor(prompt), max_new_tokens=8, do_sample=False, pad_token_id=0)
     assert np.array_equal(cached, greedy.numpy())  # and transformers' own greedy decoding agrees
+
+
+def test_a_compiled_gpt2_attends_through_its_kv_cache_with_the_fused_attention(gpt2_pair):
+    """Compiled, each block's attention over a ``kv_cache`` is the reference composition with attention's fused
+    node (``fast.Attention``): the logits fed in pieces equal the model's, and the gradients too."""
+    _, model, dtype = gpt2_pair
+    compiled = ta.compile(model)
+    ids = np.random.default_rng(6).integers(0, 70, size=(2, 9))
+    upstream = np.random.default_rng(7).standard_normal((2, 4, 70)).astype(dtype)
+    results = []
+    for module in (model, compiled):
+        model.zero_grad()
+        cache = [{} for _ in module.transformer.h]
+        with ta.no_grad():
+            module(ta.tensor(ids[:, :5]), past_key_values=cache)
+        logits = module(ta.tensor(ids[:, 5:]), past_key_values=cache).logits  # (2, 4, 70): four positions after five
+        logits.backward(ta.tensor(upstream))
+        results.append((logits, model.transformer.h[1].self_attn.q_proj.weight.grad.copy()))
+    (plain, plain_grad), (fast, fast_grad) = results
+    assert "Attention" in node_types(fast) and "Attention" not in node_types(plain)
+    _close(fast.numpy(), plain.numpy(), dtype, "cached logits, compiled")
+    _close(fast_grad, plain_grad, dtype, "d/d q_proj.weight, compiled")
 
 
 def test_unrepresentable_configs_are_refused_by_name(tmp_path):

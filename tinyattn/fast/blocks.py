@@ -228,8 +228,8 @@ class SelfAttentionBlock(_ResidualBlock):
         return self._grad_of_input(grad_h, grad_s, grad_norm, grad.shape) + (*grad_in_proj, grad_w_o, grad_b_o)
 
     def reference(self, x, norm_weight, norm_bias, w_q, w_k, w_v, b_q, b_k, b_v, w_o, b_o):
-        """The block's output by the layer's own lines, on these inputs (``create_graph``; see ``fast.nodes``):
-        ``nn.transformer.residual`` around ``nn.attention.multi_head_attention``."""
+        """The block's output by the reference layer's functions on these inputs (``create_graph``; see
+        ``fast.nodes``): ``nn.transformer.residual`` around ``nn.attention.multi_head_attention``."""
         if self.tokens is not None or self.by_sequences:
             raise RuntimeError("SelfAttentionBlock: a block run on the real tokens alone records no graph")
         num_heads, eps, attn_mask, allowed, is_causal = self.options
@@ -307,8 +307,8 @@ class FeedForwardBlock(_ResidualBlock):
         return self._grad_of_input(grad_h, grad_s, grad_norm, grad.shape) + (grad_w1, grad_b1, grad_w2, grad_b2)
 
     def reference(self, x, norm_weight, norm_bias, w1, b1, w2, b2):
-        """The block's output by the layer's own lines, on these inputs (``create_graph``; see ``fast.nodes``):
-        ``nn.transformer.residual`` around ``linear2(activation(linear1(h)))``."""
+        """The block's output by the reference layer's functions on these inputs (``create_graph``; see
+        ``fast.nodes``): ``nn.transformer.residual`` around ``linear2(activation(linear1(h)))``."""
         if self.activation == "relu":
             activation = F.relu
         else:

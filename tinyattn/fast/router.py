@@ -2,7 +2,8 @@
 
 Each ``why_not_*`` function returns ``None`` when a fast route applies, else one sentence saying why
 not (the pattern of PyTorch's ``why_not_sparsity_fast_path``). The compiled forms (``fast.compile``) ask them on
-each call, beside the kernels they guard; the reference layer never calls them.
+each call, beside the kernels they guard (a Transformer layer keeps what depends on its parts alone while it holds
+the same parts: ``layer_structure``); the reference layer never calls them.
 ``explain`` prints what the same functions answer, module by module. The blocks take what is decided
 here as arguments (``products_on_pool``, ``transposed``, ``cu_seqlens``), and so do the kernels: attention's tile
 schedule (``attention_schedule``, ``sequence_schedule``, ``key_block_size``: a ``TileSchedule``, with its pool and
@@ -33,6 +34,7 @@ import numpy as np
 from ..nn import attention as _attention_module
 from ..nn import layers as _layers
 from ..nn import transformer as _transformer
+from ..nn.module import Module
 from ..tensor import Tensor, no_grad
 from .tuning import GENERATION as tuning_generation
 from .tuning import values as tuning
@@ -211,30 +213,59 @@ def _why_not_packable(attention_module, x):
 # ----------------------------------------------------------------------------- Transformer layers
 
 
+# A layer's residual block runs as one fused node when its parts are the library's own and nothing the node would
+# skip acts. What depends only on which parts the layer holds (the block method, the parts' classes, the attention's
+# sizes, the activation) is the block's *structure* (``_*_structure``); everything else (an instance's own forward
+# or a hook on a part, dropout, the weights kept, the input's and parameters' dtypes and shapes, the mask) is asked
+# on each call (``_why_not_*_now``). A compiled layer keeps its structure while it holds the same parts
+# (``layer_structure``).
+
+
 def why_not_self_attention_block(layer, x, attn_mask):
     """``None`` when a Transformer layer's self-attention residual (``norm1``, ``self_attn``,
     ``dropout1`` and the sum) runs as one ``fast.SelfAttentionBlock``."""
-    attention, norm, dropout = layer.self_attn, layer.norm1, layer.dropout1
+    reason, parts = _self_attention_structure(layer)
+    return reason or _why_not_self_attention_now(layer, parts, x, attn_mask)
+
+
+def _self_attention_structure(layer):
+    """``(reason or None, parts)``: the self-attention block's structure (the block method, the parts' classes, the
+    attention's sizes), and the parts it computes without calling them, as ``(name, part, class name)``."""
+    attention = layer.self_attn
+    parts = (("self_attn", attention, "MultiHeadAttention"), ("norm1", layer.norm1, "LayerNorm"),
+             ("dropout1", layer.dropout1, "Dropout"))
+    if type(layer)._sa_block not in _LIBRARY["_sa_block"]:
+        return "_sa_block is overridden", parts
+    reason = _why_not_library_parts(parts)
+    if reason:
+        return reason, parts
+    parts += tuple((f"self_attn.{name}", getattr(attention, name), "Linear")
+                   for name in ("q_proj", "k_proj", "v_proj", "out_proj"))
+    reason = _why_not_library_parts(parts[3:])
+    if reason:
+        return reason, parts
+    if not attention.kdim == attention.vdim == attention.embed_dim:
+        return "kdim or vdim differs from embed_dim", parts
+    return None, parts
+
+
+def _why_not_self_attention_now(layer, parts, x, attn_mask):
+    """What of the self-attention block is asked on each call, its structure allowing it."""
     if layer.keep_attn_weights:
         return "the attention weights are kept (keep_attn_weights=True)"
-    if type(layer)._sa_block not in _own_methods("_sa_block") or "_sa_block" in layer.__dict__:
+    if "_sa_block" in layer.__dict__:
         return "_sa_block is overridden"
-    for part, class_name in ((attention, "MultiHeadAttention"), (norm, "LayerNorm"), (dropout, "Dropout"),
-                             (attention.out_proj, "Linear")):
-        if not _runs_own_forward(part, class_name):
-            return f"{_name_in(layer, part)} is not the library's {class_name} with its own forward"
-    reason = _why_not_hooked((("self_attn", attention), ("self_attn.q_proj", attention.q_proj),
-                              ("self_attn.k_proj", attention.k_proj), ("self_attn.v_proj", attention.v_proj),
-                              ("self_attn.out_proj", attention.out_proj), ("norm1", norm), ("dropout1", dropout)))
+    reason = _why_not_plain_parts(parts)
     if reason:
         return reason
+    attention, norm, dropout = layer.self_attn, layer.norm1, layer.dropout1
     if attention.training and attention.dropout:
         return f"dropout acts on the attention weights (p={attention.dropout}, training)"
     if dropout.training and dropout.p:
         return f"dropout1 acts (p={dropout.p}, training)"
-    reason = _why_not_packable(attention, x)
-    if reason:
-        return reason
+    threshold = tuning.blocked_attention_min_keys
+    if x.shape[1] >= threshold:
+        return f"{x.shape[1]} keys, at least the blocked-attention threshold of {threshold}"
     q, k, v, out = attention.q_proj, attention.k_proj, attention.v_proj, attention.out_proj
     E, dtype = x.shape[-1], x.dtype
     if (norm.normalized_shape != (E,) or dtype.kind != "f"
@@ -254,22 +285,36 @@ def why_not_feed_forward_block(layer, norm, x, output_dropout):
     """``None`` when a Transformer layer's feed-forward residual (``norm``, ``linear1``, the
     activation (ReLU or GELU), ``dropout``, ``linear2``, ``output_dropout`` and the sum) runs as one
     ``fast.FeedForwardBlock``."""
-    linear1, linear2, dropout = layer.linear1, layer.linear2, layer.dropout
+    reason, parts, activation = _feed_forward_structure(layer, norm, output_dropout)
+    return reason or _why_not_feed_forward_now(layer, parts, norm, x, output_dropout, activation)
+
+
+def _feed_forward_structure(layer, norm, output_dropout):
+    """``(reason or None, parts, the activation's name)``: the feed-forward block's structure (the activation, the
+    block method, the parts' classes) and the parts it computes without calling them, as ``_self_attention_structure``
+    gives them."""
     activation = feed_forward_activation(layer.activation)
+    parts = (("linear1", layer.linear1, "Linear"), ("linear2", layer.linear2, "Linear"),
+             (_name_in(layer, norm), norm, "LayerNorm"), ("dropout", layer.dropout, "Dropout"),
+             (_name_in(layer, output_dropout), output_dropout, "Dropout"))
+    if isinstance(layer.activation, Module):  # (its class is activation_name's to judge)
+        parts += (("activation", layer.activation, type(layer.activation).__name__),)
     if activation is None:
         name = getattr(layer.activation, "__name__", type(layer.activation).__name__)
-        return f"the activation is {name}, not relu or gelu"
-    if type(layer)._ff_block not in _own_methods("_ff_block") or "_ff_block" in layer.__dict__:
+        return f"the activation is {name}, not relu or gelu", parts, None
+    if type(layer)._ff_block not in _LIBRARY["_ff_block"]:
+        return "_ff_block is overridden", parts, activation
+    return _why_not_library_parts(parts[:5]), parts, activation
+
+
+def _why_not_feed_forward_now(layer, parts, norm, x, output_dropout, activation):
+    """What of the feed-forward block is asked on each call, its structure allowing it."""
+    if "_ff_block" in layer.__dict__:
         return "_ff_block is overridden"
-    for part, class_name in ((linear1, "Linear"), (linear2, "Linear"), (norm, "LayerNorm"), (dropout, "Dropout"),
-                             (output_dropout, "Dropout")):
-        if not _runs_own_forward(part, class_name):
-            return f"{_name_in(layer, part)} is not the library's {class_name} with its own forward"
-    reason = _why_not_hooked((("linear1", linear1), ("dropout", dropout), ("linear2", linear2),
-                              (_name_in(layer, norm), norm), (_name_in(layer, output_dropout), output_dropout),
-                              ("activation", layer.activation)))
+    reason = _why_not_plain_parts(parts)
     if reason:
         return reason
+    linear1, linear2, dropout = layer.linear1, layer.linear2, layer.dropout
     for part in (dropout, output_dropout):
         if part.training and part.p:
             return f"{_name_in(layer, part)} acts (p={part.p}, training)"
@@ -281,6 +326,32 @@ def why_not_feed_forward_block(layer, norm, x, output_dropout):
     if activation != "relu" and dtype not in (np.float32, np.float64):
         return f"GELU's kernels take float32 and float64, not {dtype}"
     return None
+
+
+class LayerStructure(NamedTuple):
+    """A Transformer layer's blocks' structure (``_self_attention_structure``, ``_feed_forward_structure``), kept
+    for ``key``: the layer's parts, its attention's, and its activation, the objects it was asked for."""
+
+    key: tuple
+    self_attention: object  # the self-attention block's structural reason, or None
+    self_attention_parts: tuple
+    feed_forward: object  # the feed-forward block's, or None
+    feed_forward_parts: tuple
+    activation: object  # the activation's name for the block ("relu", "gelu", "gelu_tanh"), or None
+
+
+def layer_structure(layer, ff_norm, ff_dropout):
+    """``layer``'s ``LayerStructure``: kept in the layer (``route_structure``) and given again while the layer holds
+    the same parts and activation (the same objects; a part replaced, or an activation, asks afresh)."""
+    key = (*layer._modules.values(), *getattr(layer.self_attn, "_modules", {}).values(), layer.activation)
+    kept = layer.__dict__.get("route_structure")
+    if kept is not None and kept.key == key:
+        return kept
+    sa_reason, sa_parts = _self_attention_structure(layer)
+    ff_reason, ff_parts, activation = _feed_forward_structure(layer, ff_norm, ff_dropout)
+    structure = LayerStructure(key, sa_reason, sa_parts, ff_reason, ff_parts, activation)
+    layer.__dict__["route_structure"] = structure  # (a plain attribute: no parameter, no submodule)
+    return structure
 
 
 LayerRoute = namedtuple("LayerRoute", "self_attention_block feed_forward_block self_attention_on_pool "
@@ -659,10 +730,14 @@ def encoder(module, src, mask=None, is_causal=False):
 
 
 def _layer_route(layer, x, attn_mask, ff_norm, ff_dropout):
-    """``LayerRoute`` of a layer on ``x``, or ``None`` when neither block runs as a fused node."""
-    sa_reason = why_not_self_attention_block(layer, x, attn_mask)
-    ff_reason = why_not_feed_forward_block(layer, ff_norm, x, ff_dropout)
-    activation = None if ff_reason else feed_forward_activation(layer.activation)  # "relu", "gelu", "gelu_tanh"
+    """``LayerRoute`` of a layer on ``x``, or ``None`` when neither block runs as a fused node: its structure as
+    kept (``layer_structure``), then what is asked on each call."""
+    structure = layer_structure(layer, ff_norm, ff_dropout)
+    sa_reason = structure.self_attention or _why_not_self_attention_now(
+        layer, structure.self_attention_parts, x, attn_mask)
+    ff_reason = structure.feed_forward or _why_not_feed_forward_now(
+        layer, structure.feed_forward_parts, ff_norm, x, ff_dropout, structure.activation)
+    activation = None if ff_reason else structure.activation  # "relu", "gelu", "gelu_tanh"
     # each fused block's widest elementwise pass, which decides whether its products go over the pool (on NumPy)
     batch, keys = x.shape[0], x.shape[-2]  # x (B, L, E), batch-first
     scores = None if sa_reason else batch * layer.self_attn.num_heads * keys * keys  # (B, H, L, L)
@@ -701,8 +776,25 @@ def _runs_own_forward(module, class_name):
     return _transformer.computes_forward_of(module, _LIBRARY[class_name])
 
 
-def _own_methods(name):
-    return _LIBRARY[name]
+def _why_not_library_parts(parts):
+    """``None`` when each of ``parts`` (``(name, part, class name)``) is of the library's class (or computes as it:
+    ``computes_as``), else which is not."""
+    for name, part, class_name in parts:
+        kind = type(part)
+        if kind.__dict__.get("computes_as", kind) is not _LIBRARY[class_name]:
+            return f"{name} is not the library's {class_name} with its own forward"
+    return None
+
+
+def _why_not_plain_parts(parts):
+    """``None`` unless one of ``parts`` (``(name, part, class name)``: modules a fused route computes without calling
+    them) has a ``forward`` of its own instance or a hook, which only its own call would run."""
+    for name, part, class_name in parts:
+        if "forward" in part.__dict__:
+            return f"{name} is not the library's {class_name} with its own forward"
+        if part._has_hooks:
+            return _why_not_hooked(((name, part),))
+    return None
 
 
 def _name_in(layer, part):
@@ -729,9 +821,12 @@ def _why_not_hooked(parts):
 
 def _fit(dtype, shape, tensors):
     """Every one of ``tensors`` is a tensor (not ``None``) of ``dtype`` and ``shape``, as the reference
-    takes it. A plain loop: the layers ask this on every call."""
+    takes it. A plain loop on the arrays' own attributes: the layers ask this on every call."""
     for t in tensors:
-        if t is None or t.dtype != dtype or t.shape != shape:
+        if t is None:
+            return False
+        data = t._data
+        if data.dtype != dtype or data.shape != shape:
             return False
     return True
 
