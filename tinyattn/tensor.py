@@ -437,6 +437,8 @@ def _accumulate_leaf(t, grad):
         t._grad = t._grad + grad  # the array is a graph's tensor's (create_graph): never written to
     elif t._grad is not None:
         t._grad += grad
+    elif grad.dtype == t._data.dtype and type(grad) is type(t._data):
+        t._grad = grad.copy()
     else:
         t._grad = backend.namespace(t._data).array(grad, dtype=t._data.dtype)
 
