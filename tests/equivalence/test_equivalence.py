@@ -189,7 +189,7 @@ def layer_norm_module_case(data, affine):
     return dict(module=module, args=(x,), leaves=[x] + list(module.parameters()))
 
 
-def mha_case(data, kind, cross=False):
+def mha_case(data, kind, cross=False, need_weights=False):
     rng = seeded(data)
     B, L, H = data.draw(st.integers(1, 2)), data.draw(st.integers(1, 5)), data.draw(st.integers(1, 2))
     E = H * data.draw(st.integers(1, 3))
@@ -200,7 +200,6 @@ def mha_case(data, kind, cross=False):
     mask, is_causal = attention_mask(rng, kind, B, L, memory.shape[1])
     leaves = [x] + ([memory] if cross else []) + list(module.parameters())
     leaves += [mask] if mask is not None and mask.requires_grad else []
-    need_weights = cross and data.draw(st.booleans(), label="need_weights")
     return dict(module=module, args=(x, memory, memory),
                 kwargs=dict(attn_mask=mask, is_causal=is_causal, need_weights=need_weights), leaves=leaves)
 
@@ -346,9 +345,12 @@ TABLE = [
     Row("multi_head_self_attention_packed", nn.MultiHeadAttention,
         lambda c: run_module(c, True, ("InProjection", "PackedSelfAttention")), run_module, mha_case,
         tuple(MASK_KINDS)),
-    Row("multi_head_attention_cross_or_weights", nn.MultiHeadAttention,  # its reference forward, projections fused
-        lambda c: run_module(c, True, ("Linear",)), run_module,
+    Row("multi_head_cross_attention", nn.MultiHeadAttention,  # projections fused, every head's attention one node
+        lambda c: run_module(c, True, ("Linear", "HeadsAttention")), run_module,
         lambda data, kind: mha_case(data, kind, cross=True), tuple(MASK_KINDS)),
+    Row("multi_head_attention_weights", nn.MultiHeadAttention,  # its reference composition, projections fused
+        lambda c: run_module(c, True, ("Linear",)), run_module,
+        lambda data, kind: mha_case(data, kind, cross=True, need_weights=True), tuple(MASK_KINDS)),
     Row("encoder_layer_blocks", nn.TransformerEncoderLayer, lambda c: run_module(c, True, BLOCKS), run_module,
         layer_case, LAYER_VARIANTS),
     Row("decoder_layer_blocks", nn.TransformerDecoderLayer, lambda c: run_module(c, True, BLOCKS), run_module,

@@ -10,7 +10,7 @@ suite's equivalence table proves it equal to that definition, values and gradien
     compile.py      ta.compile: the fused forms of modules and functions, each falling back to its reference
     router.py       every decision, each ``why_not_*`` with its reason; ``explain``
     tuning.py       the thresholds and sizes, private: the router alone reads them
-    nodes.py        Linear, Normalize, CrossEntropy, InProjection, Attention, PackedSelfAttention
+    nodes.py        Linear, Normalize, CrossEntropy, InProjection, Attention, HeadsAttention, PackedSelfAttention
     attention.py    attention on arrays: one tiled kernel (a tile's forward, a tile's backward) that runs
                     whatever schedule the router gives (one tile, batch slices, query runs, key blocks
                     combined by the online softmax, sequences back to back)
@@ -36,6 +36,7 @@ from .blocks import (  # noqa: F401
 from .nodes import (  # noqa: F401
     Attention,
     CrossEntropy,
+    HeadsAttention,
     InProjection,
     Linear,
     Normalize,

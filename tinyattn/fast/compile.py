@@ -18,7 +18,7 @@ form (``Function.reference``): gradient penalties and higher order see the refer
     nn.Linear                      Linear                           fast.Linear
     nn.LayerNorm                   LayerNorm                        fast.Normalize
     nn.MultiHeadAttention          MultiHeadAttention               fast.InProjection + fast.PackedSelfAttention,
-                                                                    fast.Attention
+                                                                    fast.HeadsAttention, fast.Attention
     nn.TransformerEncoderLayer     TransformerEncoderLayer          fast.SelfAttentionBlock, fast.FeedForwardBlock
     nn.TransformerDecoderLayer     TransformerDecoderLayer          the same two blocks
     nn.TransformerEncoder          TransformerEncoder               fast.encoder_on_real_tokens (inference)
@@ -37,9 +37,10 @@ True
 """
 
 import functools
+import math
 
 from .. import nn
-from ..masks import per_batch_mask, split_mask
+from ..masks import checked_mask, per_batch_mask, split_mask
 from ..nn import functional as F
 from ..nn.attention import multi_head_attention
 from ..nn.transformer import residual
@@ -47,7 +48,7 @@ from ..tensor import Tensor, transforming
 from . import router
 from .blocked import blocked_attention
 from .blocks import encoder_on_real_tokens, feed_forward_block, self_attention_block
-from .nodes import Attention, CrossEntropy, InProjection, Normalize, packed_self_attention
+from .nodes import Attention, CrossEntropy, HeadsAttention, InProjection, Normalize, packed_self_attention
 from .nodes import Linear as LinearNode
 
 # ----------------------------------------------------------------------------- functions
@@ -161,11 +162,13 @@ class LayerNorm(nn.LayerNorm):
 class MultiHeadAttention(nn.MultiHeadAttention):
     """``nn.MultiHeadAttention``, compiled: self-attention without the weights as ``fast.InProjection`` (q, k
     and v by one GEMM) and ``fast.PackedSelfAttention`` (attention and the heads merged, one node); any other
-    call (cross-attention, the weights asked for, a ``kv_cache``, long keys) as the reference composes it
-    (``nn.attention.multi_head_attention``), with attention's fused form (``scaled_dot_product_attention``)."""
+    call without the weights (cross-attention) as its projections and ``fast.HeadsAttention`` (every head's attention,
+    the heads split and merged inside, one node); any other (the weights asked for, a ``kv_cache``, long keys) as the
+    reference composes it (``nn.attention.multi_head_attention``), with attention's fused form
+    (``scaled_dot_product_attention``)."""
 
     computes_as = compiled_from = nn.MultiHeadAttention
-    fused_nodes = "fast.InProjection + fast.PackedSelfAttention; fast.Attention"
+    fused_nodes = "fast.InProjection + fast.PackedSelfAttention; fast.HeadsAttention; fast.Attention"
     __repr__ = compiled_repr
 
     def forward(self, query, key=None, value=None, attn_mask=None, is_causal=False, need_weights=True,
@@ -173,17 +176,37 @@ class MultiHeadAttention(nn.MultiHeadAttention):
         if transforming():
             return nn.MultiHeadAttention.forward(self, query, key, value, attn_mask, is_causal, need_weights, kv_cache)
         dropout_p = self.dropout if self.training else 0.0
-        if kv_cache is not None or router.why_not_packed_self_attention(self, query, key, value, attn_mask,
+        if kv_cache is None and not router.why_not_packed_self_attention(self, query, key, value, attn_mask,
                                                                          is_causal, need_weights):
-            query, key, value = self.inputs(query, key, value)
-            q, k, v = self.q_proj(query), self.k_proj(key), self.v_proj(value)  # (B, Lq, E), (B, Lk, E) twice
-            return multi_head_attention(q, k, v, self.num_heads, self.out_proj, per_batch_mask(attn_mask), dropout_p,
-                                        is_causal, need_weights, kv_cache, attention=scaled_dot_product_attention)
-        q, k, v = self.q_proj, self.k_proj, self.v_proj
-        params = (q.weight, k.weight, v.weight) + ((q.bias, k.bias, v.bias) if q.bias is not None else ())
-        qkv = InProjection.apply(query, *params, num_heads=self.num_heads)  # (3, B, H, L, D)
-        heads = packed_self_attention(qkv, per_batch_mask(attn_mask), dropout_p, is_causal)  # (B, L, E)
-        return self.out_proj(heads), None
+            q, k, v = self.q_proj, self.k_proj, self.v_proj
+            params = (q.weight, k.weight, v.weight) + ((q.bias, k.bias, v.bias) if q.bias is not None else ())
+            qkv = InProjection.apply(query, *params, num_heads=self.num_heads)  # (3, B, H, L, D)
+            heads = packed_self_attention(qkv, per_batch_mask(attn_mask), dropout_p, is_causal)  # (B, L, E)
+            return self.out_proj(heads), None
+        query, key, value = self.inputs(query, key, value)
+        q, k, v = self.q_proj(query), self.k_proj(key), self.v_proj(value)  # (B, Lq, E), (B, Lk, E) twice
+        attn_mask = per_batch_mask(attn_mask)
+        if kv_cache is None and not need_weights:
+            heads = heads_attention(q, k, v, self.num_heads, attn_mask, dropout_p, is_causal)  # (B, Lq, E) or None
+            if heads is not None:
+                return self.out_proj(heads), None
+        return multi_head_attention(q, k, v, self.num_heads, self.out_proj, attn_mask, dropout_p, is_causal,
+                                    need_weights, kv_cache, attention=scaled_dot_product_attention)
+
+
+def heads_attention(q, k, v, num_heads, attn_mask, dropout_p, is_causal):
+    """Every head's attention of projected ``q (B, Lq, E)``, ``k`` and ``v`` ``(B, Lk, E)``, the weights not
+    returned, as one ``fast.HeadsAttention`` node (the heads split and merged inside): ``(B, Lq, E)``; ``None`` where
+    the whole-matrix attention does not apply (``router.why_not_whole_attention``: dtypes, long keys), and the
+    composition runs instead."""
+    B, Lq, E = q.shape
+    attn_mask = checked_mask(attn_mask, q, (B, num_heads, Lq, k.shape[1]))  # (the reference's check of it)
+    scale = 1.0 / math.sqrt(E // num_heads)
+    if router.why_not_whole_attention(q, k, v, attn_mask, dropout_p, is_causal, scale, False):
+        return None
+    float_mask, allowed = split_mask(attn_mask)
+    return HeadsAttention.apply(q, k, v, *float_mask, num_heads=num_heads, allowed=allowed, is_causal=is_causal,
+                                scale=scale, dropout_p=float(dropout_p))  # (B, Lq, E)
 
 
 class TransformerEncoderLayer(nn.TransformerEncoderLayer):

@@ -304,13 +304,18 @@ def rows_dot(grad, output):
 # ----------------------------------------------------------------------------- heads and projections
 
 
-# The heads' layouts on arrays: ``split_heads`` is ``nn.attention.split_heads`` on an array; the packed pair splits
-# q, k and v's 3·H heads, side by side in the rows, at once, and merges them back.
+# The heads' layouts on arrays: ``split_heads`` and ``merge_heads`` are ``nn.attention``'s on an array; the packed
+# pair splits q, k and v's 3·H heads, side by side in the rows, at once, and merges them back.
 
 
 def split_heads(x, num_heads):
     B, L, E = x.shape
     return x.reshape(B, L, num_heads, E // num_heads).transpose(0, 2, 1, 3)  # (B, L, E) -> (B, H, L, D), a view
+
+
+def merge_heads(x):
+    B, H, L, D = x.shape
+    return x.transpose(0, 2, 1, 3).reshape(B, L, H * D)  # (B, H, L, D) -> (B, L, E), a copy unless laid out so
 
 
 def split_packed_heads(x, num_heads):

@@ -236,6 +236,41 @@ class Attention(Function):
         return attention_reference(self, query, key, value, attn_mask)
 
 
+class HeadsAttention(Function):
+    """``Attention`` for multi-head attention on projected inputs with the heads side by side: ``q (B, Lq, H·D)``,
+    ``k`` and ``v`` ``(B, Lk, H·D)`` in, every head attending at once, ``(B, Lq, H·D)`` out: one node where the
+    reference composition (``nn.attention.multi_head_attention``) makes three splits of the heads, the attention and
+    a merge. ``forward(q, k, v, attn_mask=None, *, num_heads, allowed, is_causal, scale, dropout_p)`` as
+    ``Attention``'s, ``attn_mask`` broadcasting to ``(B, H, Lq, Lk)``. The heads are split as views and merged by
+    one copy; the gradients go back the same way.
+    """
+
+    saves_output = False  # backward reads the heads' output before the merge, which no one else sees (see Function)
+
+    def forward(self, q, k, v, attn_mask=None, *, num_heads, allowed, is_causal, scale, dropout_p):
+        self.scale, self.allowed, self.is_causal, self.dropout_p = scale, allowed, is_causal, dropout_p
+        self.num_heads = num_heads
+        self.rng_state = backend.get_rng_state() if dropout_p else None  # (for ``reference``: the same draw)
+        q, k, v = (kernels.split_heads(t, num_heads) for t in (q, k, v))  # (B, H, L, D) views
+        self.schedule = router.attention_schedule(q, k, v)
+        out, self.arrays = attention.attention(q, k, v, attn_mask, allowed, is_causal, scale, dropout_p,
+                                               self.schedule)
+        return kernels.merge_heads(out)  # (B, Lq, H·D)
+
+    def backward(self, grad):
+        needs = self.needs_grads()
+        mask_shape = self.parents[3].shape if len(needs) > 3 and needs[3] else None
+        grads = attention.attention_backward(kernels.split_heads(grad, self.num_heads), self.arrays, self.schedule,
+                                             self.scale, mask_shape=mask_shape)
+        merged = tuple(kernels.merge_heads(g) if need else None for g, need in zip(grads[:3], needs))  # (B, L, H·D)
+        return merged + (grads[3],) if len(needs) > 3 else merged  # the mask's, summed to its shape
+
+    def reference(self, q, k, v, attn_mask=None):
+        H = self.num_heads
+        return merge_heads(attention_reference(self, split_heads(q, H), split_heads(k, H), split_heads(v, H),
+                                               attn_mask))  # (B, Lq, H·D)
+
+
 class PackedSelfAttention(Function):
     """``Attention`` for multi-head self-attention: queries, keys and values arrive packed as one
     ``qkv (3, B, H, L, D)`` (``InProjection``'s output) and the heads leave merged, ``(B, L, H·D)``
