@@ -36,8 +36,8 @@ DEVICES = ["cpu", "strict", pytest.param("cuda", marks=pytest.mark.cuda)]  # cud
 COMPILED_FORMS = "tinyattn.fast.compile"  # the module (``tinyattn.fast.compile`` the attribute is the function)
 TOLERANCE = dict(rtol=1e-9, atol=1e-10)
 BLOCKS = {"SelfAttentionBlock", "FeedForwardBlock"}
-FAST_NODES = BLOCKS | {"InProjection", "PackedSelfAttention", "Attention", "HeadsAttention", "BlockedAttention", "Linear",
-                       "Normalize", "CrossEntropy"}
+FAST_NODES = BLOCKS | {"InProjection", "PackedSelfAttention", "Attention", "HeadsAttention", "BlockedAttention",
+                       "Linear", "Normalize", "CrossEntropy"}
 
 
 class Model(nn.Module):
