@@ -1,4 +1,4 @@
-"""Does each speed mechanism of the fast layer pay? Each one against its absence, in one process, paired.
+"""Does each speed mechanism pay? Each one against its absence, in one process, paired.
 
     python benchmarks/ablate.py                          # every mechanism, every case of benchmarks/run.py
     python benchmarks/ablate.py --mechanisms pool --cases encoder,bert_layer --sizes medium,large --rounds 30
@@ -12,11 +12,12 @@ does not pay for its code.
 
 Mechanisms (each switched off in this process only, for the timed blocks):
 
+- ``gradient_reuse``: the engine's backward walk hands a leaf the gradient it alone holds, uncopied, as PyTorch's
+  ``AccumulateGrad`` does (off: every first gradient copied: ``_accumulate_leaf`` wrapped);
 - ``buffers``: ``fast.buffers`` hands out the fused kernels' large arrays from memory it keeps (off: ``xp.empty``);
 - ``pool``: large fused passes and products spread over a thread pool (off: ``products_on_pool=False`` and an
   unreachable ``pool_min_elements``);
 - ``blocked``: attention over 513 keys or more goes a block of keys at a time (off: an unreachable threshold);
-- ``transposed``: inference on few real tokens runs products as ``(W aᵀ)ᵀ`` (off: ``transposed_products_rows=0``);
 - ``by_sequences``: inference on a padded batch attends sentence by sentence (off: an unreachable threshold).
 
 OpenBLAS's idle threads busy-wait: ``OPENBLAS_THREAD_TIMEOUT`` is set low before NumPy loads, as in ``run.py``.
@@ -53,6 +54,17 @@ def without_buffers():
         buffers.empty, buffers.empty_like = kept
 
 
+@contextlib.contextmanager
+def without_gradient_reuse():
+    engine = sys.modules["tinyattn.tensor"]  # (the module: ``tinyattn.tensor`` the attribute is the function)
+    kept = engine._accumulate_leaf
+    engine._accumulate_leaf = lambda t, grad, unshared=False: kept(t, grad, False)
+    try:
+        yield
+    finally:
+        engine._accumulate_leaf = kept
+
+
 def tuned(**values):
     from tinyattn.fast import tuning
 
@@ -61,10 +73,10 @@ def tuned(**values):
 
 MECHANISMS = {
     "a/a": contextlib.nullcontext,
+    "gradient_reuse": without_gradient_reuse,
     "buffers": without_buffers,
     "pool": tuned(products_on_pool=False, pool_min_elements=UNREACHABLE),
     "blocked": tuned(blocked_attention_min_keys=UNREACHABLE),
-    "transposed": tuned(transposed_products_rows=0),
     "by_sequences": tuned(sequence_attention_min_length=float(UNREACHABLE)),
 }
 

@@ -27,6 +27,8 @@ import sys
 import numpy as np
 from numpy.lib.mixins import NDArrayOperatorsMixin
 
+from . import modes
+
 DEVICES = ("cpu", "cuda", "strict")
 
 
@@ -465,12 +467,8 @@ def _generator_from_state(device, saved):
     return rng
 
 
-#: Inside ``ta.func.vmap``: its ``randomness`` ("error", "same" or "different"); ``None`` outside.
-RANDOMNESS = [None]
-
-
-def _check_randomness():
-    if RANDOMNESS[0] == "error":
+def _check_randomness():  # inside ``ta.func.vmap``, the thread's ``randomness`` mode: "error", "same" or "different"
+    if modes.current().randomness == "error":
         raise RuntimeError("vmap: a random operation (dropout, a random draw) ran inside vmap(randomness='error'); "
                            "pass randomness='same' (one draw for the whole batch) or 'different' (one per example)")
 
@@ -498,7 +496,7 @@ def dropout_mask(shape, p, dtype, device, batch_ndim=0):
     (all zeros for ``p = 1``), drawn from the library's generator on ``device``. ``F.dropout`` and the fast
     layer's attention draw it here, so the same seed gives the same mask on either route. ``batch_ndim``: the
     leading axes that are ``vmap``'s batch; with ``randomness="same"`` one draw serves them all."""
-    if batch_ndim and RANDOMNESS[0] == "same":
+    if batch_ndim and modes.current().randomness == "same":
         one = random_uniform(shape[batch_ndim:], dtype, device)
         uniform = namespace(one).broadcast_to(one, shape)
     else:

@@ -15,8 +15,8 @@ import numbers
 import numpy as np
 
 from . import _checks as check
-from . import backend
-from .tensor import _PER_EXAMPLE, Tensor
+from . import backend, modes
+from .tensor import Tensor
 
 
 def _shape(size, name):
@@ -94,9 +94,10 @@ def rand(*size, dtype=None, device=None, requires_grad=False):
 
 def _random(draw, shape, requires_grad):
     """``draw(shape)`` as a leaf; inside ``vmap(randomness="different")``, one draw per example (``tensor``'s
-    ``_PER_EXAMPLE`` slot makes the batched tensor)."""
-    if _PER_EXAMPLE[0] is not None:
-        return _PER_EXAMPLE[0](draw, shape)
+    ``per_example`` mode makes the batched tensor)."""
+    per_example = modes.current().per_example
+    if per_example is not None:
+        return per_example(draw, shape)
     return _leaf(draw(shape), requires_grad)
 
 

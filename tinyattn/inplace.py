@@ -29,11 +29,11 @@ RuntimeError: one of the arrays Exp saved for its backward was modified by an in
 
 import numpy as np
 
-from . import backend
+from . import backend, modes
 from .creation import zeros_like
 from .ops import _lift, _unwrap_index, sum_to
 from .ops_extra import clone
-from .tensor import _DUAL_LEVELS, _SEEN_LEVEL, Function, Tensor, is_grad_enabled, no_grad
+from .tensor import Function, Tensor, is_grad_enabled, no_grad
 
 
 def _writable_copy(array):
@@ -122,7 +122,7 @@ def _alias(t, copy):
 def _rewritten(tangents, new):
     """A tensor's tangents after a write of ``new`` (forward mode): ``new``'s at the levels operations see
     now, the others (those of a level whose JVP rule is running) kept."""
-    kept = {level: t for level, t in (tangents or {}).items() if level >= _SEEN_LEVEL[0]}
+    kept = {level: t for level, t in (tangents or {}).items() if level >= modes.current().seen_level}
     return {**kept, **(new._tangents or {})} or None
 
 
@@ -165,7 +165,7 @@ def _write(t, compute, name):
         raise RuntimeError(f"{name}: cannot write into this tensor ({error}); clone() it first") from None
     t._version[0] += 1
     base = None if t._view is None else t._view[0]
-    dual = _DUAL_LEVELS and (t._tangents or new._tangents or (base is not None and base._tangents))
+    dual = modes.current().dual_levels and (t._tangents or new._tangents or (base is not None and base._tangents))
     if not recording and not dual:
         return t
     if base is not None and (base.requires_grad or new.requires_grad or dual):

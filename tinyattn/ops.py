@@ -23,9 +23,9 @@ import numbers
 import numpy as np
 
 from . import _checks as check
-from . import backend
+from . import backend, modes
 from .creation import zeros_like
-from .tensor import _BATCHING, OUTPUT, Function, Tensor
+from .tensor import OUTPUT, Function, Tensor
 
 
 def sum_to(grad, shape):
@@ -943,7 +943,7 @@ def flatten(x, start_dim=0, end_dim=-1):
 
 
 def getitem(x, index):
-    if _BATCHING[0] is not None:  # inside vmap: tensor indices stay tensors, so their batch can be paired with x's
+    if modes.current().batching is not None:  # inside vmap: tensor indices stay tensors, to pair their batch with x's
         return GetItem.apply(x, index=index)
     return GetItem.apply(x, index=_unwrap_index(index))
 

@@ -24,10 +24,10 @@ The extension points, for the floors above, and nothing else of theirs:
   ``.grad`` and ``.data`` are tensors) gets results of that class from every operation on it
   (``Tensor._wrap``); until a subclass names one, no operation looks. ``_constant_like``: the kind a
   number or array lifted beside it takes (``ops._lift``).
-- Forward mode and ``vmap`` step into ``Function.apply``: a tensor's ``_tangents`` (one per open level of
-  ``_DUAL_LEVELS``) get the operation's JVP rule (``_with_tangents``); while ``ta.func.vmap`` runs, its
-  batching rules (``_BATCHING``) take an operation with a batched input, and ``_PER_EXAMPLE`` draws random
-  tensors per example.
+- Forward mode and ``vmap`` step into ``Function.apply`` through the calling thread's modes
+  (``tinyattn.modes``): a tensor's ``_tangents`` (one per open level of ``dual_levels``) get the operation's JVP
+  rule (``_with_tangents``); while ``ta.func.vmap`` runs, its batching rules (``batching``) take an operation
+  with a batched input, and ``per_example`` draws random tensors per example.
 
 >>> import tinyattn as ta
 >>> x = ta.tensor([1.0, 2.0, 3.0], requires_grad=True)
@@ -41,13 +41,12 @@ import inspect
 import itertools
 import math
 import operator
+import sys
 import weakref
 
 import numpy as np
 
-from . import backend
-
-_GRAD_ENABLED = [True]
+from . import backend, modes
 
 
 class no_grad:
@@ -67,11 +66,10 @@ class no_grad:
         return super().__new__(cls)
 
     def __enter__(self):
-        self._previous = _GRAD_ENABLED[0]
-        _GRAD_ENABLED[0] = False
+        self._previous = modes.change(grad_enabled=False)  # (this thread's mode: ``tinyattn.modes``)
 
     def __exit__(self, *exc):
-        _GRAD_ENABLED[0] = self._previous
+        modes.change(**self._previous)
 
     def __call__(self, fn):
         def wrapper(*args, **kwargs):
@@ -94,8 +92,7 @@ class enable_grad(no_grad):
     """
 
     def __enter__(self):
-        self._previous = _GRAD_ENABLED[0]
-        _GRAD_ENABLED[0] = True
+        self._previous = modes.change(grad_enabled=True)
 
     def __call__(self, fn):
         def wrapper(*args, **kwargs):
@@ -107,7 +104,7 @@ class enable_grad(no_grad):
 
 
 def is_grad_enabled():
-    return _GRAD_ENABLED[0]
+    return modes.current().grad_enabled
 
 
 class set_grad_enabled(no_grad):
@@ -125,18 +122,18 @@ class set_grad_enabled(no_grad):
         return object.__new__(cls)
 
     def __init__(self, mode):
-        self.mode, self._previous = bool(mode), _GRAD_ENABLED[0]
-        _GRAD_ENABLED[0] = self.mode
+        self.mode = bool(mode)
+        self._previous = modes.change(grad_enabled=self.mode)
 
     def __enter__(self):
         pass
 
     def __exit__(self, *exc):
-        _GRAD_ENABLED[0] = self._previous
+        modes.change(**self._previous)
 
     def __call__(self, fn):
         mode = self.mode
-        _GRAD_ENABLED[0] = self._previous  # as a decorator it changes nothing until ``fn`` runs
+        modes.change(**self._previous)  # as a decorator it changes nothing until ``fn`` runs
 
         def wrapper(*args, **kwargs):
             with set_grad_enabled(mode):
@@ -166,12 +163,10 @@ class inference_mode(no_grad):
         self.mode = bool(mode)
 
     def __enter__(self):
-        self._previous = _GRAD_ENABLED[0], _INFERENCE[0]
-        if self.mode:
-            _GRAD_ENABLED[0], _INFERENCE[0] = False, True
+        self._previous = modes.change(grad_enabled=False, inference=True) if self.mode else {}
 
     def __exit__(self, *exc):
-        _GRAD_ENABLED[0], _INFERENCE[0] = self._previous
+        modes.change(**self._previous)
 
     def __call__(self, fn):
         mode = self.mode
@@ -184,17 +179,15 @@ class inference_mode(no_grad):
         return wrapper
 
 
-_INFERENCE = [False]
-
 
 def is_inference_mode_enabled():
-    return _INFERENCE[0]
+    return modes.current().inference
 
 
 def records_graph(tensors):
     """Whether an operation on ``tensors`` is linked into the graph (``Function.apply``): gradients are
     enabled and one of them requires a gradient. A fused node may skip what only its backward needs when not."""
-    if _GRAD_ENABLED[0]:
+    if modes.current().grad_enabled:
         for t in tensors:
             if t.requires_grad:
                 return True
@@ -243,10 +236,11 @@ class Function:
 
     @classmethod
     def apply(cls, *inputs, **options):
-        if _BATCHING[0] is not None:  # inside ``ta.func.vmap``: a batched input takes its batching rule
-            result = _BATCHING[0](cls, inputs, options)
+        mode = modes.current()  # this thread's modes: grad mode, anomaly mode, the transforms running
+        if mode.batching is not None:  # inside ``ta.func.vmap``: a batched input takes its batching rule
+            result = mode.batching(cls, inputs, options)
             if result is not None:
-                return _with_tangents(cls, inputs, result, options) if _DUAL_LEVELS else result
+                return _with_tangents(cls, inputs, result, options) if mode.dual_levels else result
         try:
             device = type(inputs[0]._data)
             for t in inputs:
@@ -269,14 +263,14 @@ class Function:
         result = Tensor._wrap(out, _kind_of(inputs) if _SUBCLASS_RESULTS[0] else None)
         if fn.is_view:
             result._version, result._view = inputs[0]._version, _view_record(inputs[0], cls, options)
-        if records_graph(inputs):
+        if mode.grad_enabled and any(map(_requires_grad, inputs)):
             fn.parents, fn.sequence, fn.released, fn.hooks = inputs, next(_SEQUENCE), False, None
-            if _ANOMALY[0]:
+            if mode.anomaly:
                 fn.__dict__["_created_at"] = _user_frame()
             fn.edges = tuple([p._ctx for p in inputs])  # their nodes now: an in-place op moves a tensor on
             fn.versions = _versions(fn, inputs, result)
             result.requires_grad, result._ctx = True, fn
-        return _with_tangents(cls, inputs, result, options) if _DUAL_LEVELS else result
+        return _with_tangents(cls, inputs, result, options) if mode.dual_levels else result
 
     def needs_grad(self, i):
         """Whether backward must give input ``i``'s gradient: the input requires one, and, in a walk that
@@ -290,9 +284,21 @@ class Function:
         return list(map(_requires_grad, self.parents) if needed is None else needed)
 
     def release(self):
-        """Drop the arrays saved for backward; the node stays in the graph, marked."""
+        """Drop the arrays saved for backward; the node stays in the graph, marked. A node that kept no array (an
+        ``Add``, a reshape: it saves neither its inputs nor its output, and holds only shapes and options) stays
+        as it is, and a second walk runs it again, as PyTorch allows."""
+        if self.saved_inputs == () and self.saves_output is not True:
+            if not any(map(_holds_array, self.__dict__.values())):
+                return
         self.__dict__ = {}
         self.released = True
+
+
+def _holds_array(value):
+    """Whether ``value`` is an array or a tensor, or a tuple or list holding one (what ``release`` drops)."""
+    if isinstance(value, (tuple, list)):
+        return any(map(_holds_array, value))
+    return hasattr(value, "shape") and hasattr(value, "dtype")
 
 
 OUTPUT = "output"  # ``saved_as``'s name for the operation's output
@@ -300,16 +306,11 @@ OUTPUT = "output"  # ``saved_as``'s name for the operation's output
 
 # ----------------------------------------------------------------------------- forward mode and vmap: the hooks
 
-_BATCHING = [None]  # while ``ta.func.vmap`` runs: its batching rules, ``(cls, inputs, options) -> result or None``
-_PER_EXAMPLE = [None]  # inside ``vmap(randomness="different")``: ``(draw, shape) -> a batched tensor`` of draws
-_DUAL_LEVELS = []  # the forward-mode levels open (``autograd.forward_ad.dual_level``), innermost last
-_SEEN_LEVEL = [math.inf]  # the tangents operations propagate: those of the levels below this one
-
-
 def transforming():
     """Whether ``ta.func.vmap`` runs or a forward-mode level is open: every operation then goes through its
     batching and JVP rules (an operation without them cannot take part)."""
-    return _BATCHING[0] is not None or bool(_DUAL_LEVELS)
+    mode = modes.current()
+    return mode.batching is not None or bool(mode.dual_levels)
 
 
 def _with_tangents(cls, inputs, result, options):
@@ -317,19 +318,20 @@ def _with_tangents(cls, inputs, result, options):
     operation's JVP rule, ``cls.jvp(tangents, inputs, result, **options)``, on tensors. While the rule for a
     level runs, operations see only the levels below it, so a nested level's tangents never mix into an
     outer one's (the perturbation confusion), while an outer level's flow through the rule's own operations."""
+    mode = modes.current()
     levels = sorted({level for t in inputs if t._tangents for level in t._tangents
-                     if level < _SEEN_LEVEL[0] and level in _DUAL_LEVELS})
+                     if level < mode.seen_level and level in mode.dual_levels})
     for level in levels:
         tangents = [t._tangents.get(level) if t._tangents else None for t in inputs]
         jvp = getattr(cls, "jvp", None)
         if jvp is None:
             raise RuntimeError(f"{cls.__name__} has no forward-mode rule (jvp): it cannot carry a tangent; every "
                                "operation of the reference definitions has one")
-        seen, _SEEN_LEVEL[0] = _SEEN_LEVEL[0], level
+        seen = modes.change(seen_level=level)
         try:
             tangent = jvp(tangents, inputs, result, **options)
         finally:
-            _SEEN_LEVEL[0] = seen
+            modes.change(**seen)
         if tangent is None:
             continue
         if tangent.shape != result.shape:
@@ -430,15 +432,25 @@ def _topological_order(roots, boundary=-math.inf):
     return sorted(nodes, key=_by_sequence, reverse=True)
 
 
-def _accumulate_leaf(t, grad):
-    """Add ``grad`` to the leaf's ``.grad``, never writing to an array anyone else can see: the first
-    gradient is copied, in the leaf's dtype."""
+def _accumulate_leaf(t, grad, unshared=False):
+    """Add ``grad`` to the leaf's ``.grad``, never writing to an array anyone else can see. The first
+    gradient is copied, in the leaf's dtype, unless it is ``unshared`` and owns its memory (not a view) in the
+    leaf's dtype and shape: then it is taken as it is, as PyTorch's ``AccumulateGrad`` steals a gradient that
+    no one else holds.
+
+    ``unshared`` is the walk's count of references (``_backpropagate``), taken before the call: the array is
+    held only by the walk's local name and the tuple the node's backward returned when ``sys.getrefcount``
+    finds it one above a ``probe`` object made just after it and held by a local name alone. Anything else
+    holding it (the node that returned it, another input's entry, the upstream gradient it is) adds a
+    reference, and it is copied.
+    """
+    data = t._data
     if t._grad is not None and t._grad_graph is not None and t._grad_graph._data is t._grad:
         t._grad = t._grad + grad  # the array is a graph's tensor's (create_graph): never written to
     elif t._grad is not None:
         t._grad += grad
-    elif grad.dtype == t._data.dtype and type(grad) is type(t._data):
-        t._grad = grad.copy()
+    elif type(grad) is type(data) and grad.dtype == data.dtype:
+        t._grad = grad if unshared and grad.base is None and grad.shape == data.shape else grad.copy()
     else:
         t._grad = backend.namespace(t._data).array(grad, dtype=t._data.dtype)
 
@@ -474,9 +486,8 @@ def _walk(roots, retain_graph, create_graph, inputs=None, boundary=-math.inf, ac
         runs = _needed(order, inputs, wanted)
         order = [fn for fn in order if fn in runs or fn in wanted]
     taken = {}
-    grad_mode = _GRAD_ENABLED[0]
-    if create_graph:  # the backward formulas record their graph (hooks otherwise run under no_grad: _Hooks.run)
-        _GRAD_ENABLED[0] = True
+    grad_mode = modes.change(grad_enabled=True) if create_graph else {}  # (create_graph: the backward
+    # formulas record their graph; hooks otherwise run under no_grad: _Hooks.run)
     try:
         for fn in order:
             grad = grads.pop(fn, None)
@@ -509,7 +520,7 @@ def _walk(roots, retain_graph, create_graph, inputs=None, boundary=-math.inf, ac
                     fn.__dict__.pop("needed", None)
             else:
                 input_grads = _on_tensors(fn, grad) if create_graph else fn.backward(grad)
-            if _ANOMALY[0] is True:
+            if modes.current().anomaly is True:
                 _check_finite(fn, input_grads)
             if not retain_graph:
                 fn.release()
@@ -520,7 +531,7 @@ def _walk(roots, retain_graph, create_graph, inputs=None, boundary=-math.inf, ac
             if boundary == -math.inf and (inputs is None or any(t is leaf for t in inputs)):
                 leaves[key] = (leaf, leaf._hooks.run(grad), False)  # (a hook's: the user may hold it)
     finally:
-        _GRAD_ENABLED[0] = grad_mode
+        modes.change(**grad_mode)
     if inputs is None:
         return leaves
     taken.update((key, entry[1]) for key, entry in leaves.items())
@@ -570,7 +581,7 @@ def _run_backward(root, grad, retain_graph, create_graph=False, inputs=None):
         grad = root._hooks.run(grad) if root._hooks is not None else grad
         _accumulate_leaf(root, grad._data if isinstance(grad, Tensor) else grad)  # (always copied)
         return
-    if inputs is None and not create_graph and _ANOMALY[0] is not True:
+    if inputs is None and not create_graph and modes.current().anomaly is not True:
         _backpropagate(root._ctx, grad, retain_graph)
         return
     if inputs is not None:
@@ -616,13 +627,17 @@ def _backpropagate(root, grad, retain_graph):
         input_grads = fn.backward(grad)
         if not retain_graph:
             fn.release()
-        for p, ctx, g in zip(fn.parents, fn.edges, input_grads):  # _hand_down's lines, inline (every input's)
+        for i, p in enumerate(fn.parents):  # _hand_down's lines, inline (every input's)
+            g = input_grads[i]
             if g is None:
                 continue
+            ctx = fn.edges[i]
             if ctx is None:  # a leaf when the node was recorded
                 if p.requires_grad and p._ctx is None:
                     if p._hooks is None:
-                        _accumulate_leaf(p, g)
+                        probe = object()  # (made after g; counted before the call: see _accumulate_leaf)
+                        unshared = sys.getrefcount(g) == sys.getrefcount(probe) + 1  # (+1: input_grads)
+                        _accumulate_leaf(p, g, unshared)
                     else:
                         _add(hooked, id(p), g, p)
             elif ctx not in grads:
@@ -828,8 +843,6 @@ class RemovableHandle:
     def __exit__(self, *exc):
         self.remove()
 
-
-_ANOMALY = [False]
 
 
 def _user_frame():
@@ -1098,6 +1111,9 @@ class Tensor:
     def requires_grad_(self, requires_grad=True):
         if requires_grad and self.dtype.kind not in "fc":
             raise RuntimeError(f"requires_grad=True needs a floating-point tensor, got dtype {self.dtype}")
+        if not requires_grad and self._ctx is not None:
+            raise RuntimeError("requires_grad_(False): you can only change requires_grad flags of leaf tensors; this "
+                               "one was computed by an operation. For a value outside the graph use t.detach()")
         self.requires_grad = requires_grad
         return self
 

@@ -20,8 +20,8 @@ it gives can be differentiated again.
 (2, 4)
 """
 
-from . import backend
-from .tensor import _DUAL_LEVELS, _SEQUENCE, Function, Tensor, _recomputed, enable_grad, is_grad_enabled
+from . import backend, modes
+from .tensor import _SEQUENCE, Function, Tensor, _recomputed, enable_grad, is_grad_enabled
 
 
 class Checkpoint(Function):
@@ -49,8 +49,8 @@ def checkpoint(function, *args, use_reentrant=None, preserve_rng_state=True, **k
     Gradients reach every tensor the function reads, arguments and captured parameters alike: the first run
     records the graph once, to find them (the tensors its nodes read from outside it), then lets it go.
     """
-    if not is_grad_enabled() or _DUAL_LEVELS:  # no graph: nothing to recompute; forward mode: tangents go through
-        return function(*args, **kwargs)  # the operations inside, which are kept while a level is open
+    if not is_grad_enabled() or modes.current().dual_levels:  # no graph: nothing to recompute; forward mode:
+        return function(*args, **kwargs)  # tangents go through the operations inside, kept while a level is open
     state = backend.get_rng_state() if preserve_rng_state else None
     boundary = next(_SEQUENCE)  # the nodes the function records come after this number
     with enable_grad():

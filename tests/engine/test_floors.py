@@ -1,7 +1,7 @@
 """The floors hold: every import in the package, lazy ones inside functions included, points down or
 sideways within its floor, and the modules' imports form no cycle.
 
-    1 backend                      which array library
+    1 backend, modes               which array library; the calling thread's modes
     2 tensor                       Tensor, Function, the graph walk, grad modes
     3 ops and their helpers        the differentiable primitives, creation, masks, argument checks, autograd
     4 the reference layer          nn (functional and the layers), optim, interop, serialization, testing
@@ -22,7 +22,7 @@ import tinyattn as ta
 PACKAGE = Path(__file__).resolve().parents[2] / "tinyattn"
 
 FLOORS = {
-    "tinyattn.backend": 1,
+    "tinyattn.backend": 1, "tinyattn.modes": 1,
     "tinyattn.tensor": 2,
     "tinyattn.ops": 3, "tinyattn.ops_extra": 3, "tinyattn.inplace": 3, "tinyattn.creation": 3,
     "tinyattn._checks": 3, "tinyattn.masks": 3, "tinyattn.autograd": 3,
@@ -178,8 +178,8 @@ def test_there_is_no_switch():
 
 
 def test_the_engine_floor_holds_only_the_engine():
-    """``tensor.py`` imports only floor 1, the backend."""
-    assert imports("tinyattn.tensor") <= {"tinyattn.backend"}
+    """``tensor.py`` imports only floor 1, the backend and the thread's modes."""
+    assert imports("tinyattn.tensor") <= {"tinyattn.backend", "tinyattn.modes"}
 
 
 def test_the_router_alone_reads_the_tuning():

@@ -235,14 +235,15 @@ def _f64(*values):
 
 @given(x=tt.arrays((4,)))
 def test_forward_over_forward_gives_the_second_derivative(x):
-    """``tanh(x + ε₁ + ε₂)``: the inner tangent is ``tanh'(x + ε₁)``, whose outer tangent is ``tanh''(x)``."""
+    """``tanh(x + ε₁ + ε₂)``: the inner tangent is ``tanh'(x + ε₁)``, whose outer tangent is ``tanh''(x)``; forward
+    AD has one level (as PyTorch's), so the outer one is ``ta.func.jvp``'s."""
     ones = ta.tensor(np.ones(4))
-    with fwAD.dual_level() as outer:
-        x1 = fwAD.make_dual(ta.tensor(x), ones)
-        with fwAD.dual_level() as inner:
-            y = fwAD.make_dual(x1, ones).tanh()
-            first = fwAD.unpack_dual(y, level=inner).tangent
-        second = fwAD.unpack_dual(first, level=outer).tangent
+
+    def first_derivative(point):
+        with fwAD.dual_level():
+            return fwAD.unpack_dual(fwAD.make_dual(point, ones).tanh()).tangent
+
+    first, second = ta.func.jvp(first_derivative, (ta.tensor(x),), (ones,))
     t = np.tanh(x)
     np.testing.assert_allclose(first.numpy(), 1 - t * t, rtol=1e-12)
     np.testing.assert_allclose(second.numpy(), -2 * t * (1 - t * t), rtol=1e-12)
@@ -251,14 +252,29 @@ def test_forward_over_forward_gives_the_second_derivative(x):
 def test_nested_levels_never_confuse_their_perturbations():
     """``d/dx [x · d/dy (x + y)]`` at ``y = 1`` is 1: the inner derivative is 1 whatever ``x`` is. A tangent
     that mixed the levels would see ``d(x + y) = dx + dy = 2`` and give 2."""
-    with fwAD.dual_level() as outer:
+    def outer(x):
+        inner_derivative = ta.func.jvp(lambda y: x + y, (_f64(1.0),), (_f64(1.0),))[1]
+        return x * inner_derivative
+
+    with fwAD.dual_level():
         x = fwAD.make_dual(_f64(2.0), _f64(1.0))
-        with fwAD.dual_level() as inner:
-            y = fwAD.make_dual(_f64(1.0), _f64(1.0))
-            inner_derivative = fwAD.unpack_dual(x + y, level=inner).tangent
-            assert fwAD.unpack_dual(inner_derivative, level=outer).tangent is None  # a constant to the outer level
-        result = fwAD.unpack_dual(x * inner_derivative, level=outer).tangent
+        inner_derivative = ta.func.jvp(lambda y: x + y, (_f64(1.0),), (_f64(1.0),))[1]
+        assert fwAD.unpack_dual(inner_derivative).tangent is None  # a constant to the outer level
+        result = fwAD.unpack_dual(x * inner_derivative).tangent
     assert inner_derivative.item() == 1.0 and result.item() == 1.0
+    assert ta.func.jvp(outer, (_f64(2.0),), (_f64(1.0),))[1].item() == 1.0
+
+
+def test_one_level_at_a_time_numbered_zero_as_pytorchs():
+    """PyTorch's ``test_autograd.py::TestAutogradForwardMode::test_nested_level``: the level is 0, and a second one
+    inside it is refused."""
+    with fwAD.dual_level() as level:
+        assert level == 0
+    with fwAD.dual_level():
+        with pytest.raises(RuntimeError, match="Nested forward mode AD is not supported at the moment"):
+            fwAD.enter_dual_level()
+    with fwAD.dual_level() as again:  # closed and opened again: still 0
+        assert again == 0
 
 
 def _hessian_vector(fn, x, v):
@@ -321,13 +337,12 @@ def test_levels_open_and_close_in_order():
     x = fwAD.make_dual(_f64(1.0, 2.0), _f64(3.0, 4.0))
     primal, tangent = fwAD.unpack_dual(x)
     assert primal._tangents is None and tangent.tolist() == [3.0, 4.0]
-    with pytest.raises(RuntimeError, match="not the innermost"):
+    with pytest.raises(RuntimeError, match="level 1 is not open"):
         fwAD.exit_dual_level(level=level + 1)
     fwAD.exit_dual_level(level=level)
     assert fwAD.unpack_dual(x).tangent is None  # the level is closed: its tangents are gone
-    with fwAD.dual_level() as again:
-        assert again > level  # a level's number is never reused
-        assert fwAD.unpack_dual(x).tangent is None
+    with fwAD.dual_level():
+        assert fwAD.unpack_dual(x).tangent is None  # a level opened again does not see a closed one's tangents
     with pytest.raises(RuntimeError, match="no forward AD level is open"):
         fwAD.exit_dual_level()
 

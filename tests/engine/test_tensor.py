@@ -86,6 +86,104 @@ def test_backward_on_a_leaf_copies_the_upstream_gradient(device):
     np.testing.assert_array_equal(backend.to_numpy(x.grad), [6.0, 8.0])
 
 
+class _Returns(ta.Function):
+    """``y = x₀ + x₁``, whose backward returns what the test sets: ``fresh`` arrays, one it ``kept``, the
+    ``same`` array twice, a ``view``, or the upstream gradient itself (``upstream``)."""
+
+    how, kept = "fresh", None
+
+    def forward(self, a, b):
+        return a + b
+
+    def backward(self, grad):
+        if self.how == "fresh":
+            return grad * 2.0, grad * 3.0
+        if self.how == "kept":
+            return self.kept, grad * 3.0
+        if self.how == "same":
+            same = grad * 2.0
+            return same, same
+        if self.how == "view":
+            return (grad * 2.0)[:], grad * 3.0
+        return grad, grad
+
+
+@pytest.mark.parametrize("how", ["fresh", "kept", "same", "view", "upstream"])
+def test_a_leaf_takes_a_gradient_no_one_else_holds_and_copies_any_other(how, monkeypatch):
+    monkeypatch.setattr(_Returns, "how", how)
+    monkeypatch.setattr(_Returns, "kept", np.full(3, 5.0))
+    a, b = (ta.tensor(np.zeros(3), requires_grad=True) for _ in range(2))
+    upstream = np.array([1.0, 2.0, 3.0])
+    y = _Returns.apply(a, b)
+    y.backward(upstream)
+    if how == "fresh":  # taken as it came: each leaf's .grad is the array the backward made
+        assert a.grad.base is None and b.grad.base is None
+    ga, gb = a.grad.copy(), b.grad.copy()
+    a.grad += 100.0  # an optimizer (or clip_grad_norm_) writes a .grad in place: nothing else may change
+    np.testing.assert_array_equal(b.grad, gb)
+    np.testing.assert_array_equal(upstream, [1.0, 2.0, 3.0])
+    np.testing.assert_array_equal(_Returns.kept, np.full(3, 5.0))
+    y2 = _Returns.apply(a, b)
+    y2.backward(upstream)  # accumulated in place into arrays the leaves own
+    np.testing.assert_array_equal(a.grad, ga + 100.0 + ga)
+    np.testing.assert_array_equal(b.grad, gb + gb)
+
+
+@pytest.mark.parametrize("how", ["kept", "same", "upstream"])
+def test_a_debugger_reading_every_frames_locals_never_makes_a_shared_gradient_look_unshared(how, monkeypatch):
+    import sys
+
+    monkeypatch.setattr(_Returns, "how", how)
+    monkeypatch.setattr(_Returns, "kept", np.full(3, 5.0))
+    a, b = (ta.tensor(np.zeros(3), requires_grad=True) for _ in range(2))
+    upstream = np.array([1.0, 2.0, 3.0])
+    y = _Returns.apply(a, b)
+
+    def tracer(frame, event, arg):  # as a debugger's variables pane does, at every line
+        frame.f_locals  # noqa: B018 (read for its side effect: a snapshot of the locals)
+        return tracer
+
+    sys.settrace(tracer)
+    try:
+        y.backward(upstream)
+    finally:
+        sys.settrace(None)
+    a.grad += 100.0
+    assert not np.shares_memory(a.grad, b.grad)
+    np.testing.assert_array_equal(upstream, [1.0, 2.0, 3.0])
+    np.testing.assert_array_equal(_Returns.kept, np.full(3, 5.0))
+
+
+def test_a_fresh_gradient_is_not_copied():
+    made = []
+
+    class Fresh(ta.Function):
+        def forward(self, a):
+            return a * 1.0
+
+        def backward(self, grad):
+            made.append(grad * 2.0)
+            return (made[-1],)
+
+    a = ta.tensor(np.ones(3), requires_grad=True)
+    Fresh.apply(a).backward(np.ones(3))  # ``made`` holds the array too: copied
+    assert a.grad is not made[0]
+    a.grad = None
+    made.clear()
+
+    class Taken(ta.Function):
+        def forward(self, a):
+            return a * 1.0
+
+        def backward(self, grad):
+            g = grad * 2.0
+            made.append(id(g))
+            return (g,)
+
+    Taken.apply(a).backward(np.ones(3))
+    assert id(a.grad) == made[0]  # the walk held the only reference: taken, as PyTorch's AccumulateGrad does
+
+
 def test_one_tensor_used_twice_gets_both_contributions():
     x = ta.tensor(np.array([2.0, -3.0]), requires_grad=True)
     (x * x + x).backward(np.array([1.0, 10.0]))

@@ -33,13 +33,11 @@ import math
 
 import numpy as np
 
-from .. import backend
+from .. import backend, modes
 from ..creation import zeros_like
 from ..ops import TangentPack, sum_to
+from ..tensor import Function as _NativeFunction
 from ..tensor import (
-    _ANOMALY,
-    _DUAL_LEVELS,
-    _SEEN_LEVEL,
     OnceDifferentiable,
     Tensor,
     _input_tensors,
@@ -48,7 +46,6 @@ from ..tensor import (
     enable_grad,
     no_grad,
 )
-from ..tensor import Function as _NativeFunction
 from . import forward_ad
 
 
@@ -132,11 +129,10 @@ class detect_anomaly:
         self.check_nan = check_nan
 
     def __enter__(self):
-        self._previous = _ANOMALY[0]
-        _ANOMALY[0] = True if self.check_nan else "lines"
+        self._previous = modes.change(anomaly=True if self.check_nan else "lines")
 
     def __exit__(self, *exc):
-        _ANOMALY[0] = self._previous
+        modes.change(**self._previous)
 
     def __call__(self, fn):
         @functools.wraps(fn)
@@ -151,15 +147,15 @@ class set_detect_anomaly(detect_anomaly):
     manager the previous setting comes back on exit."""
 
     def __init__(self, mode, check_nan=True):
-        self.check_nan, self._previous = check_nan, _ANOMALY[0]
-        _ANOMALY[0] = (True if check_nan else "lines") if mode else False
+        self.check_nan = check_nan
+        self._previous = modes.change(anomaly=(True if check_nan else "lines") if mode else False)
 
     def __enter__(self):
         pass
 
 
 def is_anomaly_enabled():
-    return bool(_ANOMALY[0])
+    return bool(modes.current().anomaly)
 
 
 def once_differentiable(backward):
@@ -328,21 +324,20 @@ class Function:
         ctx.needs_input_grad = tuple(isinstance(a, Tensor) and a.requires_grad for a in args)
         ctx._saved, ctx._saved_versions, ctx._non_differentiable, ctx._materialize_grads = (), [], set(), True
         ctx._saved_forward, ctx._in_jvp = (), False
-        seen = _SEEN_LEVEL[0]
-        if _DUAL_LEVELS:  # forward mode: the tangents come from the user's jvp, not from forward's operations
-            _SEEN_LEVEL[0] = -math.inf
+        # forward mode: the tangents come from the user's jvp, not from forward's operations
+        seen = modes.change(seen_level=-math.inf) if modes.current().dual_levels else {}
         try:
             with no_grad():
                 output = cls.forward(ctx, *args, **kwargs)
         finally:
-            _SEEN_LEVEL[0] = seen
+            modes.change(**seen)
         outputs = output if isinstance(output, tuple) else (output,)
         if not outputs or not all(isinstance(o, Tensor) for o in outputs):
             kinds = ", ".join(type(o).__name__ for o in outputs) or "an empty tuple"
             raise TypeError(f"{cls.__name__}.forward must return a tensor or a tuple of tensors, got {kinds}")
         tensors = [a for a in args if isinstance(a, Tensor)]
         differentiable = [o.dtype.kind == "f" and id(o) not in ctx._non_differentiable for o in outputs]
-        dual = _DUAL_LEVELS and any(t._tangents for t in tensors)
+        dual = modes.current().dual_levels and any(t._tangents for t in tensors)
         if not tensors or not (any(ctx.needs_input_grad) or dual) or not any(differentiable):
             return output
         user = _ByPosition(cls, [i for i, a in enumerate(args) if isinstance(a, Tensor)], len(args), type(outputs[0]))

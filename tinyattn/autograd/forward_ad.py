@@ -28,33 +28,34 @@ runs its reference forward (``ta.compile``'s fused nodes have no JVP rules).
 """
 
 import collections
-import itertools
 
-from .. import ops
-from ..tensor import _DUAL_LEVELS, Tensor
-
-_NEW_LEVELS = itertools.count()  # a level's number is never reused: a stale tangent never looks current
+from .. import modes, ops
+from ..tensor import Tensor
 
 UnpackedDualTensor = collections.namedtuple("UnpackedDualTensor", ["primal", "tangent"])
 
 
 def enter_dual_level():
-    """Open a new level, nested in any open one, and return its number (PyTorch's ``enter_dual_level``);
-    ``exit_dual_level`` closes it. ``dual_level`` is the context manager that does both."""
-    level = next(_NEW_LEVELS)
-    _DUAL_LEVELS.append(level)
-    return level
+    """Open the forward AD level and return its index, 0, as PyTorch's ``enter_dual_level`` does (one level at a
+    time: for a derivative of a derivative, nest ``ta.func.jvp``); ``exit_dual_level`` closes it.
+    ``dual_level`` is the context manager that does both. The level is the calling thread's (``tinyattn.modes``)."""
+    mode = modes.current()
+    if mode.forward_ad_level is not None:
+        raise RuntimeError("Nested forward mode AD is not supported at the moment: a forward AD level is already "
+                           "open in this thread (for higher derivatives, nest ta.func.jvp)")
+    number = modes.new_level()  # (tangents are kept by this number: never reused, a closed level's look stale)
+    modes.change(dual_levels=mode.dual_levels + (number,), forward_ad_level=number)
+    return 0
 
 
 def exit_dual_level(*, level=None):
-    """Close the innermost level (``level``, when given, must be it): its tangents are forgotten."""
-    if not _DUAL_LEVELS:
+    """Close the level (``level``, when given, must be its index, 0): its tangents are forgotten."""
+    mode = modes.current()
+    if mode.forward_ad_level is None:
         raise RuntimeError("exit_dual_level: no forward AD level is open")
-    innermost = _DUAL_LEVELS[-1]
-    if level is not None and level != innermost:
-        raise RuntimeError(f"exit_dual_level: level {level} is not the innermost open level ({innermost}); "
-                           "levels close in the reverse order of their opening")
-    _DUAL_LEVELS.pop()
+    if level not in (None, 0):
+        raise RuntimeError(f"exit_dual_level: level {level} is not open; the open level is 0")
+    modes.change(dual_levels=tuple(n for n in mode.dual_levels if n != mode.forward_ad_level), forward_ad_level=None)
 
 
 class dual_level:
@@ -78,11 +79,12 @@ class dual_level:
         exit_dual_level(level=self.level)
 
 
-def _level(level):
-    """``level``, or the innermost open level when it is ``None`` (``None`` if none is open)."""
-    if level is None:
-        return _DUAL_LEVELS[-1] if _DUAL_LEVELS else None
-    return level
+def _level(level, name):
+    """The number under which the open level keeps its tangents (``None`` when none is open), for ``level``: its
+    index, 0, or ``None``."""
+    if level not in (None, 0):
+        raise RuntimeError(f"{name}: level {level} is not open; forward AD has one level, 0")
+    return modes.current().forward_ad_level
 
 
 def make_dual(tensor, tangent, *, level=None):
@@ -103,11 +105,9 @@ def make_dual(tensor, tangent, *, level=None):
     for name, t in (("tensor", tensor), ("tangent", tangent)):
         if not isinstance(t, Tensor):
             raise TypeError(f"make_dual: {name} must be a Tensor, got {type(t).__name__}")
-    level = _level(level)
+    level = _level(level, "make_dual")
     if level is None:
         raise RuntimeError("make_dual: no forward AD level is open; call it inside `with forward_ad.dual_level():`")
-    if level not in _DUAL_LEVELS:
-        raise RuntimeError(f"make_dual: level {level} is not open (open levels: {_DUAL_LEVELS})")
     if tensor.dtype.kind not in "fc":
         raise TypeError(f"make_dual: the tensor must be floating-point to carry a tangent, got dtype {tensor.dtype}")
     for what, mine, theirs in (("shape", tangent.shape, tensor.shape), ("dtype", tangent.dtype, tensor.dtype),
@@ -134,9 +134,9 @@ def unpack_dual(tensor, *, level=None):
     ...     fwAD.unpack_dual(y)
     UnpackedDualTensor(primal=tensor([8.]), tangent=tensor([12.]))
     """
-    level = _level(level)
+    level = _level(level, "unpack_dual")
     tangents = tensor._tangents
-    if level is None or not tangents or level not in tangents or level not in _DUAL_LEVELS:
+    if level is None or not tangents or level not in tangents or level not in modes.current().dual_levels:
         return UnpackedDualTensor(tensor, None)
     primal = ops.reshape(tensor, tensor.shape)
     primal._tangents = {k: t for k, t in (primal._tangents or {}).items() if k != level} or None

@@ -24,27 +24,18 @@ tensor([1.        , 0.41997434, 0.07065082], dtype=float64)
 """
 
 import functools
-import itertools
 
 import numpy as np
 
-from .. import backend, ops
+from .. import backend, modes, ops
 from ..tensor import (
-    _BATCHING,
-    _DUAL_LEVELS,
-    _PER_EXAMPLE,
     Tensor,
     _walk,
-    enable_grad,
-    is_grad_enabled,
 )
 from . import batching
 from .batching import BatchedTensor, batched_class, levels_of
 
 __all__ = ["grad", "grad_and_value", "vjp", "jvp", "jacrev", "jacfwd", "hessian", "vmap", "functional_call"]
-
-_DEPTH = [0]  # how many differentiating transforms run: inside one, gradients keep their graph for the others
-
 
 # ----------------------------------------------------------------------------- trees of tensors
 
@@ -70,19 +61,33 @@ def _flatten(tree):
 
 
 class _transform:
-    """Inside: one more transform running (see ``_DEPTH``)."""
+    """Inside: one more differentiating transform running (the thread's ``transform_depth``: ``tinyattn.modes``),
+    which records its own graph whatever the caller's grad mode, as ``torch.func``'s do; ``outer_grad_enabled``
+    is the caller's: under ``no_grad`` what the transform gives carries no graph out (``_keeps_graph``)."""
 
     def __enter__(self):
-        _DEPTH[0] += 1
+        now = modes.current()
+        self.outer_grad_enabled = now.grad_enabled
+        self._previous = modes.change(transform_depth=now.transform_depth + 1, grad_enabled=True)
+        return self
 
     def __exit__(self, *exc):
-        _DEPTH[0] -= 1
+        modes.change(**self._previous)
 
 
-def _keeps_graph(tensors):
+def _keeps_graph(tensors, transform):
     """Whether a gradient taken now must carry its graph: another differentiating transform runs around this
-    one, a forward-mode level is open, or an input is itself in a graph that may be differentiated later."""
-    return _DEPTH[0] > 1 or bool(_DUAL_LEVELS) or (is_grad_enabled() and any(t.requires_grad for t in tensors))
+    one, a forward-mode level is open, or an input is itself in a graph that the caller records (its grad mode
+    on: ``transform.outer_grad_enabled``) and may differentiate later."""
+    mode = modes.current()
+    return mode.transform_depth > 1 or bool(mode.dual_levels) or (
+        transform.outer_grad_enabled and any(t.requires_grad for t in tensors))
+
+
+def _outside(tensor, transform):
+    """A transform's primal output as its caller gets it: detached where the caller records no graph."""
+    keeps = transform.outer_grad_enabled or modes.current().transform_depth > 1 or modes.current().dual_levels
+    return tensor if keeps or not isinstance(tensor, Tensor) else tensor.detach()
 
 
 # ----------------------------------------------------------------------------- reverse mode
@@ -95,7 +100,7 @@ def _differentiable(x, name):
         raise TypeError(f"{name}: expected a tensor to differentiate, got {type(x).__name__}")
     if x.dtype.kind not in "fc":
         raise TypeError(f"{name}: cannot differentiate with respect to a tensor of dtype {x.dtype}")
-    levels = tuple(batching.LEVELS)
+    levels = modes.current().vmap_levels
     missing = tuple(level for level in levels if level not in levels_of(x))
     if missing:  # per example: the batch axes it lacks, made real
         x = _lift(x, levels)
@@ -109,7 +114,7 @@ def _differentiable(x, name):
 def _lift(x, levels):
     """``x`` batched at ``levels``: its array broadcast over the batch axes it lacks (a view, in the graph)."""
     physical = batching.physical(x, levels)
-    sizes = tuple(batching.SIZES[level] for level in levels)
+    sizes = tuple(modes.current().vmap_sizes[level] for level in levels)
     out = batching.plain(ops.expand, physical, *(sizes + physical.shape[len(levels):]))
     out.__class__ = batched_class(levels)
     tangents = batching.open_tangents(x)
@@ -171,7 +176,7 @@ def grad_and_value(func, argnums=0, has_aux=False):
     @functools.wraps(func)
     def wrapper(*args, **kwargs):
         numbers = _argnums(argnums, len(args), "grad")
-        with _transform(), enable_grad():
+        with _transform() as transform:
             args = list(args)
             trees, originals = {}, []
             for n in numbers:
@@ -195,8 +200,9 @@ def grad_and_value(func, argnums=0, has_aux=False):
                                    " (use vjp or jacrev for other outputs)")
             inputs = [x for n in numbers for x in trees[n][0]]
             ones = Tensor._wrap(backend.namespace(output._data).ones(output._data.shape, output.dtype), output)
-            grads = iter(_gradients([output], [ones], inputs, _keeps_graph(originals)))
+            grads = iter(_gradients([output], [ones], inputs, _keeps_graph(originals, transform)))
             result = tuple(trees[n][1]([next(grads) for _ in trees[n][0]]) for n in numbers)
+            output = _outside(output, transform)
         result = result[0] if isinstance(argnums, int) else result
         return (result, (output, aux)) if has_aux else (result, output)
     return wrapper
@@ -220,7 +226,7 @@ def grad(func, argnums=0, has_aux=False):
 def vjp(func, *primals, has_aux=False):
     """``(func(*primals), vjp_fn)`` with ``vjp_fn(cotangents)`` → one gradient per primal: ``uᵀ J`` (the
     cotangents shaped as the output, a tensor or a tree of them); with ``has_aux`` ``(output, vjp_fn, aux)``."""
-    with _transform(), enable_grad():
+    with _transform() as transform:
         trees = [_flatten(p) for p in primals]
         originals = [x for part, _ in trees for x in part]
         leaves = [[_differentiable(x, "vjp") for x in part] for part, _ in trees]
@@ -230,10 +236,11 @@ def vjp(func, *primals, has_aux=False):
             if not (isinstance(output, tuple) and len(output) == 2):
                 raise RuntimeError("vjp(has_aux=True): the function must return a pair (output, aux)")
             output, aux = output
-    outputs, rebuild_output = _flatten(output)
-    for out in outputs:
-        if not isinstance(out, Tensor):
-            raise RuntimeError(f"vjp: the function must return tensors, got {type(out).__name__}")
+        outputs, rebuild_output = _flatten(output)
+        for out in outputs:
+            if not isinstance(out, Tensor):
+                raise RuntimeError(f"vjp: the function must return tensors, got {type(out).__name__}")
+        output = rebuild_output([_outside(out, transform) for out in outputs])
     inputs = [x for part in leaves for x in part]
 
     def vjp_fn(cotangents):
@@ -244,8 +251,9 @@ def vjp(func, *primals, has_aux=False):
             if not isinstance(ct, Tensor) or ct.shape != out.shape:
                 raise RuntimeError(f"vjp_fn: a cotangent of shape {getattr(ct, 'shape', type(ct).__name__)} for an "
                                    f"output of shape {out.shape}")
-        with _transform(), enable_grad():
-            keep = _keeps_graph(originals) or any(isinstance(ct, BatchedTensor) or ct.requires_grad for ct in cts)
+        with _transform() as transform:
+            keep = _keeps_graph(originals, transform) or any(
+                isinstance(ct, BatchedTensor) or (transform.outer_grad_enabled and ct.requires_grad) for ct in cts)
             grads = iter(_gradients(outputs, cts, inputs, create_graph=bool(keep), retain_graph=True))
             return tuple(build([next(grads) for _ in part]) for part, (_, build) in zip(leaves, trees))
 
@@ -253,9 +261,6 @@ def vjp(func, *primals, has_aux=False):
 
 
 # ----------------------------------------------------------------------------- forward mode
-
-_LEVEL_NUMBERS = itertools.count(1)
-
 
 def _dual(x, tangent, level):
     alias = ops.reshape(x, x.shape)  # an alias in x's graph, which carries the tangent
@@ -277,9 +282,9 @@ def jvp(func, primals, tangents, *, strict=False, has_aux=False):
             raise RuntimeError("jvp: primals and tangents must be tensors")
         if p.shape != t.shape:
             raise RuntimeError(f"jvp: a tangent of shape {t.shape} for a primal of shape {p.shape}")
-    level = next(_LEVEL_NUMBERS)
+    level = modes.new_level()  # (shared with forward_ad's: a tangent's level is unique)
     with _transform():
-        _DUAL_LEVELS.append(level)
+        opened = modes.change(dual_levels=modes.current().dual_levels + (level,))
         try:
             duals = [_dual(p, t if t.dtype == p.dtype else t._to_dtype(p.dtype), level)
                      for p, t in zip(p_leaves, t_leaves)]
@@ -300,7 +305,7 @@ def jvp(func, primals, tangents, *, strict=False, has_aux=False):
                 primal_out.append(plain)
                 tangent_out.append(tangent if tangent is not None else _zeros_like(out))
         finally:
-            _DUAL_LEVELS.remove(level)
+            modes.change(**opened)
     result = (rebuild_output(primal_out), rebuild_output(tangent_out))
     return result + (aux,) if has_aux else result
 
@@ -378,12 +383,9 @@ def vmap(func, in_dims=0, out_dims=0, randomness="error", *, chunk_size=None):
     return wrapper
 
 
-_VMAP_LEVELS = itertools.count(1)
-
-
 def _vmap_call(func, flat, rebuilders, args, kwargs, size, out_dims, randomness):
-    level = next(_VMAP_LEVELS)
-    outer = tuple(batching.LEVELS)
+    level = modes.new_level()
+    outer = modes.current().vmap_levels
     leaves_by_arg = {i: list(leaves) for i, (leaves, _) in rebuilders.items()}
     for i, j, leaf, d in flat:  # the batch axis to the front, marked as this level's
         moved = ops.permute(leaf, d, *[k for k in range(leaf.ndim) if k != d]) if d else ops.reshape(leaf, leaf.shape)
@@ -391,11 +393,9 @@ def _vmap_call(func, flat, rebuilders, args, kwargs, size, out_dims, randomness)
         leaves_by_arg[i][j] = moved
     for i, (_, rebuild) in rebuilders.items():
         args[i] = rebuild(leaves_by_arg[i])
-    batching.LEVELS.append(level)
-    batching.SIZES[level] = size
-    saved = _BATCHING[0], backend.RANDOMNESS[0], _PER_EXAMPLE[0]
-    _BATCHING[0], backend.RANDOMNESS[0] = batching.apply_batched, randomness
-    _PER_EXAMPLE[0] = _per_example if randomness == "different" else None
+    saved = modes.change(vmap_levels=outer + (level,), vmap_sizes={**modes.current().vmap_sizes, level: size},
+                         batching=batching.apply_batched, randomness=randomness,
+                         per_example=_per_example if randomness == "different" else None)
     try:
         output = func(*args, **kwargs)
         outputs, rebuild = _flatten(output)
@@ -407,16 +407,14 @@ def _vmap_call(func, flat, rebuilders, args, kwargs, size, out_dims, randomness)
                                  f"{type(out).__name__}")
             results.append(_unbatched(out, level, outer, size, d))  # (while the level is open: see physical)
     finally:
-        _BATCHING[0], backend.RANDOMNESS[0], _PER_EXAMPLE[0] = saved
-        batching.LEVELS.remove(level)
-        del batching.SIZES[level]
+        modes.change(**saved)
     return rebuild(results)
 
 
 def _per_example(draw, shape):
     """A random tensor of ``shape`` drawn afresh for each example of every open level (``randomness="different"``)."""
-    levels = tuple(batching.LEVELS)
-    out = Tensor._wrap(draw(tuple(batching.SIZES[level] for level in levels) + tuple(shape)))
+    levels, sizes = modes.current().vmap_levels, modes.current().vmap_sizes
+    out = Tensor._wrap(draw(tuple(sizes[level] for level in levels) + tuple(shape)))
     out.__class__ = batched_class(levels)
     return out
 
@@ -459,7 +457,7 @@ def _drop_level(t, level):
     """``t`` (batched at ``level``, the innermost) with that batch axis a real, leading axis; its tangents alike."""
     levels = levels_of(t)
     if level not in levels:  # (a tangent the same for every example)
-        return ops.expand(ops.unsqueeze(t, 0), batching.SIZES.get(level, 1), *t.shape)
+        return ops.expand(ops.unsqueeze(t, 0), modes.current().vmap_sizes.get(level, 1), *t.shape)
     alias = batching.physical(t, levels)
     alias.__class__ = batched_class(tuple(lv for lv in levels if lv != level))
     tangents = batching.open_tangents(t)
@@ -469,8 +467,13 @@ def _drop_level(t, level):
 
 
 def _in_chunks(func, dims, out_dims, randomness, chunk_size, args, kwargs, size):
+    """``vmap`` over ``chunk_size`` examples at a time, the pieces joined. With ``randomness="same"`` every chunk
+    draws what the first drew (the generators put back before each), so the batch sees one draw, as unchunked."""
     pieces = []
+    state = backend.get_rng_state() if randomness == "same" else None
     for start in range(0, size, chunk_size):
+        if state is not None and start:
+            backend.set_rng_state(state)
         chunk_args = [arg if d is None else _take(arg, d, start, start + chunk_size) for arg, d in zip(args, dims)]
         pieces.append(vmap(func, tuple(dims), out_dims, randomness)(*chunk_args, **kwargs))
     first, rebuild = _flatten(pieces[0])
@@ -539,19 +542,26 @@ def jacfwd(func, argnums=0, has_aux=False, *, randomness="error"):
     def wrapper(*args):
         numbers = _argnums(argnums, len(args), "jacfwd")
         chosen = [args[n] for n in numbers]
-        results = []
-        for position, x in enumerate(chosen):
+        trees = [_flatten(c) for c in chosen]  # an argument may be a tree of tensors, as jacrev's
+        every = [leaf for leaves, _ in trees for leaf in leaves]
+
+        def of_chosen(*values):
+            full_args = list(args)
+            for n, value in zip(numbers, values):
+                full_args[n] = value
+            return func(*full_args)
+
+        by_leaf = []
+        for position, x in enumerate(every):
             basis = _basis(x.shape, x.dtype, x.device)  # (N_in, *x.shape)
 
             def column(v, position=position):
-                tangents = tuple(v if p == position else _zeros_like(c) for p, c in enumerate(chosen))
-
-                def of_chosen(*values):
-                    full_args = list(args)
-                    for n, value in zip(numbers, values):
-                        full_args[n] = value
-                    return func(*full_args)
-                return jvp(of_chosen, tuple(chosen), tangents, has_aux=has_aux)[1]
+                tangents, start = [], 0
+                for leaves, rebuild_tree in trees:
+                    tangents.append(rebuild_tree([v if start + i == position else _zeros_like(c)
+                                                  for i, c in enumerate(leaves)]))
+                    start += len(leaves)
+                return jvp(of_chosen, tuple(chosen), tuple(tangents), has_aux=has_aux)[1]
             columns = vmap(column, randomness=randomness)(basis)  # (N_in, *output shape), per output
             leaves, rebuild = _flatten(columns)
             moved = []
@@ -559,12 +569,25 @@ def jacfwd(func, argnums=0, has_aux=False, *, randomness="error"):
                 out_ndim = leaf.ndim - 1
                 leaf = ops.permute(leaf, *range(1, leaf.ndim), 0)
                 moved.append(leaf.reshape(leaf.shape[:out_ndim] + x.shape))
-            results.append(rebuild(moved))
+            by_leaf.append(rebuild(moved))
+        results, start = [], 0
+        for c, (leaves, rebuild_tree) in zip(chosen, trees):  # per argument: by output, then its own tree
+            mine, start = by_leaf[start:start + len(leaves)], start + len(leaves)
+            results.append(mine[0] if isinstance(c, Tensor) else _by_output(mine, rebuild_tree))
         jac = results[0] if isinstance(argnums, int) else _per_output(results)
         if not has_aux:
             return jac
         return jac, func(*args)[1]  # (the aux is the same for every column: one plain call gives it)
     return wrapper
+
+
+def _by_output(jacobians, rebuild_input):
+    """Jacobians by input leaf (each a tree over the outputs) as a tree over the outputs of input trees."""
+    first, rebuild_output = _flatten(jacobians[0])
+    flat = [_flatten(j)[0] for j in jacobians]
+    if len(first) == 1 and isinstance(jacobians[0], Tensor):
+        return rebuild_input([f[0] for f in flat])
+    return rebuild_output([rebuild_input([f[k] for f in flat]) for k in range(len(first))])
 
 
 def _per_output(results):

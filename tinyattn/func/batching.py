@@ -24,8 +24,9 @@ Every rule calls the same ``Function`` on the physical tensors: no loop over the
 
 
 import math
+import weakref
 
-from .. import backend
+from .. import backend, modes
 from ..inplace import SetItem
 from ..nn.functional import Erf, LayerNorm, LogSoftmax, Softmax
 from ..ops import (
@@ -58,14 +59,13 @@ from ..ops import (
     _unwrap_index,
 )
 from ..ops_extra import Clamp, Clone, Cos, Cumsum, Sin
-from ..tensor import _BATCHING, _DUAL_LEVELS, _SEEN_LEVEL, OnceDifferentiable, Tensor, _Copy
+from ..tensor import OnceDifferentiable, Tensor, _Copy
 
 # ----------------------------------------------------------------------------- batched tensors
 
-#: The open levels, outermost first, and each one's batch size (``vmap`` pushes and pops them).
-LEVELS, SIZES = [], {}
-
-_CLASSES = {}
+#: The classes of batched tensors, by their levels: kept while a tensor of the class lives (a level's number is
+#: never reused, so a class kept for good would be one more for every ``vmap`` call).
+_CLASSES = weakref.WeakValueDictionary()
 
 
 def batched_class(levels):
@@ -139,7 +139,7 @@ def physical(t, levels, rank=None):
 def full(t, levels):
     """``physical(t, levels)`` with every batch axis at its full size (``cat`` and ``stack`` need them)."""
     alias = physical(t, levels)
-    sizes = tuple(SIZES[level] for level in levels)
+    sizes = tuple(modes.current().vmap_sizes[level] for level in levels)
     if alias.shape[:len(levels)] != sizes:
         alias = Expand.apply(alias, shape=sizes + alias.shape[len(levels):])
     return alias
@@ -155,18 +155,18 @@ def batched(result, levels):
 def plain(op, *args, **options):
     """An operation on physical tensors, with the batching rules and forward mode out of the way (the caller
     lays out the tangents itself)."""
-    saved, _BATCHING[0], seen, _SEEN_LEVEL[0] = _BATCHING[0], None, _SEEN_LEVEL[0], -math.inf
+    saved = modes.change(batching=None, seen_level=-math.inf)
     try:
         return op(*args, **options)
     finally:
-        _BATCHING[0], _SEEN_LEVEL[0] = saved, seen
+        modes.change(**saved)
 
 
 def open_tangents(t):
     """``t``'s tangents at the forward-mode levels still open (a closed level's are stale: nothing reads them)."""
     if not t._tangents:
         return None
-    return {level: tangent for level, tangent in t._tangents.items() if level in _DUAL_LEVELS}
+    return {level: tangent for level, tangent in t._tangents.items() if level in modes.current().dual_levels}
 
 
 def _carrying_tangents(convert):
@@ -189,7 +189,7 @@ def unwrap(t, levels):
     arrays hold the batch of the levels they were recorded under), so a gradient reaching them must too; a
     level the gradient has and the graph does not (``vmap`` of a ``vjp``) stays a batch level."""
     own = levels_of(t)
-    order = tuple(level for level in LEVELS if level in own or level in levels)
+    order = tuple(level for level in modes.current().vmap_levels if level in own or level in levels)
     array = full(t, order) if any(level not in own for level in levels) else physical(t, order)
     rest = tuple(level for level in order if level not in levels)
     dims = [order.index(level) for level in rest] + [order.index(level) for level in levels]
@@ -204,7 +204,7 @@ def unwrap(t, levels):
 def rewrap(t, levels):
     """``unwrap``'s inverse: ``t``'s leading logical axes are the batch of ``levels``; batched at them again."""
     own = levels_of(t)
-    order = tuple(level for level in LEVELS if level in own or level in levels)
+    order = tuple(level for level in modes.current().vmap_levels if level in own or level in levels)
     alias = physical(t, own)  # (*own batch, *levels batch, *rest)
     position = {level: i for i, level in enumerate(own + tuple(levels))}
     dims = [position[level] for level in order] + list(range(len(order), alias.ndim))
@@ -296,7 +296,8 @@ def getitem(cls, inputs, options, levels):
         raise RuntimeError("vmap: a batched tensor index can stand only alone, or beside other tensor indices")
     index_rank = max(p.ndim for p in parts)
     xp = backend.namespace(x._data)
-    pairing = tuple(xp.arange(SIZES[level]).reshape((-1,) + (1,) * (len(levels) - 1 - k + index_rank))
+    sizes = modes.current().vmap_sizes
+    pairing = tuple(xp.arange(sizes[level]).reshape((-1,) + (1,) * (len(levels) - 1 - k + index_rank))
                     for k, level in enumerate(levels))
     arrays = tuple(full(p, levels)._data if levels_of(p) else p._data for p in parts)
     return cls.apply(full(x, levels), index=pairing + arrays)
@@ -386,5 +387,5 @@ def apply_batched(cls, inputs, options):
             levels += tuple(level for level in t.levels if level not in levels)
     if not levels:
         return None
-    levels = tuple(level for level in LEVELS if level in levels)  # outermost first
+    levels = tuple(level for level in modes.current().vmap_levels if level in levels)  # outermost first
     return batched(rule_of(cls)(cls, inputs, options, levels), levels)

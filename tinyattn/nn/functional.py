@@ -22,9 +22,9 @@ import numbers
 import numpy as np
 
 from .. import _checks as check
-from .. import backend, ops
+from .. import backend, modes, ops
 from ..masks import checked_mask
-from ..tensor import _PER_EXAMPLE, OUTPUT, Function, Tensor
+from ..tensor import OUTPUT, Function, Tensor
 
 # ----------------------------------------------------------------------------- activations
 
@@ -298,9 +298,10 @@ def dropout(input, p=0.5, training=True):
         return input
     p = float(p)  # a NumPy float64 p would promote a float32 mask (NumPy 2 keeps a NumPy scalar's dtype)
     # 0, or 1/(1-p) with probability 1 - p; over the array as it lies (inside vmap: with the batch's axes in front)
-    if _PER_EXAMPLE[0] is not None and input._data.ndim == input.ndim:  # vmap(randomness="different") and an input
+    per_example = modes.current().per_example
+    if per_example is not None and input._data.ndim == input.ndim:  # vmap(randomness="different") and an input
         # the same for every example: still a mask of its own for each
-        mask = _PER_EXAMPLE[0](lambda shape: backend.dropout_mask(shape, p, input.dtype, input.device), input.shape)
+        mask = per_example(lambda shape: backend.dropout_mask(shape, p, input.dtype, input.device), input.shape)
         return input * mask
     mask = backend.dropout_mask(input._data.shape, p, input.dtype, input.device, input._data.ndim - input.ndim)
     return input * Tensor._wrap(mask, input)
