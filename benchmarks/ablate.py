@@ -56,7 +56,7 @@ def without_buffers():
 
 @contextlib.contextmanager
 def without_gradient_reuse():
-    engine = sys.modules["tinyattn.tensor"]  # (the module: ``tinyattn.tensor`` the attribute is the function)
+    from tinyattn import engine
     kept = engine._accumulate_leaf
     engine._accumulate_leaf = lambda t, grad, unshared=False: kept(t, grad, False)
     try:

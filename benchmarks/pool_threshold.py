@@ -6,8 +6,6 @@
                                                       # without OPENBLAS_THREAD_TIMEOUT=1 in the environment)
     python benchmarks/pool_threshold.py --after-gemm  # bias + ReLU, bias + GELU and GELU's backward gate right after
                                                       # a GEMM, by size, on one thread and pooled
-    python benchmarks/pool_threshold.py --products  # a layer's products as a Wᵀ and as (W aᵀ)ᵀ, by number of rows
-                                                    # (fast.tuning's transposed_products_rows)
     python benchmarks/pool_threshold.py --sequences  # inference on a padded batch's real tokens, attention sentence
                                                      # by sentence against on the padded batch, by batch and length
                                                      # (fast.tuning's sequence_attention_min_length)
@@ -187,36 +185,6 @@ def after_gemm(repeat):
             one, pooled = (statistics.median(times[p]) for p in (False, True))
             print(f"{rows * width:>10} {name:<11} {one * 1e3:>14.2f} {pooled * 1e3:>10.2f} {pooled / one:>11.2f}",
                   flush=True)
-
-
-def transposed_products(repeat):
-    """The four products of a BERT-style layer 384 wide with a 1,536-wide feed-forward (``bert6``'s), by the number
-    of rows ``M``: as ``a Wᵀ`` with ``a`` C-ordered (row-major) and as ``(W aᵀ)ᵀ`` with ``a`` F-ordered (how the
-    blocks run them in inference with ``transposed``, ``fast.kernels.times_weight_t``); interleaved, medians of
-    the four products' summed time."""
-    from tinyattn.fast.blocks import times_weight_t
-
-    rng = np.random.default_rng(0)
-    weights = [rng.standard_normal(shape, dtype=np.float32) for shape in ((1152, 384), (384, 384), (1536, 384),
-                                                                          (384, 1536))]
-    print(f"{'rows':>6} {'a Wᵀ ms':>10} {'(W aᵀ)ᵀ ms':>12} {'ratio':>7}")
-    for M in (32, 111, 256, 512, 768, 1024, 2048):
-        inputs = [rng.standard_normal((M, w.shape[1]), dtype=np.float32) for w in weights]
-        transposed_inputs = [np.asfortranarray(a) for a in inputs]
-        forms = {"row-major": lambda inputs=inputs: [times_weight_t(a, w, False) for a, w in zip(inputs, weights)],
-                 "transposed": lambda inputs=transposed_inputs: [times_weight_t(a, w, True)
-                                                                  for a, w in zip(inputs, weights)]}
-        times = {name: [] for name in forms}
-        for _ in range(3):
-            for form in forms.values():
-                form()
-        for _ in range(repeat):
-            for name, form in forms.items():
-                start = time.perf_counter()
-                form()
-                times[name].append(time.perf_counter() - start)
-        row_major, transposed = (statistics.median(times[name]) * 1e3 for name in forms)
-        print(f"{M:>6} {row_major:>10.3f} {transposed:>12.3f} {transposed / row_major:>7.2f}", flush=True)
 
 
 SEQUENCE_GRID = ((2, (256, 1024)), (4, (256, 1024)), (8, (1, 8, 32, 128, 256)), (25, (1, 8, 16, 32, 64, 128)),
@@ -414,7 +382,6 @@ def main():
     parser.add_argument("--blas", action="store_true")
     parser.add_argument("--after-blas", action="store_true")
     parser.add_argument("--after-gemm", action="store_true")
-    parser.add_argument("--products", action="store_true")
     parser.add_argument("--sequences", action="store_true")
     parser.add_argument("--products-on-pool", action="store_true")
     parser.add_argument("--executor", action="store_true")
@@ -425,8 +392,6 @@ def main():
         blas_threads()
     elif args.after_gemm:
         after_gemm(min(args.repeat, 25))
-    elif args.products:
-        transposed_products(args.repeat)
     elif args.products_on_pool:
         products_on_pool(args.repeat)
     elif args.executor:

@@ -7,7 +7,7 @@
     python benchmarks/run.py --reference --cases encoder   # tinyattn's models and functions not compiled
     python benchmarks/run.py --keep-freed-memory           # with glibc keeping freed memory (an opt-in)
 
-Cases (``--cases``, comma-separated; the default runs all but ``longattn``, ``minilm`` and ``bert6_products``):
+Cases (``--cases``, comma-separated; the default runs all but ``longattn`` and ``minilm``):
 
     sdpa        scaled dot-product attention, forward and forward+backward, at each size
     mha         multi-head attention, likewise
@@ -27,11 +27,7 @@ Cases (``--cases``, comma-separated; the default runs all but ``longattn``, ``mi
                 fast path, nested tensors included: what its users get). Both skip the padded positions
                 and return zeros there (``enable_nested_tensor=True``, the default of both); beside it
                 both with ``enable_nested_tensor=False``, which computes every position (100 timed calls
-                each by default, ``BERT6_REPEAT``; ``bert6_products`` likewise)
-    bert6_products  bert6's tinyattn step as it runs (its few rows' products as ``(W aᵀ)ᵀ``,
-                ``fast.kernels.times_weight_t``) beside the same step with those products as ``a Wᵀ``
-                (``tinyattn.fast.tuning.tuned(transposed_products_rows=0)`` around the step; the first step
-                runs inside ``tuned`` too, with the value as it is), and PyTorch's: what that choice is worth
+                each by default, ``BERT6_REPEAT``)
     train       one training step of the main example's model against a PyTorch twin
     peak        the share of the BLAS peak the large encoder layer's forward+backward reaches:
                 its matrix-product FLOPs (counted below, ``encoder_flops``) ÷ its time ÷ the speed
@@ -365,25 +361,6 @@ def bert6_cases(size, backward, device="cpu"):
             "pytorch, every position": inference_step(torch.no_grad, every_position, x_t, src_key_padding_mask=padding)}
 
 
-def bert6_products_cases(size, backward, device="cpu"):
-    """``bert6_cases``' tinyattn and PyTorch steps, and tinyattn's with its few rows' products run as ``a Wᵀ``.
-    Both tinyattn steps run inside ``tuning.tuned`` (which makes the remembered schedules be chosen afresh), so
-    that they differ in ``transposed_products_rows`` alone."""
-    from tinyattn.fast import tuning
-
-    cases = bert6_cases(size, backward, device)
-    ours = cases["tinyattn"]
-
-    def with_rows(rows):
-        def step():
-            with tuning.tuned(transposed_products_rows=rows):
-                ours()
-        return step
-
-    return {"tinyattn": with_rows(tuning.values.transposed_products_rows), "tinyattn, row-major products": with_rows(0),
-            "pytorch": cases["pytorch"]}
-
-
 def inference_step(no_grad, model, *args, **kwargs):
     """A step that calls ``model(*args, **kwargs)`` inside ``no_grad()`` (``ta.no_grad`` or ``torch.no_grad``)."""
     def step():
@@ -465,7 +442,6 @@ CASES = {
     "encoder": encoder_cases,
     "bert_layer": bert_layer_cases,
     "bert6": bert6_cases,
-    "bert6_products": bert6_products_cases,
     "train": train_cases,
     "longattn": long_attention_cases,
     "minilm": minilm_cases,
@@ -597,23 +573,6 @@ def main():
                   f"{rows[-1]['pytorch_ms']:>12.3f}{rows[-1]['ratio']:>8.2f}   (both computing the padding too,"
                   f" enable_nested_tensor=False: {ours_every * 1e3:.3f} ms and {every * 1e3:.3f} ms,"
                   f" ratio {rows[-1]['ratio_every_position']:.2f})", flush=True)
-            continue
-        if case == "bert6_products":
-            medians = time_interleaved(bert6_products_cases("batch8", False, device=args.device),
-                                       args.repeat or BERT6_REPEAT,
-                                       device=args.device)
-            row_major = medians["tinyattn, row-major products"]
-            rows.append({"case": "bert6_products", "size": "batch8", "pass": "inference",
-                         "tinyattn_ms": medians["tinyattn"] * 1e3, "pytorch_ms": medians["pytorch"] * 1e3,
-                         "ratio": medians["tinyattn"] / medians["pytorch"], "row_major_ms": row_major * 1e3,
-                         "ratio_row_major": row_major / medians["pytorch"],
-                         "transposed_over_row_major": medians["tinyattn"] / row_major})
-            same = "; the same steps here: the transposed products are NumPy's, in compiled models" \
-                if args.device != "cpu" or args.reference else ""
-            print(f"{'bert6':<12}{'batch8':<8}{'infer':<10}{rows[-1]['tinyattn_ms']:>12.3f}"
-                  f"{rows[-1]['pytorch_ms']:>12.3f}{rows[-1]['ratio']:>8.2f}   (products as a Wᵀ: {row_major * 1e3:.3f}"
-                  f" ms, ratio {rows[-1]['ratio_row_major']:.2f}; (W aᵀ)ᵀ ÷ a Wᵀ"
-                  f" {rows[-1]['transposed_over_row_major']:.3f}{same})", flush=True)
             continue
         if case == "minilm":
             cases = minilm_cases("batch8", False, device=args.device)
@@ -773,8 +732,6 @@ def _write_markdown(rows, path, device="cpu"):
             also.append(f"NumPy's products alone ÷ PyTorch {row['products_over_pytorch']:.2f}")
         if "ratio_every_position" in row:
             also.append(f"both computing every position: {row['ratio_every_position']:.2f}")
-        if "transposed_over_row_major" in row:
-            also.append(f"(W aᵀ)ᵀ ÷ a Wᵀ {row['transposed_over_row_major']:.2f}")
         if "tinyattn_peak_mib" in row:
             also.append(f"peak MiB {row['tinyattn_peak_mib']:.1f} vs {row['pytorch_peak_mib']:.1f}")
         if "blocked_ms" in row:

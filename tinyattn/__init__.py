@@ -12,6 +12,16 @@ import numpy as np
 from . import backend, ops
 from .backend import get_rng_state, manual_seed, set_rng_state
 from .creation import arange, full, ones, ones_like, rand, randn, tensor, zeros, zeros_like
+from .engine import (
+    Function,
+    Tensor,
+    enable_grad,
+    inference_mode,
+    is_grad_enabled,
+    is_inference_mode_enabled,
+    no_grad,
+    set_grad_enabled,
+)
 from .ops import (
     abs,
     add,
@@ -44,16 +54,6 @@ from .ops import (
     unsqueeze,
     var,
     where,
-)
-from .tensor import (
-    Function,
-    Tensor,
-    enable_grad,
-    inference_mode,
-    is_grad_enabled,
-    is_inference_mode_enabled,
-    no_grad,
-    set_grad_enabled,
 )
 
 # isort: split

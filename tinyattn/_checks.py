@@ -19,7 +19,7 @@ import numbers
 import numpy as np
 
 from . import backend
-from .tensor import Tensor
+from .engine import Tensor
 
 
 def integer(name, arg, value):

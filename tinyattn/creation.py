@@ -16,7 +16,7 @@ import numpy as np
 
 from . import _checks as check
 from . import backend, modes
-from .tensor import Tensor
+from .engine import Tensor
 
 
 def _shape(size, name):

@@ -31,9 +31,9 @@ import numpy as np
 
 from . import backend, modes
 from .creation import zeros_like
+from .engine import Function, Tensor, is_grad_enabled, no_grad
 from .ops import _lift, _unwrap_index, sum_to
 from .ops_extra import clone
-from .tensor import Function, Tensor, is_grad_enabled, no_grad
 
 
 def _writable_copy(array):

@@ -36,7 +36,7 @@ True
 import numpy as np
 
 from . import backend
-from .tensor import Tensor
+from .engine import Tensor
 
 _PROJECTIONS = ("q_proj", "k_proj", "v_proj")
 _TORCH_PROJECTION_NAMES = ("in_proj_weight", "in_proj_bias", "q_proj_weight", "k_proj_weight", "v_proj_weight")

@@ -9,7 +9,7 @@ input and a boolean one as an array of allowed keys.
 import numpy as np
 
 from . import backend
-from .tensor import Tensor
+from .engine import Tensor
 
 
 def as_tensor(mask, like, name):

@@ -25,7 +25,7 @@ import numpy as np
 from . import _checks as check
 from . import backend, modes
 from .creation import zeros_like
-from .tensor import OUTPUT, Function, Tensor
+from .engine import OUTPUT, Function, Tensor
 
 
 def sum_to(grad, shape):
@@ -1135,3 +1135,33 @@ def _to_dtype(self, target):
 
 
 Tensor.to, Tensor._to_dtype = _to, _to_dtype
+
+
+def _size(self, dim=None):
+    if dim is None:
+        return self.shape
+    if isinstance(dim, int) and -self.ndim <= dim < self.ndim:
+        return self.shape[dim]
+    raise IndexError(f"size(): dim {dim!r} is out of range [{-self.ndim}, {self.ndim - 1}] for shape {self.shape}")
+
+
+def _len(self):
+    if self.ndim == 0:
+        raise TypeError("len() of a 0-d tensor")
+    return self.shape[0]
+
+
+def _bool(self):
+    if self._data.size != 1:
+        raise RuntimeError(f"bool() of a tensor of shape {self.shape} is ambiguous: only a one-element tensor "
+                           "has a truth value (reduce it first, or test t.numpy())")
+    return bool(self._data.item())
+
+
+# conversions: to Python numbers, to a dtype or a device (``to``), and the sizes
+Tensor.size, Tensor.__len__, Tensor.__bool__ = _size, _len, _bool
+Tensor.numel = lambda self: int(self._data.size)
+Tensor.__float__, Tensor.__int__ = lambda self: float(self.item()), lambda self: int(self.item())
+Tensor.float, Tensor.double, Tensor.long = (lambda self: self.to(np.float32), lambda self: self.to(np.float64),
+                                            lambda self: self.to(np.int64))
+Tensor.cpu, Tensor.cuda = lambda self: self.to("cpu"), lambda self: self.to("cuda")

@@ -25,6 +25,7 @@ from builtins import max as builtins_max
 import numpy as np
 
 from . import backend
+from .engine import Function, Tensor
 from .ops import (
     TENSOR_NAMESPACE,
     _kind_of_pair,
@@ -40,7 +41,6 @@ from .ops import (
     var,
     where,
 )
-from .tensor import Function, Tensor
 
 # ----------------------------------------------------------------------------- new primitives
 

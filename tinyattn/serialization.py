@@ -72,7 +72,7 @@ import zlib
 import numpy as np
 
 from . import backend
-from .tensor import Tensor
+from .engine import Tensor
 
 MANIFEST = "tinyattn_manifest.json"
 FORMAT = "tinyattn checkpoint 1"

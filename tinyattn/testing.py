@@ -22,7 +22,7 @@ import numpy as np
 
 from . import backend
 from .autograd import grad
-from .tensor import Tensor, enable_grad, no_grad
+from .engine import Tensor, enable_grad, no_grad
 
 
 class GradcheckError(AssertionError):

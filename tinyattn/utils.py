@@ -21,7 +21,8 @@ it gives can be differentiated again.
 """
 
 from . import backend, modes
-from .tensor import _SEQUENCE, Function, Tensor, _recomputed, enable_grad, is_grad_enabled
+from .engine import _SEQUENCE, Function, Tensor, enable_grad, is_grad_enabled
+from .graph import recomputed
 
 
 class Checkpoint(Function):
@@ -40,7 +41,7 @@ class Checkpoint(Function):
         return self.rerun()
 
     def backward(self, grad):
-        return _recomputed(self, grad, create_graph=False)  # recorded afresh, walked down
+        return recomputed(self, grad, create_graph=False)  # recorded afresh, walked down
 
 
 def checkpoint(function, *args, use_reentrant=None, preserve_rng_state=True, **kwargs):

@@ -18,7 +18,7 @@ import subprocess
 import numpy as np
 
 from . import backend
-from .tensor import Tensor
+from .engine import Tensor
 
 
 def _figure(width, height):

@@ -2,7 +2,8 @@
 sideways within its floor, and the modules' imports form no cycle.
 
     1 backend, modes               which array library; the calling thread's modes
-    2 tensor                       Tensor, Function, the graph walk, grad modes
+    2 the engine                   engine (Tensor, Function, the walk); beside it, below it: graph (the general
+                                   walk), grad_mode, hooks, anomaly, forward_mode
     3 ops and their helpers        the differentiable primitives, creation, masks, argument checks, autograd
     4 the reference layer          nn (functional and the layers), optim, interop, serialization, testing
     5 the fast layer               fast (compile, router, tuning, nodes, blocks, kernels, pool)
@@ -23,7 +24,8 @@ PACKAGE = Path(__file__).resolve().parents[2] / "tinyattn"
 
 FLOORS = {
     "tinyattn.backend": 1, "tinyattn.modes": 1,
-    "tinyattn.tensor": 2,
+    "tinyattn.engine": 2, "tinyattn.graph": 2, "tinyattn.grad_mode": 2, "tinyattn.hooks": 2,
+    "tinyattn.anomaly": 2, "tinyattn.forward_mode": 2,
     "tinyattn.ops": 3, "tinyattn.ops_extra": 3, "tinyattn.inplace": 3, "tinyattn.creation": 3,
     "tinyattn._checks": 3, "tinyattn.masks": 3, "tinyattn.autograd": 3,
     "tinyattn.autograd.functional": 6,  # Jacobians and Hessians, built on ta.func (vmap) as torch's are
@@ -116,7 +118,9 @@ def test_the_reference_layer_knows_nothing_of_speed():
             assert "why_not" not in source and "tuning" not in source, module
 
 
-REFERENCE_FLOORS = ("tinyattn.tensor", "tinyattn.ops", "tinyattn.ops_extra", "tinyattn.autograd", "tinyattn.nn")
+REFERENCE_FLOORS = ("tinyattn.engine", "tinyattn.graph", "tinyattn.grad_mode", "tinyattn.hooks", "tinyattn.anomaly",
+                    "tinyattn.forward_mode", "tinyattn.modes", "tinyattn.ops", "tinyattn.ops_extra",
+                    "tinyattn.autograd", "tinyattn.nn")
 
 
 def names_of_the_fast_layer(module):
@@ -145,7 +149,7 @@ def test_the_reference_floors_know_nothing_of_the_fast_layer():
     """The engine, ops, autograd and nn neither import nor name ``dispatch``, ``replaceable`` or
     ``tinyattn.fast``: no seam in them exists for what is built above."""
     checked = [m for m in MODULES if any(m == floor or m.startswith(floor + ".") for floor in REFERENCE_FLOORS)]
-    assert {"tinyattn.tensor", "tinyattn.ops", "tinyattn.ops_extra", "tinyattn.autograd.forward_ad",
+    assert {"tinyattn.engine", "tinyattn.graph", "tinyattn.ops", "tinyattn.ops_extra", "tinyattn.autograd.forward_ad",
             "tinyattn.nn.functional", "tinyattn.nn.module"} <= set(checked)
     offenders = {m: sorted(found) for m in checked if (found := names_of_the_fast_layer(m))}
     assert not offenders, "\n".join(f"{m}: {', '.join(found)}" for m, found in offenders.items())
@@ -177,9 +181,24 @@ def test_there_is_no_switch():
     assert not [module for module, path in MODULES.items() if "TINYATTN_FAST" in path.read_text()]
 
 
+ENGINE_FLOOR = {"tinyattn.graph", "tinyattn.grad_mode", "tinyattn.hooks", "tinyattn.anomaly", "tinyattn.forward_mode"}
+
+
 def test_the_engine_floor_holds_only_the_engine():
-    """``tensor.py`` imports only floor 1, the backend and the thread's modes."""
-    assert imports("tinyattn.tensor") <= {"tinyattn.backend", "tinyattn.modes"}
+    """The engine imports only floor 1 (the backend, the thread's modes) and its own floor's modules, which know
+    nothing of it: they work on its nodes and tensors by their attributes, so the engine reads first."""
+    assert imports("tinyattn.engine") <= {"tinyattn.backend", "tinyattn.modes"} | ENGINE_FLOOR
+    for module in ENGINE_FLOOR:
+        assert imports(module) <= {"tinyattn.backend", "tinyattn.modes"} | ENGINE_FLOOR, module
+
+
+def test_the_core_is_read_in_one_sitting():
+    """The engine's file holds the whole idea (a node, ``apply``, the backward walk) in its first 150 lines, and
+    is under 450 lines."""
+    lines = MODULES["tinyattn.engine"].read_text().splitlines()
+    assert len(lines) < 450
+    first = "\n".join(lines[:150])
+    assert "class Function:" in first and "def apply(" in first and "def backpropagate(" in first
 
 
 def test_the_router_alone_reads_the_tuning():

@@ -1,5 +1,5 @@
-"""Forward-mode AD (``ta.autograd.forward_ad``), proven by factories over the operation tables of
-``test_ops``, ``test_higher_order`` and ``test_higher_order_layers``.
+"""Forward-mode AD (``ta.autograd.forward_ad``), proven by factories over the registry's ``jvp`` table (and its
+``functional`` table against PyTorch).
 
 For a case ``f(x)`` (float64 inputs ``x``), a random tangent ``v`` (one per input) and a random cotangent
 ``u`` (one per output), ``J v`` comes from one forward pass with dual inputs, and must agree with
@@ -18,19 +18,11 @@ import numpy as np
 import pytest
 import torch
 import torch.autograd.forward_ad as torch_fwAD
+from cases import attention_case
 from hypothesis import given
 from hypothesis import strategies as st
-from test_higher_order import PRIMITIVES, UNARY
-from test_higher_order_layers import (
-    FUNCTIONALS,
-    _masks,
-    attention_case,
-    attention_layer_case,
-    multi_head_attention_pair,
-    ours_attention,
-    torch_attention,
-)
-from test_ops import SPECS, Spec, _convert, cat_case
+from registry import Spec, convert, ours_attention, table, torch_attention
+from test_higher_order_layers import FUNCTIONALS, _masks, attention_layer_case, multi_head_attention_pair
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch_parity import load_from_torch
 
@@ -44,41 +36,7 @@ from tinyattn import testing as tt
 # ----------------------------------------------------------------------------- the table
 
 
-@st.composite
-def einsum_case(draw):
-    b, q, k, d = (draw(st.integers(1, 3)) for _ in range(4))
-    return [draw(tt.arrays((b, q, d))), draw(tt.arrays((b, k, d))), draw(tt.arrays((k,)))], {}
-
-
-@st.composite
-def view_write_case(draw):
-    """``x = a * 1; x.T[i] = b * 2``: a write through a view, which rewrites its base (``CopySlices``)."""
-    n, m = draw(st.integers(1, 3)), draw(st.integers(1, 3))
-    return [draw(tt.arrays((n, m))), draw(tt.arrays((n,)))], {"row": draw(st.integers(0, m - 1))}
-
-
-def written_through_a_view(a, b, row):
-    x = a * 1
-    view = x.T
-    view[row] = b * 2
-    return x * a
-
-
-def _accumulated(a, b, dim):
-    x = ta.cat([a, b], dim) * 1
-    x += x.tanh()
-    return x
-
-
-EXTRA = [s for s in UNARY if s.name in ("sin", "cos", "clamp")] + \
-    [s for s in PRIMITIVES if s.name in ("cumsum", "inplace_nonleaf")] + FUNCTIONALS + [
-    Spec("clone", SPECS[0].case, lambda a, b: (a * b).clone() * a, None),
-    Spec("einsum", einsum_case(), lambda q, k, w: compat.einsum("bqd,bkd,k->bq", q, k, w), None),
-    Spec("view_write", view_write_case(), written_through_a_view, None),
-    Spec("in_place_add", cat_case().filter(lambda c: len(c[0]) == 2), _accumulated, None),
-    Spec("attention", attention_case(), ours_attention, None),
-]
-TABLE = [s for s in SPECS if s.name != "amax_ties"] + EXTRA
+TABLE = table("jvp")
 FD_TABLE = [s for s in TABLE if s.gradcheck]
 
 
@@ -87,7 +45,7 @@ def _tuple(out):
 
 
 def _options(options, make):
-    return {k: _convert(v, make) for k, v in options.items()}
+    return {k: convert(v, make) for k, v in options.items()}
 
 
 def forward_mode(fn, arrays, tangents, options):

@@ -9,8 +9,9 @@ gradient ``v`` and random directions ``u``, ``w``:
 
 each compared with ``torch.autograd.grad`` doing the same. An input whose derivative of some
 order is identically zero (``relu``'s second, a sum's second) gets zeros on both sides
-(``materialize_grads``). Cases come from ``test_ops``' strategies (kinks avoided: nonzero values,
-positive ones for ``log``/``sqrt``/``**``, distinct ones for ``amax``). Then ``gradgradcheck``, which
+(``materialize_grads``). The rows are the registry's ``order3``, ``order2`` and ``gradgrad`` tables, their cases
+``tests/cases.py``' strategies (kinks avoided: nonzero values, positive ones for ``log``/``sqrt``/``**``, distinct
+ones for ``amax``). Then ``gradgradcheck``, which
 compares the second derivative with finite differences of the first, must catch a double backward
 that is wrong while its first order is right.
 """
@@ -21,34 +22,10 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
-from test_ops import (
-    SMALL,
-    Spec,
-    _convert,
-    _one,
-    _two,
-    advanced_index_case,
-    basic_index_case,
-    cat_case,
-    chunk_case,
-    expand_case,
-    flatten_case,
-    masked_fill_case,
-    matmul_case,
-    permute_case,
-    reduction,
-    reshape_case,
-    split_case,
-    squeeze_case,
-    stack_case,
-    transpose_case,
-    unsqueeze_case,
-    where_case,
-)
+from registry import convert, table
 
 import tinyattn as ta
 from tinyattn import testing as tt
-from tinyattn.ops_extra import cumsum  # not in the native namespace yet (compat has it)
 
 RTOL, ATOL = 1e-8, 1e-10  # float64; higher derivatives sum more terms in another order than torch's
 
@@ -66,13 +43,13 @@ def derivatives(side, fn, arrays, upstream, directions, options=None):
     if side == "ours":
         make, tensor, grad = (lambda a: ta.tensor(a, requires_grad=True)), ta.tensor, ta.autograd.grad
         numpy = lambda t: t.numpy()  # noqa: E731
-        convert = lambda a: ta.tensor(a)  # noqa: E731
+        make_option = lambda a: ta.tensor(a)  # noqa: E731
     else:
         make, tensor, grad = (lambda a: torch.tensor(a, requires_grad=True)), torch.tensor, torch.autograd.grad
         numpy = lambda t: t.detach().numpy(force=True)  # noqa: E731  (force: a ZeroTensor too)
-        convert = torch.from_numpy
+        make_option = torch.from_numpy
     xs = [make(a) for a in arrays]
-    opts = {k: _convert(v, convert) for k, v in (options or {}).items()}
+    opts = {k: convert(v, make_option) for k, v in (options or {}).items()}
     outs = _tuple(fn(*xs, **opts))
     results = [[numpy(o) for o in outs]]
     live = [(o, tensor(v)) for o, v in zip(outs, upstream) if o.requires_grad]
@@ -93,7 +70,7 @@ def assert_orders_match(fn_ours, fn_theirs, arrays, options, seed, order=2, rtol
     rng = np.random.default_rng(seed)
     with ta.no_grad():  # shapes of the outputs, for the upstream gradients
         shapes = [o.shape for o in _tuple(fn_ours(*[ta.tensor(a) for a in arrays],
-                                                  **{k: _convert(v, ta.tensor) for k, v in options.items()}))]
+                                                  **{k: convert(v, ta.tensor) for k, v in options.items()}))]
     upstream = [rng.standard_normal(s) for s in shapes]
     directions = [[rng.standard_normal(a.shape) for a in arrays] for _ in range(order - 1)]
     ours = derivatives("ours", fn_ours, arrays, upstream, directions, options)
@@ -109,37 +86,7 @@ def assert_orders_match(fn_ours, fn_theirs, arrays, options, seed, order=2, rtol
 # ----------------------------------------------------------------------------- elementwise: to third order
 
 
-@st.composite
-def clamp_case(draw):
-    """Bounds that the values (|x| in [0.1, 2]) keep at least 0.01 from: hypothesis may draw a value on a bound
-    itself (a simple decimal), where a finite difference straddles the kink and halves the derivative; such a value
-    is moved 0.02 past the bound, toward the middle. The kinks are avoided."""
-    (x,), _ = draw(_one())
-    low, high = draw(st.sampled_from([(-0.95, 1.35), (None, 0.55), (-1.45, None)]))
-    for bound in (low, high):
-        if bound is not None:
-            x = np.where(np.abs(x - bound) < 0.01, bound - 0.02 * np.sign(bound), x)
-    return [x], {"min": low, "max": high}
-
-
-def _unary(elements=tt.arrays):
-    return _one(elements=elements)
-
-
-UNARY = [
-    Spec("exp", _unary(), ta.exp, torch.exp),
-    Spec("log", _unary(tt.positive_arrays), ta.log, torch.log),
-    Spec("sqrt", _unary(tt.positive_arrays), ta.sqrt, torch.sqrt),
-    Spec("tanh", _unary(), lambda x: x.tanh(), torch.tanh),
-    Spec("sigmoid", _unary(lambda s: tt.arrays(s, high=6.0)), lambda x: x.sigmoid(), torch.sigmoid),
-    Spec("relu", _unary(), lambda x: x.relu(), torch.relu),
-    Spec("abs", _unary(), lambda x: x.abs(), torch.abs),
-    Spec("neg", _unary(), lambda x: -x, lambda x: -x),
-    Spec("sin", _unary(), ta.sin, torch.sin),
-    Spec("cos", _unary(), ta.cos, torch.cos),
-    Spec("clamp", clamp_case(), lambda x, **o: ta.clamp(x, **o), lambda x, **o: torch.clamp(x, **o)),
-    Spec("square_then_tanh", _unary(), lambda x: (x * x).tanh() * x, lambda x: (x * x).tanh() * x),
-]
+UNARY = table("order3")
 
 
 @pytest.mark.parametrize("order", [2, 3])
@@ -154,71 +101,7 @@ def test_elementwise_matches_torch(spec, order, data):
 # ----------------------------------------------------------------------------- the primitives: second order
 
 
-@st.composite
-def cumsum_case(draw):
-    shape = draw(tt.shapes(min_dims=1, **SMALL))
-    return [draw(tt.arrays(shape))], {"dim": draw(st.integers(-len(shape), len(shape) - 1))}
-
-
-@st.composite
-def inplace_case(draw):
-    """``x = a * 1; x[1:] = b * 2``: a non-leaf written in place, then used."""
-    shape = draw(tt.shapes(min_dims=1, **SMALL).filter(lambda s: s[0] >= 2))
-    return [draw(tt.arrays(shape)), draw(tt.arrays((shape[0] - 1,) + shape[1:]))], {}
-
-
-def written_in_place(a, b):
-    x = a * 1
-    x[1:] = b * 2
-    return x * x * a + x.tanh()
-
-
-PRIMITIVES = [
-    Spec("add", _two(), lambda a, b: (a + b) * a, lambda a, b: (a + b) * a),
-    Spec("sub", _two(), lambda a, b: (a - b) * b, lambda a, b: (a - b) * b),
-    Spec("mul", _two(), lambda a, b: a * b, lambda a, b: a * b),
-    Spec("div", _two(), lambda a, b: a / b, lambda a, b: a / b),
-    Spec("pow", _two(tt.positive_arrays, tt.arrays), lambda a, b: a**b, lambda a, b: a**b),
-    Spec("pow_scalar", _one(elements=tt.positive_arrays), lambda x: x**2.5 + x**3, lambda x: x**2.5 + x**3),
-    Spec("sum", reduction(), lambda x, dim, keepdim: (x * x).sum(dim, keepdim),
-         lambda x, dim, keepdim: (x * x).sum(dim, keepdim)),
-    Spec("mean", reduction(), lambda x, dim, keepdim: x.exp().mean(dim=dim, keepdim=keepdim),
-         lambda x, dim, keepdim: x.exp().mean(dim=dim, keepdim=keepdim)),
-    Spec("amax", reduction(tt.distinct_arrays), lambda x, dim, keepdim: x.amax(dim, keepdim) ** 2 * x.sum(),
-         lambda x, dim, keepdim: x.amax(() if dim is None else dim, keepdim) ** 2 * x.sum()),
-    Spec("var", reduction(corrections=True), lambda x, **o: x.var(**o), lambda x, **o: x.var(**o)),
-    Spec("cumsum", cumsum_case(), lambda x, dim: cumsum(x * x, dim), lambda x, dim: torch.cumsum(x * x, dim)),
-    Spec("reshape", reshape_case(), lambda x, shape: (x * x).reshape(shape) * 3,
-         lambda x, shape: (x * x).reshape(shape) * 3),
-    Spec("transpose", transpose_case(), lambda x, **o: (x * x).transpose(**o).tanh(),
-         lambda x, **o: (x * x).transpose(**o).tanh()),
-    Spec("permute", permute_case(), lambda x, dims: x.permute(*dims).exp(), lambda x, dims: x.permute(dims).exp()),
-    Spec("expand", expand_case(), lambda x, size: x.expand(*size).sin(), lambda x, size: x.expand(size).sin()),
-    Spec("unsqueeze", unsqueeze_case(), lambda x, dim: x.unsqueeze(dim).tanh(),
-         lambda x, dim: x.unsqueeze(dim).tanh()),
-    Spec("squeeze", squeeze_case(), lambda x, dim: x.squeeze(dim).exp(),
-         lambda x, dim: (x.squeeze() if dim is None else x.squeeze(dim)).exp()),
-    Spec("flatten", flatten_case(), lambda x, **o: x.flatten(**o).tanh(), lambda x, **o: x.flatten(**o).tanh()),
-    Spec("getitem_basic", basic_index_case(), lambda x, index: x.tanh()[index] * x[index],
-         lambda x, index: x.tanh()[index] * x[index]),
-    Spec("getitem_array", advanced_index_case(), lambda x, index: x[index].sin() * x[index],
-         lambda x, index: x[index].sin() * x[index]),
-    Spec("cat", cat_case(), lambda *xs, dim: ta.cat([x * x for x in xs], dim).tanh(),
-         lambda *xs, dim: torch.cat([x * x for x in xs], dim).tanh()),
-    Spec("stack", stack_case(), lambda *xs, dim: ta.stack(xs, dim).exp(),
-         lambda *xs, dim: torch.stack(xs, dim).exp()),
-    Spec("split", split_case(), lambda x, sections, dim: tuple(p.tanh() for p in (x * x).split(sections, dim)),
-         lambda x, sections, dim: tuple(p.tanh() for p in (x * x).split(sections, dim))),
-    Spec("chunk", chunk_case(), lambda x, **o: tuple(p.exp() for p in x.chunk(**o)),
-         lambda x, **o: tuple(p.exp() for p in x.chunk(**o))),
-    Spec("where", where_case(), lambda a, b, condition: ta.where(condition, a * b, b.exp()),
-         lambda a, b, condition: torch.where(condition, a * b, b.exp())),
-    Spec("masked_fill", masked_fill_case(), lambda x, mask, value: (x * x).masked_fill(mask, value).tanh(),
-         lambda x, mask, value: (x * x).masked_fill(mask, value).tanh()),
-    Spec("matmul", matmul_case(), lambda a, b: (a @ b).tanh(), lambda a, b: (a @ b).tanh()),
-    Spec("matmul_squared", matmul_case(), lambda a, b: (a @ b) * (a @ b), lambda a, b: (a @ b) * (a @ b)),
-    Spec("inplace_nonleaf", inplace_case(), written_in_place, written_in_place),
-]
+PRIMITIVES = table("order2")
 
 
 @pytest.mark.parametrize("spec", PRIMITIVES, ids=[s.name for s in PRIMITIVES])
@@ -232,8 +115,7 @@ def test_primitives_second_order_match_torch(spec, data):
 # ----------------------------------------------------------------------------- gradgradcheck
 
 
-GRADGRAD = [UNARY[0], UNARY[4], UNARY[8]] + [s for s in PRIMITIVES if s.name in (
-    "div", "pow", "var", "amax", "getitem_array", "matmul", "where", "inplace_nonleaf")]
+GRADGRAD = table("gradgrad")
 
 
 @pytest.mark.parametrize("spec", GRADGRAD, ids=[s.name for s in GRADGRAD])
@@ -241,7 +123,7 @@ GRADGRAD = [UNARY[0], UNARY[4], UNARY[8]] + [s for s in PRIMITIVES if s.name in 
 def test_gradgradcheck_on_primitives(spec, data):
     arrays, options = data.draw(spec.case, label="case")
     inputs = [ta.tensor(a, requires_grad=True) for a in arrays]
-    options = {k: _convert(v, ta.tensor) for k, v in options.items()}
+    options = {k: convert(v, ta.tensor) for k, v in options.items()}
     assert tt.gradgradcheck(lambda *xs: spec.ours(*xs, **options), inputs)
 
 

@@ -15,11 +15,11 @@ import functools
 import numpy as np
 import pytest
 import torch
+from cases import SMALL, attention_case
 from hypothesis import given
 from hypothesis import strategies as st
-from hypothesis.extra import numpy as hnp
+from registry import as_written, functionals, ours_attention, torch_attention
 from test_higher_order import assert_orders_match
-from test_ops import SMALL, Spec
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch_parity import load_from_torch
 
@@ -43,84 +43,7 @@ def torch_math_attention():
 # ----------------------------------------------------------------------------- functionals
 
 
-@st.composite
-def along_a_dim(draw, high=3.0):
-    shape = draw(tt.shapes(min_dims=1, **SMALL))
-    return [draw(tt.arrays(shape, high=high))], {"dim": draw(st.integers(-len(shape), len(shape) - 1))}
-
-
-@st.composite
-def layer_norm_case(draw):
-    shape = draw(tt.shapes(min_dims=1, max_dims=3, max_side=4))
-    normalized = shape[len(shape) - draw(st.integers(1, len(shape))):]
-    arrays = [draw(tt.arrays(shape)), draw(tt.arrays(normalized)), draw(tt.arrays(normalized))]
-    return arrays, {"normalized_shape": normalized, "eps": draw(st.sampled_from([1e-5, 1e-2]))}
-
-
-@st.composite
-def cross_entropy_case(draw):
-    """Logits ``(N, C)`` or ``(N, C, d)``; targets with some positions ignored, never all of them."""
-    n, c = draw(st.integers(1, 3)), draw(st.integers(2, 4))
-    extra = tuple(draw(st.lists(st.integers(1, 3), max_size=1)))
-    ignore_index = draw(st.sampled_from([-100, 1]))
-    target = draw(hnp.arrays(np.int64, (n,) + extra, elements=st.integers(0, c - 1)))
-    ignored = draw(hnp.arrays(np.bool_, target.shape))
-    ignored.flat[0] = False
-    target = np.where(ignored, ignore_index, target)
-    if ignore_index == 1:  # a target of class 1 is ignored too: keep one that counts
-        target.flat[0] = 0
-    return [draw(tt.arrays((n, c) + extra, high=3.0))], {
-        "target": target, "ignore_index": ignore_index, "reduction": draw(st.sampled_from(["mean", "sum", "none"])),
-        "label_smoothing": draw(st.sampled_from([0.0, 0.1]))}
-
-
-@st.composite
-def embedding_case(draw):
-    num, dim = draw(st.integers(1, 4)), draw(st.integers(1, 3))
-    indices = draw(hnp.arrays(np.int64, draw(tt.shapes(min_dims=1, max_dims=2, max_side=4)),
-                              elements=st.integers(0, num - 1)))  # repeats: gradients add up
-    return [draw(tt.arrays((num, dim)))], {"indices": indices}
-
-
-@st.composite
-def unary_case(draw, high=3.0):
-    shape = draw(tt.shapes(**SMALL))
-    return [draw(tt.arrays(shape, high=high))], {}
-
-
-def _as_written(fn):
-    return fn
-
-
-def functionals(route=_as_written):
-    """The table, ``F.layer_norm`` and ``F.cross_entropy`` passed through ``route`` (``ta.compile``: their fused
-    forms; the other functions have none)."""
-    layer_norm, cross_entropy = route(F.layer_norm), route(F.cross_entropy)
-    return [
-        Spec("softmax", along_a_dim(), lambda x, dim: F.softmax(x, dim) * x, lambda x, dim: TF.softmax(x, dim) * x),
-        Spec("log_softmax", along_a_dim(), lambda x, dim: F.log_softmax(x, dim).exp() * F.log_softmax(x, dim),
-             lambda x, dim: TF.log_softmax(x, dim).exp() * TF.log_softmax(x, dim)),
-        Spec("layer_norm", layer_norm_case(), lambda x, w, b, **o: layer_norm(x, weight=w, bias=b, **o),
-             lambda x, w, b, **o: TF.layer_norm(x, weight=w, bias=b, **o)),
-        Spec("layer_norm_plain", layer_norm_case(), lambda x, w, b, **o: layer_norm(x, **o) * w,
-             lambda x, w, b, **o: TF.layer_norm(x, **o) * w),
-        Spec("cross_entropy", cross_entropy_case(), lambda x, **o: cross_entropy(x, **o),
-             lambda x, **o: TF.cross_entropy(x, **o)),
-        Spec("gelu", unary_case(), lambda x: F.gelu(x), lambda x: TF.gelu(x)),
-        Spec("gelu_tanh", unary_case(), lambda x: F.gelu(x, approximate="tanh"),
-             lambda x: TF.gelu(x, approximate="tanh")),
-        Spec("relu", unary_case(), lambda x: F.relu(x) * x, lambda x: TF.relu(x) * x),
-        Spec("dropout_eval", unary_case(), lambda x: F.dropout(x.tanh(), 0.5, training=False) * x,
-             lambda x: TF.dropout(x.tanh(), 0.5, training=False) * x),
-        Spec("dropout_p0", unary_case(), lambda x: F.dropout(x.tanh(), 0.0) * x,
-             lambda x: TF.dropout(x.tanh(), 0.0) * x),
-        Spec("embedding", embedding_case(),
-             lambda w, indices: F.embedding(indices, w).tanh() * F.embedding(indices, w),
-             lambda w, indices: TF.embedding(indices, w).tanh() * TF.embedding(indices, w)),
-    ]
-
-
-FUNCTIONALS = functionals()  # (on the definitions: forward mode's table too)
+FUNCTIONALS = functionals()  # the registry's ``functional`` table, on the definitions
 
 
 @pytest.mark.parametrize("name", [s.name for s in FUNCTIONALS])
@@ -153,53 +76,6 @@ def test_dropout_second_order_against_finite_differences(shape, p, seed, data):
 
 
 # ----------------------------------------------------------------------------- scaled dot-product attention
-
-
-@st.composite
-def attention_case(draw):
-    """q ``(…, Lq, E)``, k ``(…, Lk, E)``, v ``(…, Lk, Ev)``; a boolean mask (maybe with a fully masked row),
-    a float mask, or none; ``is_causal``; with or without the weights."""
-    lead = tuple(draw(st.lists(st.integers(1, 2), max_size=2)))
-    lq, lk, e, ev = (draw(st.integers(1, 3)) for _ in range(4))
-    arrays = [draw(tt.arrays(lead + (lq, e))), draw(tt.arrays(lead + (lk, e))), draw(tt.arrays(lead + (lk, ev)))]
-    kind = draw(st.sampled_from(["none", "bool", "bool_empty_row", "float"]))
-    mask = None
-    if kind.startswith("bool"):
-        mask = draw(hnp.arrays(np.bool_, (lq, lk)))
-        mask[:, 0] = True  # every query keeps a key…
-        if kind == "bool_empty_row":
-            mask[draw(st.integers(0, lq - 1))] = False  # …but one, whose output and gradients are zeros
-    elif kind == "float":
-        mask = draw(hnp.arrays(np.float64, (lq, lk), elements=st.floats(-2.0, 2.0)))
-    return arrays, {"attn_mask": mask, "is_causal": draw(st.booleans()), "need_weights": draw(st.booleans())}
-
-
-def ours_attention(q, k, v, attn_mask, is_causal, need_weights, sdpa=F.scaled_dot_product_attention):
-    out, weights = sdpa(q, k, v, attn_mask=attn_mask, is_causal=is_causal, need_weights=need_weights)
-    return (out, weights) if need_weights else out
-
-
-def torch_attention(q, k, v, attn_mask, is_causal, need_weights):
-    """torch's, the causal mask folded into ``attn_mask`` (torch refuses both at once), and the weights by hand."""
-    lq, lk = q.shape[-2], k.shape[-2]
-    allowed = torch.ones(lq, lk, dtype=torch.bool).tril()
-    if is_causal and attn_mask is None:
-        attn_mask = allowed
-    elif is_causal and attn_mask.dtype == torch.bool:
-        attn_mask = attn_mask & allowed
-    elif is_causal:
-        attn_mask = attn_mask.masked_fill(~allowed, -float("inf"))
-    out = TF.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask)
-    if not need_weights:
-        return out
-    scores = q @ k.transpose(-2, -1) / q.shape[-1] ** 0.5
-    if attn_mask is not None and attn_mask.dtype == torch.bool:
-        scores = scores.masked_fill(~attn_mask, -float("inf"))
-    elif attn_mask is not None:
-        scores = scores + attn_mask
-    empty = (scores == -float("inf")).all(-1, keepdim=True)
-    weights = torch.softmax(scores.masked_fill(empty, 0.0), -1).masked_fill(empty, 0.0)
-    return out, weights
 
 
 @given(data=st.data())
@@ -290,7 +166,7 @@ def _masks(case, lq, lk):
     return ours, (torch.tensor(~allowed) if case["masked"] or case["causal"] else None)
 
 
-def multi_head_attention_pair(case, cross, route=_as_written):
+def multi_head_attention_pair(case, cross, route=as_written):
     """Our multi-head attention (passed through ``route``) and torch's with the same weights, the input arrays (a
     second sequence for cross-attention) and a call of each without the weights (masks in each library's
     convention)."""

@@ -1,146 +1,19 @@
-"""The everyday tensor API: new operations through the same factory as the primitives, type
-promotion, in-place operations and their autograd rules, all against PyTorch."""
+"""The everyday tensor API: new operations through the same factory as the primitives (the registry's ``api``
+table), type promotion, in-place operations and their autograd rules, all against PyTorch."""
 
 import numpy as np
 import pytest
 import torch
+from cases import one
 from hypothesis import given
 from hypothesis import strategies as st
-from hypothesis.extra import numpy as hnp
-from test_ops import SMALL, Spec, _convert, _one, _run_ours, _run_theirs, reduction
+from registry import convert, table
+from test_ops import _run_ours, _run_theirs
 
 import tinyattn as ta
 from tinyattn import testing as tt
 
-
-@st.composite
-def dim_case(draw, elements=tt.distinct_arrays, keepdim=True):
-    shape = draw(tt.shapes(min_dims=1, **SMALL))
-    options = {"dim": draw(st.integers(-len(shape), len(shape) - 1))}
-    if keepdim:
-        options["keepdim"] = draw(st.booleans())
-    return [draw(elements(shape))], options
-
-
-@st.composite
-def topk_case(draw):
-    (x,), options = draw(dim_case(keepdim=False))
-    options["k"] = draw(st.integers(0, x.shape[options["dim"]]))
-    options["largest"] = draw(st.booleans())
-    return [x], options
-
-
-@st.composite
-def repeat_case(draw):
-    shape = draw(tt.shapes(**SMALL))
-    sizes = [draw(st.integers(1, 3)) for _ in range(len(shape) + draw(st.integers(0 if shape else 1, 2)))]
-    return [draw(tt.arrays(shape))], {"sizes": tuple(sizes)}
-
-
-@st.composite
-def repeat_interleave_case(draw):
-    (x,), options = draw(dim_case(tt.arrays, keepdim=False))
-    return [x], {**options, "repeats": draw(st.integers(1, 3))}
-
-
-@st.composite
-def triangle_case(draw):
-    shape = draw(tt.shapes(min_dims=2, **SMALL))
-    return [draw(tt.arrays(shape))], {"diagonal": draw(st.integers(-2, 2))}
-
-
-@st.composite
-def gather_case(draw):
-    shape = draw(tt.shapes(min_dims=1, **SMALL))
-    dim = draw(st.integers(0, len(shape) - 1))
-    index_shape = tuple(draw(st.integers(1, n)) if d != dim else draw(st.integers(1, 4)) for d, n in enumerate(shape))
-    index = draw(hnp.arrays(np.int64, index_shape, elements=st.integers(0, shape[dim] - 1)))
-    return [draw(tt.arrays(shape))], {"dim": dim, "index": index}
-
-
-@st.composite
-def clamp_case(draw):
-    (x,), _ = draw(_one(elements=tt.distinct_arrays))
-    low, high = draw(st.sampled_from([(-0.5, 0.5), (None, 0.25), (-0.25, None)]))
-    return [x], {"min": low, "max": high}
-
-
-@st.composite
-def setitem_case(draw):
-    """``y = x * 1; y[mask] = value`` with ``value`` a number or a differentiable tensor."""
-    shape = draw(tt.shapes(min_dims=1, **SMALL))
-    mask = draw(hnp.arrays(np.bool_, shape))
-    if draw(st.booleans()):
-        # a large fill, but not so large that the finite differences' sum of outputs loses the step
-        # (1e6 · 1e-16 / 1e-6 ≈ 1e-4 of rounding, above gradcheck's tolerance)
-        return [draw(tt.arrays(shape))], {"mask": mask, "value": draw(st.sampled_from([-1e4, 0.0, 2.5]))}
-    return [draw(tt.arrays(shape)), draw(tt.arrays(()))], {"mask": mask}
-
-
-def _spread(case):
-    """Away from std's kink at zero spread."""
-    (x,), options = case
-    return bool(torch.from_numpy(x).var(**options).min() > 1e-3) if x.size else False
-
-
-def _setitem(x, value=None, mask=None, **options):
-    y = x * 1
-    y[mask] = options.get("value") if value is None else value
-    return y
-
-
-def _inplace_chain(x, y):
-    """``+=``, ``mul_``, ``masked_fill_`` and an assignment through a view, in one graph."""
-    h = x * 1
-    h += y
-    h.mul_(y)
-    h.masked_fill_(h > 1.0, -1.0)
-    v = h.view(-1)
-    v[0] = 3.0
-    return h * y
-
-
-def _same_shape(n=2):
-    return tt.shapes(**SMALL).flatmap(lambda s: st.tuples(*[tt.arrays(s)] * n)).map(lambda xs: (list(xs), {}))
-
-
-def _apart():
-    """Two arrays of one shape that differ everywhere (no ties for maximum)."""
-    return _one().flatmap(lambda case: st.tuples(
-        st.just(case[0][0]),
-        hnp.arrays(np.float64, case[0][0].shape, elements=st.sampled_from([-0.75, -0.5, 0.5, 1.0])),
-    )).map(lambda pair: ([pair[0], pair[0] + pair[1]], {}))
-
-
-SPECS = [
-    Spec("sin", _one(), ta.sin, torch.sin),
-    Spec("cos", _one(), lambda x: x.cos(), torch.cos),
-    Spec("clamp", clamp_case(), lambda x, **o: x.clamp(**o), lambda x, **o: x.clamp(**o)),
-    Spec("clone", _one(), lambda x: x.clone() * x.contiguous(), lambda x: x.clone() * x.contiguous()),
-    Spec("std", reduction(tt.distinct_arrays, corrections=True).filter(_spread),
-         lambda x, **o: x.std(**o), lambda x, **o: x.std(**o)),
-    Spec("var_unbiased", reduction(), lambda x, dim, keepdim: x.var(dim, False, keepdim),
-         lambda x, dim, keepdim: x.var(dim, unbiased=False, keepdim=keepdim)),
-    Spec("norm", dim_case(tt.positive_arrays), lambda x, **o: x.norm(**o), lambda x, **o: x.norm(**o)),
-    Spec("max_dim", dim_case(), lambda x, **o: x.max(**o).values, lambda x, **o: x.max(**o).values),
-    Spec("min_dim", dim_case(), lambda x, **o: ta.min(x, **o)[0], lambda x, **o: torch.min(x, **o)[0]),
-    Spec("max_all", _one(elements=tt.distinct_arrays), lambda x: x.max(), lambda x: x.max()),
-    Spec("maximum", _apart(), lambda a, b: ta.max(a, b), lambda a, b: torch.max(a, b)),
-    Spec("topk", topk_case(), lambda x, **o: x.topk(**o).values, lambda x, **o: x.topk(**o).values),
-    Spec("gather", gather_case(), lambda x, dim, index: x.gather(dim, index),
-         lambda x, dim, index: x.gather(dim, index)),
-    Spec("softmax", dim_case(tt.arrays, keepdim=False), lambda x, dim: x.softmax(dim),
-         lambda x, dim: x.softmax(dim)),
-    Spec("repeat", repeat_case(), lambda x, sizes: x.repeat(*sizes), lambda x, sizes: x.repeat(*sizes)),
-    Spec("repeat_interleave", repeat_interleave_case(), lambda x, **o: x.repeat_interleave(**o),
-         lambda x, **o: x.repeat_interleave(**o)),
-    Spec("tril", triangle_case(), lambda x, diagonal: ta.tril(x, diagonal),
-         lambda x, diagonal: torch.tril(x, diagonal)),
-    Spec("triu", triangle_case(), lambda x, diagonal: x.triu(diagonal), lambda x, diagonal: x.triu(diagonal)),
-    Spec("mT", _one(tt.shapes(min_dims=2, **SMALL)), lambda x: x.mT, lambda x: x.mT),
-    Spec("setitem_mask", setitem_case(), _setitem, _setitem),
-    Spec("inplace_chain", _same_shape(), _inplace_chain, _inplace_chain),
-]
+SPECS = table("api")
 IDS = [spec.name for spec in SPECS]
 
 
@@ -167,7 +40,7 @@ def test_matches_torch_in_float64(spec, data):
 def test_gradcheck(spec, data):
     arrays, options = data.draw(spec.case, label="case")
     inputs = [ta.tensor(a, requires_grad=True) for a in arrays]
-    options = {k: _convert(v, ta.tensor) for k, v in options.items()}
+    options = {k: convert(v, ta.tensor) for k, v in options.items()}
     assert tt.gradcheck(lambda *xs: spec.ours(*xs, **options), inputs)
 
 
@@ -342,7 +215,7 @@ class _ScaledTanh(ta.autograd.Function):
         return grad_x, None, grad_output if ctx.needs_input_grad[2] else None
 
 
-@given(case=_one().map(lambda case: case[0][0]))
+@given(case=one().map(lambda case: case[0][0]))
 def test_autograd_function_passes_gradcheck_and_matches_the_composed_form(case):
     x = ta.tensor(case, requires_grad=True)
     bias = ta.tensor(np.float64(0.25), requires_grad=True)

@@ -728,19 +728,3 @@ def test_a_gelu_block_run_without_its_slope_refuses_backward_by_name():
                                linear2.bias, norm_first=False, eps=norm.eps, activation="gelu", for_backward=False)
     with pytest.raises(RuntimeError, match="for_backward=False"):
         y.sum().backward()
-
-
-def test_an_attention_block_run_with_transposed_products_refuses_backward_by_name():
-    """``transposed=True`` with ``for_backward=False`` (``encoder_on_real_tokens``, no graph recorded) keeps no
-    stacked in-projection weight; a backward through such a node says so instead of failing inside NumPy."""
-    layer = nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0)
-    attention, norm = layer.self_attn, layer.norm1
-    x = ta.randn(5, 8, requires_grad=True)  # the real tokens' rows of a padded (2, 3) batch
-    tokens = (np.array([0, 1, 2, 3, 4]), 2, 3)
-    y = SelfAttentionBlock.apply(x, norm.weight, norm.bias, attention.q_proj.weight, attention.k_proj.weight,
-                                 attention.v_proj.weight, attention.q_proj.bias, attention.k_proj.bias,
-                                 attention.v_proj.bias, attention.out_proj.weight, attention.out_proj.bias,
-                                 num_heads=2, norm_first=False, eps=norm.eps, attn_mask=None, allowed=None,
-                                 is_causal=False, tokens=tokens, for_backward=False, transposed=True)
-    with pytest.raises(RuntimeError, match="transposed products and for_backward=False"):
-        y.backward(ta.randn(5, 8))

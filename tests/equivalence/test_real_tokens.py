@@ -13,7 +13,7 @@ tokens computed alone (``fast.encoder_on_real_tokens``, ``SelfAttentionBlock`` w
   and the same gradients, input and parameters, in float64; with ``cu_seqlens`` (attention sentence by sentence,
   ``fast.attention.attention_by_sequences``, inference) the same rows. Both routes of attention on the real tokens are
   drawn in the tests above, the reference's and PyTorch's; the kernel alone is held to PyTorch's attention of each
-  sentence alone (layouts, dtypes, empty sentences, the redo of rows far below the shift, a NaN in its row), and
+  sentence alone (dtypes, empty sentences, the redo of rows far below the shift, a NaN in its row), and
   the route to its threshold, counted in real tokens.
 - ``tinyattn.compat``'s encoder, compiled (``torch.compile``), takes the same route and matches PyTorch in
   PyTorch's conventions.
@@ -101,86 +101,6 @@ def test_real_tokens_alone_equal_the_reference(device, data):
     np.testing.assert_allclose(fast_out[real], every_position[real], **EXACT)
     if not real.all():
         assert np.abs(every_position[~real] - padding_out).max() > 1e-3  # the zeros above came from the route
-
-
-@pytest.mark.parametrize("activation", sorted(ACTIVATIONS))
-def test_inference_on_few_rows_runs_its_products_transposed(activation):
-    """In inference the real tokens' products run as ``(W aᵀ)ᵀ`` (``fast.kernels.times_weight_t``, as the blocks
-    call it, and ``in_projection`` one weight at a time): float32 outputs as the row-major products give them, to
-    round-off; past ``transposed_products_rows`` rows, row-major."""
-    rng = np.random.default_rng(11)
-    ta.manual_seed(0)
-    encoder = ta.compile(nn.TransformerEncoder(nn.TransformerEncoderLayer(24, 4, 40, dropout=0.0,
-                                                                          activation=ACTIVATIONS[activation]),
-                                               2).eval())
-    lengths = [7, 2, 5]
-    x, mask = ta.tensor(rng.standard_normal((3, 7, 24)).astype(np.float32)), F.padding_mask(lengths, 7)
-    products = mock.patch.object(fast.blocks, "times_weight_t", wraps=fast.blocks.times_weight_t)
-    projections = mock.patch.object(fast.blocks, "in_projection", wraps=fast.blocks.in_projection)
-    with products as product, projections as projection, ta.no_grad():
-        transposed = encoder(x, mask=mask).numpy()
-        assert product.call_count == 6 and all(call.args[2] for call in product.call_args_list)  # 3 a layer
-        assert projection.call_count == 2 and all(call.args[6] for call in projection.call_args_list)
-        with tuning.tuned(transposed_products_rows=sum(lengths) - 1):
-            row_major = encoder(x, mask=mask).numpy()
-        assert product.call_count == 12 and not any(call.args[2] for call in product.call_args_list[6:])
-        assert not any(call.args[6] for call in projection.call_args_list[2:])
-    assert transposed.dtype == np.float32
-    np.testing.assert_allclose(transposed, row_major, rtol=1e-5, atol=1e-5)
-
-
-@pytest.mark.parametrize("recording", [False, True], ids=["no graph", "graph recorded"])
-def test_transposed_products_only_where_asked_and_no_graph_is_recorded(recording):
-    """The blocks run their products transposed when ``encoder_on_real_tokens`` asks (``transposed=True``) and no
-    graph is recorded; their output is then F-ordered. With a graph recorded (the same call, the same 2-D real
-    tokens) they run row-major, and backward gives what the row-major blocks give."""
-    rng = np.random.default_rng(12)
-    ta.manual_seed(0)
-    layer = nn.TransformerEncoderLayer(16, 2, 24, dropout=0.0, activation="gelu").double()
-    lengths, L = [5, 3], 5
-    index = np.flatnonzero((np.arange(L)[None, :] < np.array(lengths)[:, None]).reshape(-1))
-    mask, rows = F.padding_mask(lengths, L), rng.standard_normal((len(index), 16))
-    upstream = rng.standard_normal(rows.shape)
-
-    def run(transposed):
-        x = ta.tensor(rows, requires_grad=recording)
-        with ta.enable_grad() if recording else ta.no_grad():
-            y = fast.self_attention_block(x, layer.norm1, layer.self_attn, mask, False, False,
-                                          tokens=(index, 2, L), transposed=transposed)
-            y = fast.feed_forward_block(y, layer.norm2, layer.linear1, layer.linear2, False, "gelu",
-                                        transposed=transposed)
-        if recording:
-            y.backward(ta.tensor(upstream))
-        return y, (grad_of(x) if recording else None)
-
-    with mock.patch.object(fast.blocks, "times_weight_t", wraps=fast.blocks.times_weight_t) as product:
-        (asked, grad_asked), (not_asked, grad_not_asked) = run(True), run(False)
-        flags = [call.args[2] for call in product.call_args_list]
-    assert flags == [not recording] * 3 + [False] * 3
-    assert asked._data.flags.f_contiguous == (not recording) and not_asked._data.flags.c_contiguous
-    np.testing.assert_allclose(asked.numpy(), not_asked.numpy(), rtol=1e-12, atol=1e-12)
-    if recording:
-        np.testing.assert_array_equal(grad_asked, grad_not_asked)
-
-
-@pytest.mark.parametrize("dtypes", [(np.float32, np.float32), (np.float32, np.float64), (np.float64, np.float32)])
-@pytest.mark.parametrize("with_bias", [True, False])
-def test_in_projection_one_weight_at_a_time_matches_the_stacked_product(dtypes, with_bias):
-    rng = np.random.default_rng(13)
-    rows_dtype, weight_dtype = dtypes
-    T, E, H, B, L = 6, 8, 2, 2, 4
-    rows = np.asfortranarray(rng.standard_normal((T, E)).astype(rows_dtype))  # as the blocks' activations are
-    weights = [rng.standard_normal((E, E)).astype(weight_dtype) for _ in range(3)]
-    biases = [rng.standard_normal(E).astype(weight_dtype) for _ in range(3)] if with_bias else None
-    tokens = np.array([0, 1, 2, 4, 5, 6])
-    stacked, weight = fast.kernels.in_projection(rows, weights, biases, (B, L), H, tokens)
-    one_at_a_time, none = fast.kernels.in_projection(rows, weights, biases, (B, L), H, tokens, transposed=True)
-    assert none is None and weight.shape == (3 * E, E)
-    assert one_at_a_time.shape == stacked.shape == (3, B, H, L, E // H) and one_at_a_time.dtype == stacked.dtype
-    tolerance = 1e-5 if np.float32 in (rows_dtype, weight_dtype) else 1e-12
-    np.testing.assert_allclose(one_at_a_time, stacked, rtol=tolerance, atol=tolerance)
-    padding = np.setdiff1d(np.arange(B * L), tokens)
-    assert not one_at_a_time.transpose(1, 3, 0, 2, 4).reshape(B * L, -1)[padding].any()  # the padding's rows: 0
 
 
 # ----------------------------------------------------------------------------- PyTorch's conditions
@@ -328,21 +248,15 @@ def test_explain_names_the_route_and_why_not():
 # ----------------------------------------------------------------------------- attention sentence by sentence
 
 
-def sequence_views(rows, H, layout):
-    """``(q, k, v)`` ``(H, T, D)`` views of the in-projection's output ``rows (T, 3·H·D)`` laid out as the blocks
-    lay it: row-major (``rows``) or as its transpose (``transposed``, ``(3·H·D, T)`` C-ordered)."""
+def sequence_views(rows, H):
+    """``(q, k, v)`` ``(H, T, D)`` views of the in-projection's output ``rows (T, 3·H·D)``, as the blocks split it."""
     T, D = rows.shape[0], rows.shape[1] // (3 * H)
-    if layout == "transposed":
-        qkv = np.ascontiguousarray(rows.T).reshape(3, H, D, T).swapaxes(-1, -2)
-    else:
-        qkv = rows.reshape(T, 3, H, D).transpose(1, 2, 0, 3)
+    qkv = rows.reshape(T, 3, H, D).transpose(1, 2, 0, 3)
     return qkv[0], qkv[1], qkv[2]
 
 
-def output_view(T, H, D, dtype, layout):
-    """A fresh ``(H, T, D)`` output view of merged heads ``(T, H·D)``, row-major or as its transpose."""
-    if layout == "transposed":
-        return np.full((H * D, T), np.nan, dtype=dtype).reshape(H, D, T).swapaxes(1, 2)
+def output_view(T, H, D, dtype):
+    """A fresh ``(H, T, D)`` output view of merged heads ``(T, H·D)``."""
     return np.full((T, H * D), np.nan, dtype=dtype).reshape(T, H, D).swapaxes(0, 1)
 
 
@@ -367,11 +281,10 @@ def test_attention_by_sequences_matches_pytorch_sentence_by_sentence(data):
     H, D = data.draw(st.integers(1, 3), label="heads"), data.draw(st.integers(1, 4), label="head size")
     lengths = data.draw(st.lists(st.integers(0, 6), min_size=1, max_size=4), label="lengths")  # an empty one too
     dtype = data.draw(st.sampled_from([np.float64, np.float32]), label="dtype")
-    layouts = [data.draw(st.sampled_from(["rows", "transposed"]), label=what) for what in ("qkv", "out")]
     scale = data.draw(st.sampled_from([1 / np.sqrt(D), 0.3, 2.0]), label="scale")
     T = sum(lengths)
-    q, k, v = sequence_views((rng.standard_normal((T, 3 * H * D)) * 2).astype(dtype), H, layouts[0])
-    out = output_view(T, H, D, dtype, layouts[1])
+    q, k, v = sequence_views((rng.standard_normal((T, 3 * H * D)) * 2).astype(dtype), H)
+    out = output_view(T, H, D, dtype)
     cu_seqlens = np.concatenate([[0], np.cumsum(lengths)]).astype(int)
     result = by_sequences(q, k, v, cu_seqlens, scale, out)
     assert result is out and out.dtype == dtype
@@ -391,26 +304,25 @@ def test_attention_by_sequences_redoes_rows_far_below_the_shift_and_keeps_a_nan_
     rows = rng.standard_normal((9, 3 * H * D))
     rows[:3, :H * D] *= 60  # sentence 0's queries and keys: scores in the thousands
     rows[:3, H * D:2 * H * D] *= 60
-    q, k, v = sequence_views(rows, H, "rows")
+    q, k, v = sequence_views(rows, H)
     cu_seqlens, scale = np.array([0, 3, 7, 9]), 0.5
     scores = [np.einsum("hid,hjd->hij", q[:, a:b], k[:, a:b]) * scale for a, b in ((0, 3), (3, 7), (7, 9))]
     assert scores[0].max() - max(scores[1].max(), scores[2].max()) > 800  # exp underflows to 0 below that: the redo
-    out = by_sequences(q, k, v, cu_seqlens, scale, output_view(9, H, D, np.float64, "rows"))
+    out = by_sequences(q, k, v, cu_seqlens, scale, output_view(9, H, D, np.float64))
     expected = torch_by_sentence(q, k, v, lengths, scale)
     np.testing.assert_allclose(out, expected, rtol=1e-12, atol=1e-12)
     rows[4, 1] = np.nan  # the second query of sentence 1, head 0
-    q, k, v = sequence_views(rows, H, "rows")
-    out = by_sequences(q, k, v, cu_seqlens, scale, output_view(9, H, D, np.float64, "rows"))
+    q, k, v = sequence_views(rows, H)
+    out = by_sequences(q, k, v, cu_seqlens, scale, output_view(9, H, D, np.float64))
     assert np.isnan(out[0, 4]).all()
     finite = np.ones(out.shape, dtype=bool)
     finite[0, 4] = False
     np.testing.assert_allclose(out[finite], expected[finite], rtol=1e-12, atol=1e-12)
 
 
-@pytest.mark.parametrize("transposed", [False, True])
-def test_self_attention_block_by_sentence_gives_the_padded_blocks_rows(transposed):
+def test_self_attention_block_by_sentence_gives_the_padded_blocks_rows():
     """``SelfAttentionBlock`` with ``cu_seqlens`` (inference) gives what it gives with ``tokens`` (attention on the
-    padded batch), both layouts of the products; it refuses ``for_backward=True``, a mask, ``is_causal`` and a
+    padded batch); it refuses ``for_backward=True``, a mask, ``is_causal`` and a
     backward, each by name."""
     rng = np.random.default_rng(22)
     lengths, L, H, E = [4, 1, 3], 4, 2, 6
@@ -420,7 +332,7 @@ def test_self_attention_block_by_sentence_gives_the_padded_blocks_rows(transpose
               [(E, E), (E,)]]
     x = ta.tensor(rng.standard_normal((len(index), E)))
     options = dict(num_heads=H, norm_first=False, eps=1e-5, attn_mask=None, is_causal=False, allowed=None,
-                   transposed=transposed, for_backward=False)  # for_backward as self_attention_block gives it here
+                   for_backward=False)  # for_backward as self_attention_block gives it here
     padding = F.padding_mask(lengths, L).numpy()
     with ta.no_grad():
         padded = SelfAttentionBlock.apply(x, *params, **{**options, "allowed": padding,
@@ -469,5 +381,5 @@ def test_a_tuned_threshold_comes_back_and_an_unknown_name_is_refused():
     assert tuning.values.sequence_attention_min_length == 3.0
     before = vars(tuning.values).copy()
     with pytest.raises(TypeError, match="unknown tuning values"):
-        tuning.tuned(transposed_products_rows=7, sequence_min_length=1)
+        tuning.tuned(sequence_attention_min_length=7.0, sequence_min_length=1)
     assert vars(tuning.values) == before

@@ -73,31 +73,19 @@ def test_benchmark_writes_its_table_and_the_profiler_its_top_entries(tmp_path):
 
 def test_the_bert_rows_run_and_the_peak_counts_each_product(tmp_path):
     table = tmp_path / "bert.json"
-    subprocess.run([sys.executable, str(BENCHMARKS / "run.py"), "--cases", "bert_layer,bert6,bert6_products",
+    subprocess.run([sys.executable, str(BENCHMARKS / "run.py"), "--cases", "bert_layer,bert6",
                     "--sizes", "small", "--repeat", "3", "--json", str(table)], check=True, capture_output=True,
                    timeout=300)
     rows = json.loads(table.read_text())
     assert [(r["case"], r["size"], r["pass"]) for r in rows] == [
-        ("bert_layer", "small", "fwd"), ("bert_layer", "small", "fwd+bwd"), ("bert6", "batch8", "inference"),
-        ("bert6_products", "batch8", "inference")]
+        ("bert_layer", "small", "fwd"), ("bert_layer", "small", "fwd+bwd"), ("bert6", "batch8", "inference")]
     assert all(r["tinyattn_ms"] > 0 and r["pytorch_ms"] > 0 for r in rows)
     bert6 = rows[2]  # both libraries skip the padding; the like-for-like row beside it computes every position
     assert bert6["tinyattn_every_position_ms"] > 0 and bert6["pytorch_every_position_ms"] > 0
     assert bert6["ratio_every_position"] == pytest.approx(
         bert6["tinyattn_every_position_ms"] / bert6["pytorch_every_position_ms"])
-    ablation = rows[3]
-    assert ablation["row_major_ms"] > 0
-    assert ablation["transposed_over_row_major"] == pytest.approx(ablation["tinyattn_ms"] / ablation["row_major_ms"])
 
     import run  # benchmarks/run.py
-
-    steps, rows = run.bert6_products_cases("batch8", False), tuning.values.transposed_products_rows
-    with mock.patch.object(blocks, "times_weight_t", wraps=blocks.times_weight_t) as spy:
-        steps["tinyattn"]()
-        assert spy.call_count == 18 and all(call.args[2] for call in spy.call_args_list)  # 6 layers, 3 products
-        steps["tinyattn, row-major products"]()
-        assert spy.call_count == 36 and not any(call.args[2] for call in spy.call_args_list[18:])
-    assert tuning.values.transposed_products_rows == rows  # put back
 
     assert run.SIZES["small"] == (2, 16, 32, 4)  # M = B·L = 32 rows, d = 32, F = 4·d = 128
     products = 2 * 32 * 32 * 96 + 2 * 32 * 32 * 32 + 2 * (2 * 32 * 32 * 128) + 2 * (2 * 2 * 16 * 16 * 32)
@@ -130,17 +118,6 @@ def test_the_blocked_threshold_script_times_both_paths():
             with tuning.tuned(blocked_attention_min_keys=threshold):
                 step()
         assert spy.call_count == blocked_calls
-
-
-def test_the_products_sweep_runs_both_forms_by_rows(capsys):
-    import pool_threshold  # benchmarks/pool_threshold.py
-
-    pool_threshold.transposed_products(1)
-    rows = [line.split() for line in capsys.readouterr().out.splitlines()[1:]]
-    assert [int(row[0]) for row in rows] == [32, 111, 256, 512, 768, 1024, 2048]
-    for _, row_major, transposed, ratio in rows:
-        assert float(row_major) > 0 and float(transposed) > 0
-        assert float(ratio) == pytest.approx(float(transposed) / float(row_major), abs=0.01)
 
 
 def test_the_gelu_sweep_times_each_piece_size_and_puts_the_value_back(capsys, monkeypatch):

@@ -33,19 +33,17 @@ import math
 
 import numpy as np
 
-from .. import backend, modes
+from .. import backend, graph, modes
+from ..anomaly import detect_anomaly, is_anomaly_enabled, set_detect_anomaly
 from ..creation import zeros_like
-from ..ops import TangentPack, sum_to
-from ..tensor import Function as _NativeFunction
-from ..tensor import (
+from ..engine import Function as _NativeFunction
+from ..engine import (
     OnceDifferentiable,
     Tensor,
-    _input_tensors,
-    _root_grad,
-    _walk,
     enable_grad,
     no_grad,
 )
+from ..ops import TangentPack, sum_to
 from . import forward_ad
 
 
@@ -70,7 +68,7 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
     if is_grads_batched:
         raise NotImplementedError("autograd.grad: is_grads_batched=True is not supported; use ta.func.vmap")
     outputs = (outputs,) if isinstance(outputs, Tensor) else tuple(outputs)
-    inputs = _input_tensors("autograd.grad", inputs)
+    inputs = graph.input_tensors("autograd.grad", inputs, Tensor)
     allow_unused = materialize_grads if allow_unused is None else allow_unused
     if materialize_grads and not allow_unused:
         raise ValueError("autograd.grad: materialize_grads=True needs allow_unused=True (or left as None)")
@@ -90,10 +88,10 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
         if isinstance(g, Tensor) and g._data.ndim != g.ndim:
             raise RuntimeError("autograd.grad: batched grad_outputs (inside ta.func.vmap) are not supported; use "
                                "ta.func.vjp, whose vjp_fn runs under vmap")
-        roots.append((out, _root_grad(f"autograd.grad: outputs[{i}]", out, g, True)))
+        roots.append((out, graph.root_gradient(f"autograd.grad: outputs[{i}]", out, g, True)))
     if not create_graph:  # the walk runs on arrays; its results become tensors at the end
         roots = [(out, g._data) for out, g in roots]
-    taken = _walk(roots, retain_graph, create_graph, inputs)
+    taken = graph.walk(roots, retain_graph, create_graph, inputs)
     result = []
     for i, t in enumerate(inputs):
         g = taken.get(id(t))
@@ -108,54 +106,6 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
             g = Tensor._wrap(g if g.dtype == t.dtype else g.astype(t.dtype), t)
         result.append(g)
     return tuple(result)
-
-
-class detect_anomaly:
-    """Context manager and decorator (PyTorch's ``torch.autograd.detect_anomaly``): each node recorded
-    inside remembers the line of user code that created it, and a backward that produces NaN raises a
-    ``RuntimeError`` naming the node's forward operation and that line. ``check_nan=False`` keeps the
-    lines without the check. Slow: for finding a bug, not for training.
-
-    >>> import tinyattn as ta
-    >>> x = ta.tensor([0.0, 1.0], requires_grad=True)
-    >>> with ta.autograd.detect_anomaly():
-    ...     y = x.sqrt()                                  # d sqrt(x)/dx at 0 is inf; times 0 it is NaN
-    ...     y.backward(ta.tensor([0.0, 1.0]))             # doctest: +ELLIPSIS
-    Traceback (most recent call last):
-    RuntimeError: Function SqrtBackward returned nan values in its 0th output; the forward operation Sqrt ...
-    """
-
-    def __init__(self, check_nan=True):
-        self.check_nan = check_nan
-
-    def __enter__(self):
-        self._previous = modes.change(anomaly=True if self.check_nan else "lines")
-
-    def __exit__(self, *exc):
-        modes.change(**self._previous)
-
-    def __call__(self, fn):
-        @functools.wraps(fn)
-        def wrapper(*args, **kwargs):
-            with detect_anomaly(self.check_nan):
-                return fn(*args, **kwargs)
-        return wrapper
-
-
-class set_detect_anomaly(detect_anomaly):
-    """``set_detect_anomaly(mode, check_nan=True)``: anomaly detection on or off from now on; as a context
-    manager the previous setting comes back on exit."""
-
-    def __init__(self, mode, check_nan=True):
-        self.check_nan = check_nan
-        self._previous = modes.change(anomaly=(True if check_nan else "lines") if mode else False)
-
-    def __enter__(self):
-        pass
-
-
-def is_anomaly_enabled():
-    return bool(modes.current().anomaly)
 
 
 def once_differentiable(backward):

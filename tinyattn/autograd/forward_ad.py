@@ -30,7 +30,7 @@ runs its reference forward (``ta.compile``'s fused nodes have no JVP rules).
 import collections
 
 from .. import modes, ops
-from ..tensor import Tensor
+from ..engine import Tensor
 
 UnpackedDualTensor = collections.namedtuple("UnpackedDualTensor", ["primal", "tangent"])
 

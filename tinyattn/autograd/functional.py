@@ -31,8 +31,8 @@ tensor([[ 6.,  0.],
 
 from .. import backend
 from ..creation import zeros_like
+from ..engine import Tensor, enable_grad, is_grad_enabled, set_grad_enabled
 from ..ops import permute, stack
-from ..tensor import Tensor, enable_grad, is_grad_enabled, set_grad_enabled
 from . import grad as _grad
 
 __all__ = ["vjp", "jvp", "jacobian", "hessian", "hvp", "vhp"]

@@ -14,8 +14,8 @@ reads them); ``...`` and an index repeated within one operand (a diagonal) are r
 import numpy as np
 
 from .. import backend
-from ..tensor import Function
-from ..tensor import Tensor as _NativeTensor
+from ..engine import Function
+from ..engine import Tensor as _NativeTensor
 
 
 def _parse(equation, operands):

@@ -29,15 +29,15 @@ from .. import backend
 from .. import ops as _ops
 from .. import ops_extra as _ops_extra
 from ..creation import zeros_like as _zeros_like
-from ..tensor import Function, no_grad
-from ..tensor import Tensor as _NativeTensor
+from ..engine import Function, no_grad
+from ..engine import Tensor as _NativeTensor
 
 SortResult = collections.namedtuple("sort", ["values", "indices"])
 
 
 def _cut(array, like):
     """``array`` as a tensor of ``like``'s class, with no graph (results torch gives no gradient)."""
-    return _NativeTensor._wrap(array, like)
+    return _NativeTensor._wrap(np.asarray(array) if isinstance(array, np.generic) else array, like)  # (0-d)
 
 
 class Piecewise(Function):

@@ -23,8 +23,8 @@ tensor([0., 0.])
 """
 
 from .. import backend
+from ..engine import Tensor as _NativeTensor
 from ..nn.module import Parameter as _NativeParameter
-from ..tensor import Tensor as _NativeTensor
 from . import _methods
 
 

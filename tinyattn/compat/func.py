@@ -24,7 +24,7 @@ Inside ``vmap`` the function sees one example (a batched tensor, with the native
 import functools
 
 from .. import func as _native
-from ..tensor import Tensor as _NativeTensor
+from ..engine import Tensor as _NativeTensor
 from ._tensor import as_compat
 
 __all__ = ["grad", "grad_and_value", "vjp", "jvp", "jacrev", "jacfwd", "hessian", "vmap", "functional_call"]

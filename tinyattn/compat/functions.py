@@ -21,9 +21,9 @@ import numpy as np
 from .. import backend
 from .. import creation as _creation
 from .. import ops_extra as _ops_extra
+from ..engine import Tensor as _NativeTensor
+from ..engine import inference_mode, is_inference_mode_enabled, set_grad_enabled  # torch's grad modes, as they are
 from ..fast.compile import compile as _fast_compile
-from ..tensor import Tensor as _NativeTensor
-from ..tensor import inference_mode, is_inference_mode_enabled, set_grad_enabled  # torch's grad modes, as they are
 from . import _methods, _random
 from ._einsum import einsum
 from ._tensor import as_compat

@@ -81,18 +81,14 @@ def _block(array, q0, q1, k0, k1):
 
 def _product(target, a, b, xp, first=True):
     """``target = a @ b`` (``first``) or ``target += a @ b``, summed to ``target``'s shape over the axes it
-    broadcasts along; ``a @ b`` itself, a fresh array, when ``target`` is ``None``. A ``target`` whose rows are not
-    contiguous (an output laid out as its transpose) gets ``(bᵀ aᵀ)ᵀ``, written as row-major ``(N, M)`` matrices."""
+    broadcasts along; ``a @ b`` itself, a fresh array, when ``target`` is ``None``."""
     if target is None:
         return a @ b  # (NumPy's matmul is slower with out=None than `@`)
     batch = a.shape[:-2]
     if b.shape[:-2] != batch:
         batch = _broadcast(batch, b.shape[:-2])
     if first and target.shape[:-2] == batch:
-        if target.strides[-1] == target.itemsize or target.shape[-1] == 1:
-            xp.matmul(a, b, out=target)
-        else:
-            xp.matmul(b.swapaxes(-1, -2), a.swapaxes(-1, -2), out=target.swapaxes(-1, -2))
+        xp.matmul(a, b, out=target)
     elif first:
         target[...] = ops.sum_to(a @ b, target.shape)
     else:
@@ -298,8 +294,8 @@ def forward_tile(a, tile, first, out=None):
             softmax_into(probs, probs)  # P
         dropped = probs if a.keep is None else probs * (a.keep if whole else _block(a.keep, *tile))  # P̃ = P ∘ M
         target = a.out if out is None else out
-        if whole and a.direct and (target is None or target.strides[-1] == target.itemsize):  # (rows contiguous)
-            return probs, dropped @ value if target is None else xp.matmul(dropped, value, out=target)  # O = P̃ V
+        if whole and a.direct:  # O = P̃ V, straight into its array (or a fresh one)
+            return probs, dropped @ value if target is None else xp.matmul(dropped, value, out=target)
         return probs, _product(target if whole else _rows(target, q0, q1), dropped, value, xp)  # O = P̃ V
     probs = _scores(a, tile, query, key, _scratch(a, _tile_shape(a, tile), 0))  # S_b (…, R, C)
     m, l, acc = (_rows(array, q0, q1) for array in (a.row_max, a.denominator, a.out))  # (…, R, 1), (…, R, Ev)

@@ -8,8 +8,8 @@ table proves it equal to the reference attention.
 """
 
 from .. import ops
+from ..engine import Function
 from ..masks import split_mask
-from ..tensor import Function
 from . import attention, router
 from .nodes import attention_reference
 

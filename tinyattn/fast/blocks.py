@@ -23,13 +23,6 @@ input's and the norm's gradients, cheap beside them, it always computes. A block
 runs, while a graph is recorded and where its caller passes the layer route's decision (``router.LayerRoute``), with
 OpenBLAS on one thread and its products spread over the pool (``parallel.over_pool``, ``parallel.matmul``):
 OpenBLAS's own threads, spinning after each product, would share a core with the pooled passes that follow.
-
-In inference on the real tokens of a padded batch (``encoder_on_real_tokens`` asks for it with
-``transposed=True``: rows ``(T, E)``, no graph, ``T`` up to ``fast.tuning's transposed_products_rows``) each
-product ``a Wᵀ`` runs as ``(W aᵀ)ᵀ`` (``times_weight_t``): the same sums, round-off apart, with the operands laid
-out as OpenBLAS packs them fastest when the rows are few (``benchmarks/pool_threshold.py --products`` times both
-forms). The activations come out F-ordered, as the next such product reads them; the elementwise kernels work on
-such rows in their own memory order (``kernels.bias_gelu``).
 """
 
 import functools
@@ -38,11 +31,11 @@ import math
 import numpy as np
 
 from .. import backend
+from ..engine import Function, Tensor, records_graph
 from ..masks import checked_mask, per_batch_mask
 from ..nn import functional as F
 from ..nn.attention import multi_head_attention
 from ..nn.transformer import residual
-from ..tensor import Function, Tensor, records_graph
 from . import buffers, parallel, router
 from .attention import attention_by_sequences, packed_attention, packed_attention_backward
 from .kernels import (
@@ -79,7 +72,7 @@ class _ResidualBlock(Function):
 
     def _output(self, a, weight, bias, rows, norm_weight, norm_bias, eps):
         """``y`` (M, E) from ``a`` (M, K): ``s = x + a Wᵀ + b``, then the norm post-norm."""
-        s = times_weight_t(a, weight, self.transposed)  # (M, E), fresh
+        s = times_weight_t(a, weight)  # (M, E), fresh
         s += bias
         s += rows  # the residual sum
         if self.norm_first:
@@ -114,12 +107,9 @@ class SelfAttentionBlock(_ResidualBlock):
     """Multi-head self-attention with its LayerNorm and residual sum, as one node.
 
     ``forward(x, norm_weight, norm_bias, w_q, w_k, w_v, b_q, b_k, b_v, w_o, b_o, *, num_heads,
-    norm_first, eps, attn_mask, allowed, is_causal, tokens=None, for_backward=True, transposed=False,
-    cu_seqlens=None)``:
+    norm_first, eps, attn_mask, allowed, is_causal, tokens=None, for_backward=True, cu_seqlens=None)``:
     ``x (B, L, E)``; ``attn_mask`` a float mask array added to the scores (one that needs no gradient) or
-    ``None``; ``allowed`` a boolean one (``True`` = may attend) or ``None``; no dropout. ``transposed=True`` with
-    ``for_backward=False`` (no graph recorded: ``self_attention_block`` knows) runs few rows' products as
-    ``times_weight_t`` does.
+    ``None``; ``allowed`` a boolean one (``True`` = may attend) or ``None``; no dropout.
 
     ``tokens``: ``None``, or ``(index, B, L)`` for ``x (T, E)`` that holds only the rows ``index (T,)`` of
     a padded ``(B·L, E)`` batch, its real tokens (``TransformerEncoder`` skipping the padding). Every step
@@ -146,14 +136,13 @@ class SelfAttentionBlock(_ResidualBlock):
     saved_inputs, saves_output = (0, 1, 9), False
 
     def forward(self, x, norm_weight, norm_bias, w_q, w_k, w_v, b_q, b_k, b_v, w_o, b_o, *, num_heads,
-                norm_first, eps, attn_mask, allowed, is_causal, tokens=None, for_backward=True, transposed=False,
-                cu_seqlens=None, products_on_pool=False):
+                norm_first, eps, attn_mask, allowed, is_causal, tokens=None, for_backward=True, cu_seqlens=None,
+                products_on_pool=False):
         self.on_pool = products_on_pool  # (True: the caller runs apply through parallel.over_pool; backward follows)
         shape = x.shape
         E = shape[-1]
         rows = x.reshape(-1, E)  # (M, E): M = B·L, or T
         self.options = num_heads, eps, attn_mask, allowed, is_causal  # (for ``reference``)
-        self.transposed = transposed and not for_backward  # (W aᵀ)ᵀ keeps no stacked weight for backward
         self.tokens, self.by_sequences = tokens, cu_seqlens is not None
         if self.by_sequences:
             return self._forward_by_sequences(x, rows, cu_seqlens, num_heads, for_backward, attn_mask, allowed,
@@ -165,7 +154,7 @@ class SelfAttentionBlock(_ResidualBlock):
             index, B, L = tokens  # index (T,): the rows of x among the padded batch's B·L
         h = self._norm_input(rows, norm_weight, norm_bias, eps, norm_first)  # (M, E)
         qkv, self.w_qkv = in_projection(h, (w_q, w_k, w_v), (b_q, b_k, b_v), (B, L), num_heads,
-                                        index, self.transposed)  # (3, B, H, L, D)
+                                        index)  # (3, B, H, L, D)
         self.scale = 1.0 / math.sqrt(E // num_heads)  # D: the head size
         self.schedule = router.packed_attention_schedule(qkv)
         merged, self.attention = packed_attention(qkv, attn_mask, allowed, is_causal, self.scale, 0.0, self.schedule)
@@ -189,15 +178,10 @@ class SelfAttentionBlock(_ResidualBlock):
                              f"(T, E); got shape {tuple(x.shape)}")
         T, E = rows.shape
         h = self._norm_input(rows, norm_weight, norm_bias, eps, norm_first)  # (T, E)
-        qkv, _ = in_projection(h, weights, biases, (1, T), num_heads, None, self.transposed)  # (3, 1, H, T, D)
+        qkv, _ = in_projection(h, weights, biases, (1, T), num_heads)  # (3, 1, H, T, D)
         H, D = num_heads, E // num_heads
-        xp = backend.namespace(rows)
-        if self.transposed:  # a as its transpose (E, T), C-ordered: W_o aᵀ reads it as it lies
-            merged_t = xp.empty((E, T), dtype=qkv.dtype)
-            merged, out = merged_t.T, merged_t.reshape(H, D, T).swapaxes(1, 2)  # (T, E), (H, T, D) views
-        else:
-            merged = xp.empty((T, E), dtype=qkv.dtype)
-            out = merged.reshape(T, H, D).swapaxes(0, 1)  # (H, T, D), a view
+        merged = backend.namespace(rows).empty((T, E), dtype=qkv.dtype)
+        out = merged.reshape(T, H, D).swapaxes(0, 1)  # (H, T, D), a view
         schedule = router.sequence_schedule(cu_seqlens, T)
         attention_by_sequences(qkv[0, 0], qkv[1, 0], qkv[2, 0], schedule, 1.0 / math.sqrt(D), out)
         return self._output(merged, w_o, b_o, rows, norm_weight, norm_bias, eps)  # (T, E)
@@ -207,10 +191,6 @@ class SelfAttentionBlock(_ResidualBlock):
         if self.by_sequences:
             raise RuntimeError("SelfAttentionBlock: backward of a forward run with cu_seqlens= (attention sentence by "
                                "sentence, inference only: no attention weights kept); apply it with tokens= and "
-                               "for_backward=True when a graph is recorded")
-        if self.transposed:
-            raise RuntimeError("SelfAttentionBlock: backward of a forward run with transposed products and "
-                               "for_backward=False (no stacked in-projection weight kept); apply it with "
                                "for_backward=True when a graph is recorded")
         needs = self.needs_grads()  # a weight's or bias's product runs only when it needs its gradient
         grad_s, grad_merged, grad_w_o, grad_b_o, grad_norm = self._grad_of_output(
@@ -265,21 +245,20 @@ class FeedForwardBlock(_ResidualBlock):
     GELU: ``A = Z ∘ Φ(Z)``, ``act'(Z) = Φ + Z Φ'(Z)`` (``fast.activations.gelu``), both computed in
     forward, where ``Φ`` and ``exp(-Z²/2)`` are at hand; the block keeps ``A`` and ``act'(Z)``, so its
     backward's GELU is one product. ``for_backward=False`` (no graph recorded: ``feed_forward_block``
-    knows) skips ``act'(Z)``; with ``transposed=True`` too, few rows' products run as ``times_weight_t`` does.
+    knows) skips ``act'(Z)``.
     """
 
     # backward reads x (as h, post-norm), the norm's weight, W1 and W2; never its output (see Function)
     saved_inputs, saves_output = (0, 1, 3, 5), False
 
     def forward(self, x, norm_weight, norm_bias, w1, b1, w2, b2, *, norm_first, eps, activation="relu",
-                for_backward=True, transposed=False, products_on_pool=False):
+                for_backward=True, products_on_pool=False):
         self.on_pool = products_on_pool  # (True: the caller runs apply through parallel.over_pool; backward follows)
         shape = x.shape
         rows = x.reshape(-1, shape[-1])  # (M, E)
         self.eps = eps  # (for ``reference``)
-        self.transposed = transposed and not for_backward  # (W aᵀ)ᵀ keeps no slope for backward
         h = self._norm_input(rows, norm_weight, norm_bias, eps, norm_first)  # (M, E)
-        hidden = times_weight_t(h, w1, self.transposed)  # Z (M, F), fresh
+        hidden = times_weight_t(h, w1)  # Z (M, F), fresh
         self.h, self.w1, self.w2, self.activation = h, w1, w2, activation
         if activation == "relu":  # A = relu(Z + b1), in place; backward's ∂A has Z's shape and layout
             self.rows_schedule = router.elementwise_schedule(hidden)
@@ -332,11 +311,11 @@ _self_attention_over_pool = parallel.over_pool(SelfAttentionBlock.apply)
 _feed_forward_over_pool = parallel.over_pool(FeedForwardBlock.apply)
 
 
-def self_attention_block(x, norm, attention, attn_mask, is_causal, norm_first, tokens=None, transposed=False,
-                         cu_seqlens=None, products_on_pool=False):
+def self_attention_block(x, norm, attention, attn_mask, is_causal, norm_first, tokens=None, cu_seqlens=None,
+                         products_on_pool=False):
     """``SelfAttentionBlock`` on a layer's parts: ``norm`` (its LayerNorm), ``attention`` (its
     multi-head attention with ``q_proj``, ``k_proj``, ``v_proj``, ``out_proj``) and the layer's mask;
-    ``tokens``, ``transposed`` and ``cu_seqlens`` as the block's (``x (T, E)``, the real tokens of a padded batch;
+    ``tokens`` and ``cu_seqlens`` as the block's (``x (T, E)``, the real tokens of a padded batch;
     with ``cu_seqlens`` the mask is not read: the sequences are the mask). ``products_on_pool``: the router's
     decision for a call that records a graph (``router.LayerRoute``); it applies only where one is recorded."""
     q, k, v, out = attention.q_proj, attention.k_proj, attention.v_proj, attention.out_proj
@@ -351,21 +330,20 @@ def self_attention_block(x, norm, attention, attn_mask, is_causal, norm_first, t
     return (_self_attention_over_pool if on_pool else SelfAttentionBlock.apply)(
         *inputs, num_heads=attention.num_heads, norm_first=norm_first, eps=norm.eps, attn_mask=float_mask,
         allowed=allowed, is_causal=is_causal, tokens=tokens, cu_seqlens=cu_seqlens, for_backward=for_backward,
-        transposed=transposed and not for_backward and router.transposed_products(x._data), products_on_pool=on_pool,
+        products_on_pool=on_pool,
     )  # (B, L, E), or (T, E)
 
 
-def feed_forward_block(x, norm, linear1, linear2, norm_first, activation="relu", transposed=False,
-                       products_on_pool=False):
+def feed_forward_block(x, norm, linear1, linear2, norm_first, activation="relu", products_on_pool=False):
     """``FeedForwardBlock`` on a layer's parts: its LayerNorm, its two linear layers and the
     activation's name (``"relu"``, ``"gelu"``, ``"gelu_tanh"``; ``router.feed_forward_activation``);
-    ``transposed`` as the block's; ``products_on_pool`` as ``self_attention_block``'s."""
+    ``products_on_pool`` as ``self_attention_block``'s."""
     inputs = (x, norm.weight, norm.bias, linear1.weight, linear1.bias, linear2.weight, linear2.bias)
     for_backward = records_graph(inputs)
     on_pool = products_on_pool and for_backward
     return (_feed_forward_over_pool if on_pool else FeedForwardBlock.apply)(
         *inputs, norm_first=norm_first, eps=norm.eps, activation=activation, for_backward=for_backward,
-        transposed=transposed and not for_backward and router.transposed_products(x._data), products_on_pool=on_pool,
+        products_on_pool=on_pool,
     )  # (…, E)
 
 
@@ -391,9 +369,8 @@ def encoder_on_real_tokens(layers, activations, src, mask, real):
         cu_seqlens = backend.to_numpy(xp.concatenate([xp.zeros(1, dtype=index.dtype), xp.cumsum(real.sum(axis=1))]))
     for layer, activation in zip(layers, activations):
         x = self_attention_block(x, layer.norm1, layer.self_attn, mask, False, layer.norm_first,
-                                 tokens=(index, B, L), transposed=True, cu_seqlens=cu_seqlens)
-        x = feed_forward_block(x, layer.norm2, layer.linear1, layer.linear2, layer.norm_first, activation,
-                               transposed=True)
+                                 tokens=(index, B, L), cu_seqlens=cu_seqlens)
+        x = feed_forward_block(x, layer.norm2, layer.linear1, layer.linear2, layer.norm_first, activation)
     out = xp.zeros((B * L, E), dtype=x.dtype)
     out[index] = x._data
     return Tensor._wrap(out.reshape(B, L, E), src)  # (B, L, E)

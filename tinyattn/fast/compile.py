@@ -40,11 +40,11 @@ import functools
 import math
 
 from .. import nn
+from ..engine import Tensor, transforming
 from ..masks import checked_mask, per_batch_mask, split_mask
 from ..nn import functional as F
 from ..nn.attention import multi_head_attention
 from ..nn.transformer import residual
-from ..tensor import Tensor, transforming
 from . import router
 from .blocked import blocked_attention
 from .blocks import encoder_on_real_tokens, feed_forward_block, self_attention_block

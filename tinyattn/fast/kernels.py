@@ -142,19 +142,8 @@ def _normalize_backward(g, x_hat, rstd, grad_x, grad_times_x_hat, average, weigh
 def bias_relu(z, bias, schedule):
     """``A = relu(Z + b)`` in place for ``z (M, F)``, ``bias (F,)``; returns ``z``. In the runs of rows of
     ``schedule`` (``router.elementwise_schedule(z)``)."""
-    rows, bias_args = _with_bias(z, bias)
-    _by_rows(schedule, _bias_relu, rows, *bias_args)
+    _by_rows(schedule, _bias_relu, (z,), bias)
     return z
-
-
-def _with_bias(z, bias, *others):
-    """``(rows, bias_args)`` for ``_by_rows(step, rows, *bias_args, …)`` with ``step(z, *others, bias, …)``: the
-    rows of ``z`` and ``others`` with the bias an argument, or, for an F-ordered ``z (M, F)`` (as
-    ``times_weight_t`` makes) and a bias ``(F,)``, the rows of ``zᵀ`` (contiguous) with the bias a column
-    among the rows."""
-    if z.ndim == 2 and getattr(bias, "ndim", 0) == 1 and z.flags.f_contiguous and not z.flags.c_contiguous:
-        return (z.T, *[o.T for o in others], bias[:, None]), ()
-    return (z, *others), (bias,)
 
 
 def _bias_relu(z, bias):  # rows of z
@@ -181,13 +170,11 @@ def bias_gelu(z, bias, approximate, schedule, slope=True):
     array when ``slope`` (else ``None``). Elementwise, in the runs of rows of ``schedule``
     (``router.gelu_schedule(z)``)."""
     if not slope:
-        rows, bias_args = _with_bias(z, bias)
-        _by_rows(schedule, _bias_gelu, rows, *bias_args, approximate)
+        _by_rows(schedule, _bias_gelu, (z,), bias, approximate)
         return z, None
     xp = backend.namespace(z)
-    slopes = xp.empty_like(z) if z.nbytes < buffers.SMALLEST_KEPT else buffers.empty_like(xp, z)  # in z's order
-    rows, bias_args = _with_bias(z, bias, slopes)
-    _by_rows(schedule, _bias_gelu_and_slope, rows, *bias_args, approximate)
+    slopes = xp.empty_like(z) if z.nbytes < buffers.SMALLEST_KEPT else buffers.empty_like(xp, z)  # (M, F)
+    _by_rows(schedule, _bias_gelu_and_slope, (z, slopes), bias, approximate)
     return z, slopes
 
 
@@ -332,13 +319,9 @@ def merge_packed_heads(x):
     return x.transpose(1, 3, 0, 2, 4).reshape(B, L, 3 * H * D)  # (B, L, 3·H·D)
 
 
-def times_weight_t(a, weight, transposed):
-    """``a Wᵀ (M, N)`` for ``a (M, K)`` and a weight ``W (N, K)``, a fresh array. With ``transposed`` it is
-    computed as ``(W aᵀ)ᵀ``, the transpose of an ``(N, M)`` product (a view, F-ordered): ``W`` is then read as it
-    is stored, where ``a Wᵀ`` has OpenBLAS pack ``Wᵀ`` from its transpose, and ``W aᵀ`` has two C-ordered operands
-    when ``a`` is itself such a transpose. Each entry is the same dot product (summed in another order)."""
-    if transposed:
-        return (weight @ a.T).T
+def times_weight_t(a, weight):
+    """``a Wᵀ (M, N)`` for ``a (M, K)`` and a weight ``W (N, K)``, a fresh array (``fast.buffers``' memory from
+    its size on), by ``parallel.matmul``."""
     M, N = len(a), len(weight)  # (len: no shape tuple made)
     if M * N * a.itemsize < buffers.SMALLEST_KEPT:  # (fast.buffers' own test, first: a small product's array is
         return parallel.matmul(a, weight.T)  # NumPy's own)
@@ -347,33 +330,19 @@ def times_weight_t(a, weight, transposed):
     return parallel.matmul(a, weight.T, out=buffers.empty(xp, (M, N), dtype))
 
 
-def in_projection(rows, weights, biases, batch_shape, num_heads, tokens=None, transposed=False):
+def in_projection(rows, weights, biases, batch_shape, num_heads, tokens=None):
     """``(qkv, W)``: ``rows (B·L, E)`` (``batch_shape = (B, L)``) projected by ``W = [W_q; W_k; W_v]``
     (``(3·H·D, E)``, stacked) and ``b = [b_q; b_k; b_v]`` (``biases`` may be ``None``) in one
     ``(B·L, 3·H·D)`` product, ``Y = X Wᵀ + b``; ``qkv (3, B, H, L, D)`` is ``Y`` split into heads (a view of it,
     or of the padded batch's rows with ``tokens``).
 
     ``tokens``: ``None``, or the positions ``(T,)`` among the ``B·L`` rows of the ``T`` rows given (the
-    real tokens of a padded batch, ``rows (T, E)``); the product is ``T`` rows, and ``Y``'s other rows are 0.
-
-    ``transposed`` (``times_weight_t``'s products, in inference): ``Y`` is the transpose of ``Yᵀ = W Xᵀ``,
-    made one weight at a time (``W_q Xᵀ`` into ``Yᵀ``'s first rows, …), with no stacked copy of ``W``: the ``W``
-    returned is then ``None`` (nothing runs backward)."""
+    real tokens of a padded batch, ``rows (T, E)``); the product is ``T`` rows, and ``Y``'s other rows are 0."""
     xp = backend.namespace(rows)
-    if transposed:
-        n = weights[0].shape[0]  # H·D
-        out_t = xp.empty((3 * n, rows.shape[0]), dtype=xp.result_type(rows, *weights))  # Yᵀ (3·H·D, M)
-        for i, w in enumerate(weights):
-            part = out_t[i * n:(i + 1) * n]  # (H·D, M), contiguous
-            xp.matmul(w, rows.T, out=part)
-            if biases is not None:
-                part += biases[i][:, None]
-        out, weight = out_t.T, None  # Y (M, 3·H·D), a view
-    else:
-        weight = xp.concatenate(weights)  # (3·H·D, E)
-        out = times_weight_t(rows, weight, False)  # (B·L or T, 3·H·D)
-        if biases is not None:
-            out += xp.concatenate(biases)
+    weight = xp.concatenate(weights)  # (3·H·D, E)
+    out = times_weight_t(rows, weight)  # (B·L or T, 3·H·D)
+    if biases is not None:
+        out += xp.concatenate(biases)
     if tokens is not None:
         every_row = xp.zeros((batch_shape[0] * batch_shape[1], out.shape[1]), dtype=out.dtype)
         every_row[tokens] = out

@@ -14,11 +14,11 @@ random (dropout's mask) draws again there from the generators as its forward fou
 import math
 
 from .. import backend, ops
+from ..engine import Function, Tensor
 from ..masks import checked_mask, split_mask
 from ..nn import functional as F
 from ..nn.attention import merge_heads, split_heads
 from ..nn.functional import log_softmax_of_array
-from ..tensor import Function, Tensor
 from . import attention, buffers, kernels, router
 
 
@@ -57,7 +57,7 @@ class Linear(Function):
         if len(rows) * len(weight) * rows.itemsize < buffers.SMALLEST_KEPT:  # (times_weight_t's own test, first:
             out = rows @ weight.T  # a small product's array is NumPy's own; no block pools a Linear node's product)
         else:
-            out = kernels.times_weight_t(rows, weight, False)  # (M, out), fresh: fast.buffers' memory
+            out = kernels.times_weight_t(rows, weight)  # (M, out), fresh: fast.buffers' memory
         if bias is not None and bias.dtype == out.dtype:
             out += bias  # in place: out is a fresh array
         elif bias is not None:

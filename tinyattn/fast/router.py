@@ -5,7 +5,7 @@ not (the pattern of PyTorch's ``why_not_sparsity_fast_path``). The compiled form
 each call, beside the kernels they guard (a Transformer layer keeps what depends on its parts alone while it holds
 the same parts: ``layer_structure``); the reference layer never calls them.
 ``explain`` prints what the same functions answer, module by module. The blocks take what is decided
-here as arguments (``products_on_pool``, ``transposed``, ``cu_seqlens``), and so do the kernels: attention's tile
+here as arguments (``products_on_pool``, ``cu_seqlens``), and so do the kernels: attention's tile
 schedule (``attention_schedule``, ``sequence_schedule``, ``key_block_size``: a ``TileSchedule``, with its pool and
 BLAS-thread choices), how a pass over rows is cut (``row_schedule``, ``elementwise_schedule``: a ``RowSchedule``
 for LayerNorm and the activations), how a product is split over the pool (``product_schedule``) and how many
@@ -31,11 +31,11 @@ from typing import NamedTuple
 
 import numpy as np
 
+from ..engine import Tensor, no_grad
 from ..nn import attention as _attention_module
 from ..nn import layers as _layers
 from ..nn import transformer as _transformer
 from ..nn.module import Module
-from ..tensor import Tensor, no_grad
 from .tuning import GENERATION as tuning_generation
 from .tuning import values as tuning
 
@@ -656,11 +656,8 @@ def row_schedule(like, rows, width, piece_elements=None):
 
 
 def elementwise_schedule(z, piece_elements=None):
-    """``row_schedule`` of an elementwise pass over the matrix ``z (M, F)``, by its rows as they lie in memory: an
-    F-ordered ``z`` (``fast.kernels.times_weight_t``'s) by the rows of ``zᵀ``, as ``fast.kernels`` walks it."""
+    """``row_schedule`` of an elementwise pass over the matrix ``z (M, F)``, by its rows."""
     shape = z.shape
-    if len(shape) == 2 and z.flags.f_contiguous and not z.flags.c_contiguous:
-        return row_schedule(z, shape[1], shape[0], piece_elements)
     return row_schedule(z, shape[0], math.prod(shape[1:]), piece_elements)
 
 
@@ -684,12 +681,6 @@ def product_schedule(a, b):
     size = -(-M // threads)
     ranges = tuple((start, min(start + size, M)) for start in range(0, M, size))
     return RowSchedule(ranges, why_not_pool(a, ranges, M * N * K) is None)
-
-
-def transposed_products(rows):
-    """Whether inference on the real tokens alone, on ``rows (T, E)`` (an array), runs each product ``a Wᵀ`` as
-    ``(W aᵀ)ᵀ`` (``fast.kernels.times_weight_t``): on NumPy rows, up to ``transposed_products_rows`` of them."""
-    return type(rows) is np.ndarray and rows.ndim == 2 and rows.shape[0] <= tuning.transposed_products_rows
 
 
 def why_not_real_tokens_only(encoder, src, mask):

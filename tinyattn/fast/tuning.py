@@ -36,8 +36,6 @@ values = _Values(
     piece_elements=1 << 18,
     # elements per piece of GELU's pass (smaller: its many passes stay in a core's cache, but each costs a call)
     gelu_piece_elements=1 << 17,
-    # rows up to which inference on the real tokens runs a block's products as (W aᵀ)ᵀ (faster on few rows)
-    transposed_products_rows=512,
     # mean real tokens per sentence from which inference on the real tokens attends sentence by sentence
     sequence_attention_min_length=3.0,
     # whether a large residual block, while a graph is recorded, runs its products over the pool

@@ -27,11 +27,8 @@ import functools
 
 import numpy as np
 
-from .. import backend, modes, ops
-from ..tensor import (
-    Tensor,
-    _walk,
-)
+from .. import backend, graph, modes, ops
+from ..engine import Tensor
 from . import batching
 from .batching import BatchedTensor, batched_class, levels_of
 
@@ -138,7 +135,7 @@ def _gradients(outputs, cotangents, inputs, create_graph, retain_graph=None):
             ct = batching.unwrap(ct, levels_of(out))
         roots.append((out, ct if create_graph else ct._data))
     retain_graph = create_graph if retain_graph is None else retain_graph
-    taken = _walk(roots, retain_graph, create_graph, inputs) if roots else {}
+    taken = graph.walk(roots, retain_graph, create_graph, inputs) if roots else {}
     grads = []
     for t in inputs:
         g = taken.get(id(t))

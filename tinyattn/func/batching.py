@@ -27,6 +27,7 @@ import math
 import weakref
 
 from .. import backend, modes
+from ..engine import OnceDifferentiable, Tensor
 from ..inplace import SetItem
 from ..nn.functional import Erf, LayerNorm, LogSoftmax, Softmax
 from ..ops import (
@@ -59,7 +60,6 @@ from ..ops import (
     _unwrap_index,
 )
 from ..ops_extra import Clamp, Clone, Cos, Cumsum, Sin
-from ..tensor import OnceDifferentiable, Tensor, _Copy
 
 # ----------------------------------------------------------------------------- batched tensors
 
@@ -350,7 +350,7 @@ def no_rule(cls, inputs, options, levels):
 
 RULES = {
     **dict.fromkeys((Add, Sub, Mul, Div, Pow, Where, Neg, Exp, Log, Sqrt, Tanh, Sigmoid, ReLU, Abs, To, Sin, Cos,
-                     Clamp, Clone, Erf, _Copy, OnceDifferentiable), elementwise),
+                     Clamp, Clone, Erf, OnceDifferentiable), elementwise),
     Sum: reduction, Amax: reduction,
     Softmax: along_dim("dim"), LogSoftmax: along_dim("dim"), Cumsum: along_dim("dim"), LayerNorm: along_dim("axes"),
     Reshape: reshape, Permute: permute, Expand: expand,

@@ -23,8 +23,8 @@ import numpy as np
 
 from .. import _checks as check
 from .. import backend, modes, ops
+from ..engine import OUTPUT, Function, Tensor
 from ..masks import checked_mask
-from ..tensor import OUTPUT, Function, Tensor
 
 # ----------------------------------------------------------------------------- activations
 

@@ -21,8 +21,8 @@ from collections import namedtuple
 
 from .. import backend
 from ..autograd import _Pick  # (a hub's picks are the same node as a custom Function's outputs)
+from ..engine import Function, Tensor, is_grad_enabled
 from ..ops import TangentPack
-from ..tensor import Function, Tensor, is_grad_enabled
 
 _IDS = itertools.count()  # one number per hook ever registered, as PyTorch's RemovableHandle.next_id
 

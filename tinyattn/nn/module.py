@@ -33,7 +33,7 @@ from types import MappingProxyType
 import numpy as np
 
 from .. import backend
-from ..tensor import Tensor
+from ..engine import Tensor
 from .hooks import BackwardHook, RemovableHandle, hook_name
 
 

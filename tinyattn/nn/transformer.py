@@ -36,7 +36,7 @@ import numpy as np
 
 from .. import _checks as check
 from .. import backend
-from ..tensor import Tensor, records_graph
+from ..engine import Tensor, records_graph
 from . import functional as F
 from .attention import MultiHeadAttention
 from .layers import GELU, Dropout, LayerNorm, Linear, ModuleList, ReLU

@@ -13,7 +13,7 @@ import math
 
 from .. import _checks as check
 from .. import backend
-from ..tensor import Tensor
+from ..engine import Tensor
 
 
 def clip_grad_norm_(parameters, max_norm, norm_type=2.0):

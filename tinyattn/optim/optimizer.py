@@ -31,7 +31,7 @@ import numbers
 import numpy as np
 
 from .. import backend
-from ..tensor import Tensor
+from ..engine import Tensor
 
 
 class Optimizer:

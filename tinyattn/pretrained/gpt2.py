@@ -33,8 +33,8 @@ import numpy as np
 
 from .. import nn
 from ..creation import arange, tensor
+from ..engine import no_grad
 from ..nn import functional as F
-from ..tensor import no_grad
 from .bert import key_mask
 from .files import activation_of, refuse
 from .loading import load

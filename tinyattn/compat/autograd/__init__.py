@@ -19,8 +19,8 @@ again, to any order, as in torch.
 from ... import autograd as _native
 from ... import backend
 from ... import testing as _testing
-from ...tensor import Tensor as _NativeTensor
-from ...tensor import enable_grad, inference_mode, no_grad, set_grad_enabled
+from ...engine import Tensor as _NativeTensor
+from ...engine import enable_grad, inference_mode, no_grad, set_grad_enabled
 from .._tensor import as_compat
 from . import forward_ad, function, functional
 from .function import Function, FunctionCtx

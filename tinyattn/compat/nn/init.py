@@ -2,7 +2,7 @@
 
 import math
 
-from ...tensor import no_grad
+from ...engine import no_grad
 
 
 @no_grad

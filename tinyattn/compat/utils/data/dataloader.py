@@ -9,7 +9,7 @@ import numbers
 
 import numpy as np
 
-from ....tensor import Tensor as _NativeTensor
+from ....engine import Tensor as _NativeTensor
 from ... import _tensor
 from .dataset import IterableDataset
 from .sampler import BatchSampler, RandomSampler, SequentialSampler

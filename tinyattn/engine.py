@@ -1,0 +1,438 @@
+"""Floor 2: the engine. A tensor, the operation that made it, and the walk that gives every leaf its gradient.
+
+A ``Tensor`` holds a backend array. An operation is a ``Function``: ``forward`` on arrays, ``backward`` on the
+gradient of its output, one gradient per input. ``Function.apply`` runs ``forward`` and, when an input needs a
+gradient, keeps the node in the graph: the result's ``_ctx`` is the node, and the node's ``parents`` are its
+inputs. Every kept node gets the next number of one counter (``sequence``); an input exists before the node that
+uses it, so nodes sorted by decreasing number are in topological order. ``Tensor.backward()`` sorts the nodes
+it reaches so, hands each one the sum of its output's gradients, and adds what reaches a leaf into its ``.grad``
+(``backpropagate``): no recursion, no visit marks.
+
+That is the idea, in the first part of this file. The rest: what else ``apply`` does (devices, views, in-place
+version counters, tensor subclasses), the ``Tensor`` class, and the general walk's entry, for ``create_graph``
+and ``inputs=`` (the walk itself is ``graph.walk``). The grad modes (``grad_mode``), hooks (``hooks``), anomaly
+detection (``anomaly``) and forward mode (``forward_mode``) each have their module, below this one; the calling
+thread's modes (``modes``) are read once per operation. The operators and the methods that are operations
+(``+``, ``@``, ``sum``, ``reshape``…) are attached to ``Tensor`` in ``ops.py``, beside their ``Function``s.
+
+>>> import tinyattn as ta
+>>> x = ta.tensor([1.0, 2.0, 3.0], requires_grad=True)
+>>> (x * x).sum().backward()
+>>> x.grad
+array([2., 4., 6.], dtype=float32)
+"""
+
+import inspect
+import itertools
+import operator
+import sys
+
+import numpy as np
+
+from . import anomaly, backend, forward_mode, graph, hooks, modes
+from .forward_mode import transforming  # noqa: F401  (re-exported: the fast floor asks it)
+from .grad_mode import (  # noqa: F401  (re-exported: the engine's grad modes)
+    enable_grad,
+    inference_mode,
+    is_grad_enabled,
+    is_inference_mode_enabled,
+    no_grad,
+    set_grad_enabled,
+)
+from .graph import OUTPUT  # noqa: F401  (``Function.saved_as``'s name for the output)
+
+_SEQUENCE = itertools.count()  # the nodes' numbers (next() on it is atomic: two threads never share one)
+
+
+class Function:
+    """One differentiable operation: ``forward(*arrays, **options) -> array`` (keeping on ``self`` what backward
+    needs) and ``backward(grad) -> tuple``, one gradient (or ``None``) per input, of that input's shape."""
+
+    __slots__ = ("parents", "edges", "sequence", "released", "versions", "hooks", "__dict__")
+
+    saved_inputs = None  # the inputs (positions) whose arrays backward reads; None: all; () for Add, a reshape
+    saves_output = None  # whether backward reads the output's array (Exp); None: whether forward kept it
+    is_view = False  # the output is a view of the first input's array (reshape): they share a version counter
+    differentiable = False  # backward is written in operations tensors have too: create_graph records through it
+    saved_as = {}  # {attribute: input position, or OUTPUT}: the arrays a differentiable backward reads as tensors
+
+    @classmethod
+    def apply(cls, *inputs, **options):
+        mode = modes.current()  # the calling thread's modes: grad mode, anomaly mode, vmap, forward mode
+        if mode.batching is not None:  # inside ``ta.func.vmap``: a batched input takes its batching rule
+            result = mode.batching(cls, inputs, options)
+            if result is not None:
+                return forward_mode.with_tangents(cls, inputs, result, options) if mode.dual_levels else result
+        fn = cls()
+        out = _forward(fn, inputs, options)
+        result = Tensor._wrap(out, _kind_of(inputs))
+        if fn.is_view:
+            result._version, result._view = inputs[0]._version, _view_record(inputs[0], cls, options)
+        if mode.grad_enabled and any(map(_requires_grad, inputs)):  # the node joins the graph
+            fn.parents, fn.edges = inputs, tuple([p._ctx for p in inputs])
+            fn.sequence, fn.released, fn.hooks = next(_SEQUENCE), False, None
+            fn.versions = _versions(fn, inputs, result)
+            if mode.anomaly:
+                fn.__dict__["_created_at"] = anomaly.user_frame()
+            result.requires_grad, result._ctx = True, fn
+        return forward_mode.with_tangents(cls, inputs, result, options) if mode.dual_levels else result
+
+    def needs_grad(self, i):
+        """Whether backward must give input ``i``'s gradient: the input requires one, and, in a walk for some
+        tensors' gradients alone (``autograd.grad``), it leads to one of them."""
+        needed = self.__dict__.get("needed")
+        return self.parents[i].requires_grad if needed is None else needed[i]
+
+    def needs_grads(self):
+        """``needs_grad`` for every input, as a list."""
+        needed = self.__dict__.get("needed")
+        return list(map(_requires_grad, self.parents) if needed is None else needed)
+
+    def release(self):
+        """Drop the arrays kept for backward (after a walk without ``retain_graph``); the node stays, marked. A
+        node that kept no array (an ``Add``, a reshape) stays as it is: a second walk may run it, as in PyTorch."""
+        if self.saved_inputs == () and self.saves_output is not True:
+            if not any(map(_holds_array, self.__dict__.values())):
+                return
+        self.__dict__ = {}
+        self.released = True
+
+    def backward_on_tensors(self, grad):
+        """The input gradients as tensors with a graph of their own (``create_graph=True``): ``backward`` run on
+        tensors where it is written for them, else the output recomputed by ``reference(*inputs)`` and
+        differentiated (``recomputed``), else gradients that refuse to be differentiated again."""
+        if self.differentiable:
+            return type(self).backward(graph.AsTensors(self), grad)
+        if hasattr(self, "reference"):
+            return graph.recomputed(self, grad)
+        with no_grad():
+            grads = self.backward(grad._data)
+        name = type(self).__name__
+        return tuple(None if g is None else OnceDifferentiable.apply(grad, *self.parents, array=g, name=name)
+                     for g in grads)
+
+
+_requires_grad = operator.attrgetter("requires_grad")
+
+
+def backpropagate(root, grad, retain_graph):
+    """A plain ``backward()``'s walk (every training step's), from one node and its output's gradient (an array).
+    Each node, in topological order, gets the sum of its output's gradients and hands one gradient to each input:
+    to the input's node, summed there, or, for a leaf, into its ``.grad`` (a leaf with hooks: its sum, seen by
+    its hooks, at the end). What else a walk may do (``create_graph``, ``inputs=``, NaN checks) is ``graph.walk``."""
+    grads, owned, hooked = {root: grad}, set(), {}  # node -> its output's gradient so far; leaves with hooks
+    for fn in graph.topological_order((root,)):  # (nodes by decreasing number: each before its inputs')
+        grad = grads.pop(fn, None)
+        if grad is None:
+            continue
+        if fn.hooks is not None:
+            grad = fn.hooks.run(grad)
+        if fn.released:
+            graph.freed(fn)
+        for counter, version in fn.versions:  # was an array it saved written to since?
+            if counter[0] != version:
+                graph.modified(fn, counter[0], version)
+        input_grads = fn.backward(grad)
+        if not retain_graph:
+            fn.release()
+        for i, p in enumerate(fn.parents):  # (graph.hand_down's lines, written out: a call per node costs more)
+            g = input_grads[i]
+            if g is None:
+                continue
+            ctx = fn.edges[i]
+            if ctx is None:  # a leaf when the node was recorded
+                if p.requires_grad and p._ctx is None:
+                    if p._hooks is None:
+                        probe = object()  # (made after g; counted before the call: see _accumulate_leaf)
+                        unshared = sys.getrefcount(g) == sys.getrefcount(probe) + 1  # (+1: input_grads)
+                        _accumulate_leaf(p, g, unshared)
+                    else:
+                        graph.add(hooked, id(p), g, p)
+            elif ctx not in grads:
+                grads[ctx] = g  # may be another node's array: never written to
+            elif ctx in owned:
+                grads[ctx] += g  # in place (a NumPy 0-d scalar, being immutable, is replaced)
+            else:
+                grads[ctx] = grads[ctx] + g
+                owned.add(ctx)
+    for leaf, g, _ in hooked.values():
+        _accumulate_leaf(leaf, leaf._hooks.run(g))  # (a hook's result: the user may hold it)
+
+
+def _accumulate_leaf(t, grad, unshared=False):
+    """Add ``grad`` to the leaf's ``.grad``, never writing to an array anyone else can see. The first gradient
+    is copied, in the leaf's dtype, unless it is ``unshared`` and owns its memory (not a view) in the leaf's
+    dtype and shape: then it is taken as it is, as PyTorch's ``AccumulateGrad`` steals a gradient no one holds.
+
+    ``unshared`` is ``backpropagate``'s count of references, taken before the call: the array is held only by
+    the walk's local name and the tuple the node's backward returned when ``sys.getrefcount`` finds it one above
+    a ``probe`` object made just after it and held by a local name alone. Anything else holding it (the node
+    that returned it, another input's entry, the upstream gradient it is) adds a reference, and it is copied.
+    """
+    data = t._data
+    if t._grad is not None and t._grad_graph is not None and t._grad_graph._data is t._grad:
+        t._grad = t._grad + grad  # the array is a graph's tensor's (create_graph): never written to
+    elif t._grad is not None:
+        t._grad += grad
+    elif type(grad) is type(data) and grad.dtype == data.dtype:
+        t._grad = grad if unshared and grad.base is None and grad.shape == data.shape else grad.copy()
+    else:
+        t._grad = backend.namespace(data).array(grad, dtype=data.dtype)
+
+
+# ----------------------------------------------------------------------------- the tensor
+
+
+class Tensor(hooks.TensorHooks):
+    """An n-dimensional array that remembers how it was computed (its gradient hooks: ``hooks.TensorHooks``).
+
+    ``Tensor(data, requires_grad=False, dtype=None, device=None)``: Python floats become float32, a NumPy/CuPy
+    array keeps its dtype, integers stay integers.
+
+    >>> import tinyattn as ta
+    >>> ta.tensor([[1, 2]]).dtype, ta.tensor(1.5).dtype
+    (dtype('int64'), dtype('float32'))
+    """
+
+    # _data, _grad: the backend array and its gradient (``data`` and ``grad`` read them; the library reads these
+    #   slots, so that a subclass may give ``data``/``grad`` another face); _ctx: the node that made it, or None
+    # _version: a one-element list, the count of in-place writes to the array, shared with views
+    # _view: None, or (base tensor, the view operations from it) for a view of another tensor
+    # _hooks: None, or the ``hooks.Hooks`` of a leaf's gradient (a non-leaf's live on its node)
+    # _grad_graph: after ``backward(create_graph=True)``, the tensor (with its graph) whose array is ``_grad``
+    # _tangents: None, or {forward-mode level: tangent tensor} (``forward_mode``)
+    __slots__ = ("_data", "_grad", "requires_grad", "_ctx", "_version", "_view", "_hooks", "_grad_graph",
+                 "_tangents", "__weakref__")
+    __array_ufunc__ = None  # ``ndarray + tensor`` defers to Tensor.__radd__
+
+    def __init__(self, data, requires_grad=False, dtype=None, device=None):
+        if isinstance(data, Tensor):
+            data = data._data
+        if backend.is_array(data):
+            if device is not None and backend.device_of(data) != device:
+                data = backend.to_device(data, device)
+            array = data if dtype is None else data.astype(dtype, copy=False)
+        else:
+            try:
+                host = np.asarray(data)
+            except ValueError as error:  # a ragged list
+                raise ValueError(f"tensor: data must be a number or a rectangular nested list, got {error}") from None
+            if dtype is None and host.dtype == np.float64 and not isinstance(data, (np.ndarray, np.generic)):
+                dtype = np.float32  # Python floats become float32, as in PyTorch
+            host = host if dtype is None else host.astype(dtype, copy=False)
+            array = backend.to_device(host, device) if (device or "cpu") != "cpu" else host
+        if array.dtype.kind not in "biufc":
+            raise TypeError(f"tensor: unsupported data of dtype {array.dtype}")
+        if requires_grad and array.dtype.kind not in "fc":
+            raise RuntimeError(f"requires_grad=True needs a floating-point tensor, got dtype {array.dtype}; "
+                               "convert with .float() first (integer tensors hold indices and targets)")
+        self._data, self._grad, self.requires_grad, self._ctx = array, None, bool(requires_grad), None
+        self._version, self._view = [0], None
+        self._hooks = self._grad_graph = self._tangents = None
+
+    @staticmethod
+    def _wrap(array, like=None):
+        """A leaf tensor around a backend array (no checks, no copy), of the class ``like`` (a tensor or a tensor
+        class) names in ``_result_class`` (compat's tensor names its own); a plain ``Tensor`` for ``None``."""
+        t = Tensor.__new__(Tensor if like is None else like._result_class)
+        t._data, t._grad, t.requires_grad, t._ctx, t._version, t._view = array, None, False, None, [0], None
+        t._hooks = t._grad_graph = t._tangents = None
+        return t
+
+    def _set_data(self, value):
+        self._data = value._data if isinstance(value, Tensor) else value
+
+    def _set_grad(self, value):
+        self._grad = value._data if isinstance(value, Tensor) else value
+
+    data = property(operator.attrgetter("_data"), _set_data, doc="The backend array (NumPy or CuPy).")
+    grad = property(operator.attrgetter("_grad"), _set_grad,
+                    doc="``None``, or the accumulated gradient: a backend array of the tensor's shape and dtype.")
+    shape = property(operator.attrgetter("_data.shape"))  # a tuple on every backend; attrgetter: no Python frame
+    ndim = property(operator.attrgetter("_data.ndim"))
+    dtype = property(operator.attrgetter("_data.dtype"))
+    device = property(lambda self: backend.device_of(self._data))
+    is_leaf = property(lambda self: self._ctx is None)
+    grad_fn = property(operator.attrgetter("_ctx"), doc="The node that made this tensor (``None`` for a leaf).")
+    __hash__ = object.__hash__
+
+    def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None, *, grad=None):
+        """Accumulate d(self)/d(leaf) · gradient into every leaf's ``.grad``.
+
+        ``gradient`` (PyTorch's name; ``grad`` is accepted too): a tensor or array of this tensor's shape, which a
+        one-element tensor may omit. ``retain_graph`` (default: ``create_graph``) keeps the saved arrays for
+        another walk. ``create_graph=True`` runs every backward on tensors, recording its graph (the native
+        ``.grad`` stays an array: a gradient to differentiate again comes from ``ta.autograd.grad``).
+        ``inputs``: accumulate into these tensors' ``.grad`` alone (leaves or not).
+        """
+        retain_graph = create_graph if retain_graph is None else bool(retain_graph)
+        if inputs is not None:
+            inputs = graph.input_tensors("backward", inputs, Tensor)
+        if not self.requires_grad:
+            raise RuntimeError("backward() on a tensor that does not require grad: no input of its computation had "
+                               "requires_grad=True (or it was computed under no_grad)")
+        grad = graph.root_gradient("backward()", self, gradient if grad is None else grad, create_graph)
+        if self._ctx is not None and inputs is None and not create_graph and modes.current().anomaly is not True:
+            backpropagate(self._ctx, grad, retain_graph)
+        else:
+            graph.backward(self, grad, retain_graph, create_graph, inputs, _accumulate_leaf)
+
+    def detach(self):
+        """The same data, cut from the graph. It shares this tensor's count of in-place writes (as in PyTorch): a
+        write through it is seen by any node that saved this tensor for its backward."""
+        detached = Tensor._wrap(self._data, self)
+        detached._version = self._version
+        return detached
+
+    def detach_(self):
+        """Cut this tensor from the graph, in place: it becomes a leaf that requires no gradient."""
+        if self._view is not None and self._view[0].requires_grad:
+            raise RuntimeError("detach_: cannot detach a view of a tensor that requires grad in place; use "
+                               "detach(), which returns a new tensor")
+        self._ctx, self.requires_grad = None, False
+        return self
+
+    def requires_grad_(self, requires_grad=True):
+        if requires_grad and self.dtype.kind not in "fc":
+            raise RuntimeError(f"requires_grad=True needs a floating-point tensor, got dtype {self.dtype}")
+        if not requires_grad and self._ctx is not None:
+            raise RuntimeError("requires_grad_(False): you can only change requires_grad flags of leaf tensors; this "
+                               "one was computed by an operation. For a value outside the graph use t.detach()")
+        self.requires_grad = requires_grad
+        return self
+
+    def numpy(self):
+        """A NumPy copy of the data (copied from the GPU if need be)."""
+        return backend.to_numpy(self._data)
+
+    def item(self):
+        if self._data.size != 1:
+            raise ValueError(f"item(): only one-element tensors convert to a Python number, shape is {self.shape}")
+        return self._data.item()
+
+    def tolist(self):
+        return self.numpy().tolist()
+
+    def __repr__(self):
+        body = np.array2string(backend.to_numpy(self._data), separator=", ", prefix="tensor(")
+        extra = "" if self.dtype in (np.float32, np.int64, np.bool_) else f", dtype={self.dtype}"
+        extra += "" if self.device == "cpu" else f", device='{self.device}'"
+        if self._ctx is not None:
+            extra += f", grad_fn=<{type(self._ctx).__name__}>"
+        elif self.requires_grad:
+            extra += ", requires_grad=True"
+        return f"tensor({body}{extra})"
+
+
+Tensor._result_class = Tensor  # the class of a result computed from this tensor (see ``Tensor._wrap``)
+Tensor._constant_like = None  # the kind of a constant lifted beside it (``ops._lift``); None: its own
+
+
+# ----------------------------------------------------------------------------- what else apply does
+
+
+def _forward(fn, inputs, options):
+    """``fn.forward`` on the inputs' arrays, once they are checked to be tensors on one device."""
+    try:
+        device = type(inputs[0]._data)
+        for t in inputs:
+            if type(t._data) is not device:
+                raise RuntimeError(f"{type(fn).__name__.lower()}: tensors on different devices: "
+                                   f"{', '.join(repr(i.device) for i in inputs)}; move them with .to(device)")
+    except (IndexError, AttributeError):
+        raise _apply_error(type(fn), inputs) from None
+    try:
+        out = fn.forward(*[t._data for t in inputs], **options)
+    except TypeError as error:
+        if _pytorch_style(type(fn)):
+            raise _apply_error(type(fn), inputs) from error
+        raise
+    return np.asarray(out) if type(out) is not device and isinstance(out, np.generic) else out  # (0-d: a scalar)
+
+
+def _kind_of(inputs):
+    """The input whose ``_result_class`` a result takes (compat's tensor names its own), or ``None``."""
+    for t in inputs:
+        if type(t) is not Tensor and t._result_class is not Tensor:
+            return t
+    return None
+
+
+def _versions(fn, inputs, result):
+    """``(counter, version)`` for each tensor whose array ``fn``'s backward may read (in-place writes after it
+    are caught by the walk, as in PyTorch)."""
+    saved_inputs, saves_output = fn.saved_inputs, fn.saves_output
+    if saves_output is None:  # is the output's array one of the node's attributes? (ids compared in C)
+        saves_output = id(result._data) in map(id, fn.__dict__.values())
+    if saved_inputs is None:
+        watched = inputs
+    elif saved_inputs:
+        watched = [inputs[i] for i in saved_inputs]
+    elif not saves_output:
+        return ()  # Add, a reshape: nothing to watch
+    else:
+        watched = []
+    versions = [(t._version, t._version[0]) for t in watched]
+    if saves_output:
+        versions.append((result._version, result._version[0]))
+    return versions
+
+
+def _view_record(source, cls, options):
+    """``(base, steps)``: the tensor whose array a view looks into, and the view operations from it."""
+    if source._view is None:
+        return source, ((cls, options),)
+    base, steps = source._view
+    return base, steps + ((cls, options),)
+
+
+def _holds_array(value):
+    """Whether ``value`` is an array or a tensor, or a tuple or list holding one (what ``release`` drops)."""
+    if isinstance(value, (tuple, list)):
+        return any(map(_holds_array, value))
+    return hasattr(value, "shape") and hasattr(value, "dtype")
+
+
+def records_graph(tensors):
+    """Whether an operation on ``tensors`` is linked into the graph (``Function.apply``): gradients are enabled
+    and one of them requires a gradient. A fused node may skip what only its backward needs when not."""
+    return modes.current().grad_enabled and any(map(_requires_grad, tensors))
+
+
+def _pytorch_style(cls):
+    """Whether ``cls.forward`` is written as PyTorch's ``torch.autograd.Function`` is: static, ``ctx`` first."""
+    forward = inspect.getattr_static(cls, "forward", None)
+    if not isinstance(forward, staticmethod):
+        return False
+    parameters = list(inspect.signature(forward.__func__).parameters)
+    return bool(parameters) and parameters[0] == "ctx"
+
+
+def _apply_error(cls, inputs):
+    if _pytorch_style(cls):
+        return TypeError(
+            f"{cls.__name__}.apply: forward(ctx, ...) is written in PyTorch's style; ta.Function's forward is an "
+            "instance method on arrays, forward(self, *arrays) saving on self, with backward(self, grad) returning "
+            "one gradient per input. For PyTorch's style (ctx, save_for_backward), subclass ta.autograd.Function")
+    kinds = ", ".join(type(t).__name__ for t in inputs) or "nothing"
+    return TypeError(f"{cls.__name__}.apply: expects one or more Tensors as inputs, got {kinds}")
+
+
+# ----------------------------------------------------------------------------- a gradient that refuses a second
+
+
+class OnceDifferentiable(Function):
+    """A gradient computed by a backward written on arrays (PyTorch's ``once_differentiable``): its value is
+    right, and it stays in the graph only to refuse, by name, a differentiation through it."""
+
+    saved_inputs, saves_output = (), False
+
+    def forward(self, *inputs, array, name):
+        self.name = name
+        return array
+
+    def backward(self, grad):
+        raise RuntimeError(
+            f"{self.name}'s backward works on arrays (it is once differentiable): the gradient it gave under "
+            "create_graph=True cannot be differentiated again. Write its backward in tensor operations, or "
+            "give the node a reference(*inputs) that recomputes its output from differentiable operations")
