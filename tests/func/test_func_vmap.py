@@ -331,3 +331,18 @@ def test_out_dims_none_for_an_unmapped_output(shape):
     got = func.vmap(lambda a: (a * 2, const * 3), out_dims=(0, None))(x)
     expected = torch.func.vmap(lambda a: (a * 2, theirs(np.full((2,), 0.5)) * 3), out_dims=(0, None))(theirs(x.numpy()))
     assert_trees_close(got, expected, where="out_dims None")
+
+
+def test_the_batched_classes_are_kept_only_while_a_tensor_of_theirs_lives():
+    """Each ``vmap`` call opens a level with a new number, so a class kept for good per level would grow without
+    bound; the classes live as long as their tensors (a weak table), and a long loop keeps a handful."""
+    import gc
+
+    from tinyattn.func import batching
+
+    f = func.vmap(lambda t: (t * 2).sum())
+    x = _x(4, 3)
+    for _ in range(3000):
+        f(x)
+    gc.collect()
+    assert len(batching._CLASSES) < 50
