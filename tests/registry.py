@@ -457,7 +457,7 @@ ROWS = [
          lambda x: torch.utils.checkpoint.checkpoint(lambda y: y.tanh() * y, x, use_reentrant=False), "api",
          ("Checkpoint",)),
     Spec("custom_function", one(), custom_function(ta), custom_function(torch), "api jvp",
-         ("_Node", "_Outputs", "_Pick")),
+         ("_Node", "_Outputs", "Pick")),
 
     # the functionals, second order (and forward mode)
     *functionals(),

@@ -14,8 +14,8 @@ import numbers
 
 import numpy as np
 
-from . import _checks as check
 from . import backend, modes
+from . import checks as check
 from .engine import Tensor
 
 

@@ -32,7 +32,7 @@ import numpy as np
 from . import backend, modes
 from .creation import zeros_like
 from .engine import Function, Tensor, is_grad_enabled, no_grad
-from .ops import _lift, _unwrap_index, sum_to
+from .ops import _lift, index_arrays, sum_to
 from .ops_extra import clone
 
 
@@ -191,7 +191,7 @@ def _as_value(value, like):
 
 
 def setitem(self, index, value):
-    index = _unwrap_index(index)
+    index = index_arrays(index)
     value = _as_value(value, self)
     if value.dtype != self.dtype:
         value = value._to_dtype(self.dtype)

@@ -22,8 +22,8 @@ import numbers
 
 import numpy as np
 
-from . import _checks as check
 from . import backend, modes
+from . import checks as check
 from .creation import zeros_like
 from .engine import OUTPUT, Function, Tensor
 
@@ -548,7 +548,8 @@ class Expand(Function):
         return Expand.apply(tangents[0], shape=shape)
 
 
-def _unwrap_index(index):
+def index_arrays(index):
+    """``index`` (as ``t[index]`` takes it) with each tensor in it replaced by its backend array."""
     if isinstance(index, Tensor):
         return index._data
     if isinstance(index, tuple):
@@ -556,7 +557,9 @@ def _unwrap_index(index):
     return index
 
 
-def _is_advanced(index):
+def is_advanced_index(index):
+    """Whether ``index`` holds an index array (advanced indexing, which copies), not only slices, integers,
+    ``None`` and ``...`` (basic indexing, which views)."""
     parts = index if isinstance(index, tuple) else (index,)
     return any(not isinstance(p, (slice, numbers.Integral, type(None), type(Ellipsis))) for p in parts)
 
@@ -569,7 +572,7 @@ class GetItem(Function):
 
     def forward(self, x, index):
         self.shape, self.dtype, self.index = x.shape, x.dtype, index
-        self.is_view = not _is_advanced(index)  # basic indexing views the array, an index array copies
+        self.is_view = not is_advanced_index(index)  # basic indexing views the array, an index array copies
         try:
             return x[index]
         except IndexError as error:  # NumPy's words, with the operation and the shape added
@@ -593,7 +596,7 @@ class Scatter(Function):
     def forward(self, x, shape, index):
         self.index = index
         full = backend.namespace(x).zeros(shape, dtype=x.dtype)
-        if _is_advanced(index):
+        if is_advanced_index(index):
             backend.scatter_add(full, index, x)
         else:
             full[index] = x
@@ -945,7 +948,7 @@ def flatten(x, start_dim=0, end_dim=-1):
 def getitem(x, index):
     if modes.current().batching is not None:  # inside vmap: tensor indices stay tensors, to pair their batch with x's
         return GetItem.apply(x, index=index)
-    return GetItem.apply(x, index=_unwrap_index(index))
+    return GetItem.apply(x, index=index_arrays(index))
 
 
 def _sequence_of_tensors(name, tensors):

@@ -27,7 +27,7 @@ FLOORS = {
     "tinyattn.engine": 2, "tinyattn.graph": 2, "tinyattn.grad_mode": 2, "tinyattn.hooks": 2,
     "tinyattn.anomaly": 2, "tinyattn.forward_mode": 2,
     "tinyattn.ops": 3, "tinyattn.ops_extra": 3, "tinyattn.inplace": 3, "tinyattn.creation": 3,
-    "tinyattn._checks": 3, "tinyattn.masks": 3, "tinyattn.autograd": 3,
+    "tinyattn.checks": 3, "tinyattn.masks": 3, "tinyattn.autograd": 3,
     "tinyattn.autograd.functional": 6,  # Jacobians and Hessians, built on ta.func (vmap) as torch's are
     "tinyattn.nn": 4, "tinyattn.optim": 4, "tinyattn.interop": 4, "tinyattn.serialization": 4,
     "tinyattn.testing": 4,
@@ -56,27 +56,91 @@ def floor(module):
     raise AssertionError(f"{module} is on no floor: add it to FLOORS")
 
 
+def package_of(module):
+    """The package a module belongs to: its directory (a package's ``__init__`` belongs to the package itself)."""
+    path = MODULES.get(module)
+    if path is None:  # not a module of the library: a name inside ``module.rsplit(".", 1)[0]``, or a package
+        return module
+    return module if path.name == "__init__.py" else module.rsplit(".", 1)[0]
+
+
+def import_source(node, package):
+    """The library module an ``ImportFrom`` node imports from (its dots resolved against ``package``), or None."""
+    if node.level:
+        base = package.split(".")
+        base = base[: len(base) - node.level + 1]
+        return ".".join(base + ([node.module] if node.module else []))
+    if node.module and node.module.startswith("tinyattn"):
+        return node.module
+    return None
+
+
 def imports(module):
     """The library modules ``module`` imports, anywhere in its source (functions included)."""
-    path = MODULES[module]
-    package = module if path.name == "__init__.py" else module.rsplit(".", 1)[0]
+    package = package_of(module)
     found = set()
-    for node in ast.walk(ast.parse(path.read_text())):
+    for node in ast.walk(ast.parse(MODULES[module].read_text())):
         if isinstance(node, ast.Import):
             found.update(alias.name for alias in node.names if alias.name.startswith("tinyattn"))
-        elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = package.split(".")
-                base = base[: len(base) - node.level + 1]
-                source = ".".join(base + ([node.module] if node.module else []))
-            elif node.module and node.module.startswith("tinyattn"):
-                source = node.module
-            else:
-                continue
+        elif isinstance(node, ast.ImportFrom) and (source := import_source(node, package)) is not None:
             for alias in node.names:  # `from . import backend` imports the module tinyattn.backend
                 candidate = f"{source}.{alias.name}"
                 found.add(candidate if candidate in MODULES else source)
     return {name for name in found if name in MODULES and name != module}
+
+
+def is_private(name):
+    return name.startswith("_") and not name.endswith("__")
+
+
+def private_crossing(dotted, package):
+    """The first private part of the dotted name ``dotted`` (a module, or a name inside one) held by another package
+    than ``package``, as ``"holder._name"``, or None: ``tinyattn.compat._tensor.as_compat`` seen from
+    ``tinyattn.compat.nn`` gives ``tinyattn.compat._tensor``, seen from ``tinyattn.compat`` nothing. Only the
+    modules' own names count: an attribute of one of them (``Layer._sa_block``, a method named as PyTorch names
+    it) is the class's."""
+    parts = dotted.split(".")
+    for i in range(1, len(parts)):
+        holder = ".".join(parts[:i])
+        if holder not in MODULES:  # past the modules: an attribute of a module's name (a class's method…)
+            return None
+        if is_private(parts[i]) and package_of(holder) != package:
+            return f"{holder}.{parts[i]}"
+    return None
+
+
+def private_names_crossing(module):
+    """Each private name ``module`` takes from another package (``from X import _name``, ``import X._name``,
+    ``from X._name import y``, or ``m._name`` and ``m.sub._name`` where ``m`` is bound to a library module),
+    as ``"holder._name (line n)"``. A package is a directory: a module's own package may share its private
+    names, no other may."""
+    package, bound, found = package_of(module), {}, set()
+    tree = ast.parse(MODULES[module].read_text())
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.startswith("tinyattn"):
+                    bound[alias.asname or "tinyattn"] = alias.name if alias.asname else "tinyattn"
+                    if crossing := private_crossing(alias.name, package):
+                        found.add(f"{crossing} (line {node.lineno})")
+        elif isinstance(node, ast.ImportFrom) and (source := import_source(node, package)) is not None:
+            for alias in node.names:
+                candidate = f"{source}.{alias.name}"
+                if candidate in MODULES:
+                    bound[alias.asname or alias.name] = candidate
+                if crossing := private_crossing(candidate, package):
+                    found.add(f"{crossing} (line {node.lineno})")
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute):
+            chain, root = [node.attr], node.value
+            while isinstance(root, ast.Attribute):
+                chain.append(root.attr)
+                root = root.value
+            if isinstance(root, ast.Name) and root.id in bound:
+                dotted = ".".join([bound[root.id], *reversed(chain)])
+                if crossing := private_crossing(dotted, package):
+                    found.add(f"{crossing} (line {node.lineno})")
+    return found
 
 
 def test_every_import_points_down_or_within_its_floor():
@@ -89,9 +153,9 @@ def test_every_import_points_down_or_within_its_floor():
 
 
 def test_the_imports_form_no_cycle():
-    """A package's ``__init__`` may gather its own modules (a module importing its package reaches them first);
-    any other cycle is a defect."""
-    graph = {module: {t for t in imports(module) if not module.startswith(t + ".")} for module in MODULES}
+    """No module imports, even lazily, one that imports it back, its own package's ``__init__`` included: a
+    subpackage takes what it shares with its parent from a leaf module, not from the parent that gathers it."""
+    graph = {module: imports(module) for module in MODULES}
     state, cycles = {}, []
 
     def visit(node, stack):
@@ -107,6 +171,36 @@ def test_the_imports_form_no_cycle():
         if module not in state:
             visit(module, [module])
     assert not cycles, "\n".join(cycles)
+
+
+def test_no_private_name_crosses_a_package():
+    """Each floor offers the floors above a small public interface: no module takes a ``_name`` (a function, a
+    class, a module) from a package other than its own, by import or as a module's attribute."""
+    offenders = {m: sorted(found) for m in MODULES if (found := private_names_crossing(m))}
+    assert not offenders, "\n".join(f"{m}: {', '.join(found)}" for m, found in offenders.items())
+
+
+def test_the_private_check_sees_what_it_looks_for(tmp_path, monkeypatch):
+    """``private_names_crossing`` finds each way a private name can cross a package, and lets a package's own
+    private names pass (the test above proves nothing otherwise)."""
+    forms = {
+        "from ..nn.functional import _linear": {"tinyattn.nn.functional._linear (line 1)"},
+        "from .. import _checks as check": {"tinyattn._checks (line 1)"},
+        "from ..compat._tensor import as_compat": {"tinyattn.compat._tensor (line 1)"},
+        "import tinyattn._checks as check": {"tinyattn._checks (line 1)"},
+        "from ..nn import functional as F\nF._attention(q, k, v)": {"tinyattn.nn.functional._attention (line 2)"},
+        "import tinyattn.nn.functional as F\nx = F._linear": {"tinyattn.nn.functional._linear (line 2)"},
+        "import tinyattn\ntinyattn.nn.functional._linear(x)": {"tinyattn.nn.functional._linear (line 2)"},
+        "from .. import ops\nops._lift(1, x)": {"tinyattn.ops._lift (line 2)"},
+        "from ..nn import transformer\ntransformer.TransformerEncoderLayer._sa_block": set(),  # the class's
+        "from .router import _choose\nfrom . import router\nrouter._choose(x)": set(),  # its own package
+        "from ..nn.functional import linear_definition\nfrom .. import ops\nops.__name__": set(),
+    }
+    path = tmp_path / "case.py"
+    monkeypatch.setitem(MODULES, "tinyattn.fast.case", path)
+    for lines, expected in forms.items():
+        path.write_text(lines + "\n")
+        assert private_names_crossing("tinyattn.fast.case") == expected, lines
 
 
 def test_the_reference_layer_knows_nothing_of_speed():

@@ -35,7 +35,7 @@ EXCLUDED = {
     "_Hub": {"row": "joins a hooked module's tensors for its full backward hooks (tests/nn/test_module_hooks.py)",
              "batching": "vmap through a module with full backward hooks raises by name (batching.no_rule)"},
     "CopySlices": {"batching": "vmap of an in-place write through a view raises by name (batching.no_rule)"},
-    **dict.fromkeys(("_Node", "_Outputs", "_Pick"), {
+    **dict.fromkeys(("_Node", "_Outputs", "Pick"), {
         "batching": "a user's ta.autograd.Function gives no vmap rule (torch's generate_vmap_rule or vmap "
                     "staticmethod are not taken yet): vmap raises by name"}),
     "Einsum": {"batching": "compat.einsum inside vmap raises by name: no batching rule yet"},

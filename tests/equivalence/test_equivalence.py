@@ -418,7 +418,7 @@ def smallest_spread(row, case):
     """The smallest standard deviation of a row that a layer norm of the reference run normalizes (rows of one
     value, as with one feature, left out: their output is exact). Below it the norm's derivatives amplify
     round-off by ``1/σ`` (first order) and ``1/σ²`` (second): two forms equal to rounding part there."""
-    spreads, definition = [], F._layer_norm
+    spreads, definition = [], F.layer_norm_definition
 
     def recording(input, ndim, weight, bias, eps):
         rows = host(input._data).reshape(-1, math.prod(input.shape[input.ndim - ndim:]))
@@ -426,7 +426,7 @@ def smallest_spread(row, case):
         spreads.extend(spread[(rows != rows[:, :1]).any(axis=1)])
         return definition(input, ndim, weight, bias, eps)
 
-    with mock.patch.object(F, "_layer_norm", recording), ta.no_grad():
+    with mock.patch.object(F, "layer_norm_definition", recording), ta.no_grad():
         row.reference(case)
     return min(spreads, default=math.inf)
 

@@ -207,7 +207,7 @@ class OutputGradients:
 
 class _Outputs(_Node):
     """The native node of a ``forward`` with several outputs. Its own output is an empty array; each
-    real output is a ``_Pick`` of it, whose gradient comes back here as ``OutputGradients``."""
+    real output is a ``Pick`` of it, whose gradient comes back here as ``OutputGradients``."""
 
     def forward(self, *arrays, user, ctx, output):
         self.user, self.ctx, self.outputs = user, ctx, output
@@ -229,8 +229,9 @@ class _Outputs(_Node):
         return TangentPack(out, user.jvp(ctx, tangents, inputs, len(output)))
 
 
-class _Pick(_NativeFunction):
-    """Output ``index`` of an ``_Outputs`` node."""
+class Pick(_NativeFunction):
+    """Output ``index`` of a hub node (an ``_Outputs`` here, a hooked module's hub in ``nn.hooks``): its array
+    passes through unchanged, and its gradient goes back to the hub as ``OutputGradients({index: grad})``."""
 
     saved_inputs, saves_output, differentiable = (), False, True
 
@@ -294,7 +295,7 @@ class Function:
         if not isinstance(output, tuple):
             return _Node.apply(*tensors, user=user, ctx=ctx, output=output._data)
         hub = _Outputs.apply(*tensors, user=user, ctx=ctx, output=tuple(o._data for o in outputs))
-        return tuple(_Pick.apply(hub, index=i, array=o._data) if keep else o
+        return tuple(Pick.apply(hub, index=i, array=o._data) if keep else o
                      for i, (o, keep) in enumerate(zip(outputs, differentiable)))
 
 

@@ -16,7 +16,7 @@ Where PyTorch's conventions differ (sequence-first attention, ``True`` = masked,
 ``in_proj_weight`` in the state dict), ``compat.nn`` holds thin adapters over the native layers.
 Beyond the layers: ``utils.data`` (datasets, samplers, ``DataLoader``), ``cuda``, ``backends`` and
 ``amp`` (what scripts ask of a GPU), ``serialization`` (whole models saved without pickle), and
-torch's everyday functions and tensor methods (``_methods``, ``functions``). What compat does not
+torch's everyday functions and tensor methods (``functions``, ``core.methods``). What compat does not
 do (``compile``, CUDA kernels, pickle) raises an error that says what to do instead; the page
 ``docs/compat.md`` holds the coverage table. A name that is missing says so, in every submodule:
 ``tinyattn.compat has no `x` yet``.
@@ -109,12 +109,12 @@ from .. import (
 )
 from .. import creation as _creation
 from .. import ops_extra as _ops_extra
-
-from ._tensor import Tensor, as_compat  # isort: skip  (before the submodules, which make compat tensors)
-from . import _methods, amp, autograd, backends, cuda, func, nn, optim, serialization, utils  # noqa: F401,E402
-from ._random import Generator
+from . import amp, autograd, backends, cuda, func, nn, optim, serialization, utils  # noqa: F401
 from .amp import autocast  # noqa: E402
 from .autograd import is_anomaly_enabled  # noqa: E402
+from .core import methods as _methods
+from .core.random import Generator
+from .core.tensor import Tensor, as_compat
 from .func import vmap  # noqa: E402  (torch.vmap is torch.func.vmap)
 from .functions import *  # noqa: F401,F403  (torch's functions beyond the native ones)
 from .functions import __all__ as _function_names

@@ -25,22 +25,9 @@ import functools
 
 from .. import func as _native
 from ..engine import Tensor as _NativeTensor
-from ._tensor import as_compat
+from .core.tensor import as_compat_tree
 
 __all__ = ["grad", "grad_and_value", "vjp", "jvp", "jacrev", "jacfwd", "hessian", "vmap", "functional_call"]
-
-
-def _compat(tree):
-    """``tree`` (a tensor, or tuples, lists and dicts of them) with every tensor a compat tensor."""
-    if isinstance(tree, _NativeTensor):
-        return as_compat(tree)
-    if isinstance(tree, tuple) and hasattr(tree, "_fields"):  # a namedtuple
-        return type(tree)(*(_compat(t) for t in tree))
-    if isinstance(tree, (tuple, list)):
-        return type(tree)(_compat(t) for t in tree)
-    if isinstance(tree, dict):
-        return type(tree)((key, _compat(value)) for key, value in tree.items())
-    return tree
 
 
 def _returning_compat(transform):
@@ -51,7 +38,7 @@ def _returning_compat(transform):
 
         @functools.wraps(func)
         def run(*inputs, **options):
-            return _compat(transformed(*inputs, **options))
+            return as_compat_tree(transformed(*inputs, **options))
         return run
     return compat_transform
 
@@ -72,13 +59,13 @@ def vjp(func, *primals, has_aux=False):
 
     @functools.wraps(pullback)
     def vjp_fn(cotangents):
-        return _compat(pullback(cotangents))
-    return (_compat(result[0]), vjp_fn) + tuple(_compat(r) for r in result[2:])
+        return as_compat_tree(pullback(cotangents))
+    return (as_compat_tree(result[0]), vjp_fn) + tuple(as_compat_tree(r) for r in result[2:])
 
 
 @functools.wraps(_native.jvp)
 def jvp(func, primals, tangents, *, strict=False, has_aux=False):
-    return _compat(_native.jvp(func, primals, tangents, strict=strict, has_aux=has_aux))
+    return as_compat_tree(_native.jvp(func, primals, tangents, strict=strict, has_aux=has_aux))
 
 
 _PACKED = ("in_proj_weight", "in_proj_bias")
@@ -126,7 +113,7 @@ def functional_call(module, parameter_and_buffer_dicts, args=(), kwargs=None, *,
     dicts = parameter_and_buffer_dicts if isinstance(parameter_and_buffer_dicts, (list, tuple)) else \
         [parameter_and_buffer_dicts]
     dicts = [_in_native_names(module, d) for d in dicts]
-    return _compat(_native.functional_call(module, dicts, args, kwargs, tie_weights=tie_weights, strict=strict))
+    return as_compat_tree(_native.functional_call(module, dicts, args, kwargs, tie_weights=tie_weights, strict=strict))
 
 
 def __getattr__(name):

@@ -24,9 +24,9 @@ from .. import ops_extra as _ops_extra
 from ..engine import Tensor as _NativeTensor
 from ..engine import inference_mode, is_inference_mode_enabled, set_grad_enabled  # torch's grad modes, as they are
 from ..fast.compile import compile as _fast_compile
-from . import _methods, _random
 from ._einsum import einsum
-from ._tensor import as_compat
+from .core import methods, random
+from .core.tensor import as_compat
 
 __all__ = [
     "pow", "masked_fill", "cumsum", "sort", "argsort", "flip", "index_select", "narrow", "masked_select", "unbind",
@@ -42,11 +42,11 @@ __all__ = [
     "distributed", "einsum",
 ]
 
-pow = _methods.pow
+pow = methods.pow
 
 
 def masked_fill(input, mask, value):
-    return _methods.masked_fill(input, mask, value)
+    return methods.masked_fill(input, mask, value)
 
 
 def _function(name):
@@ -59,7 +59,7 @@ def _function(name):
 
     function.__name__ = function.__qualname__ = name
     function.__doc__ = f"``torch.{name}(input, …)``: ``input.{name}(…)``."
-    return _methods.numpy_names(function)
+    return methods.numpy_names(function)
 
 
 cumsum = _function("cumsum")
@@ -97,8 +97,8 @@ divide = _function("divide")
 floor_divide = _function("floor_divide")
 swapaxes = _function("swapaxes")
 
-allclose, equal, numel, is_floating_point = _methods.allclose, _methods.equal, _methods.numel, \
-    _methods.is_floating_point
+allclose, equal, numel, is_floating_point = methods.allclose, methods.equal, methods.numel, \
+    methods.is_floating_point
 
 
 def mm(input, mat2):
@@ -115,7 +115,7 @@ def randperm(n, *, generator=None, dtype=None, device=None, requires_grad=False)
     """A random permutation of ``0 … n - 1`` (int64), from ``generator`` or the library's stream."""
     if not isinstance(n, numbers.Integral) or n < 0:
         raise RuntimeError(f"randperm: n must be a non-negative integer, got {n!r}")
-    order = _random.permutation(int(n), generator)
+    order = random.permutation(int(n), generator)
     return as_compat(_creation.tensor(order, dtype=dtype or np.int64, device=device, requires_grad=requires_grad))
 
 
@@ -125,13 +125,13 @@ def randint(low, high=None, size=None, *, generator=None, dtype=None, device=Non
         low, high, size = 0, low, high
     if size is None or isinstance(size, numbers.Integral):
         raise TypeError(f"randint(): size must be a tuple of ints, got {size!r}")
-    return as_compat(_ops_extra.randint(low, high, tuple(size), generator=_random.numpy_generator(generator),
+    return as_compat(_ops_extra.randint(low, high, tuple(size), generator=random.numpy_generator(generator),
                                         dtype=dtype, device=device))
 
 
 def multinomial(input, num_samples, replacement=False, *, generator=None):
     return as_compat(_ops_extra.multinomial(input, num_samples, replacement,
-                                            generator=_random.numpy_generator(generator)))
+                                            generator=random.numpy_generator(generator)))
 
 
 def _like(make):

@@ -31,7 +31,7 @@ import pickle
 import numpy as np
 
 from .. import serialization as _native
-from .nn import Module, class_path
+from .nn.module import Module, class_path
 
 __all__ = ["save", "load", "safe_globals", "add_safe_globals", "get_safe_globals", "clear_safe_globals"]
 

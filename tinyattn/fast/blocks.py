@@ -217,11 +217,11 @@ class SelfAttentionBlock(_ResidualBlock):
         mask = None if mask is None else Tensor._wrap(mask)
 
         def attend(h):  # (B, L, E) -> (B, L, E)
-            q, k, v = (F._linear(h, w, b) for w, b in ((w_q, b_q), (w_k, b_k), (w_v, b_v)))
-            out_proj = functools.partial(F._linear, weight=w_o, bias=b_o)
+            q, k, v = (F.linear_definition(h, w, b) for w, b in ((w_q, b_q), (w_k, b_k), (w_v, b_v)))
+            out_proj = functools.partial(F.linear_definition, weight=w_o, bias=b_o)
             return multi_head_attention(q, k, v, num_heads, out_proj, mask, 0.0, is_causal, need_weights=False)[0]
 
-        norm = functools.partial(F._layer_norm, ndim=1, weight=norm_weight, bias=norm_bias, eps=eps)
+        norm = functools.partial(F.layer_norm_definition, ndim=1, weight=norm_weight, bias=norm_bias, eps=eps)
         return residual(x, attend, norm, self.norm_first)  # (B, L, E)
 
 
@@ -294,9 +294,9 @@ class FeedForwardBlock(_ResidualBlock):
             activation = functools.partial(F.gelu, approximate=_APPROXIMATE[self.activation])
 
         def feed_forward(h):  # (…, E) -> (…, F) -> (…, E)
-            return F._linear(activation(F._linear(h, w1, b1)), w2, b2)
+            return F.linear_definition(activation(F.linear_definition(h, w1, b1)), w2, b2)
 
-        norm = functools.partial(F._layer_norm, ndim=1, weight=norm_weight, bias=norm_bias, eps=self.eps)
+        norm = functools.partial(F.layer_norm_definition, ndim=1, weight=norm_weight, bias=norm_bias, eps=self.eps)
         return residual(x, feed_forward, norm, self.norm_first)  # (…, E)
 
 

@@ -107,18 +107,18 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
 
 def attention(query, key, value, attn_mask, dropout_p, is_causal, scale, need_weights):
     """Attention on checked arguments: one ``fast.Attention`` node over the whole scores, or
-    ``fast.BlockedAttention`` a block of keys at a time (long keys), or the definition (``F._attention``:
+    ``fast.BlockedAttention`` a block of keys at a time (long keys), or the definition (``F.attention_definition``:
     the weights asked for, mixed dtypes, a transform open)."""
     args = (query, key, value, attn_mask, dropout_p, is_causal, scale, need_weights)
     if transforming():
-        return F._attention(*args)
+        return F.attention_definition(*args)
     if router.why_not_whole_attention(*args) is None:
         float_mask, allowed = split_mask(attn_mask)
         return Attention.apply(query, key, value, *float_mask, allowed=allowed, is_causal=is_causal, scale=scale,
                                dropout_p=dropout_p), None
     if router.why_not_blocked_attention(*args) is None:
         return blocked_attention(query, key, value, attn_mask, is_causal, scale), None
-    return F._attention(*args)
+    return F.attention_definition(*args)
 
 
 FUNCTIONS = {F.linear: linear, F.layer_norm: layer_norm, F.cross_entropy: cross_entropy,

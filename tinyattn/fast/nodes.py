@@ -23,14 +23,14 @@ from . import attention, buffers, kernels, router
 
 
 def attention_reference(node, query, key, value, attn_mask=None):
-    """A fused attention node's output by the reference attention's lines (``F._attention``), for its
+    """A fused attention node's output by the reference attention's lines (``F.attention_definition``), for its
     ``reference``: its boolean mask (``node.allowed``, an array) or float one (``attn_mask``, an input), its
     causality and scale, and its dropout drawn again from the generators as its forward found them
     (``node.rng_state``: the same keep-mask)."""
     if attn_mask is None and node.allowed is not None:
         attn_mask = Tensor._wrap(node.allowed)
     with backend.rng_state(node.rng_state):
-        out, _ = F._attention(query, key, value, attn_mask, node.dropout_p, node.is_causal, node.scale, False)
+        out, _ = F.attention_definition(query, key, value, attn_mask, node.dropout_p, node.is_causal, node.scale, False)
     return out  # (…, Lq, Ev)
 
 
@@ -73,7 +73,7 @@ class Linear(Function):
         return grad_x, grad_weight, grad_bias
 
     def reference(self, x, weight, bias=None):
-        return F._linear(x, weight, bias)
+        return F.linear_definition(x, weight, bias)
 
 
 class Normalize(Function):
@@ -106,7 +106,7 @@ class Normalize(Function):
         return grad_x, grad_weight, grad_bias
 
     def reference(self, x, weight=None, bias=None):
-        return F._layer_norm(x, self.ndim, weight, bias, self.eps)
+        return F.layer_norm_definition(x, self.ndim, weight, bias, self.eps)
 
 
 class CrossEntropy(Function):
@@ -162,7 +162,7 @@ class CrossEntropy(Function):
         return (xp.moveaxis(dz.reshape(moved), -1, 1),)
 
     def reference(self, logits):
-        return F._cross_entropy(logits, self.target, self.ignore_index, self.reduction, self.label_smoothing)
+        return F.cross_entropy_definition(logits, self.target, self.ignore_index, self.reduction, self.label_smoothing)
 
 
 # ----------------------------------------------------------------------------- attention
@@ -189,7 +189,7 @@ class InProjection(Function):
         return tuple(grads)
 
     def reference(self, x, w_q, w_k, w_v, b_q=None, b_k=None, b_v=None):
-        heads = [split_heads(F._linear(x, w, b), self.num_heads)  # (B, H, L, D) each
+        heads = [split_heads(F.linear_definition(x, w, b), self.num_heads)  # (B, H, L, D) each
                  for w, b in ((w_q, b_q), (w_k, b_k), (w_v, b_v))]
         return ops.stack(heads)  # (3, B, H, L, D)
 

@@ -56,8 +56,8 @@ from ..ops import (
     Tanh,
     To,
     Where,
-    _is_advanced,
-    _unwrap_index,
+    index_arrays,
+    is_advanced_index,
 )
 from ..ops_extra import Clamp, Clone, Cos, Cumsum, Sin
 
@@ -275,7 +275,7 @@ def expand(cls, inputs, options, levels):
 
 def _batched_index(index, n):
     parts = index if isinstance(index, tuple) else (index,)
-    advanced = [i for i, p in enumerate(parts) if _is_advanced((p,))]
+    advanced = [i for i, p in enumerate(parts) if is_advanced_index((p,))]
     if advanced and advanced[-1] - advanced[0] + 1 != len(advanced):
         raise RuntimeError("vmap: indexing with integer arrays separated by slices is not supported inside "
                            "vmap (NumPy moves their axes in front of the batch); index in two steps")
@@ -290,7 +290,7 @@ def getitem(cls, inputs, options, levels):
     (x,) = inputs
     parts = _index_parts(options["index"])
     if not any(levels_of(p) for p in parts if isinstance(p, Tensor)):
-        return cls.apply(physical(x, levels), index=_batched_index(_unwrap_index(options["index"]), len(levels)))
+        return cls.apply(physical(x, levels), index=_batched_index(index_arrays(options["index"]), len(levels)))
     # a batched integer index (embedding's rows): each example picks from its own x, paired by an arange per level
     if not all(isinstance(p, Tensor) for p in parts):
         raise RuntimeError("vmap: a batched tensor index can stand only alone, or beside other tensor indices")
@@ -375,7 +375,7 @@ def apply_batched(cls, inputs, options):
     index = options.get("index") if cls is GetItem else None
     index_tensors = [p for p in _index_parts(index) if isinstance(p, Tensor)] if index is not None else []
     if index_tensors and not any(levels_of(t) for t in (*inputs, *index_tensors)):
-        return cls.apply(*inputs, index=_unwrap_index(index))  # nothing batched: the index as arrays
+        return cls.apply(*inputs, index=index_arrays(index))  # nothing batched: the index as arrays
     levels = ()
     for t in index_tensors:
         levels += tuple(level for level in levels_of(t) if level not in levels)

@@ -23,8 +23,8 @@ which parts run it).
 
 import math
 
-from .. import _checks as check
 from .. import backend
+from .. import checks as check
 from ..masks import per_batch_mask
 from ..ops import cat
 from . import functional as F

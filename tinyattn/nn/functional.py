@@ -4,8 +4,20 @@ Each function takes tensors and returns a tensor, with PyTorch's names and defau
 written here as the textbook writes it: the reference definition. Most are compositions of the
 primitives in ``tinyattn.ops``; ``softmax``, ``log_softmax`` and ``layer_norm`` are ``Function``s
 with their backward written beside their forward. A public function first checks its arguments,
-then calls its definition (``_linear``, ``_layer_norm``, ``_cross_entropy``, ``_attention``…). What runs
-is what is written here; ``ta.compile`` gives faster forms of some of these functions, proven equal to them.
+then calls its definition. What runs is what is written here; ``ta.compile`` gives faster forms of some
+of these functions, proven equal to them.
+
+The definitions on checked arguments are the small interface the floors above recompute
+(``ta.compile``'s fused forms take them as their reference, and fall back to them on the spot). They check
+nothing: a caller passes what the public function would have passed to them.
+
+    linear_definition(input, weight, bias)                   F.linear: x Wᵀ + b
+    layer_norm_definition(input, ndim, weight, bias, eps)    F.layer_norm over the last ndim axes
+    cross_entropy_definition(logits, target, ignore_index, reduction, label_smoothing)
+                                                             F.cross_entropy on (N, C, d…) logits
+    attention_definition(query, key, value, attn_mask, dropout_p, is_causal, scale, need_weights)
+                                                             F.scaled_dot_product_attention, with the
+                                                             arguments attention_arguments returns
 
 >>> import tinyattn as ta
 >>> import tinyattn.nn.functional as F
@@ -21,8 +33,8 @@ import numbers
 
 import numpy as np
 
-from .. import _checks as check
 from .. import backend, modes, ops
+from .. import checks as check
 from ..engine import OUTPUT, Function, Tensor
 from ..masks import checked_mask
 
@@ -95,10 +107,10 @@ def linear(input, weight, bias=None):
         )
     if weight.ndim != 2:
         raise ValueError(f"linear: weight must be (out_features, in_features), got shape {weight.shape}")
-    return _linear(input, weight, bias)
+    return linear_definition(input, weight, bias)
 
 
-def _linear(input, weight, bias):
+def linear_definition(input, weight, bias):
     """The definition, on checked arguments: ``x Wᵀ + b``."""
     output = input @ weight.T  # (…, out)
     return output if bias is None else output + bias
@@ -263,10 +275,10 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
             raise ValueError(
                 f"layer_norm: {name} has shape {affine.shape}, expected normalized_shape {normalized_shape}"
             )
-    return _layer_norm(input, ndim, weight, bias, float(eps))  # (a NumPy float64 eps would promote float32)
+    return layer_norm_definition(input, ndim, weight, bias, float(eps))  # (a NumPy float64 eps would promote float32)
 
 
-def _layer_norm(input, ndim, weight, bias, eps):
+def layer_norm_definition(input, ndim, weight, bias, eps):
     """The definition, on checked arguments: ``x̂ = LayerNorm(x)`` over the last ``ndim`` axes, then
     ``x̂ · weight + bias``."""
     output = LayerNorm.apply(input, axes=tuple(range(input.ndim - ndim, input.ndim)), eps=eps)
@@ -406,11 +418,11 @@ def cross_entropy(input, target, ignore_index=-100, reduction="mean", label_smoo
         if reduction == "none":
             return per_target
         return per_target.sum() * (math.nan if reduction == "mean" else 1.0)
-    loss = _cross_entropy(logits, target, ignore_index, reduction, label_smoothing)
+    loss = cross_entropy_definition(logits, target, ignore_index, reduction, label_smoothing)
     return loss.reshape(()) if unbatched and reduction == "none" else loss
 
 
-def _cross_entropy(logits, target, ignore_index, reduction, label_smoothing):
+def cross_entropy_definition(logits, target, ignore_index, reduction, label_smoothing):
     """The definition: with ``log p = log_softmax(z)`` over the classes, ``C`` classes and smoothing
     ``ε``, ``loss_i = -(1-ε) log p[t_i] - (ε/C) Σ_c log p[c]``, zero where ``t_i == ignore_index``.
     ``target``: an integer tensor (or array) of class indices."""
@@ -448,7 +460,7 @@ def _cross_entropy(logits, target, ignore_index, reduction, label_smoothing):
 # attended; a **float** mask is added to the scores (``-inf`` forbids a key, and the mask may
 # require a gradient); ``is_causal=True`` lets query ``i`` attend keys ``j <= i``. A mask and
 # ``is_causal`` together: a key is attended only where both allow it. A query row with no key
-# left gives zeros (output, weights and gradients), never NaN. ``_attention`` is the definition,
+# left gives zeros (output, weights and gradients), never NaN. ``attention_definition`` is the definition,
 # node by node.
 
 
@@ -476,7 +488,7 @@ def scaled_dot_product_attention(
             [0.33, 0.67]]], dtype=float32)
     """
     attn_mask, dropout_p, scale = attention_arguments(query, key, value, attn_mask, dropout_p, scale)
-    return _attention(query, key, value, attn_mask, dropout_p, is_causal, scale, need_weights)
+    return attention_definition(query, key, value, attn_mask, dropout_p, is_causal, scale, need_weights)
 
 
 def attention_arguments(query, key, value, attn_mask, dropout_p, scale):
@@ -519,7 +531,7 @@ def _broadcast_batch(*tensors):
         raise ValueError(f"scaled_dot_product_attention: leading dimensions of {shapes} cannot be broadcast") from None
 
 
-def _attention(query, key, value, attn_mask, dropout_p, is_causal, scale, need_weights):
+def attention_definition(query, key, value, attn_mask, dropout_p, is_causal, scale, need_weights):
     """The definition, on checked arguments: ``weights = softmax(q kᵀ·scale + mask)``, dropout,
     ``output = weights @ v`` → ``(output, weights or None)``."""
     Lq, Lk = query.shape[-2], key.shape[-2]

@@ -5,8 +5,8 @@ A full backward hook needs, at one moment, the gradients of all of a module's Te
 outputs; a graph node here has one output and receives one gradient. So each side of the module goes through
 a hub, as ``tinyattn.autograd`` joins a custom function's several outputs:
 
-    x_1 … x_n ── _Hub ── _Pick(0) … _Pick(n-1) ── x_1' … x_n' ── forward ── y_1 … y_m
-    y_1 … y_m ── _Hub ── _Pick(0) … _Pick(m-1) ── y_1' … y_m' ── what the caller computes from them
+    x_1 … x_n ── _Hub ── Pick(0) … Pick(n-1) ── x_1' … x_n' ── forward ── y_1 … y_m
+    y_1 … y_m ── _Hub ── Pick(0) … Pick(m-1) ── y_1' … y_m' ── what the caller computes from them
 
 A pick passes its array through unchanged; in backward it hands its gradient to its hub as an
 ``autograd.OutputGradients`` (the gradients by position, summed like arrays when several picks send theirs). So a
@@ -20,7 +20,7 @@ import weakref
 from collections import namedtuple
 
 from .. import backend
-from ..autograd import _Pick  # (a hub's picks are the same node as a custom Function's outputs)
+from ..autograd import Pick  # (a hub's picks are the same node as a custom Function's outputs)
 from ..engine import Function, Tensor, is_grad_enabled
 from ..ops import TangentPack
 
@@ -150,7 +150,7 @@ def _join(values, on_backward):
     hub = _Hub.apply(*tensors.values(), on_backward=on_backward, positions=tuple(tensors))
     picked = list(values)
     for i, t in tensors.items():
-        picked[i] = _Pick.apply(hub, index=i, array=t._data)
+        picked[i] = Pick.apply(hub, index=i, array=t._data)
     return {i: _Joined(t.shape, t.dtype, type(t)) for i, t in tensors.items()}, tuple(picked)
 
 

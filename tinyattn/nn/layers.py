@@ -25,8 +25,8 @@ from collections import OrderedDict
 
 import numpy as np
 
-from .. import _checks as check
 from .. import backend
+from .. import checks as check
 from . import functional as F
 from .module import Module, Parameter, _addindent
 
@@ -79,7 +79,7 @@ class Linear(Module):
                 f"dimension has size {input.shape[-1] if input.ndim else None} (input shape {input.shape}), "
                 f"expected {self.in_features}"
             )
-        return F._linear(input, self.weight, self.bias)  # F.linear's definition: the checks are made above
+        return F.linear_definition(input, self.weight, self.bias)  # F.linear's definition: the checks are made above
 
     def extra_repr(self):
         return f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}"

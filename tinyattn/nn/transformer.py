@@ -34,8 +34,8 @@ import math
 
 import numpy as np
 
-from .. import _checks as check
 from .. import backend
+from .. import checks as check
 from ..engine import Tensor, records_graph
 from . import functional as F
 from .attention import MultiHeadAttention

@@ -11,8 +11,8 @@ array([0.6, 0.8], dtype=float32)
 
 import math
 
-from .. import _checks as check
 from .. import backend
+from .. import checks as check
 from ..engine import Tensor
 
 

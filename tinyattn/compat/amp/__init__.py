@@ -24,7 +24,7 @@ tensor([3., 3.])
 import warnings
 
 from ... import backend
-from .._devices import is_available as _cuda_is_available
+from ..core.devices import is_available as _cuda_is_available
 
 __all__ = ["autocast", "GradScaler"]
 

@@ -19,9 +19,10 @@ again, to any order, as in torch.
 from ... import autograd as _native
 from ... import backend
 from ... import testing as _testing
+from ...creation import ones_like
 from ...engine import Tensor as _NativeTensor
 from ...engine import enable_grad, inference_mode, no_grad, set_grad_enabled
-from .._tensor import as_compat
+from ..core.tensor import as_compat
 from . import forward_ad, function, functional
 from .function import Function, FunctionCtx
 
@@ -45,11 +46,9 @@ def _ones_where_missing(outputs, grads):
     """``grads`` with each missing gradient of a one-element output made compat ones (as torch's implicit
     gradient), so that what a walk under ``create_graph`` computes from it is compat too; a missing one of
     a larger output stays ``None``, for the native error that says so."""
-    from .. import ones_like  # compat's creation functions (the package imports this module first)
-
     if len(grads) == 1 and len(outputs) > 1 and grads[0] is None:
         grads = grads * len(outputs)
-    return tuple(ones_like(out) if g is None and isinstance(out, _NativeTensor) and out.numel() == 1 else g
+    return tuple(as_compat(ones_like(out)) if g is None and isinstance(out, _NativeTensor) and out.numel() == 1 else g
                  for out, g in zip(outputs, grads)) + grads[len(outputs):]
 
 

@@ -13,7 +13,7 @@ its tensors compat tensors.
 """
 
 from ...autograd import forward_ad as _native
-from .._tensor import as_compat
+from ..core.tensor import as_compat
 
 UnpackedDualTensor = _native.UnpackedDualTensor
 dual_level = _native.dual_level

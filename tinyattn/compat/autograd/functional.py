@@ -11,7 +11,7 @@ tensor([[ 6.,  0.],
 import functools
 
 from ...autograd import functional as _native
-from ..func import _compat
+from ..core.tensor import as_compat_tree
 
 __all__ = ["vjp", "jvp", "jacobian", "hessian", "hvp", "vhp"]
 
@@ -19,7 +19,7 @@ __all__ = ["vjp", "jvp", "jacobian", "hessian", "hvp", "vhp"]
 def _returning_compat(function):
     @functools.wraps(function)
     def compat_function(*args, **kwargs):
-        return _compat(function(*args, **kwargs))
+        return as_compat_tree(function(*args, **kwargs))
     return compat_function
 
 

@@ -12,7 +12,7 @@ True
 """
 
 from ... import backend
-from .._devices import device_count, is_available  # noqa: F401
+from ..core.devices import device_count, is_available  # noqa: F401
 from . import amp  # noqa: F401
 
 

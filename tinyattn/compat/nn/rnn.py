@@ -25,8 +25,8 @@ import math
 from ... import ops
 from ...creation import empty, zeros
 from ...nn import functional as F
-from .._tensor import Parameter
-from . import Module
+from ..core.tensor import Parameter
+from .module import Module
 
 
 class RNNBase:

@@ -24,7 +24,7 @@ argument requires grad; the non-reentrant one also when none does, as here).
 """
 
 from ... import utils as _native
-from .._tensor import as_compat
+from ..core.tensor import as_compat
 
 __all__ = ["checkpoint", "checkpoint_sequential"]
 

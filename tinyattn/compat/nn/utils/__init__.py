@@ -14,9 +14,10 @@ import warnings
 import numpy as np
 
 from ....creation import tensor
+from ....engine import Tensor as _NativeTensor
 from ....nn.utils import clip_grad_norm_ as _native_clip_grad_norm_
 from ....ops import cat
-from ... import _tensor
+from ...core.tensor import as_compat
 from . import rnn  # noqa: F401
 
 __all__ = ["clip_grad_norm_", "clip_grad_norm", "clip_grad_value_", "parameters_to_vector", "vector_to_parameters",
@@ -24,7 +25,7 @@ __all__ = ["clip_grad_norm_", "clip_grad_norm", "clip_grad_value_", "parameters_
 
 
 def _parameters(parameters):
-    return [parameters] if isinstance(parameters, _tensor._NativeTensor) else list(parameters)
+    return [parameters] if isinstance(parameters, _NativeTensor) else list(parameters)
 
 
 def clip_grad_norm_(parameters, max_norm, norm_type=2.0, error_if_nonfinite=False, foreach=None):
@@ -43,7 +44,7 @@ def clip_grad_norm_(parameters, max_norm, norm_type=2.0, error_if_nonfinite=Fals
                                "non-finite, so it cannot be clipped. To disable this error and scale the gradients "
                                "by the non-finite norm anyway, set `error_if_nonfinite=False`")
     total = _native_clip_grad_norm_(parameters, max_norm, norm_type)
-    return _tensor.as_compat(tensor(total, dtype=dtype))
+    return as_compat(tensor(total, dtype=dtype))
 
 
 def clip_grad_norm(parameters, max_norm, norm_type=2.0, error_if_nonfinite=False, foreach=None):
@@ -63,12 +64,12 @@ def clip_grad_value_(parameters, clip_value, foreach=None):
 
 def parameters_to_vector(parameters):
     """The parameters, flattened and joined into one 1-D tensor (differentiable)."""
-    return _tensor.as_compat(cat([p.reshape(-1) for p in _parameters(parameters)]))
+    return as_compat(cat([p.reshape(-1) for p in _parameters(parameters)]))
 
 
 def vector_to_parameters(vec, parameters):
     """Copy consecutive slices of ``vec`` into the parameters' values."""
-    if not isinstance(vec, _tensor._NativeTensor) or vec.ndim != 1:
+    if not isinstance(vec, _NativeTensor) or vec.ndim != 1:
         raise TypeError(f"expected vec to be a 1-D Tensor, but got {type(vec).__name__}")
     start = 0
     for p in _parameters(parameters):

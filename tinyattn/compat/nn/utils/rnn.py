@@ -10,7 +10,7 @@ tensor([[1, 4],
 
 from ....creation import full
 from ....ops import cat, stack
-from ... import _tensor
+from ...core.tensor import as_compat
 
 __all__ = ["pad_sequence", "pack_padded_sequence", "pad_packed_sequence", "pack_sequence"]
 
@@ -32,7 +32,7 @@ def pad_sequence(sequences, batch_first=False, padding_value=0.0, padding_side="
             parts = [s, pad] if padding_side == "right" else [pad, s]
             s = cat(parts, dim=0)
         padded.append(s)
-    return _tensor.as_compat(stack(padded, dim=0 if batch_first else 1))
+    return as_compat(stack(padded, dim=0 if batch_first else 1))
 
 
 def _not_supported(name):

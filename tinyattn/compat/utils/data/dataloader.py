@@ -10,15 +10,14 @@ import numbers
 import numpy as np
 
 from ....engine import Tensor as _NativeTensor
-from ... import _tensor
+from ....ops import stack
+from ...core.tensor import as_compat
 from .dataset import IterableDataset
 from .sampler import BatchSampler, RandomSampler, SequentialSampler
 
 
 def _stack(tensors):
-    from ... import stack
-
-    return _tensor.as_compat(stack(tensors, 0))
+    return as_compat(stack(tensors, 0))
 
 
 def default_collate(batch):
@@ -29,15 +28,15 @@ def default_collate(batch):
     if isinstance(elem, _NativeTensor):
         return _stack(batch)
     if isinstance(elem, np.ndarray) and elem.dtype.kind in "biufc":
-        return _stack([_tensor.as_compat(_NativeTensor(np.asarray(b))) for b in batch])
+        return _stack([as_compat(_NativeTensor(np.asarray(b))) for b in batch])
     if isinstance(elem, np.generic) and elem.dtype.kind in "biufc":
-        return _tensor.as_compat(_NativeTensor(np.asarray(batch)))
+        return as_compat(_NativeTensor(np.asarray(batch)))
     if isinstance(elem, bool):
-        return _tensor.as_compat(_NativeTensor(np.asarray(batch, dtype=np.bool_)))
+        return as_compat(_NativeTensor(np.asarray(batch, dtype=np.bool_)))
     if isinstance(elem, numbers.Integral):
-        return _tensor.as_compat(_NativeTensor(np.asarray(batch, dtype=np.int64)))
+        return as_compat(_NativeTensor(np.asarray(batch, dtype=np.int64)))
     if isinstance(elem, float):
-        return _tensor.as_compat(_NativeTensor(np.asarray(batch, dtype=np.float64)))
+        return as_compat(_NativeTensor(np.asarray(batch, dtype=np.float64)))
     if isinstance(elem, (str, bytes)):
         return batch
     if isinstance(elem, collections.abc.Mapping):
@@ -66,7 +65,7 @@ def default_convert(data):
     """One sample as the loader yields it with ``batch_size=None``: NumPy arrays and scalars become tensors,
     tuples lists (as torch's does), containers are converted item by item."""
     if isinstance(data, (np.ndarray, np.generic)) and data.dtype.kind in "biufc":
-        return _tensor.as_compat(_NativeTensor(np.asarray(data)))
+        return as_compat(_NativeTensor(np.asarray(data)))
     if isinstance(data, collections.abc.Mapping):
         return type(data)({key: default_convert(value) for key, value in data.items()})
     if isinstance(data, tuple) and hasattr(data, "_fields"):

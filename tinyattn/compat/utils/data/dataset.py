@@ -6,7 +6,7 @@ import math
 import numbers
 import warnings
 
-from ..._random import permutation
+from ...core.random import permutation
 
 
 class Dataset:

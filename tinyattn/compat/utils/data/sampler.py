@@ -5,7 +5,7 @@ import numbers
 import numpy as np
 
 from .... import backend
-from ... import _random
+from ...core import random
 
 
 class Sampler:
@@ -56,15 +56,15 @@ class RandomSampler(Sampler):
                 yield from _draws(n, min(32, self.num_samples - start), self.generator)
             return
         for _ in range(self.num_samples // n):
-            yield from _random.permutation(n, self.generator).tolist()
-        yield from _random.permutation(n, self.generator)[: self.num_samples % n].tolist()
+            yield from random.permutation(n, self.generator).tolist()
+        yield from random.permutation(n, self.generator)[: self.num_samples % n].tolist()
 
     def __len__(self):
         return self.num_samples
 
 
 def _draws(n, count, generator):
-    rng = _random.numpy_generator(generator)
+    rng = random.numpy_generator(generator)
     if rng is None:
         return (backend.random_uniform((count,), np.dtype(np.float64), "cpu") * n).astype(np.int64).tolist()
     return rng.integers(0, n, count).tolist()
@@ -77,7 +77,7 @@ class SubsetRandomSampler(Sampler):
         self.indices, self.generator = indices, generator
 
     def __iter__(self):
-        for i in _random.permutation(len(self.indices), self.generator).tolist():
+        for i in random.permutation(len(self.indices), self.generator).tolist():
             yield self.indices[i]
 
     def __len__(self):

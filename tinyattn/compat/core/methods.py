@@ -25,12 +25,12 @@ import inspect
 
 import numpy as np
 
-from .. import backend
-from .. import ops as _ops
-from .. import ops_extra as _ops_extra
-from ..creation import zeros_like as _zeros_like
-from ..engine import Function, no_grad
-from ..engine import Tensor as _NativeTensor
+from ... import backend
+from ... import ops as _ops
+from ... import ops_extra as _ops_extra
+from ...creation import zeros_like as _zeros_like
+from ...engine import Function, no_grad
+from ...engine import Tensor as _NativeTensor
 
 SortResult = collections.namedtuple("sort", ["values", "indices"])
 

@@ -22,10 +22,10 @@ tensor([0., 0.])
 (0.0, 'Tensor')
 """
 
-from .. import backend
-from ..engine import Tensor as _NativeTensor
-from ..nn.module import Parameter as _NativeParameter
-from . import _methods
+from ... import backend
+from ...engine import Tensor as _NativeTensor
+from ...nn.module import Parameter as _NativeParameter
+from . import methods
 
 
 def _array_of(name, value, owner):
@@ -93,7 +93,7 @@ class Tensor(_NativeTensor):
 
 
 Tensor._result_class = Tensor
-_methods.attach(Tensor)  # __index__, __format__, NumPy-style ``axis=``, narrow, sort… (see ``_methods``)
+methods.attach(Tensor)  # __index__, __format__, NumPy-style ``axis=``, narrow, sort… (see ``methods``)
 
 
 class Parameter(_NativeParameter, Tensor):
@@ -131,3 +131,17 @@ def as_compat(value):
                     if item is not None:
                         as_compat(item)
     return value
+
+
+def as_compat_tree(tree):
+    """``tree`` (a tensor, or tuples, namedtuples, lists and dicts of them) with every tensor made compat
+    (``as_compat``), as compat's transforms return their results."""
+    if isinstance(tree, _NativeTensor):
+        return as_compat(tree)
+    if isinstance(tree, tuple) and hasattr(tree, "_fields"):  # a namedtuple
+        return type(tree)(*(as_compat_tree(t) for t in tree))
+    if isinstance(tree, (tuple, list)):
+        return type(tree)(as_compat_tree(t) for t in tree)
+    if isinstance(tree, dict):
+        return type(tree)((key, as_compat_tree(value)) for key, value in tree.items())
+    return tree

@@ -1,4 +1,6 @@
-"""The argument checks every public entry point shares: dims, sizes, dtypes, tensor arguments.
+"""The argument checks every public entry point shares: dims, sizes, dtypes, tensor arguments. A public module
+of floor 3 (``ops`` and ``creation`` check with it) that the floors above share too: ``nn``'s functions and
+layers and ``compat.nn`` make their checks through it, so an error reads the same wherever it is raised.
 
 Each check either returns the argument in the form the caller needs (a dim in ``[0, ndim)``,
 a tuple of sizes) or raises ``IndexError``, ``TypeError`` or ``ValueError`` with a message that

@@ -13,7 +13,7 @@ alike gives the same draws here run after run, but not torch's draws.
 
 import numpy as np
 
-from .. import backend
+from ... import backend
 
 
 class Generator:
