@@ -595,3 +595,34 @@ def test_encoder_layer_fused_matches_keep_attn_weights(device, norm_first, B, L,
                        + [grad_of(mask) if mask is not None and mask.requires_grad else None])
     assert_same(results[0], results[2])
     assert_same(results[1], results[2])
+
+
+def test_a_leafs_gradient_is_its_own_array_and_stays_as_later_calls_run(monkeypatch):
+    """The compiled attention makes a leaf input's gradient as an array of its own (not a view of the fast floor's
+    kept memory), which the engine then keeps as the leaf's ``.grad`` uncopied; later calls, which reuse that
+    memory for their own arrays, leave it as it was, and a second backward adds into it."""
+    attention = ta.compile(F.scaled_dot_product_attention)
+    rng = np.random.default_rng(0)
+    q, k, v = (ta.tensor(rng.standard_normal((2, 4, 128, 64), dtype=np.float32), requires_grad=True)
+               for _ in range(3))  # 128 KiB each: past fast.buffers' smallest kept array
+    g = ta.tensor(rng.standard_normal((2, 4, 128, 64), dtype=np.float32))
+    from tinyattn import engine
+
+    given = {}
+    accumulate = engine._accumulate_leaf
+    monkeypatch.setattr(engine, "_accumulate_leaf",
+                        lambda t, grad, unshared=False: given.update({id(t): grad}) or accumulate(t, grad, unshared))
+    attention(q, k, v, need_weights=False)[0].backward(g)
+    assert all(t.grad is given[id(t)] for t in (q, k, v))  # the node's own arrays, taken uncopied
+    first = [t.grad.copy() for t in (q, k, v)]
+    for _ in range(2):  # other calls through the same kernels and memory
+        attention(v, q, k, need_weights=False)[0].sum().backward()
+        attention(k * 1, v * 1, q * 1, need_weights=False)[0].sum()
+    for t in (q, k, v):
+        t.grad = None
+    attention(q, k, v, need_weights=False)[0].backward(g)
+    again = [t.grad.copy() for t in (q, k, v)]
+    attention(q, k, v, need_weights=False)[0].backward(g)
+    for t, one, same in zip((q, k, v), first, again):
+        np.testing.assert_array_equal(same, one)
+        np.testing.assert_allclose(t.grad, 2 * one, rtol=1e-6, atol=1e-6)

@@ -314,11 +314,13 @@ def forward_tile(a, tile, first, out=None):
 # ----------------------------------------------------------------------------- backward
 
 
-def attention_backward(grad, a, schedule, scale, mask_shape=None, out=None):
+def attention_backward(grad, a, schedule, scale, mask_shape=None, out=None, fresh=(False, False, False)):
     """``(dQ, dK, dV, dmask)`` of ``attention`` for ``grad = ∂L/∂O`` (laid out as the output ``a.out``) and the
     pass's arrays ``a``, cut as ``schedule`` says (the forward's, or the router's answer for backward), before any
     sum over broadcast axes (each of ``grad``'s leading shape; written into ``out = (dQ, dK, dV)`` when given);
-    ``dmask`` is ``None`` unless ``mask_shape`` is given.
+    ``dmask`` is ``None`` unless ``mask_shape`` is given. ``fresh``: which of ``dQ, dK, dV`` are made as arrays of
+    their own rather than in ``fast.buffers``' memory (a gradient a leaf will keep as its ``.grad``: the engine
+    takes an array that owns its memory as it is, and copies a view).
 
     ``D = rowsum(G ∘ O)`` is each row's ``Σ_k dP·P`` (Dao et al. 2022): ``Σ_k (G_i·V_k) M_ik P_ik = G_i · O_i``,
     a sum over ``Ev`` per row instead of a pass over the scores (``kernels.rows_dot``)."""
@@ -334,8 +336,9 @@ def attention_backward(grad, a, schedule, scale, mask_shape=None, out=None):
     xp = backend.namespace(grad)
     lead, (Lq, E), (Lk, Ev) = grad.shape[:-2], a.query.shape[-2:], a.value.shape[-2:]
     online = schedule.keeps == "lse"
-    if out is None:  # fast.buffers' memory from its size on
-        out = tuple(buffers.empty(xp, lead + (n, size), grad.dtype) for n, size in ((Lq, E), (Lk, E), (Lk, Ev)))
+    if out is None:  # fast.buffers' memory from its size on, or arrays of their own (``fresh``)
+        out = tuple(xp.empty(lead + (n, size), grad.dtype) if own else buffers.empty(xp, lead + (n, size), grad.dtype)
+                    for (n, size), own in zip(((Lq, E), (Lk, E), (Lk, Ev)), fresh))
         if online:  # (key blocks past the last query are never reached)
             for array in out:
                 array[...] = 0

@@ -17,8 +17,9 @@ Rules that keep it safe and lean:
   of several sizes do not hold on to much more memory than they use. Blocks are kept by their size: the usual
   request, for the size an array of the last step had, looks among the blocks of that size alone, starting after
   the one it handed out last (blocks a step holds to its end are passed once a round, not at every request).
-- A leaf may keep a gradient made here as its ``.grad`` (``gradients.steal``, when the block serves that
-  array alone): the block is then in use until the leaf lets the gradient go (``x.grad = None``).
+- A gradient bound for a leaf is not made here: the leaf keeps it as its ``.grad``, and the engine copies a view
+  (the fused attention makes such gradients as arrays of their own: ``fast.attention.attention_backward``'s
+  ``fresh``).
 - On CuPy (which pools its own memory) and below 128 KiB, ``empty`` is ``xp.empty``.
 - At most ``_MOST_KEPT`` blocks per thread; past it, the free ones are let go. ``clear()`` lets go of all.
 

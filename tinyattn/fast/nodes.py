@@ -228,8 +228,11 @@ class Attention(Function):
 
     def backward(self, grad):
         needs = self.needs_grads()
+        leaves = tuple(p._ctx is None and p._hooks is None and p.shape == grad.shape[:-2] + p.shape[-2:]
+                       for p in self.parents[:3])  # (their gradients, unsummed, become their .grad)
         grads = attention.attention_backward(grad, self.arrays, self.schedule, self.scale,
-                                             mask_shape=self.parents[3].shape if len(needs) > 3 and needs[3] else None)
+                                             mask_shape=self.parents[3].shape if len(needs) > 3 and needs[3] else None,
+                                             fresh=leaves)
         return tuple(ops.sum_to(g, p.shape) if need else None for g, p, need in zip(grads, self.parents, needs))
 
     def reference(self, query, key, value, attn_mask=None):
