@@ -285,11 +285,12 @@ class Tensor(hooks.TensorHooks):
         return detached
 
     def detach_(self):
-        """Cut this tensor from the graph, in place: it becomes a leaf that requires no gradient."""
+        """Cut this tensor from the graph, in place: it becomes a leaf that requires no gradient and has no
+        tangent (forward mode), as ``detach()``'s result."""
         if self._view is not None and self._view[0].requires_grad:
             raise RuntimeError("detach_: cannot detach a view of a tensor that requires grad in place; use "
                                "detach(), which returns a new tensor")
-        self._ctx, self.requires_grad = None, False
+        self._ctx, self.requires_grad, self._tangents = None, False, None
         return self
 
     def requires_grad_(self, requires_grad=True):
@@ -353,7 +354,7 @@ def _forward(fn, inputs, options):
 def _kind_of(inputs):
     """The input whose ``_result_class`` a result takes (compat's tensor names its own), or ``None``."""
     for t in inputs:
-        if type(t) is not Tensor and t._result_class is not Tensor:
+        if t._result_class is not Tensor:
             return t
     return None
 

@@ -23,6 +23,7 @@ True
 '4 keys, fewer than the blocked-attention threshold of 513'
 """
 
+import contextvars
 import functools
 import math
 import os
@@ -160,7 +161,7 @@ def why_not_packed_self_attention(module, query, key=None, value=None, attn_mask
     """``None`` when ``MultiHeadAttention`` (``module``, called with these arguments) runs as ``InProjection`` (one
     GEMM for q, k and v) and ``PackedSelfAttention`` (attention and the heads merged, one node)."""
     reason = _why_not_packed(module, query, key, value, need_weights)
-    if _TRACE is not None:
+    if TRACE.get() is not None:
         _record(module, "projections and attention", "fast.InProjection + fast.PackedSelfAttention", reason)
         if reason is not None:
             key = query if key is None else key
@@ -263,11 +264,11 @@ def _why_not_self_attention_now(layer, parts, x, attn_mask):
         return f"dropout acts on the attention weights (p={attention.dropout}, training)"
     if dropout.training and dropout.p:
         return f"dropout1 acts (p={dropout.p}, training)"
-    threshold = tuning.blocked_attention_min_keys
-    if x.shape[1] >= threshold:
-        return f"{x.shape[1]} keys, at least the blocked-attention threshold of {threshold}"
+    threshold, shape, dtype = tuning.blocked_attention_min_keys, x._data.shape, x._data.dtype  # x (B, L, E)
+    if shape[1] >= threshold:
+        return f"{shape[1]} keys, at least the blocked-attention threshold of {threshold}"
     q, k, v, out = attention.q_proj, attention.k_proj, attention.v_proj, attention.out_proj
-    E, dtype = x.shape[-1], x.dtype
+    E = shape[-1]
     if (norm.normalized_shape != (E,) or dtype.kind != "f"
             or not _fit(dtype, (E,), (norm.weight, norm.bias, q.bias, k.bias, v.bias, out.bias))
             or not _fit(dtype, (E, E), (q.weight, k.weight, v.weight, out.weight))):
@@ -318,7 +319,7 @@ def _why_not_feed_forward_now(layer, parts, norm, x, output_dropout, activation)
     for part in (dropout, output_dropout):
         if part.training and part.p:
             return f"{_name_in(layer, part)} acts (p={part.p}, training)"
-    E, hidden, dtype = x.shape[-1], linear1.out_features, x.dtype  # hidden: dim_feedforward
+    E, hidden, dtype = x._data.shape[-1], linear1.out_features, x._data.dtype  # hidden: dim_feedforward
     if not (norm.normalized_shape == (E,) and _fit(dtype, (E,), (norm.weight, norm.bias, linear2.bias))
             and _fit(dtype, (hidden,), (linear1.bias,)) and _fit(dtype, (hidden, E), (linear1.weight,))
             and _fit(dtype, (E, hidden), (linear2.weight,))):
@@ -714,7 +715,7 @@ def encoder(module, src, mask=None, is_causal=False):
         return "the padding is computed (no padding to fill with zeros: padding_to_zero)", None, None
     reason, activations = _real_tokens_route(module, src, mask)
     _record(module, "padding", "fast.encoder_on_real_tokens (the real tokens alone; zeros at the padding)", reason)
-    if activations and _TRACE is not None:
+    if activations and TRACE.get() is not None:
         _record(module, "attention on the real tokens", "fast.attention.attention_by_sequences (sentence by sentence)",
                 why_not_attention_by_sequences(real.shape[0], int(real.sum())))
     return reason, real, activations
@@ -730,11 +731,11 @@ def _layer_route(layer, x, attn_mask, ff_norm, ff_dropout):
         layer, structure.feed_forward_parts, ff_norm, x, ff_dropout, structure.activation)
     activation = None if ff_reason else structure.activation  # "relu", "gelu", "gelu_tanh"
     # each fused block's widest elementwise pass, which decides whether its products go over the pool (on NumPy)
-    batch, keys = x.shape[0], x.shape[-2]  # x (B, L, E), batch-first
+    batch, keys = x._data.shape[:2]  # x (B, L, E), batch-first
     scores = None if sa_reason else batch * layer.self_attn.num_heads * keys * keys  # (B, H, L, L)
-    hidden = None if ff_reason else math.prod(x.shape[:-1]) * layer.linear1.out_features  # (M, F)
+    hidden = None if ff_reason else batch * keys * layer.linear1.out_features  # (M, F), M = B·L
     on_numpy = type(x._data) is np.ndarray
-    if _TRACE is not None:
+    if TRACE.get() is not None:
         threshold = tuning.blocked_attention_min_keys
         whole_matrix = f" ({keys} keys, under the blocked-attention threshold {threshold})"
         _record(layer, "self-attention residual", "fast.SelfAttentionBlock" + whole_matrix, sa_reason)
@@ -831,13 +832,15 @@ def _all_of_dtype(dtype, tensors):
 
 # ----------------------------------------------------------------------------- explain
 
-_TRACE = None  # while ta.explain runs: {id(module): [(part, fast route, reason or None)]}
+# while ta.explain runs, in its thread: {id(module): [(part, fast route, reason or None)]}
+TRACE = contextvars.ContextVar("explain_trace", default=None)
 
 
 def _record(module, part, fast_route, reason):
     """While ``explain`` runs: note a route of ``module`` (once: a row's test and its run both ask)."""
-    if _TRACE is not None and module is not None:
-        entries = _TRACE.setdefault(id(module), [])
+    trace = TRACE.get()
+    if trace is not None and module is not None:
+        entries = trace.setdefault(id(module), [])
         if (part, fast_route, reason) not in entries:
             entries.append((part, fast_route, reason))
 
@@ -872,14 +875,13 @@ def explain(module, *inputs, file=None, **kwargs):
     dropout1 (Dropout): inside a fused node of its parent
     dropout2 (Dropout): inside a fused node of its parent
     """
-    global _TRACE
-    previous, _TRACE = _TRACE, {}
+    trace = {}
+    token = TRACE.set(trace)
     try:
         with no_grad():
             module(*inputs, **kwargs)
-        trace = _TRACE
     finally:
-        _TRACE = previous
+        TRACE.reset(token)
     notes = module.__dict__.get("compile_notes", {})
     lines, called = [], set()
     for name, sub in module.named_modules():
