@@ -3,6 +3,8 @@
 While a forward-mode level is open in the calling thread (``autograd.forward_ad.dual_level``, ``ta.func.jvp``:
 ``modes.current().dual_levels``), ``Function.apply`` hands each result here, and the operation's JVP rule,
 ``cls.jvp(tangents, inputs, out, **options)``, gives its tangent at each level at which an input has one.
+A dual tensor (``make_dual``'s) is a view of its primal for reverse mode, but a tensor of its own in forward
+mode (``DualStep``).
 """
 
 from . import modes
@@ -44,3 +46,34 @@ def with_tangents(cls, inputs, result, options):
     if result._tangents and result._ctx is not None:  # for a backward that reads the output (``graph.output_of``);
         result._ctx.__dict__.setdefault("output_tangents", result._tangents)  # under vmap: the physical call's, first
     return result
+
+
+class DualStep:
+    """A step of a view's record (``Tensor._view``: its base and the view operations from it) that marks where
+    ``make_dual`` made a dual tensor. As in PyTorch, a dual is a view of its primal for reverse mode (a write
+    through it reaches the primal's graph) but a tensor of its own in forward mode: a write through a view of the
+    dual rewrites the dual's tangent, never its primal's (``inplace``). Replayed on an array or a tensor, the step
+    is the identity."""
+
+    @staticmethod
+    def apply(x, dual, level):
+        return x
+
+    def forward(self, array, dual, level):
+        return array
+
+
+def mark_dual(dual, level):
+    """Record in ``dual``'s view record (when it is a view of its primal) that it is a dual at ``level``."""
+    if dual._view is not None:
+        base, steps = dual._view
+        dual._view = (base, steps + ((DualStep, {"dual": dual, "level": level}),))
+
+
+def dual_step(steps):
+    """``(dual, level, the steps from the dual)`` for the last ``DualStep`` of a view's steps, or ``None``."""
+    for i in range(len(steps) - 1, -1, -1):
+        cls, options = steps[i]
+        if cls is DualStep:
+            return options["dual"], options["level"], steps[i + 1:]
+    return None

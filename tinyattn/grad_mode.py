@@ -2,10 +2,46 @@
 ``set_grad_enabled`` and ``inference_mode``.
 
 Each sets a field of the calling thread's modes (``tinyattn.modes``) and puts back, on exit, what it found: one
-thread's ``no_grad`` is never another's. ``Function.apply`` reads the mode once per operation.
+thread's ``no_grad`` is never another's. ``Function.apply`` reads the mode once per operation. As a decorator each
+runs the function in its mode (``decorated``), and a generator function's body in its mode at every step.
 """
 
+import functools
+import inspect
+
 from . import modes
+
+
+def decorated(fn, context):
+    """``fn`` run inside ``context()`` (a new context manager per call). For a generator function (or a
+    generator-based coroutine driven by ``send``), each resumption runs inside it, as in PyTorch: the body
+    sees the mode at every step, and the caller gets its own mode back at every ``yield``."""
+    if inspect.isgeneratorfunction(fn):
+        @functools.wraps(fn)
+        def generator(*args, **kwargs):
+            gen = fn(*args, **kwargs)  # (made, not yet run)
+            resume, value = gen.send, None  # (first: send(None), which is next())
+            while True:
+                try:
+                    with context():
+                        item = resume(value)
+                except StopIteration as stop:
+                    return stop.value
+                try:
+                    value, resume = (yield item), gen.send
+                except GeneratorExit:  # closed by the caller: closed here too, in the mode
+                    with context():
+                        gen.close()
+                    raise
+                except BaseException as error:  # thrown in by the caller: thrown into fn's body
+                    value, resume = error, gen.throw
+        return generator
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        with context():
+            return fn(*args, **kwargs)
+    return wrapper
 
 
 class no_grad:
@@ -31,12 +67,7 @@ class no_grad:
         modes.change(**self._previous)
 
     def __call__(self, fn):
-        def wrapper(*args, **kwargs):
-            with no_grad():
-                return fn(*args, **kwargs)
-
-        wrapper.__name__, wrapper.__doc__ = fn.__name__, fn.__doc__
-        return wrapper
+        return decorated(fn, no_grad)
 
 
 class enable_grad(no_grad):
@@ -54,12 +85,7 @@ class enable_grad(no_grad):
         self._previous = modes.change(grad_enabled=True)
 
     def __call__(self, fn):
-        def wrapper(*args, **kwargs):
-            with enable_grad():
-                return fn(*args, **kwargs)
-
-        wrapper.__name__, wrapper.__doc__ = fn.__name__, fn.__doc__
-        return wrapper
+        return decorated(fn, enable_grad)
 
 
 def is_grad_enabled():
@@ -93,19 +119,14 @@ class set_grad_enabled(no_grad):
     def __call__(self, fn):
         mode = self.mode
         modes.change(**self._previous)  # as a decorator it changes nothing until ``fn`` runs
-
-        def wrapper(*args, **kwargs):
-            with set_grad_enabled(mode):
-                return fn(*args, **kwargs)
-
-        wrapper.__name__, wrapper.__doc__ = fn.__name__, fn.__doc__
-        return wrapper
+        return decorated(fn, lambda: set_grad_enabled(mode))
 
 
 class inference_mode(no_grad):
     """``inference_mode(mode=True)``: PyTorch's context manager and decorator for inference. Here it is
-    ``no_grad`` (``mode=False``: ``enable_grad``'s opposite, nothing changes): the engine has no
-    tensors that could be cheaper than those ``no_grad`` makes.
+    ``no_grad`` with ``is_inference_mode_enabled()`` true (the engine has no tensors that could be cheaper than
+    those ``no_grad`` makes); ``inference_mode(False)`` turns it off inside, gradients on, even inside
+    ``inference_mode()``, as in PyTorch.
 
     >>> import tinyattn as ta
     >>> with ta.inference_mode():
@@ -121,22 +142,15 @@ class inference_mode(no_grad):
     def __init__(self, mode=True):
         self.mode = bool(mode)
 
-    def __enter__(self):
-        self._previous = modes.change(grad_enabled=False, inference=True) if self.mode else {}
+    def __enter__(self):  # (``mode=False`` turns it off inside, and gradients on, as PyTorch does)
+        self._previous = modes.change(grad_enabled=not self.mode, inference=self.mode)
 
     def __exit__(self, *exc):
         modes.change(**self._previous)
 
     def __call__(self, fn):
         mode = self.mode
-
-        def wrapper(*args, **kwargs):
-            with inference_mode(mode):
-                return fn(*args, **kwargs)
-
-        wrapper.__name__, wrapper.__doc__ = fn.__name__, fn.__doc__
-        return wrapper
-
+        return decorated(fn, lambda: inference_mode(mode))
 
 
 def is_inference_mode_enabled():

@@ -314,4 +314,7 @@ def recomputed(fn, grad, create_graph=True):
 
 
 def _array(g):
+    """A walk's gradient as a backend array: a tensor's array; a NumPy scalar (a 0-d result) as a 0-d array."""
+    if isinstance(g, np.generic):
+        return np.asarray(g)
     return g if backend.is_array(g) else g._data

@@ -29,10 +29,10 @@ RuntimeError: one of the arrays Exp saved for its backward was modified by an in
 
 import numpy as np
 
-from . import backend, modes
+from . import backend, forward_mode, modes
 from .creation import zeros_like
 from .engine import Function, Tensor, is_grad_enabled, no_grad
-from .ops import _lift, index_arrays, sum_to
+from .ops import _lift, index_arrays, kept_index, sum_to
 from .ops_extra import clone
 
 
@@ -48,6 +48,7 @@ class SetItem(Function):
     saved_inputs, saves_output, differentiable = (), False, True
 
     def forward(self, x, value, index):
+        index = kept_index(index, x)  # (a list made an array, which release() drops after a walk)
         self.index, self.value_shape = index, value.shape
         out = x.copy()
         out[index] = value
@@ -126,6 +127,31 @@ def _rewritten(tangents, new):
     return {**kept, **(new._tangents or {})} or None
 
 
+def _tangents_after(t, base, new, rewritten, view):
+    """``(base's tangents, t's)`` after ``new`` was written into ``t``, a view of ``base`` (forward mode): those of
+    ``rewritten`` (the base with the write: ``CopySlices``) and of ``view`` (``t`` in it). Where ``make_dual`` made
+    a dual on the way from the base to ``t`` (``forward_mode.DualStep``), the dual stands for the base at its
+    level, as in PyTorch: its tangent takes the write there, and the base keeps its own."""
+    base_tangents, t_tangents = _rewritten(base._tangents, rewritten), _rewritten(t._tangents, view)
+    marked = forward_mode.dual_step(t._view[1])
+    if marked is None or marked[1] not in modes.current().dual_levels:
+        return base_tangents, t_tangents
+    dual, level, steps = marked
+    base_tangents = _at_level(base_tangents, level, (base._tangents or {}).get(level))
+    if dual is not t:  # (t the dual itself: its tangent is view's already)
+        written = CopySlices.apply(_alias(dual, copy=False), new, steps=steps)
+        dual._tangents = _at_level(dual._tangents, level, (written._tangents or {}).get(level))
+    return base_tangents, t_tangents
+
+
+def _at_level(tangents, level, tangent):
+    """``tangents`` (a dict or ``None``) with ``tangent`` at ``level`` (``None``: none there)."""
+    tangents = {k: v for k, v in (tangents or {}).items() if k != level}
+    if tangent is not None:
+        tangents[level] = tangent
+    return tangents or None
+
+
 def _check_writable(t, name):
     if not is_grad_enabled():
         return
@@ -177,7 +203,7 @@ def _write(t, compute, name):
             base._ctx, base.requires_grad = rewritten._ctx, True
             t._ctx, t.requires_grad = view._ctx, True
         if dual:
-            base._tangents, t._tangents = _rewritten(base._tangents, rewritten), _rewritten(t._tangents, view)
+            base._tangents, t._tangents = _tangents_after(t, base, new, rewritten, view)
     else:
         if recording:
             t._ctx, t.requires_grad = new._ctx, new.requires_grad

@@ -564,6 +564,30 @@ def is_advanced_index(index):
     return any(not isinstance(p, (slice, numbers.Integral, type(None), type(Ellipsis))) for p in parts)
 
 
+def kept_index(index, like):
+    """``index`` as a node keeps it for its backward: each list in it (``t[[1, 2]]``) made an index array on
+    ``like``'s backend, so that ``Function.release`` drops it after a walk, as PyTorch frees the index tensors it
+    saves (a second walk through the node then asks for ``retain_graph=True``). NumPy reads a list index as that
+    array; a list it could not be (of slices, say) is kept, for NumPy's own error."""
+    if isinstance(index, list):
+        return _index_array(index, like)
+    if isinstance(index, tuple) and any(isinstance(part, list) for part in index):
+        return tuple(_index_array(part, like) if isinstance(part, list) else part for part in index)
+    return index
+
+
+def _index_array(part, like):
+    try:
+        array = np.asarray(part)
+    except (TypeError, ValueError):
+        return part
+    if array.dtype.kind not in "biu":
+        if array.size:
+            return part
+        array = array.astype(np.intp)  # ``[]``: no position (NumPy's float default would not index)
+    return backend.namespace(like).asarray(array)
+
+
 class GetItem(Function):
     """``x[index]``: basic slices, or integer-array indexing (repeats accumulate)."""
 
@@ -571,8 +595,10 @@ class GetItem(Function):
     saved_inputs, saves_output = (), False
 
     def forward(self, x, index):
-        self.shape, self.dtype, self.index = x.shape, x.dtype, index
         self.is_view = not is_advanced_index(index)  # basic indexing views the array, an index array copies
+        if not self.is_view:
+            index = kept_index(index, x)
+        self.shape, self.dtype, self.index = x.shape, x.dtype, index
         try:
             return x[index]
         except IndexError as error:  # NumPy's words, with the operation and the shape added

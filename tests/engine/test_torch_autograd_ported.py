@@ -365,9 +365,6 @@ def test_backward_with_inputs():
     _close(ours, [(gx, gy), (gx, zeros), (zeros, gy), (zeros, gy)])
 
 
-@pytest.mark.xfail(strict=True, reason="library: backward(inputs=s) for a 0-d s fails with AttributeError "
-                                       "(\"'numpy.float64' object has no attribute '_data'\", in graph._array): the "
-                                       "walk's 0-d gradient is a NumPy scalar; torch gives s.grad = 2s")
 def test_backward_with_scalar_input():
     """``TestAutograd.test_backward_with_scalar_input``: ``inputs`` may be one 0-d tensor."""
     for lib in (torch, ta):  # (torch first: it passes)
@@ -412,10 +409,6 @@ def test_backward_twice_retained_graph_with_saved_values():
         assert _np(b.grad).tolist() == [0.0, 4.0, 0.0]
 
 
-@pytest.mark.xfail(strict=True, reason="library: a second backward without retain_graph through c[[1, 2]] = b[[1, 1]] "
-                                       "runs (GetItem and SetItem keep their indices as Python lists, which release() "
-                                       "does not count as saved arrays; b.grad becomes [0, 4, 0]); torch saves the "
-                                       "indices as tensors and raises 'Specify retain_graph=True'")
 def test_backward_twice_with_saved_values():
     """``TestAutograd.test_backward_twice_with_saved_values``: a second walk through an index that saved its
     indices needs ``retain_graph=True`` the first time."""
@@ -481,9 +474,6 @@ def test_enable_grad_decorator_no_paren_and_set_grad_enabled():
 
 
 @pytest.mark.parametrize("kind", ["generator", "coroutine"])
-@pytest.mark.xfail(strict=True, reason="library: no_grad()/enable_grad() as decorators of a generator function set "
-                                       "the mode only while the generator object is made, not while its body runs; "
-                                       "torch's decorators wrap each resumption (next/send) in the mode")
 def test_set_grad_generator_functions_and_coroutines(kind):
     """``TestAutograd.test_set_grad_generator_functions`` and ``test_set_grad_coroutines``: a decorated generator
     runs its body in the decorator's mode, and the caller's mode is unchanged between steps."""
@@ -729,9 +719,6 @@ def test_stack_and_unused_output():
 # ----------------------------------------------------------------------------- TestAutogradInferenceMode
 
 
-@pytest.mark.xfail(strict=True, reason="library: inference_mode(False) inside inference_mode() changes nothing "
-                                       "(is_inference_mode_enabled() stays True, grad mode stays off); torch turns "
-                                       "inference mode off (and grad mode on) inside it")
 def test_inference_mode_context_manager():
     """``TestAutogradInferenceMode.test_inference_mode_context_manager``: ``inference_mode(False)`` turns inference
     mode off inside ``inference_mode()``, and each exit puts back what it found."""
@@ -797,9 +784,6 @@ def test_default_level_and_basic_packing():
         assert _np(baz_primal).tolist() == _np(foo).tolist() and baz_tangent is None
 
 
-@pytest.mark.xfail(strict=True, reason="library: make_dual with a tangent of another size raises ValueError; torch "
-                                       "raises RuntimeError ('Trying to set a forward gradient that has a different "
-                                       "size')")
 def test_size_check():
     """``TestAutogradForwardMode.test_size_check``: a tangent of another size raises ``RuntimeError``."""
     for lib, ad in ((torch, torch.autograd.forward_ad), (ta, fwAD)):  # (torch first: it passes)
@@ -836,9 +820,6 @@ def test_advanced_packing_unpacking():
             _close((_np(p), _np(t)), (_np(foo) * 3, _np(bar) * 3))
 
 
-@pytest.mark.xfail(strict=True, reason="library: detach_() cuts a dual tensor from the backward graph but keeps its "
-                                       "tangent, so dual.detach_() * 2 still has one; torch's detach_() drops the "
-                                       "forward gradient too")
 def test_in_place_detach_drops_the_tangent():
     """``TestAutogradForwardMode.test_advanced_packing_unpacking`` (its last check): after ``detach_`` a dual tensor
     has no tangent."""
@@ -851,10 +832,6 @@ def test_in_place_detach_drops_the_tangent():
             assert not p.requires_grad and t is None
 
 
-@pytest.mark.xfail(strict=True, reason="library: view = dual[0:1]; view *= 2 gives the dual's primal foo (the base "
-                                       "of both views) the tangent [2, 0] and leaves the dual's tangent [1, 1] (the "
-                                       "view's is [2]); torch updates the dual's tangent to [2, 1] and leaves foo "
-                                       "without one")
 def test_view_inplace_differentiable_views():
     """``TestAutogradForwardMode.test_view_inplace_differentiable_views`` (its first part; ``narrow`` written as a
     slice): an in-place write through a view of a dual updates the dual's tangent, not the tangent of the primal it
@@ -1067,11 +1044,7 @@ def test_jacobian_and_hessian_err_check(vectorize):
         _interleaved_struct(res, two, two)
 
 
-@pytest.mark.parametrize("vectorize", [False, pytest.param(True, marks=pytest.mark.xfail(
-    strict=True, reason="library: jacobian(vectorize=True) of a function returning (tensor, 'bar') raises "
-                        "RuntimeError 'vjp: the function must return tensors, got str' (from ta.func.vjp); torch "
-                        "raises TypeError 'The outputs of the user-provided function given to jacobian must be "
-                        "either a Tensor or a tuple of Tensors'"))])
+@pytest.mark.parametrize("vectorize", [False, True])
 def test_jacobian_err_check_outputs(vectorize):
     """``TestAutogradFunctional.test_jacobian_err_check``: an output that is not a tensor raises ``TypeError``."""
     for lib in (torch, ta):  # (torch first: it passes)

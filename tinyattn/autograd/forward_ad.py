@@ -29,10 +29,15 @@ runs its reference forward (``ta.compile``'s fused nodes have no JVP rules).
 
 import collections
 
-from .. import modes, ops
+from .. import forward_mode, modes, ops
 from ..engine import Tensor
 
 UnpackedDualTensor = collections.namedtuple("UnpackedDualTensor", ["primal", "tangent"])
+
+
+class TangentSizeError(RuntimeError, ValueError):
+    """``make_dual`` given a tangent of another shape than its tensor: a ``RuntimeError``, as PyTorch raises
+    ("Trying to set a forward gradient that has a different size"), and a ``ValueError``, as it was here before."""
 
 
 def enter_dual_level():
@@ -113,12 +118,14 @@ def make_dual(tensor, tangent, *, level=None):
     for what, mine, theirs in (("shape", tangent.shape, tensor.shape), ("dtype", tangent.dtype, tensor.dtype),
                                ("device", tangent.device, tensor.device)):
         if mine != theirs:
-            raise ValueError(f"make_dual: the tangent's {what} {mine} differs from the tensor's {what} {theirs}; "
-                             "a tangent has the shape, dtype and device of its primal")
+            error = TangentSizeError if what == "shape" else ValueError
+            raise error(f"make_dual: the tangent's {what} {mine} differs from the tensor's {what} {theirs}; "
+                        "a tangent has the shape, dtype and device of its primal")
     if tensor._tangents and level in tensor._tangents:
         raise RuntimeError(f"make_dual: the tensor already has a tangent at level {level}; unpack_dual it first "
                            "and make a dual of its primal")
-    dual = ops.reshape(tensor, tensor.shape)
+    dual = ops.reshape(tensor, tensor.shape)  # a view of the tensor, for reverse mode alone: DualStep
+    forward_mode.mark_dual(dual, level)
     dual._tangents = {**(dual._tangents or {}), level: tangent}
     return dual
 

@@ -53,6 +53,16 @@ def _as_tuple(value, arg_name, fn_name):
     return is_tuple, value
 
 
+def _outputs_checked(func, fn_name):
+    """``func`` with its outputs checked to be a tensor or a tuple of tensors (``_as_tuple``'s ``TypeError``),
+    before a transform (``ta.func.vjp``, ``jvp``) sees them and raises its own error."""
+    def checked(*args):
+        outputs = func(*args)
+        _as_tuple(outputs, "outputs of the user-provided function", fn_name)
+        return outputs
+    return checked
+
+
 def _unpacked(result, to_unpack):
     """``result`` (a tuple, or a tuple of tuples) with the levels that were not tuples for the user unpacked:
     ``to_unpack`` is one flag, or ``(outputs were a tuple, inputs were a tuple)``."""
@@ -393,7 +403,7 @@ def _jacobian_vectorized(func, inputs, inputs_are_tuple, create_graph):
     rows of the identity over the outputs' elements."""
     from .. import func as transforms  # (the transforms sit above autograd)
 
-    outputs, pullback = transforms.vjp(func, *inputs)
+    outputs, pullback = transforms.vjp(_outputs_checked(func, "jacobian"), *inputs)
     outputs_are_tuple, outputs = _as_tuple(outputs, "outputs of the user-provided function", "jacobian")
     numels = [out.numel() for out in outputs]
     basis = [chunk.reshape((sum(numels),) + out.shape) for chunk, out in zip(_standard_basis(outputs, numels), outputs)]
@@ -420,7 +430,8 @@ def _jacobian_forward(func, inputs, strict, vectorize):
     found = {}
 
     def column(*tangents):
-        outputs, products = transforms.jvp(func, inputs, tuple(t.reshape(x.shape) for t, x in zip(tangents, inputs)))
+        outputs, products = transforms.jvp(_outputs_checked(func, "jacobian"), inputs,
+                                           tuple(t.reshape(x.shape) for t, x in zip(tangents, inputs)))
         found["outputs_are_tuple"], found["outputs"] = _as_tuple(outputs, "outputs of the user-provided function",
                                                                  "jacobian")
         return products if isinstance(products, tuple) else (products,)
