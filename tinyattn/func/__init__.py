@@ -23,6 +23,7 @@ batch level. Inside ``vmap`` and forward mode a compiled module runs its referen
 tensor([1.        , 0.41997434, 0.07065082], dtype=float64)
 """
 
+import collections
 import functools
 
 import numpy as np
@@ -51,16 +52,46 @@ def _flatten(tree):
             return type(tree)(out) if not hasattr(tree, "_fields") else type(tree)(*out)
         return leaves, rebuild
     if isinstance(tree, dict):
-        keys = list(tree)
+        keys, kind = list(tree), collections.OrderedDict if isinstance(tree, collections.OrderedDict) else dict
         leaves, rebuild_values = _flatten([tree[k] for k in keys])
-        return leaves, lambda values: dict(zip(keys, rebuild_values(values)))
+        return leaves, lambda values: kind(zip(keys, rebuild_values(values)))
     return [tree], lambda values: values[0]
+
+
+def _broadcast(dims, tree):
+    """``dims`` (``vmap``'s ``in_dims`` or ``out_dims``) as one entry per leaf of ``tree``, as ``torch.func`` reads
+    them: an int or None stands for the whole subtree in its place; a tuple, list or dict must stand where ``tree``
+    has one of the same kind and length (the same keys). ``None`` where they do not match."""
+    if not isinstance(dims, (tuple, list, dict)):
+        return [dims] * len(_flatten(tree)[0])
+    kind = dict if isinstance(dims, dict) else list if isinstance(dims, list) else tuple
+    if not isinstance(tree, kind) or len(tree) != len(dims) or (kind is dict and dims.keys() != tree.keys()):
+        return None
+    flat = []
+    for dim, subtree in ([(dims[k], tree[k]) for k in tree] if kind is dict else zip(dims, tree)):
+        part = _broadcast(dim, subtree)
+        if part is None:
+            return None
+        flat += part
+    return flat
+
+
+def _structure(tree):
+    """``tree`` written with ``*`` for each leaf, for error messages: ``([*, *], {'a': *})``."""
+    if isinstance(tree, dict):
+        return "{" + ", ".join(f"{key!r}: {_structure(value)}" for key, value in tree.items()) + "}"
+    if isinstance(tree, (tuple, list)):
+        inner = ", ".join(_structure(t) for t in tree) + ("," if isinstance(tree, tuple) and len(tree) == 1 else "")
+        return f"[{inner}]" if isinstance(tree, list) else f"({inner})"
+    return "*"
 
 
 class _transform:
     """Inside: one more differentiating transform running (the thread's ``transform_depth``: ``tinyattn.modes``),
     which records its own graph whatever the caller's grad mode, as ``torch.func``'s do; ``outer_grad_enabled``
-    is the caller's: under ``no_grad`` what the transform gives carries no graph out (``_keeps_graph``)."""
+    is the caller's. Under ``no_grad`` (outside every transform, or inside one) the caller records nothing of what
+    runs here: what the transform gives is a constant to it and to every transform around it (``_outside``), as a
+    ``torch.func`` level entered under ``no_grad`` hands its operations down with grad mode off."""
 
     def __enter__(self):
         now = modes.current()
@@ -73,18 +104,40 @@ class _transform:
 
 
 def _keeps_graph(tensors, transform):
-    """Whether a gradient taken now must carry its graph: another differentiating transform runs around this
-    one, a forward-mode level is open, or an input is itself in a graph that the caller records (its grad mode
-    on: ``transform.outer_grad_enabled``) and may differentiate later."""
+    """Whether a gradient taken now must carry its graph: a forward-mode level is open (its tangents go through
+    the backward's operations), or the caller records (its grad mode on: ``transform.outer_grad_enabled``) and
+    another differentiating transform runs around this one, or an input is in a graph it may differentiate."""
     mode = modes.current()
-    return mode.transform_depth > 1 or bool(mode.dual_levels) or (
-        transform.outer_grad_enabled and any(t.requires_grad for t in tensors))
+    return bool(mode.dual_levels) or transform.outer_grad_enabled and (
+        mode.transform_depth > 1 or any(t.requires_grad for t in tensors))
 
 
-def _outside(tensor, transform):
-    """A transform's primal output as its caller gets it: detached where the caller records no graph."""
-    keeps = transform.outer_grad_enabled or modes.current().transform_depth > 1 or modes.current().dual_levels
-    return tensor if keeps or not isinstance(tensor, Tensor) else tensor.detach()
+def _outside(tree, transform):
+    """What a transform gives (a tensor or a tree of them) as its caller gets it: cut from the graph where the
+    caller records none, its forward-mode tangents kept (grad mode does not stop forward mode)."""
+    if transform.outer_grad_enabled:
+        return tree
+    leaves, rebuild = _flatten(tree)
+    constants = []
+    for t in leaves:
+        if isinstance(t, Tensor):
+            tangents, t = batching.open_tangents(t), t.detach()
+            t._tangents = tangents
+        constants.append(t)
+    return rebuild(constants)
+
+
+def _aux(output, name):
+    """``(output, aux)`` of a function called with ``has_aux=True``: a pair, its aux a tensor or a tree of them."""
+    if not (isinstance(output, tuple) and len(output) == 2):
+        raise RuntimeError(f"{name}(has_aux=True): expected the function to return a pair (output, aux), got "
+                           + (f"a tuple of {len(output)}" if isinstance(output, tuple) else type(output).__name__))
+    output, aux = output
+    for leaf in _flatten(aux)[0]:
+        if not isinstance(leaf, Tensor):
+            raise RuntimeError(f"{name}(has_aux=True): expected the aux to be a tensor or a tuple, list or dict of "
+                               f"tensors, got {_structure(aux)} holding a value of type {type(leaf).__name__}")
+    return output, aux
 
 
 # ----------------------------------------------------------------------------- reverse mode
@@ -156,14 +209,22 @@ def _zeros_like(t):
 
 
 def _argnums(argnums, count, name):
-    numbers = (argnums,) if isinstance(argnums, int) else tuple(argnums)
+    """``argnums`` (an int, or a tuple of distinct ints) as non-negative positions among ``count`` arguments."""
+    if not isinstance(argnums, (int, tuple)):
+        raise RuntimeError(f"{name}: argnums must be an int or a tuple of ints, got {argnums!r} "
+                           f"({type(argnums).__name__})")
+    numbers = (argnums,) if isinstance(argnums, int) else argnums
     if not numbers:
         raise RuntimeError(f"{name}: argnums must not be empty")
     for n in numbers:
         if not isinstance(n, int) or not -count <= n < count:
-            raise RuntimeError(f"{name}: argnums {argnums!r} out of range for a function of {count} positional "
-                               "arguments")
-    return tuple(n % count for n in numbers)
+            raise RuntimeError(f"{name}: argnums {argnums!r}: expected ints in [{-count}, {count - 1}] for a function "
+                               f"of {count} positional arguments, got {n!r}")
+    positions = tuple(n % count for n in numbers)
+    if len(set(positions)) != len(positions):
+        raise RuntimeError(f"{name}: argnums {argnums!r} must be unique: as positions among {count} arguments they "
+                           f"are {positions}")
+    return positions
 
 
 def grad_and_value(func, argnums=0, has_aux=False):
@@ -183,12 +244,7 @@ def grad_and_value(func, argnums=0, has_aux=False):
                 trees[n] = (leaves, rebuild)
                 args[n] = rebuild(leaves)
             output = func(*args, **kwargs)
-            aux = None
-            if has_aux:
-                if not (isinstance(output, tuple) and len(output) == 2):
-                    raise RuntimeError("grad(has_aux=True): the function must return a pair (output, aux), got "
-                                       f"{type(output).__name__}")
-                output, aux = output
+            output, aux = _aux(output, "grad") if has_aux else (output, None)
             if not isinstance(output, Tensor):
                 raise RuntimeError(f"grad: the function must return a tensor (a number), got {type(output).__name__}"
                                    + ("" if has_aux else "; pass has_aux=True to return (output, aux)"))
@@ -198,8 +254,8 @@ def grad_and_value(func, argnums=0, has_aux=False):
             inputs = [x for n in numbers for x in trees[n][0]]
             ones = Tensor._wrap(backend.namespace(output._data).ones(output._data.shape, output.dtype), output)
             grads = iter(_gradients([output], [ones], inputs, _keeps_graph(originals, transform)))
-            result = tuple(trees[n][1]([next(grads) for _ in trees[n][0]]) for n in numbers)
-            output = _outside(output, transform)
+            result = _outside(tuple(trees[n][1]([next(grads) for _ in trees[n][0]]) for n in numbers), transform)
+            output, aux = _outside((output, aux), transform)
         result = result[0] if isinstance(argnums, int) else result
         return (result, (output, aux)) if has_aux else (result, output)
     return wrapper
@@ -228,16 +284,12 @@ def vjp(func, *primals, has_aux=False):
         originals = [x for part, _ in trees for x in part]
         leaves = [[_differentiable(x, "vjp") for x in part] for part, _ in trees]
         output = func(*[build(part) for part, (_, build) in zip(leaves, trees)])
-        aux = None
-        if has_aux:
-            if not (isinstance(output, tuple) and len(output) == 2):
-                raise RuntimeError("vjp(has_aux=True): the function must return a pair (output, aux)")
-            output, aux = output
-        outputs, rebuild_output = _flatten(output)
+        output, aux = _aux(output, "vjp") if has_aux else (output, None)
+        outputs, _ = _flatten(output)
         for out in outputs:
             if not isinstance(out, Tensor):
                 raise RuntimeError(f"vjp: the function must return tensors, got {type(out).__name__}")
-        output = rebuild_output([_outside(out, transform) for out in outputs])
+        output, aux = _outside((output, aux), transform)
     inputs = [x for part in leaves for x in part]
 
     def vjp_fn(cotangents):
@@ -252,7 +304,8 @@ def vjp(func, *primals, has_aux=False):
             keep = _keeps_graph(originals, transform) or any(
                 isinstance(ct, BatchedTensor) or (transform.outer_grad_enabled and ct.requires_grad) for ct in cts)
             grads = iter(_gradients(outputs, cts, inputs, create_graph=bool(keep), retain_graph=True))
-            return tuple(build([next(grads) for _ in part]) for part, (_, build) in zip(leaves, trees))
+            return _outside(tuple(build([next(grads) for _ in part]) for part, (_, build) in zip(leaves, trees)),
+                            transform)
 
     return (output, vjp_fn, aux) if has_aux else (output, vjp_fn)
 
@@ -267,11 +320,14 @@ def _dual(x, tangent, level):
 
 def jvp(func, primals, tangents, *, strict=False, has_aux=False):
     """``(func(*primals), J · tangents)`` by forward mode (``torch.func.jvp``): ``primals`` and ``tangents``
-    are tuples of the same trees of tensors, each tangent of its primal's shape and dtype."""
+    are tuples of the same trees of tensors (at least one), each tangent of its primal's shape and dtype. With
+    ``strict=True`` an output that does not depend on the primals (no tangent reaches it) raises."""
     if not isinstance(primals, tuple) or not isinstance(tangents, tuple):
         raise RuntimeError("jvp: primals and tangents must be tuples")
     p_leaves, rebuild = _flatten(primals)
     t_leaves, _ = _flatten(tangents)
+    if not p_leaves:
+        raise RuntimeError(f"jvp: expected primals to hold at least one tensor, got {_structure(primals)}")
     if len(p_leaves) != len(t_leaves):
         raise RuntimeError(f"jvp: {len(t_leaves)} tangents for {len(p_leaves)} primals")
     for p, t in zip(p_leaves, t_leaves):
@@ -286,17 +342,16 @@ def jvp(func, primals, tangents, *, strict=False, has_aux=False):
             duals = [_dual(p, t if t.dtype == p.dtype else t._to_dtype(p.dtype), level)
                      for p, t in zip(p_leaves, t_leaves)]
             output = func(*rebuild(duals))
-            aux = None
-            if has_aux:
-                if not (isinstance(output, tuple) and len(output) == 2):
-                    raise RuntimeError("jvp(has_aux=True): the function must return a pair (output, aux)")
-                output, aux = output
+            output, aux = _aux(output, "jvp") if has_aux else (output, None)
             outputs, rebuild_output = _flatten(output)
             primal_out, tangent_out = [], []
             for out in outputs:
                 if not isinstance(out, Tensor):
                     raise RuntimeError(f"jvp: the function must return tensors, got {type(out).__name__}")
                 tangent = (out._tangents or {}).get(level)
+                if tangent is None and strict:
+                    raise RuntimeError(f"jvp(strict=True): an output of shape {out.shape} does not depend on the "
+                                       "primals (no tangent reaches it); strict mode refuses it")
                 plain = ops.reshape(out, out.shape)  # the output without this level's tangent
                 plain._tangents = {k: v for k, v in (out._tangents or {}).items() if k != level} or None
                 primal_out.append(plain)
@@ -310,25 +365,26 @@ def jvp(func, primals, tangents, *, strict=False, has_aux=False):
 # ----------------------------------------------------------------------------- vmap
 
 
-def _check_in_dims(in_dims, args):
-    if isinstance(in_dims, int) or in_dims is None:
-        return [in_dims] * len(args)
-    if not isinstance(in_dims, (tuple, list)) or len(in_dims) != len(args):
-        raise ValueError(f"vmap: in_dims {in_dims!r} is not compatible with the structure of the inputs: expected an "
-                         f"int, None, or a tuple of {len(args)} (one per positional argument)")
-    return list(in_dims)
+def _in_dims_of(in_dims, args):
+    """``in_dims`` as one list per positional argument, of one entry per leaf of the argument (``_broadcast``)."""
+    if not isinstance(in_dims, (int, tuple)) or isinstance(in_dims, tuple) and len(in_dims) != len(args):
+        raise ValueError(f"vmap: in_dims {in_dims!r}: expected an int, or a tuple of {len(args)} (one per positional "
+                         "argument: an int, None, or a tuple, list or dict matching the argument)")
+    per_argument = in_dims if isinstance(in_dims, tuple) else (in_dims,) * len(args)
+    dims = [_broadcast(dim, arg) for dim, arg in zip(per_argument, args)]
+    for i, (dim, arg) in enumerate(zip(per_argument, args)):
+        if dims[i] is None:
+            raise ValueError(f"vmap: in_dims {dim!r} for argument {i} does not match its structure {_structure(arg)}: "
+                             "a tuple, list or dict in in_dims stands where the argument has one of the same kind "
+                             "and length (the same keys); an int or None stands for a whole subtree")
+    return dims
 
 
-def _expanded_dims(dims, tree):
-    """``dims`` (an int, None, or a tree matching ``tree``) as one entry per tensor of ``tree``."""
-    leaves, _ = _flatten(tree)
-    if isinstance(dims, int) or dims is None:
-        return [dims] * len(leaves)
-    dim_leaves, _ = _flatten(dims)
-    if len(dim_leaves) != len(leaves):
-        raise ValueError(f"vmap: in_dims {dims!r} does not match the structure of its argument ({len(leaves)} "
-                         "tensors)")
-    return dim_leaves
+def _check_out_dims(out_dims):
+    for dim in _flatten(out_dims)[0]:
+        if dim is not None and not isinstance(dim, int):
+            raise ValueError(f"vmap: out_dims {out_dims!r}: expected an int, None, or a tuple, list or dict of them "
+                             f"(where each output's batch axis goes), got a {type(dim).__name__}")
 
 
 def vmap(func, in_dims=0, out_dims=0, randomness="error", *, chunk_size=None):
@@ -347,17 +403,19 @@ def vmap(func, in_dims=0, out_dims=0, randomness="error", *, chunk_size=None):
     """
     if randomness not in ("error", "same", "different"):
         raise ValueError(f"vmap: randomness must be 'error', 'same' or 'different', got {randomness!r}")
+    _check_chunk_size(chunk_size, "vmap")
+    _check_out_dims(out_dims)
 
     @functools.wraps(func)
     def wrapper(*args, **kwargs):
-        dims = _check_in_dims(in_dims, args)
+        dims = _in_dims_of(in_dims, args)
         flat = []  # (position, leaf index, tensor, dim)
         args = list(args)
         rebuilders = {}
-        for i, (arg, dim) in enumerate(zip(args, dims)):
+        for i, (arg, arg_dims) in enumerate(zip(args, dims)):
             leaves, rebuild = _flatten(arg)
             rebuilders[i] = (leaves, rebuild)
-            for j, (leaf, d) in enumerate(zip(leaves, _expanded_dims(dim, arg))):
+            for j, (leaf, d) in enumerate(zip(leaves, arg_dims)):
                 if d is None:
                     continue
                 if not isinstance(leaf, Tensor):
@@ -375,7 +433,7 @@ def vmap(func, in_dims=0, out_dims=0, randomness="error", *, chunk_size=None):
                              f"{[leaf.shape[d] for _, _, leaf, d in flat]}")
         size = sizes.pop()
         if chunk_size is not None and chunk_size < size:
-            return _in_chunks(func, dims, out_dims, randomness, chunk_size, args, kwargs, size)
+            return _in_chunks(func, in_dims, dims, out_dims, randomness, chunk_size, args, kwargs, size)
         return _vmap_call(func, flat, rebuilders, args, kwargs, size, out_dims, randomness)
     return wrapper
 
@@ -396,13 +454,13 @@ def _vmap_call(func, flat, rebuilders, args, kwargs, size, out_dims, randomness)
     try:
         output = func(*args, **kwargs)
         outputs, rebuild = _flatten(output)
-        out_dims_flat = _expanded_out_dims(out_dims, output, len(outputs))
         results = []
-        for out, d in zip(outputs, out_dims_flat):
-            if not isinstance(out, Tensor):
-                raise ValueError("vmap: the function must return tensors (or trees of them), got "
-                                 f"{type(out).__name__}")
-            results.append(_unbatched(out, level, outer, size, d))  # (while the level is open: see physical)
+        for out, d in zip(outputs, _expanded_out_dims(out_dims, output)):
+            if not isinstance(out, Tensor) and d is not None:
+                raise ValueError(f"vmap: the function must return tensors (or trees of them), got a "
+                                 f"{type(out).__name__}; give it out_dims None to return it as it is")
+            results.append(out if d is None and not isinstance(out, Tensor) else
+                           _unbatched(out, level, size, d))  # (while the level is open: see physical)
     finally:
         modes.change(**saved)
     return rebuild(results)
@@ -423,26 +481,33 @@ def _mark(t, level):
         _mark(tangent, level)
 
 
-def _expanded_out_dims(out_dims, output, count):
-    if isinstance(out_dims, int) or out_dims is None:
-        return [out_dims] * count
-    dims, _ = _flatten(out_dims)
-    if len(dims) != count:
-        raise ValueError(f"vmap: out_dims {out_dims!r} does not match the {count} outputs")
+def _expanded_out_dims(out_dims, output):
+    """``out_dims`` as one entry per leaf of ``output`` (``_broadcast``; ``(d,)`` also stands for one tensor)."""
+    if isinstance(output, Tensor) and isinstance(out_dims, tuple) and len(out_dims) == 1:
+        out_dims = out_dims[0]
+    dims = _broadcast(out_dims, output)
+    if dims is None:
+        raise ValueError(f"vmap: out_dims {out_dims!r} does not match the structure of the outputs "
+                         f"{_structure(output)}: a tuple, list or dict in out_dims stands where the outputs have one "
+                         "of the same kind and length (the same keys); an int or None stands for a whole subtree")
     return dims
 
 
-def _unbatched(out, level, outer, size, out_dim):
+def _unbatched(out, level, size, out_dim):
     """An output of the function: this level's batch axis made a real axis again, at ``out_dim``."""
     levels = levels_of(out)
     if level not in levels and out_dim is None:  # the same for every example, and asked for once
         return out
+    if out_dim is None:
+        raise ValueError(f"vmap: out_dims None for an output of shape {out.shape} that differs from example to "
+                         "example: None is possible only for an output that is the same for every example")
+    if not -out.ndim - 1 <= out_dim <= out.ndim:
+        raise IndexError(f"vmap: out_dims {out_dim} is out of range for an output of shape {out.shape} (with the "
+                         f"batch axis, rank {out.ndim + 1}): expected one in [{-out.ndim - 1}, {out.ndim}]")
     if level not in levels:  # the same for every example: repeated along the new axis
         out = ops.expand(ops.unsqueeze(out, 0), size, *out.shape)
     else:
         out = _drop_level(out, level)
-    if out_dim is None:
-        raise ValueError("vmap: out_dims None is possible only for an output that is the same for every example")
     if out_dim % out.ndim:
         dims = list(range(1, out.ndim))
         dims.insert(out_dim % out.ndim, 0)
@@ -463,27 +528,33 @@ def _drop_level(t, level):
     return alias
 
 
-def _in_chunks(func, dims, out_dims, randomness, chunk_size, args, kwargs, size):
-    """``vmap`` over ``chunk_size`` examples at a time, the pieces joined. With ``randomness="same"`` every chunk
-    draws what the first drew (the generators put back before each), so the batch sees one draw, as unchunked."""
+def _in_chunks(func, in_dims, dims, out_dims, randomness, chunk_size, args, kwargs, size):
+    """``vmap`` over ``chunk_size`` examples at a time, the pieces joined (``dims``: ``_in_dims_of``). With
+    ``randomness="same"`` every chunk draws what the first drew (the generators put back before each), so the batch
+    sees one draw, as unchunked."""
     pieces = []
     state = backend.get_rng_state() if randomness == "same" else None
     for start in range(0, size, chunk_size):
         if state is not None and start:
             backend.set_rng_state(state)
-        chunk_args = [arg if d is None else _take(arg, d, start, start + chunk_size) for arg, d in zip(args, dims)]
-        pieces.append(vmap(func, tuple(dims), out_dims, randomness)(*chunk_args, **kwargs))
-    first, rebuild = _flatten(pieces[0])
-    dims_flat = _expanded_out_dims(out_dims, pieces[0], len(first))
+        chunk_args = [_take(arg, arg_dims, start, start + chunk_size) for arg, arg_dims in zip(args, dims)]
+        pieces.append(vmap(func, in_dims, out_dims, randomness)(*chunk_args, **kwargs))
+    _, rebuild = _flatten(pieces[0])
     columns = zip(*[_flatten(p)[0] for p in pieces])
-    return rebuild([ops.cat(list(column), d) for column, d in zip(columns, dims_flat)])
+    return rebuild([column[0] if d is None else ops.cat(list(column), d)  # (None: the same in every chunk)
+                    for column, d in zip(columns, _expanded_out_dims(out_dims, pieces[0]))])
 
 
-def _take(arg, dim, start, stop):
+def _take(arg, dims, start, stop):
+    """Examples ``start:stop`` of the leaves of ``arg`` mapped over (at ``dims``, one per leaf)."""
     leaves, rebuild = _flatten(arg)
-    dims = _expanded_dims(dim, arg)
     return rebuild([leaf if d is None else leaf[(slice(None),) * (d % leaf.ndim) + (slice(start, stop),)]
                     for leaf, d in zip(leaves, dims)])
+
+
+def _check_chunk_size(chunk_size, name):
+    if chunk_size is not None and not (isinstance(chunk_size, int) and chunk_size > 0):
+        raise ValueError(f"{name}: `chunk_size` should be None or greater than 0, got {chunk_size!r}")
 
 
 # ----------------------------------------------------------------------------- Jacobians
@@ -499,6 +570,8 @@ def _basis(shape, dtype, device):
 def jacrev(func, argnums=0, *, has_aux=False, chunk_size=None):
     """The Jacobian by reverse mode (``torch.func.jacrev``): ``vmap`` of ``vjp`` over the rows of an identity of
     the output's size. Shape: the output's shape followed by the input's."""
+    _check_chunk_size(chunk_size, "jacrev")
+
     @functools.wraps(func)
     def wrapper(*args):
         numbers = _argnums(argnums, len(args), "jacrev")
@@ -548,7 +621,9 @@ def jacfwd(func, argnums=0, has_aux=False, *, randomness="error"):
                 full_args[n] = value
             return func(*full_args)
 
-        by_leaf = []
+        if not every:
+            raise RuntimeError(f"jacfwd: the arguments at argnums {argnums!r} hold no tensor to differentiate")
+        by_leaf = []  # per input leaf: its Jacobian for each output leaf, (*out, *in)
         for position, x in enumerate(every):
             basis = _basis(x.shape, x.dtype, x.device)  # (N_in, *x.shape)
 
@@ -560,40 +635,25 @@ def jacfwd(func, argnums=0, has_aux=False, *, randomness="error"):
                     start += len(leaves)
                 return jvp(of_chosen, tuple(chosen), tuple(tangents), has_aux=has_aux)[1]
             columns = vmap(column, randomness=randomness)(basis)  # (N_in, *output shape), per output
-            leaves, rebuild = _flatten(columns)
+            leaves, rebuild_output = _flatten(columns)
             moved = []
             for leaf in leaves:  # (N_in, *out) -> (*out, *in)
                 out_ndim = leaf.ndim - 1
                 leaf = ops.permute(leaf, *range(1, leaf.ndim), 0)
                 moved.append(leaf.reshape(leaf.shape[:out_ndim] + x.shape))
-            by_leaf.append(rebuild(moved))
-        results, start = [], 0
-        for c, (leaves, rebuild_tree) in zip(chosen, trees):  # per argument: by output, then its own tree
-            mine, start = by_leaf[start:start + len(leaves)], start + len(leaves)
-            results.append(mine[0] if isinstance(c, Tensor) else _by_output(mine, rebuild_tree))
-        jac = results[0] if isinstance(argnums, int) else _per_output(results)
+            by_leaf.append(moved)
+        per_output = []  # as PyTorch nests them: by output, then by argnum, then by the argument's own tree
+        for k in range(len(by_leaf[0])):
+            per_argument, start = [], 0
+            for leaves, rebuild_tree in trees:
+                per_argument.append(rebuild_tree([by_leaf[start + i][k] for i in range(len(leaves))]))
+                start += len(leaves)
+            per_output.append(per_argument[0] if isinstance(argnums, int) else tuple(per_argument))
+        jac = rebuild_output(per_output)
         if not has_aux:
             return jac
         return jac, func(*args)[1]  # (the aux is the same for every column: one plain call gives it)
     return wrapper
-
-
-def _by_output(jacobians, rebuild_input):
-    """Jacobians by input leaf (each a tree over the outputs) as a tree over the outputs of input trees."""
-    first, rebuild_output = _flatten(jacobians[0])
-    flat = [_flatten(j)[0] for j in jacobians]
-    if len(first) == 1 and isinstance(jacobians[0], Tensor):
-        return rebuild_input([f[0] for f in flat])
-    return rebuild_output([rebuild_input([f[k] for f in flat]) for k in range(len(first))])
-
-
-def _per_output(results):
-    """Jacobians by input (each a tree over the outputs) as PyTorch nests them: by output, then by input."""
-    first, rebuild = _flatten(results[0])
-    if len(first) == 1 and isinstance(results[0], Tensor):
-        return tuple(results)
-    columns = zip(*[_flatten(r)[0] for r in results])
-    return rebuild([tuple(c) for c in columns])
 
 
 def hessian(func, argnums=0):
