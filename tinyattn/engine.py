@@ -294,6 +294,10 @@ class Tensor(hooks.TensorHooks):
         return self
 
     def requires_grad_(self, requires_grad=True):
+        if modes.inside_transform():
+            raise RuntimeError("requires_grad_() inside a function transformed by ta.func (grad, vjp, jacrev, vmap…) "
+                               "is refused, as torch.func refuses it: let the transform differentiate, or call "
+                               "requires_grad_() outside the function")
         if requires_grad and self.dtype.kind not in "fc":
             raise RuntimeError(f"requires_grad=True needs a floating-point tensor, got dtype {self.dtype}")
         if not requires_grad and self._ctx is not None:

@@ -7,7 +7,7 @@ gradient as it passes (``Hooks.run``), under ``no_grad`` unless the walk records
 import itertools
 import weakref
 
-from . import backend
+from . import backend, modes
 from .grad_mode import no_grad
 
 
@@ -108,6 +108,10 @@ class TensorHooks:
 
     def retain_grad(self):
         """Keep this non-leaf tensor's gradient in ``.grad`` (an array) during ``backward()``; a leaf keeps it."""
+        if modes.inside_transform():
+            raise RuntimeError("retain_grad() inside a function transformed by ta.func (grad, vjp, jacrev, vmap…) is "
+                               "refused, as torch.func refuses it: return the value (has_aux=True) and take its "
+                               "gradient with the transform")
         if not self.requires_grad:
             raise RuntimeError("retain_grad: cannot retain the gradient of a tensor that does not require grad")
         if self._ctx is not None:

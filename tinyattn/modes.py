@@ -76,3 +76,10 @@ def change(**fields):
     new.__dict__ = {**now, **fields}
     _CURRENT.set(new)
     return {name: now[name] for name in fields}
+
+
+def inside_transform():
+    """Whether a ``ta.func`` transform (``grad``, ``vjp``, ``jacrev``, ``vmap``…) runs in the calling thread: autograd's
+    own bookkeeping on a tensor (``requires_grad_``, ``retain_grad``) is then refused, as ``torch.func`` refuses it."""
+    mode = _CURRENT.get()
+    return mode.transform_depth > 0 or bool(mode.vmap_levels)

@@ -1163,14 +1163,7 @@ def test_vjp_of_grad_vmap_and_vjp():
     _close(ours[:5], (np.cos(s), -np.sin(s) * v_s, np.sin(x), np.cos(x) * v, x * np.cos(x)))
 
 
-@pytest.mark.parametrize("case", [
-    pytest.param("requires_grad_", marks=pytest.mark.xfail(strict=True, reason=(
-        "library: x.requires_grad_() inside vmap and grad is accepted silently; torch.func raises RuntimeError "
-        "naming Tensor.requires_grad_()"))),
-    pytest.param("retain_grad", marks=pytest.mark.xfail(strict=True, reason=(
-        "library: y.retain_grad() inside grad is accepted silently; torch.func raises RuntimeError naming "
-        "Tensor.retain_grad()"))),
-])
+@pytest.mark.parametrize("case", ["requires_grad_", "retain_grad"])
 def test_requires_grad_and_retain_grad_inside_transform(case):
     """``TestComposability.test_requires_grad_inside_transform`` and ``test_retain_grad_inside_transform``: a
     transform refuses a function that asks for autograd's own bookkeeping on its tensors."""

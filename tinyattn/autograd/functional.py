@@ -79,8 +79,16 @@ def _unpacked(result, to_unpack):
 def _prepared(inputs, create_graph, need_graph):
     """The tensors ``func`` runs on: under ``create_graph`` an input that requires grad is aliased in its
     graph (the results then reach it); any other input is detached and made a leaf of its own."""
-    return tuple(x.view_as(x) if create_graph and x.requires_grad else x.detach().requires_grad_(need_graph)
+    return tuple(x.view_as(x) if create_graph and x.requires_grad else _requiring_grad(x.detach(), need_graph)
                  for x in inputs)
+
+
+def _requiring_grad(t, requires_grad=True):
+    """``t`` with its ``requires_grad`` flag set. Not ``requires_grad_``, which a ``ta.func`` transform refuses: this
+    module vectorizes its Jacobians with ``ta.func.vmap``, where PyTorch's functional API has a vmap of its own that
+    allows the flag."""
+    t.requires_grad = requires_grad
+    return t
 
 
 def _finished(results, create_graph):
@@ -469,7 +477,7 @@ def hessian(func, inputs, create_graph=False, strict=False, vectorize=False, out
 
     def gradient(*args):
         if outer_jacobian_strategy == "forward-mode":
-            args = tuple(t.requires_grad_(True) for t in args)
+            args = tuple(_requiring_grad(t) for t in args)
         jac = jacobian(single_output, args, create_graph=True)
         _check_requires_grad(jac, "jacobian", strict)
         return jac
