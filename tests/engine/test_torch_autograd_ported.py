@@ -847,6 +847,32 @@ def test_view_inplace_differentiable_views():
             assert _np(ad.unpack_dual(view)[1]).tolist() == [2.0]
 
 
+@pytest.mark.parametrize("use", ["written", "read"])
+@pytest.mark.xfail(strict=True, reason=(
+    "library: a view keeps the graph position it had when made; after a write through a sibling view of the same "
+    "base (a[0:1] *= 2), b *= 3 or b * 3 differentiates b's old history, so foo.grad is [3, 3]; torch regenerates "
+    "a view's grad_fn from its base when the base's version moved, and gives [6, 3]"))
+def test_a_view_sees_a_write_through_a_sibling_view(use):
+    """PyTorch's rule for views (``TestAutograd``'s in-place-on-view cases, here with two views of one base): a
+    view's history is regenerated from its base after a write through another view, for a write through it and
+    for a read of it."""
+    def build(lib, foo):
+        foo.requires_grad_()
+        x = foo * 1
+        a, b = x.view(2), x.view(2)
+        a[0:1] *= 2
+        if use == "written":
+            b *= 3
+            out = x
+        else:
+            out = b * 3
+        out.sum().backward()
+        return foo.grad
+
+    ours, theirs = _run_both(build, np.array([1.0, 2.0]))
+    np.testing.assert_allclose(_np(ours), _np(theirs))
+
+
 def test_inplace_writes_of_a_dual_into_plain_tensors():
     """``TestAutogradForwardMode.test_view_inplace_differentiable_views`` (the rest, with a dual of its own): a
     tensor written in place with a dual takes its tangent (zeros where nothing was written); a write through a
