@@ -64,12 +64,12 @@ class Function:
             if result is not None:
                 return forward_mode.with_tangents(cls, inputs, result, options) if mode.dual_levels else result
         fn = cls()
-        out = _forward(fn, inputs, options)
-        result = Tensor._wrap(out, _kind_of(inputs))
+        out, like = _forward(fn, inputs, options)
+        result = Tensor._wrap(out, like)
         if fn.is_view:
             result._version, result._view = inputs[0]._version, _view_record(inputs[0], cls, options)
         if mode.grad_enabled and any(map(_requires_grad, inputs)):  # the node joins the graph
-            fn.parents, fn.edges = inputs, tuple([p._ctx for p in inputs])
+            fn.parents, fn.edges = inputs, tuple([p._ctx if p._view is None else graph.view_node(p) for p in inputs])
             fn.sequence, fn.released, fn.hooks = next(_SEQUENCE), False, None
             fn.versions = _versions(fn, inputs, result)
             if mode.anomaly:
@@ -197,7 +197,7 @@ class Tensor(hooks.TensorHooks):
     # _data, _grad: the backend array and its gradient (``data`` and ``grad`` read them; the library reads these
     #   slots, so that a subclass may give ``data``/``grad`` another face); _ctx: the node that made it, or None
     # _version: a one-element list, the count of in-place writes to the array, shared with views
-    # _view: None, or (base tensor, the view operations from it) for a view of another tensor
+    # _view: None, or (base tensor, the view operations from it, the array's version when _ctx was set) for a view
     # _hooks: None, or the ``hooks.Hooks`` of a leaf's gradient (a non-leaf's live on its node)
     # _grad_graph: after ``backward(create_graph=True)``, the tensor (with its graph) whose array is ``_grad``
     # _tangents: None, or {forward-mode level: tangent tensor} (``forward_mode``)
@@ -337,13 +337,17 @@ Tensor._constant_like = None  # the kind of a constant lifted beside it (``ops._
 
 
 def _forward(fn, inputs, options):
-    """``fn.forward`` on the inputs' arrays, once they are checked to be tensors on one device."""
+    """``(fn.forward on the inputs' arrays, the input whose ``_result_class`` the result takes or None)``, once the
+    inputs are checked to be tensors on one device (compat's tensor names its own result class)."""
+    like = None
     try:
         device = type(inputs[0]._data)
         for t in inputs:
             if type(t._data) is not device:
                 raise RuntimeError(f"{type(fn).__name__.lower()}: tensors on different devices: "
                                    f"{', '.join(repr(i.device) for i in inputs)}; move them with .to(device)")
+            if t._result_class is not Tensor and like is None:
+                like = t
     except (IndexError, AttributeError):
         raise _apply_error(type(fn), inputs) from None
     try:
@@ -352,15 +356,8 @@ def _forward(fn, inputs, options):
         if _pytorch_style(type(fn)):
             raise _apply_error(type(fn), inputs) from error
         raise
-    return np.asarray(out) if type(out) is not device and isinstance(out, np.generic) else out  # (0-d: a scalar)
-
-
-def _kind_of(inputs):
-    """The input whose ``_result_class`` a result takes (compat's tensor names its own), or ``None``."""
-    for t in inputs:
-        if t._result_class is not Tensor:
-            return t
-    return None
+    out = np.asarray(out) if type(out) is not device and isinstance(out, np.generic) else out  # (0-d: a scalar)
+    return out, like
 
 
 def _versions(fn, inputs, result):
@@ -384,11 +381,12 @@ def _versions(fn, inputs, result):
 
 
 def _view_record(source, cls, options):
-    """``(base, steps)``: the tensor whose array a view looks into, and the view operations from it."""
+    """``(base, steps, version)``: the tensor whose array a view looks into, the view operations from it, and the
+    array's version now (``graph.view_node``)."""
     if source._view is None:
-        return source, ((cls, options),)
-    base, steps = source._view
-    return base, steps + ((cls, options),)
+        return source, ((cls, options),), source._version[0]
+    base, steps, _ = source._view
+    return base, steps + ((cls, options),), source._version[0]
 
 
 def _holds_array(value):

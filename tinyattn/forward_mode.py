@@ -66,8 +66,8 @@ class DualStep:
 def mark_dual(dual, level):
     """Record in ``dual``'s view record (when it is a view of its primal) that it is a dual at ``level``."""
     if dual._view is not None:
-        base, steps = dual._view
-        dual._view = (base, steps + ((DualStep, {"dual": dual, "level": level}),))
+        base, steps, version = dual._view
+        dual._view = (base, steps + ((DualStep, {"dual": dual, "level": level}),), version)
 
 
 def dual_step(steps):

@@ -178,6 +178,22 @@ def hand_down(fn, input_grads, grads, owned, leaves, accumulate):
                 owned.add(ctx)
 
 
+def view_node(view):
+    """The node a view's value comes from now, which a new node takes as its edge: the view's own ``_ctx``, unless
+    its base's array was written since that node was made (directly, or through another view of the base) while the
+    base is in a graph. The view is then made again from the base as the base is now, and keeps that node, as
+    PyTorch regenerates a view's ``grad_fn`` (``a, b = x.view(2), x.view(2); a[0] *= 2``: ``b``'s gradient path
+    goes through the write)."""
+    base, steps, version = view._view
+    if view._version[0] == version or not base.requires_grad:
+        return view._ctx
+    regenerated = base
+    for cls, options in steps:
+        regenerated = cls.apply(regenerated, **options)
+    view._ctx, view.requires_grad, view._view = regenerated._ctx, True, (base, steps, view._version[0])
+    return view._ctx
+
+
 def modified(fn, now, version):
     raise RuntimeError(
         f"one of the arrays {type(fn).__name__} saved for its backward was modified by an in-place "

@@ -29,7 +29,7 @@ RuntimeError: one of the arrays Exp saved for its backward was modified by an in
 
 import numpy as np
 
-from . import backend, forward_mode, modes
+from . import backend, forward_mode, graph, modes
 from .creation import zeros_like
 from .engine import Function, Tensor, is_grad_enabled, no_grad
 from .ops import _lift, index_arrays, kept_index, sum_to
@@ -174,6 +174,8 @@ def _write(t, compute, name):
     _check_writable(t, name)
     recording = is_grad_enabled()
     if recording:
+        if t._view is not None:
+            graph.view_node(t)  # (a write through another view of its base since: t's value is made again from it)
         old = _alias(t, copy=True)
         new = compute(old)
         if old.requires_grad and not new.requires_grad:  # fill_ on a tensor in the graph: zero gradient
@@ -201,7 +203,7 @@ def _write(t, compute, name):
             view = cls.apply(view, **options)
         if rewritten.requires_grad:
             base._ctx, base.requires_grad = rewritten._ctx, True
-            t._ctx, t.requires_grad = view._ctx, True
+            t._ctx, t.requires_grad, t._view = view._ctx, True, (base, t._view[1], t._version[0])
         if dual:
             base._tangents, t._tangents = _tangents_after(t, base, new, rewritten, view)
     else:

@@ -847,11 +847,7 @@ def test_view_inplace_differentiable_views():
             assert _np(ad.unpack_dual(view)[1]).tolist() == [2.0]
 
 
-@pytest.mark.parametrize("use", ["written", "read"])
-@pytest.mark.xfail(strict=True, reason=(
-    "library: a view keeps the graph position it had when made; after a write through a sibling view of the same "
-    "base (a[0:1] *= 2), b *= 3 or b * 3 differentiates b's old history, so foo.grad is [3, 3]; torch regenerates "
-    "a view's grad_fn from its base when the base's version moved, and gives [6, 3]"))
+@pytest.mark.parametrize("use", ["written", "read", "base written"])
 def test_a_view_sees_a_write_through_a_sibling_view(use):
     """PyTorch's rule for views (``TestAutograd``'s in-place-on-view cases, here with two views of one base): a
     view's history is regenerated from its base after a write through another view, for a write through it and
@@ -864,8 +860,11 @@ def test_a_view_sees_a_write_through_a_sibling_view(use):
         if use == "written":
             b *= 3
             out = x
-        else:
+        elif use == "read":
             out = b * 3
+        else:  # the base written directly: both views follow it
+            x += 1
+            out = a * b
         out.sum().backward()
         return foo.grad
 

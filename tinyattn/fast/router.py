@@ -780,11 +780,15 @@ def _why_not_library_parts(parts):
 
 def _why_not_plain_parts(parts):
     """``None`` unless one of ``parts`` (``(name, part, class name)``: modules a fused route computes without calling
-    them) has a ``forward`` of its own instance or a hook, which only its own call would run."""
+    them) has a ``forward`` of its own instance or a hook, which only its own call would run. Each part's
+    ``__dict__`` is read directly (the layers ask this on every call): a module has hooks only in tables of its own
+    (``Module.own_hook_tables``, made all at once), never in the empty ones all modules share."""
     for name, part, class_name in parts:
-        if "forward" in part.__dict__:
+        own = part.__dict__
+        if "forward" in own:
             return f"{name} is not the library's {class_name} with its own forward"
-        if part._has_hooks:
+        if "_forward_hooks" in own and (own["_forward_pre_hooks"] or own["_forward_hooks"] or own["_backward_pre_hooks"]
+                                        or own["_backward_hooks"]):
             return _why_not_hooked(((name, part),))
     return None
 
@@ -818,7 +822,7 @@ def _fit(dtype, shape, tensors):
         if t is None:
             return False
         data = t._data
-        if data.dtype != dtype or data.shape != shape:
+        if data.shape != shape or data.dtype is not dtype and data.dtype != dtype:  # (is: NumPy's own dtypes)
             return False
     return True
 

@@ -327,8 +327,7 @@ def detach_(self):
     """Cut this tensor from its graph, in place (torch's ``detach_``)."""
     if self._view is not None:
         raise RuntimeError("Can't detach views in-place. Use detach() instead.")
-    self._ctx = None
-    self.requires_grad = False
+    self._ctx, self.requires_grad, self._tangents = None, False, None  # (its forward-mode tangents too)
     return self
 
 
