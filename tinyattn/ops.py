@@ -764,19 +764,51 @@ def _operands(a, b):
 
 
 def add(a, b):
+    """Elementwise ``a + b`` (also ``a + b`` on tensors), broadcasting like NumPy.
+
+    Args: ``a``, ``b``: tensors or Python numbers; the gradient of each has its own shape.
+
+    >>> import tinyattn as ta
+    >>> ta.add(ta.tensor([1.0, 2.0]), 10)
+    tensor([11., 12.])
+    """
     return Add.apply(*_operands(a, b))
 
 
 def sub(a, b):
+    """Elementwise ``a - b`` (also ``a - b``), broadcasting like NumPy.
+
+    Args: ``a``, ``b``: tensors or Python numbers.
+
+    >>> import tinyattn as ta
+    >>> ta.sub(ta.tensor([[1.0], [2.0]]), ta.tensor([1.0, 0.0]))
+    tensor([[0., 1.],
+            [1., 2.]])
+    """
     return Sub.apply(*_operands(a, b))
 
 
 def mul(a, b):
+    """Elementwise ``a * b`` (also ``a * b``), broadcasting like NumPy.
+
+    Args: ``a``, ``b``: tensors or Python numbers.
+
+    >>> import tinyattn as ta
+    >>> ta.mul(ta.tensor([1.0, 2.0]), ta.tensor([3.0, 4.0]))
+    tensor([3., 8.])
+    """
     return Mul.apply(*_operands(a, b))
 
 
 def div(a, b):
-    """True division: integer operands give float32, as in PyTorch."""
+    """Elementwise true division ``a / b`` (also ``a / b``); integer operands give float32, as in PyTorch.
+
+    Args: ``a``, ``b``: tensors or Python numbers, broadcasting like NumPy.
+
+    >>> import tinyattn as ta
+    >>> ta.div(ta.tensor([1, 3]), 2)
+    tensor([0.5, 1.5])
+    """
     a, b = _operands(a, b)
     if a._data.dtype.kind in "biu":
         a, b = a.float(), b.float()
@@ -784,10 +816,31 @@ def div(a, b):
 
 
 def pow(a, b):
+    """Elementwise ``a ** b`` (also ``a ** b``), differentiable in both the base and the exponent.
+
+    Args: ``a``, ``b``: tensors or Python numbers, broadcasting like NumPy.
+
+    >>> import tinyattn as ta
+    >>> ta.pow(ta.tensor([2.0, 3.0]), 2)
+    tensor([4., 9.])
+    """
     return Pow.apply(*_operands(a, b))
 
 
 def matmul(a, b):
+    """Matrix product ``a @ b`` (also ``a @ b``): batched over leading dimensions, which broadcast.
+
+    Args:
+        a: ``(…, n, k)`` (or ``(k,)``, a vector).
+        b: ``(…, k, m)`` (or ``(k,)``); the result is ``(…, n, m)``, with a vector's dimension dropped.
+
+    >>> import tinyattn as ta
+    >>> a = ta.tensor([[1.0, 2.0], [3.0, 4.0]])
+    >>> ta.matmul(a, ta.tensor([1.0, 1.0]))
+    tensor([3., 7.])
+    >>> (a @ a).shape
+    (2, 2)
+    """
     b = _lift(b, a)
     if a._data.dtype.kind == "b" or b._data.dtype.kind == "b":
         raise TypeError(f"matmul: boolean operands are not supported, got {a.data.dtype} and {b.data.dtype}")
@@ -795,38 +848,98 @@ def matmul(a, b):
 
 
 def neg(x):
+    """Elementwise ``-x`` (also unary ``-x``).
+
+    >>> import tinyattn as ta
+    >>> ta.neg(ta.tensor([1.0, -2.0]))
+    tensor([-1.,  2.])
+    """
     return Neg.apply(x)
 
 
 def exp(x):
+    """Elementwise ``e ** x``; its derivative is ``exp(x)`` itself.
+
+    >>> import tinyattn as ta
+    >>> ta.exp(ta.tensor([0.0, 1.0])).numpy().round(4)
+    array([1.    , 2.7183], dtype=float32)
+    """
     return Exp.apply(x)
 
 
 def log(x):
+    """Elementwise natural logarithm; its derivative is ``1 / x``.
+
+    >>> import tinyattn as ta
+    >>> ta.log(ta.tensor([1.0, 4.0])).numpy().round(4)
+    array([0.    , 1.3863], dtype=float32)
+    """
     return Log.apply(x)
 
 
 def sqrt(x):
+    """Elementwise square root; its derivative is ``1 / (2 sqrt(x))``.
+
+    >>> import tinyattn as ta
+    >>> ta.sqrt(ta.tensor([4.0, 9.0]))
+    tensor([2., 3.])
+    """
     return Sqrt.apply(x)
 
 
 def tanh(x):
+    """Elementwise hyperbolic tangent; its derivative is ``1 - tanh(x)²``.
+
+    >>> import tinyattn as ta
+    >>> ta.tanh(ta.tensor([0.0, 1.0])).numpy().round(4)
+    array([0.    , 0.7616], dtype=float32)
+    """
     return Tanh.apply(x)
 
 
 def sigmoid(x):
+    """Elementwise logistic function ``1 / (1 + exp(-x))``; its derivative is ``s (1 - s)``.
+
+    >>> import tinyattn as ta
+    >>> ta.sigmoid(ta.tensor([0.0, 2.0])).numpy().round(4)
+    array([0.5   , 0.8808], dtype=float32)
+    """
     return Sigmoid.apply(x)
 
 
 def relu(x):
+    """Elementwise ``max(x, 0)``; the gradient is 1 where ``x > 0``, else 0.
+
+    >>> import tinyattn as ta
+    >>> ta.relu(ta.tensor([-1.0, 0.5]))
+    tensor([0. , 0.5])
+    """
     return ReLU.apply(x)
 
 
 def abs(x):
+    """Elementwise absolute value; the gradient is ``sign(x)`` (0 at 0, as in PyTorch).
+
+    >>> import tinyattn as ta
+    >>> ta.abs(ta.tensor([-1.5, 2.0]))
+    tensor([1.5, 2. ])
+    """
     return Abs.apply(x)
 
 
 def sum(x, dim=None, keepdim=False):
+    """Sum of the elements, over all of them or over ``dim``.
+
+    Args:
+        x: the tensor.
+        dim: an int or a tuple of ints; ``None`` sums everything to a 0-d tensor.
+        keepdim: keep the reduced dimensions with size 1.
+
+    >>> import tinyattn as ta
+    >>> x = ta.tensor([[1.0, 2.0], [3.0, 4.0]])
+    >>> x.sum(), ta.sum(x, dim=0), x.sum(1, keepdim=True).shape
+    (tensor(10.), tensor([4., 6.]), (2, 1))
+    """
     return Sum.apply(x, dim=dim, keepdim=keepdim)
 
 
@@ -843,19 +956,52 @@ def _floating_reduction(name, x):
 
 
 def mean(x, dim=None, keepdim=False):
+    """Mean of a floating-point tensor, over all elements or over ``dim``.
+
+    Args:
+        x: a floating-point tensor (an integer one raises ``TypeError``, as in PyTorch).
+        dim: an int or a tuple of ints; ``None`` averages everything.
+        keepdim: keep the reduced dimensions with size 1.
+
+    >>> import tinyattn as ta
+    >>> x = ta.tensor([[1.0, 2.0], [3.0, 4.0]])
+    >>> x.mean(), ta.mean(x, dim=1)
+    (tensor(2.5), tensor([1.5, 3.5]))
+    """
     _floating_reduction("mean", x)
     count = _count(x, dim, "mean")
     return Sum.apply(x, dim=dim, keepdim=keepdim) / count
 
 
 def amax(x, dim=None, keepdim=False):
+    """Largest element over all elements or over ``dim``; ties share the gradient equally, as in PyTorch.
+
+    Args:
+        x: the tensor.
+        dim: an int or a tuple of ints; ``None`` reduces everything.
+        keepdim: keep the reduced dimensions with size 1.
+
+    >>> import tinyattn as ta
+    >>> ta.amax(ta.tensor([[1.0, 5.0], [3.0, 2.0]]), dim=1)
+    tensor([5., 3.])
+    """
     return Amax.apply(x, dim=dim, keepdim=keepdim)
 
 
 def var(x, dim=None, unbiased=True, keepdim=False, *, correction=None):
-    """``sum((x - mean)²) / (N - correction)`` over ``dim``.
+    """Variance ``sum((x - mean)²) / (N - correction)`` over all elements or over ``dim``.
 
-    ``correction`` is 1 (Bessel's) by default; PyTorch's older ``unbiased=False`` means 0.
+    Args:
+        x: a floating-point tensor.
+        dim: an int or a tuple of ints; ``None`` reduces everything.
+        unbiased: PyTorch's older spelling: ``False`` means ``correction=0``.
+        keepdim: keep the reduced dimensions with size 1.
+        correction: subtracted from ``N``; 1 (Bessel's) by default.
+
+    >>> import tinyattn as ta
+    >>> x = ta.tensor([1.0, 2.0, 3.0, 4.0, 5.0])
+    >>> x.var(), ta.var(x, correction=0)
+    (tensor(2.5), tensor(2.))
     """
     if isinstance(dim, bool):  # var(False), PyTorch's var(unbiased)
         dim, unbiased = None, dim
@@ -868,7 +1014,17 @@ def var(x, dim=None, unbiased=True, keepdim=False, *, correction=None):
 
 
 def where(condition, a, b):
-    """``a`` where ``condition`` is true, else ``b``; either (or both) may be a Python number."""
+    """``a`` where ``condition`` is true, else ``b``; the three broadcast together.
+
+    Args:
+        condition: a boolean tensor.
+        a, b: tensors or Python numbers; the gradient flows to each where it was chosen.
+
+    >>> import tinyattn as ta
+    >>> x = ta.tensor([-1.0, 2.0])
+    >>> ta.where(x > 0, x, 0.0)
+    tensor([0., 2.])
+    """
     condition = condition if isinstance(condition, Tensor) else Tensor(condition)
     if not isinstance(a, Tensor) and not isinstance(b, Tensor):
         a = Tensor(a, device=condition.device)
@@ -883,7 +1039,16 @@ def where(condition, a, b):
 def masked_fill(x, mask, value):
     """``x`` with ``value`` wherever ``mask`` is true (the two broadcast together, as in PyTorch).
 
-    The result keeps ``x``'s dtype; ``value`` is a number or a 0-d tensor (differentiable)."""
+    Args:
+        x: the tensor; the result keeps its dtype.
+        mask: a boolean tensor broadcastable to ``x``.
+        value: a number or a 0-d tensor (differentiable).
+
+    >>> import tinyattn as ta
+    >>> x = ta.tensor([1.0, 2.0, 3.0])
+    >>> x.masked_fill(x > 1.5, -1.0)
+    tensor([ 1., -1., -1.])
+    """
     check.tensor("masked_fill", "mask", mask)
     if mask._data.dtype.kind != "b":
         raise TypeError(f"masked_fill: mask must be a boolean tensor, got dtype {mask.data.dtype}")
@@ -903,6 +1068,17 @@ def _sizes(args):
 
 
 def reshape(x, *shape):
+    """``x`` with the same elements in a new ``shape`` (also ``view``); one size may be -1, inferred.
+
+    Args:
+        x: the tensor.
+        shape: sizes as ``reshape(2, 3)`` or ``reshape((2, 3))``.
+
+    >>> import tinyattn as ta
+    >>> x = ta.arange(6)
+    >>> x.reshape(2, 3).shape, x.view(-1, 2).shape, ta.reshape(x, (3, 2)).shape
+    ((2, 3), (3, 2), (3, 2))
+    """
     shape = _sizes(shape)
     inferred = 0
     for n in shape:
@@ -918,6 +1094,17 @@ def reshape(x, *shape):
 
 
 def transpose(x, dim0, dim1):
+    """``x`` with dimensions ``dim0`` and ``dim1`` swapped (also ``swapaxes``, ``swapdims``).
+
+    Args:
+        x: the tensor.
+        dim0, dim1: the two dimensions (negative counts from the end).
+
+    >>> import tinyattn as ta
+    >>> x = ta.zeros(2, 3, 4)
+    >>> x.transpose(0, 2).shape, ta.transpose(x, -1, -2).shape
+    ((4, 3, 2), (2, 4, 3))
+    """
     dims = list(range(x.ndim))
     dim0, dim1 = check.dim("transpose", "dim0", dim0, x.ndim), check.dim("transpose", "dim1", dim1, x.ndim)
     if x.ndim == 0:
@@ -927,6 +1114,16 @@ def transpose(x, dim0, dim1):
 
 
 def permute(x, *dims):
+    """``x`` with its dimensions reordered: result dimension ``i`` is input dimension ``dims[i]``.
+
+    Args:
+        x: the tensor.
+        dims: a permutation of ``range(x.ndim)``, as ``permute(2, 0, 1)`` or ``permute((2, 0, 1))``.
+
+    >>> import tinyattn as ta
+    >>> ta.zeros(2, 3, 4).permute(2, 0, 1).shape
+    (4, 2, 3)
+    """
     dims = _sizes(dims)
     ndim = x.ndim
     axes = tuple(check.dim("permute", "dims", d, ndim) for d in dims)
@@ -936,11 +1133,33 @@ def permute(x, *dims):
 
 
 def unsqueeze(x, dim):
+    """``x`` with a new dimension of size 1 inserted at ``dim``.
+
+    Args:
+        x: the tensor.
+        dim: the new dimension's position, in ``[-x.ndim - 1, x.ndim]``.
+
+    >>> import tinyattn as ta
+    >>> x = ta.zeros(2, 3)
+    >>> x.unsqueeze(0).shape, ta.unsqueeze(x, -1).shape
+    ((1, 2, 3), (2, 3, 1))
+    """
     dim = check.dim("unsqueeze", "dim", dim, x.ndim + 1)
     return Reshape.apply(x, shape=x.shape[:dim] + (1,) + x.shape[dim:])
 
 
 def squeeze(x, dim=None):
+    """``x`` without dimensions of size 1: all of them, or those among ``dim`` (others are kept).
+
+    Args:
+        x: the tensor.
+        dim: ``None``, an int or a tuple of ints.
+
+    >>> import tinyattn as ta
+    >>> x = ta.zeros(1, 2, 1)
+    >>> x.squeeze().shape, x.squeeze(0).shape
+    ((2,), (2, 1))
+    """
     if dim is None:
         return Reshape.apply(x, shape=tuple(n for n in x.shape if n != 1))
     dims = check.dims("squeeze", "dim", dim, x.ndim)
@@ -948,7 +1167,17 @@ def squeeze(x, dim=None):
 
 
 def expand(x, *shape):
-    """``x`` seen as ``shape``: sizes of 1 stretched, new dimensions in front; -1 keeps a size."""
+    """``x`` seen as ``shape`` without copying: sizes of 1 stretched, new dimensions in front; -1 keeps a size.
+
+    Args:
+        x: the tensor.
+        shape: sizes as ``expand(2, 3)`` or ``expand((2, 3))``.
+
+    >>> import tinyattn as ta
+    >>> ta.tensor([[1.0], [2.0]]).expand(2, 3)
+    tensor([[1., 1., 1.],
+            [2., 2., 2.]])
+    """
     shape = tuple(check.integer("expand", "size", n) for n in _sizes(shape))
     new = len(shape) - x.ndim
     if new < 0:
@@ -961,6 +1190,17 @@ def expand(x, *shape):
 
 
 def flatten(x, start_dim=0, end_dim=-1):
+    """``x`` with dimensions ``start_dim`` to ``end_dim`` (inclusive) merged into one.
+
+    Args:
+        x: the tensor.
+        start_dim, end_dim: the first and last dimensions to merge.
+
+    >>> import tinyattn as ta
+    >>> x = ta.zeros(2, 3, 4)
+    >>> x.flatten().shape, x.flatten(1).shape, ta.flatten(x, 0, 1).shape
+    ((24,), (2, 12), (6, 4))
+    """
     start = check.dim("flatten", "start_dim", start_dim, x.ndim)
     end = check.dim("flatten", "end_dim", end_dim, x.ndim)
     if start > end:
@@ -993,6 +1233,17 @@ def _sequence_of_tensors(name, tensors):
 
 
 def cat(tensors, dim=0):
+    """The tensors joined along an existing dimension ``dim`` (also ``ta.concat``).
+
+    Args:
+        tensors: a non-empty list or tuple of tensors with equal sizes except along ``dim``.
+        dim: the dimension to join along.
+
+    >>> import tinyattn as ta
+    >>> a, b = ta.ones(2, 3), ta.zeros(1, 3)
+    >>> ta.cat([a, b]).shape, ta.cat([a, a], dim=1).shape
+    ((3, 3), (2, 6))
+    """
     ndim = _sequence_of_tensors("cat", tensors)
     if ndim == 0:
         raise ValueError("cat: 0-d tensors cannot be concatenated (stack them, or unsqueeze them first)")
@@ -1000,6 +1251,17 @@ def cat(tensors, dim=0):
 
 
 def stack(tensors, dim=0):
+    """The tensors joined along a new dimension ``dim``.
+
+    Args:
+        tensors: a non-empty list or tuple of tensors of one shape.
+        dim: the new dimension's position.
+
+    >>> import tinyattn as ta
+    >>> a = ta.zeros(2, 3)
+    >>> ta.stack([a, a]).shape, ta.stack([a, a], dim=-1).shape
+    ((2, 2, 3), (2, 3, 2))
+    """
     ndim = _sequence_of_tensors("stack", tensors)
     return Stack.apply(*tensors, dim=check.dim("stack", "dim", dim, ndim + 1))
 
@@ -1012,7 +1274,20 @@ def _length_along(name, x, dim):
 
 
 def split(x, split_size_or_sections, dim=0):
-    """Pieces of ``x`` along ``dim``: of size ``split_size`` each (the last one shorter), or of the listed sizes."""
+    """Pieces of ``x`` along ``dim``: of ``split_size_or_sections`` each (the last one shorter), or of the listed sizes.
+
+    Args:
+        x: the tensor.
+        split_size_or_sections: an int (each piece's size) or a list of sizes adding up to the dimension's length.
+        dim: the dimension to split.
+
+    >>> import tinyattn as ta
+    >>> x = ta.arange(5)
+    >>> x.split(2)
+    (tensor([0, 1]), tensor([2, 3]), tensor([4]))
+    >>> [p.shape for p in ta.split(x, [1, 4])]
+    [(1,), (4,)]
+    """
     dim, length = _length_along("split", x, dim)
     if isinstance(split_size_or_sections, (list, tuple)):
         sizes = [check.size("split", "split_size_or_sections", n) for n in split_size_or_sections]
@@ -1035,7 +1310,17 @@ def split(x, split_size_or_sections, dim=0):
 
 
 def chunk(x, chunks, dim=0):
-    """At most ``chunks`` pieces along ``dim``, each of ``ceil(length / chunks)`` (the last one shorter)."""
+    """At most ``chunks`` pieces along ``dim``, each of ``ceil(length / chunks)`` (the last one shorter).
+
+    Args:
+        x: the tensor.
+        chunks: the number of pieces asked for.
+        dim: the dimension to split.
+
+    >>> import tinyattn as ta
+    >>> ta.arange(5).chunk(2)
+    (tensor([0, 1, 2]), tensor([3, 4]))
+    """
     chunks = check.positive("chunk", "chunks", chunks)
     dim, length = _length_along("chunk", x, dim)
     if length == 0:
