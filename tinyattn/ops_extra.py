@@ -135,22 +135,52 @@ class Clone(Function):
 
 
 def sin(input):
+    """Elementwise sine; its derivative is ``cos(input)``.
+
+    >>> import tinyattn as ta
+    >>> ta.sin(ta.tensor([0.0, 1.5708])).numpy().round(4)
+    array([0., 1.], dtype=float32)
+    """
     return Sin.apply(input)
 
 
 def cos(input):
+    """Elementwise cosine; its derivative is ``-sin(input)``.
+
+    >>> import tinyattn as ta
+    >>> ta.cos(ta.tensor([0.0, 3.1416])).numpy().round(4)
+    array([ 1., -1.], dtype=float32)
+    """
     return Cos.apply(input)
 
 
 def clamp(input, min=None, max=None):
-    """Limit every element to ``[min, max]`` (either bound may be ``None``)."""
+    """Every element limited to ``[min, max]`` (also ``clip``); the gradient passes where the input is inside.
+
+    Args:
+        input: the tensor.
+        min, max: the bounds (numbers); either may be ``None``.
+
+    >>> import tinyattn as ta
+    >>> ta.clamp(ta.tensor([-2.0, 0.5, 3.0]), min=0.0, max=1.0)
+    tensor([0. , 0.5, 1. ])
+    """
     if min is None and max is None:
         raise ValueError("clamp: at least one of min and max must be given")
     return Clamp.apply(input, min=min, max=max)
 
 
 def cumsum(input, dim):
-    """``out[..., i] = input[..., 0] + … + input[..., i]`` along ``dim`` (in the input's dtype)."""
+    """Running sums along ``dim``: ``out[..., i] = input[..., 0] + … + input[..., i]`` (in the input's dtype).
+
+    Args:
+        input: the tensor.
+        dim: the dimension to sum along.
+
+    >>> import tinyattn as ta
+    >>> ta.cumsum(ta.tensor([1, 2, 3]), dim=0)
+    tensor([1, 3, 6])
+    """
     dim = _normalize_dims(dim, builtins_max(input.ndim, 1))[0]
     if input.ndim == 0:
         return clone(input)
@@ -158,6 +188,14 @@ def cumsum(input, dim):
 
 
 def clone(input):
+    """A copy of ``input`` with its own memory; the gradient passes unchanged.
+
+    >>> import tinyattn as ta
+    >>> x = ta.tensor([1.0, 2.0])
+    >>> y = x.clone()
+    >>> y.data is x.data, y
+    (False, tensor([1., 2.]))
+    """
     return Clone.apply(input)
 
 
@@ -189,7 +227,19 @@ def _along(index, dim):
 
 
 def gather(input, dim, index):
-    """``out[i][j][k] = input[i][index[i][j][k]][k]`` (for ``dim=1``); differentiable in ``input``."""
+    """Values of ``input`` picked along ``dim`` by ``index``: ``out[i][j] = input[i][index[i][j]]`` for ``dim=1``.
+
+    Args:
+        input: the tensor; differentiable.
+        dim: the dimension to pick along.
+        index: an integer tensor with ``input``'s number of dimensions; the result has its shape.
+
+    >>> import tinyattn as ta
+    >>> x = ta.tensor([[1.0, 2.0], [3.0, 4.0]])
+    >>> ta.gather(x, 1, ta.tensor([[1], [0]]))
+    tensor([[2.],
+            [3.]])
+    """
     dim = _normalize_dims(dim, input.ndim)[0]
     index = index._data if isinstance(index, Tensor) else index
     return getitem(input, _along(index, dim))
@@ -210,7 +260,18 @@ def _no_grad(array, like):
 
 
 def argmax(input, dim=None, keepdim=False):
-    """The index of the largest element (of the flattened tensor when ``dim`` is ``None``)."""
+    """The index of the largest element, over ``dim`` or of the flattened tensor when ``dim`` is ``None``.
+
+    Args:
+        input: the tensor.
+        dim: the dimension to reduce, or ``None``.
+        keepdim: keep the reduced dimension with size 1.
+
+    >>> import tinyattn as ta
+    >>> x = ta.tensor([[1.0, 5.0], [3.0, 2.0]])
+    >>> ta.argmax(x), x.argmax(dim=1)
+    (tensor(1), tensor([1, 0]))
+    """
     if dim is None:
         return _no_grad(input._data.argmax(), input)
     dim = _normalize_dims(dim, input.ndim)[0]
@@ -218,6 +279,17 @@ def argmax(input, dim=None, keepdim=False):
 
 
 def argmin(input, dim=None, keepdim=False):
+    """The index of the smallest element, over ``dim`` or of the flattened tensor when ``dim`` is ``None``.
+
+    Args:
+        input: the tensor.
+        dim: the dimension to reduce, or ``None``.
+        keepdim: keep the reduced dimension with size 1.
+
+    >>> import tinyattn as ta
+    >>> ta.argmin(ta.tensor([[1.0, 5.0], [3.0, 2.0]]), dim=1)
+    tensor([0, 1])
+    """
     if dim is None:
         return _no_grad(input._data.argmin(), input)
     dim = _normalize_dims(dim, input.ndim)[0]
@@ -233,8 +305,21 @@ def _pick(input, indices, dim, keepdim):
 
 
 def max(input, dim=None, keepdim=False):
-    """``max(x)``: the largest element (ties share the gradient); ``max(x, dim)``: ``(values, indices)``;
-    ``max(x, other)``: the elementwise maximum."""
+    """The largest element; along ``dim``, the pair ``(values, indices)``; with a tensor, the elementwise maximum.
+
+    Args:
+        input: the tensor.
+        dim: ``None`` (the whole tensor; ties share the gradient), an int, or a tensor (``maximum``).
+        keepdim: keep the reduced dimension with size 1.
+
+    >>> import tinyattn as ta
+    >>> x = ta.tensor([[1.0, 5.0], [3.0, 2.0]])
+    >>> x.max()
+    tensor(5.)
+    >>> values, indices = ta.max(x, dim=0)
+    >>> values, indices
+    (tensor([3., 5.]), tensor([1, 0]))
+    """
     if isinstance(dim, Tensor):
         return maximum(input, dim)
     if dim is None:
@@ -245,7 +330,18 @@ def max(input, dim=None, keepdim=False):
 
 
 def min(input, dim=None, keepdim=False):
-    """As ``max``, for the smallest."""
+    """The smallest element; along ``dim``, the pair ``(values, indices)``; with a tensor, the elementwise minimum.
+
+    Args:
+        input: the tensor.
+        dim: ``None`` (the whole tensor), an int, or a tensor (``minimum``).
+        keepdim: keep the reduced dimension with size 1.
+
+    >>> import tinyattn as ta
+    >>> x = ta.tensor([[1.0, 5.0], [3.0, 2.0]])
+    >>> x.min(), ta.min(x, dim=1).values
+    (tensor(1.), tensor([1., 2.]))
+    """
     if isinstance(dim, Tensor):
         return minimum(input, dim)
     if dim is None:
@@ -256,15 +352,40 @@ def min(input, dim=None, keepdim=False):
 
 
 def maximum(input, other):
+    """The elementwise maximum of ``input`` and ``other`` (broadcasting); ties send the gradient to ``input``.
+
+    >>> import tinyattn as ta
+    >>> ta.maximum(ta.tensor([1.0, 4.0]), ta.tensor([3.0, 2.0]))
+    tensor([3., 4.])
+    """
     return where(input >= other, input, other)
 
 
 def minimum(input, other):
+    """The elementwise minimum of ``input`` and ``other`` (broadcasting); ties send the gradient to ``input``.
+
+    >>> import tinyattn as ta
+    >>> ta.minimum(ta.tensor([1.0, 4.0]), ta.tensor([3.0, 2.0]))
+    tensor([1., 2.])
+    """
     return where(input <= other, input, other)
 
 
 def topk(input, k, dim=-1, largest=True, sorted=True):
-    """The ``k`` largest (or smallest) elements along ``dim`` and their indices, largest first."""
+    """The ``k`` largest (or smallest) elements along ``dim`` and their indices, largest first.
+
+    Args:
+        input: the tensor.
+        k: how many elements to keep.
+        dim: the dimension to search (the last by default).
+        largest: ``False`` keeps the ``k`` smallest.
+        sorted: accepted for PyTorch's signature; the elements come sorted.
+
+    >>> import tinyattn as ta
+    >>> values, indices = ta.topk(ta.tensor([1.0, 4.0, 2.0, 3.0]), 2)
+    >>> values, indices
+    (tensor([4., 3.]), tensor([1, 3]))
+    """
     dim = _normalize_dims(dim, input.ndim)[0]
     xp = backend.namespace(input._data)
     if not 0 <= k <= input.shape[dim]:
@@ -278,12 +399,36 @@ def topk(input, k, dim=-1, largest=True, sorted=True):
 
 
 def std(input, dim=None, unbiased=True, keepdim=False, *, correction=None):
-    """``sqrt(var(...))``, with ``var``'s arguments."""
+    """Standard deviation ``sqrt(var(...))``, with ``var``'s arguments (``correction`` 1 by default).
+
+    Args:
+        input: a floating-point tensor.
+        dim: an int or a tuple of ints; ``None`` reduces everything.
+        unbiased: ``False`` means ``correction=0``.
+        keepdim: keep the reduced dimensions with size 1.
+        correction: subtracted from the count.
+
+    >>> import tinyattn as ta
+    >>> ta.std(ta.tensor([1.0, 3.0]), correction=0)
+    tensor(1.)
+    """
     return sqrt(var(input, dim, unbiased, keepdim, correction=correction))
 
 
 def norm(input, p="fro", dim=None, keepdim=False):
-    """The vector ``p``-norm over ``dim`` (all elements by default): 2 (``"fro"``), 1, ``inf`` or any p > 0."""
+    """The vector ``p``-norm over ``dim`` (all elements by default).
+
+    Args:
+        input: a floating-point tensor.
+        p: 2 (or ``"fro"``), 1, ``inf`` or any ``p > 0``.
+        dim: an int or a tuple of ints; ``None`` reduces everything.
+        keepdim: keep the reduced dimensions with size 1.
+
+    >>> import tinyattn as ta
+    >>> x = ta.tensor([3.0, -4.0])
+    >>> x.norm(), ta.norm(x, p=1)
+    (tensor(5.), tensor(7.))
+    """
     if p in ("fro", 2):
         return sqrt(sum(input * input, dim, keepdim))
     if p == float("inf"):
@@ -298,9 +443,18 @@ def _sizes(sizes):
 
 
 def repeat(input, *sizes):
-    """Tile ``input`` ``sizes[i]`` times along each dim (leading dims added as needed).
+    """``input`` tiled ``sizes[i]`` times along each dimension (leading dimensions added as needed).
 
-    Each dim ``n`` is viewed as ``(1, n)``, expanded to ``(r, n)`` and merged to ``r·n``."""
+    Each dimension ``n`` is viewed as ``(1, n)``, expanded to ``(r, n)`` and merged to ``r·n``.
+
+    Args:
+        input: the tensor.
+        sizes: one count per dimension, as ``repeat(2, 1)`` or ``repeat((2, 1))``.
+
+    >>> import tinyattn as ta
+    >>> ta.tensor([1, 2]).repeat(2)
+    tensor([1, 2, 1, 2])
+    """
     sizes = _sizes(sizes)
     if len(sizes) < input.ndim:
         raise ValueError(f"repeat: {len(sizes)} sizes for a tensor of {input.ndim} dims; give at least {input.ndim}")
@@ -311,7 +465,18 @@ def repeat(input, *sizes):
 
 
 def repeat_interleave(input, repeats, dim=None, *, output_size=None):
-    """Repeat each element (each slice along ``dim``) ``repeats`` times, in place: [a, b] → [a, a, b, b]."""
+    """Each element (each slice along ``dim``) repeated ``repeats`` times in place: [a, b] → [a, a, b, b].
+
+    Args:
+        input: the tensor.
+        repeats: an int, or a tensor of one count per slice.
+        dim: the dimension; ``None`` flattens first.
+        output_size: accepted for PyTorch's signature.
+
+    >>> import tinyattn as ta
+    >>> ta.repeat_interleave(ta.tensor([1, 2]), 2)
+    tensor([1, 1, 2, 2])
+    """
     if dim is None:
         input, dim = input.flatten(), 0
     dim = _normalize_dims(dim, input.ndim)[0]
@@ -329,17 +494,48 @@ def _triangle(input, diagonal, lower):
 
 
 def tril(input, diagonal=0):
-    """The lower triangle of the last two dims (``j <= i + diagonal``); zeros above."""
+    """The lower triangle of the last two dimensions (``j <= i + diagonal``); zeros above.
+
+    Args:
+        input: a tensor of at least two dimensions.
+        diagonal: 0 keeps the main diagonal; positive keeps more, negative fewer.
+
+    >>> import tinyattn as ta
+    >>> ta.tril(ta.ones(3, 3))
+    tensor([[1., 0., 0.],
+            [1., 1., 0.],
+            [1., 1., 1.]])
+    """
     return _triangle(input, diagonal, lower=True)
 
 
 def triu(input, diagonal=0):
-    """The upper triangle of the last two dims (``j >= i + diagonal``); zeros below."""
+    """The upper triangle of the last two dimensions (``j >= i + diagonal``); zeros below.
+
+    Args:
+        input: a tensor of at least two dimensions.
+        diagonal: 0 keeps the main diagonal; 1 starts above it.
+
+    >>> import tinyattn as ta
+    >>> ta.triu(ta.ones(3, 3), diagonal=1)
+    tensor([[0., 1., 1.],
+            [0., 0., 1.],
+            [0., 0., 0.]])
+    """
     return _triangle(input, diagonal, lower=False)
 
 
 def bmm(input, mat2):
-    """Batched ``(B, n, k) @ (B, k, m)``: ``matmul`` restricted to 3-D operands, as in PyTorch."""
+    """Batched matrix product ``(B, n, k) @ (B, k, m)`` → ``(B, n, m)``: ``matmul`` for 3-D operands only.
+
+    Args:
+        input: ``(B, n, k)``.
+        mat2: ``(B, k, m)``.
+
+    >>> import tinyattn as ta
+    >>> ta.bmm(ta.ones(2, 3, 4), ta.ones(2, 4, 5)).shape
+    (2, 3, 5)
+    """
     if input.ndim != 3 or mat2.ndim != 3:
         raise ValueError(f"bmm: expected two 3-D tensors, got shapes {input.shape} and {mat2.shape}")
     return matmul(input, mat2)
@@ -349,17 +545,51 @@ def bmm(input, mat2):
 
 
 def all(input, dim=None, keepdim=False):
+    """Whether every element is non-zero (true), over all elements or over ``dim``; a boolean tensor.
+
+    Args:
+        input: the tensor.
+        dim: an int or a tuple of ints; ``None`` reduces everything.
+        keepdim: keep the reduced dimensions with size 1.
+
+    >>> import tinyattn as ta
+    >>> x = ta.tensor([[True, False], [True, True]])
+    >>> ta.all(x), x.all(dim=1)
+    (tensor(False), tensor([False,  True]))
+    """
     axes = _normalize_dims(dim, input.ndim)
     return _no_grad(input._data.astype(bool).all(axis=axes, keepdims=keepdim), input)
 
 
 def any(input, dim=None, keepdim=False):
+    """Whether some element is non-zero (true), over all elements or over ``dim``; a boolean tensor.
+
+    Args:
+        input: the tensor.
+        dim: an int or a tuple of ints; ``None`` reduces everything.
+        keepdim: keep the reduced dimensions with size 1.
+
+    >>> import tinyattn as ta
+    >>> x = ta.tensor([[True, False], [False, False]])
+    >>> ta.any(x), x.any(dim=1)
+    (tensor(True), tensor([ True, False]))
+    """
     axes = _normalize_dims(dim, input.ndim)
     return _no_grad(input._data.astype(bool).any(axis=axes, keepdims=keepdim), input)
 
 
 def nonzero(input, *, as_tuple=False):
-    """The indices of the non-zero elements: ``(n, ndim)`` int64, or a tuple of 1-D tensors."""
+    """The indices of the non-zero elements: an ``(n, ndim)`` int64 tensor, or a tuple of 1-D tensors.
+
+    Args:
+        input: the tensor.
+        as_tuple: return one index tensor per dimension, as NumPy's ``nonzero``.
+
+    >>> import tinyattn as ta
+    >>> ta.nonzero(ta.tensor([0, 3, 0, 5]))
+    tensor([[1],
+            [3]])
+    """
     xp = backend.namespace(input._data)
     found = xp.nonzero(input._data)
     if as_tuple:
@@ -368,11 +598,22 @@ def nonzero(input, *, as_tuple=False):
 
 
 def multinomial(input, num_samples, replacement=False, *, generator=None):
-    """Draw ``num_samples`` category indices per row with probabilities proportional to ``input``.
+    """``num_samples`` category indices per row, drawn with probabilities proportional to ``input``.
 
-    ``input``: ``(C,)`` or ``(N, C)`` non-negative weights. With replacement, each draw inverts
-    the cumulative distribution at a uniform number; without, the ``num_samples`` largest keys
-    ``log(u) / w`` win (Efraimidis and Spirakis), which samples without replacement exactly.
+    With replacement, each draw inverts the cumulative distribution at a uniform number; without, the
+    ``num_samples`` largest keys ``log(u) / w`` win (Efraimidis and Spirakis), which samples without
+    replacement exactly.
+
+    Args:
+        input: ``(C,)`` or ``(N, C)`` non-negative weights with a positive sum per row.
+        num_samples: draws per row.
+        replacement: draw with replacement.
+        generator: a ``numpy.random.Generator`` to draw from instead of the library's seeded one.
+
+    >>> import tinyattn as ta
+    >>> _ = ta.manual_seed(0)
+    >>> ta.multinomial(ta.tensor([0.0, 1.0, 0.0]), 2, replacement=True)
+    tensor([1, 1])
     """
     weights = input._data.astype(np.float64)
     if (weights < 0).any() or not (weights.sum(axis=-1) > 0).all():
@@ -405,7 +646,21 @@ def _uniform(shape, device, generator):
 
 
 def randint(low, high=None, size=None, *, generator=None, dtype=None, device=None):
-    """Uniform integers in ``[low, high)`` (``randint(high, size)`` starts at 0)."""
+    """Uniform integers in ``[low, high)`` from the library's seeded generator (``randint(high, size)`` starts at 0).
+
+    Args:
+        low, high: the bounds (``high`` excluded).
+        size: the result's shape, a tuple.
+        generator: a ``numpy.random.Generator`` to draw from instead.
+        dtype: int64 by default.
+        device: ``"cpu"`` or ``"cuda"``.
+
+    >>> import tinyattn as ta
+    >>> _ = ta.manual_seed(0)
+    >>> x = ta.randint(3, 6, (2, 4))
+    >>> x.shape, x.dtype, bool(((x >= 3) & (x < 6)).all())
+    ((2, 4), dtype('int64'), True)
+    """
     if size is None:
         low, high, size = 0, low, high
     draws = _uniform(tuple(size), device or "cpu", generator)
@@ -414,13 +669,31 @@ def randint(low, high=None, size=None, *, generator=None, dtype=None, device=Non
 
 
 def from_numpy(ndarray):
-    """A tensor sharing ``ndarray``'s memory (PyTorch's ``from_numpy``)."""
+    """A tensor sharing ``ndarray``'s memory (PyTorch's ``from_numpy``): writes to one show in the other.
+
+    Args:
+        ndarray: a ``numpy.ndarray``; its dtype is kept.
+
+    >>> import tinyattn as ta
+    >>> import numpy as np
+    >>> a = np.zeros(2)
+    >>> t = ta.from_numpy(a)
+    >>> a[0] = 1.0
+    >>> t
+    tensor([1., 0.], dtype=float64)
+    """
     if not isinstance(ndarray, np.ndarray):
         raise TypeError(f"from_numpy: expected a numpy.ndarray, got {type(ndarray).__name__}")
     return Tensor(ndarray)
 
 
 def is_tensor(obj):
+    """Whether ``obj`` is a tinyattn tensor (a ``Tensor`` or a subclass, such as ``nn.Parameter``).
+
+    >>> import tinyattn as ta
+    >>> ta.is_tensor(ta.zeros(1)), ta.is_tensor([0.0])
+    (True, False)
+    """
     return isinstance(obj, Tensor)
 
 
