@@ -89,6 +89,15 @@ class enable_grad(no_grad):
 
 
 def is_grad_enabled():
+    """Whether operations record a graph here (false inside ``no_grad`` and ``inference_mode``).
+
+    >>> import tinyattn as ta
+    >>> with ta.no_grad():
+    ...     print(ta.is_grad_enabled())
+    False
+    >>> ta.is_grad_enabled()
+    True
+    """
     return modes.current().grad_enabled
 
 
@@ -154,4 +163,13 @@ class inference_mode(no_grad):
 
 
 def is_inference_mode_enabled():
+    """Whether an ``inference_mode`` block is active here.
+
+    >>> import tinyattn as ta
+    >>> with ta.inference_mode():
+    ...     print(ta.is_inference_mode_enabled())
+    True
+    >>> ta.is_inference_mode_enabled()
+    False
+    """
     return modes.current().inference

@@ -80,7 +80,16 @@ COMMENT = b"tinyattn checkpoint: verify against its member tinyattn_manifest.jso
 
 
 class CheckpointError(ValueError):
-    """A file that is not a whole tinyattn checkpoint (damaged, truncated, empty or foreign)."""
+    """A file that is not a whole tinyattn checkpoint (damaged, truncated, empty or foreign); a ``ValueError``.
+
+    >>> import io
+    >>> import tinyattn as ta
+    >>> try:
+    ...     ta.load(io.BytesIO(b"not a checkpoint"))
+    ... except ta.CheckpointError:
+    ...     print("refused")
+    refused
+    """
 
 
 def save(obj, path):
@@ -92,6 +101,18 @@ def save(obj, path):
     characters, or integers; anything that could not come back as it went in (another key
     type, an object array, a set, an arbitrary object) raises ``TypeError`` or ``ValueError``
     naming where it sits, and nothing is written.
+
+    Args:
+        obj: the structure to save (a ``state_dict``, or a dict of model, optimizer, epoch…).
+        path: the file, or an open binary file.
+
+    >>> import io
+    >>> import tinyattn as ta
+    >>> buffer = io.BytesIO()
+    >>> ta.save({"weight": ta.ones(2), "step": 3}, buffer)
+    >>> _ = buffer.seek(0)
+    >>> ta.load(buffer)
+    OrderedDict([('weight', array([1., 1.], dtype=float32)), ('step', 3)])
     """
     if hasattr(path, "write"):  # an open binary file
         manifest, arrays = _manifest(obj)
@@ -144,6 +165,18 @@ def load(path, *, rebuild=None):
 
     An object saved with its rebuild record comes back as ``rebuild(class_path, init, state)``
     (``init``: ``{"args": [...], "kwargs": {...}}``); without ``rebuild`` a ``TypeError`` names it.
+
+    Args:
+        path: the file, or an open binary file.
+        rebuild: a function ``rebuild(class_path, init, state)`` for objects saved with a rebuild record.
+
+    >>> import io
+    >>> import tinyattn as ta
+    >>> buffer = io.BytesIO()
+    >>> ta.save({"epoch": 2, "losses": [0.5, 0.25]}, buffer)
+    >>> _ = buffer.seek(0)
+    >>> ta.load(buffer)
+    OrderedDict([('epoch', 2), ('losses', [0.5, 0.25])])
     """
     if hasattr(path, "read"):  # an open binary file
         name = getattr(path, "name", None) or f"<{type(path).__name__}>"
