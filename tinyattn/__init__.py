@@ -109,10 +109,12 @@ from .fast.compile import compile  # noqa: E402
 from .fast.router import explain  # noqa: E402
 from .serialization import CheckpointError, load, save  # noqa: E402
 
+# tinyattn's own names: what ``from tinyattn import *`` binds and what ``help(tinyattn)`` documents. The dtype names
+# (``ta.float32``…) are NumPy's classes, left out so that help() does not print NumPy's pages for them and a star
+# import does not shadow the builtin ``bool``.
 __all__ = [
     "Tensor", "Function", "tensor", "no_grad", "enable_grad", "is_grad_enabled", "set_grad_enabled", "inference_mode",
-    "is_inference_mode_enabled", "manual_seed", "get_rng_state",
-    "set_rng_state", "float32", "float64", "int64", "bool", "long", "int32", "uint8",
+    "is_inference_mode_enabled", "manual_seed", "get_rng_state", "set_rng_state",
     "zeros", "ones", "full", "empty", "arange", "randn", "rand", "randint", "zeros_like", "ones_like", "from_numpy",
     "add", "sub", "mul", "div", "pow", "neg", "matmul", "exp", "log", "sqrt", "tanh", "sigmoid", "relu", "abs",
     "sum", "mean", "amax", "var", "reshape", "transpose", "permute", "unsqueeze", "squeeze", "expand", "flatten",
