@@ -1417,13 +1417,31 @@ Tensor.swapaxes = Tensor.swapdims = transpose  # PyTorch's (and NumPy's) other n
 Tensor.unsqueeze, Tensor.squeeze, Tensor.expand, Tensor.flatten = unsqueeze, squeeze, expand, flatten
 Tensor.masked_fill = masked_fill
 Tensor.split, Tensor.chunk = split, chunk
-Tensor.T = property(lambda x: permute(x, tuple(reversed(range(x.ndim)))))
+
+
+def _T(x):
+    """The tensor with its dimensions reversed (``x.permute(*reversed(range(x.ndim)))``).
+
+    >>> import tinyattn as ta
+    >>> ta.zeros(2, 3, 4).T.shape
+    (4, 3, 2)
+    """
+    return permute(x, tuple(reversed(range(x.ndim))))
+
+
+Tensor.T = property(_T)
 
 
 def _to(self, *args, device=None, dtype=None):
-    """``to("cuda")``, ``to(ta.float64)``, ``to("cpu", ta.float64)`` or ``to(device=..., dtype=...)``.
+    """The tensor on another device or in another dtype: ``to("cuda")``, ``to(ta.float64)``, ``to("cpu", ta.float64)``
+    or ``to(device=..., dtype=...)``; the tensor itself when nothing changes.
 
     Differentiable, as in PyTorch: the gradient goes back to the original device and dtype.
+
+    >>> import tinyattn as ta
+    >>> x = ta.tensor([1.5, 2.0])
+    >>> x.to(ta.float64), x.to(ta.int64), x.to("cpu") is x
+    (tensor([1.5, 2. ], dtype=float64), tensor([1, 2]), True)
     """
     for arg in args:
         if isinstance(arg, str):
@@ -1452,6 +1470,13 @@ Tensor.to, Tensor._to_dtype = _to, _to_dtype
 
 
 def _size(self, dim=None):
+    """The shape, or the size of dimension ``dim``.
+
+    >>> import tinyattn as ta
+    >>> x = ta.zeros(2, 3)
+    >>> x.size(), x.size(-1)
+    ((2, 3), 3)
+    """
     if dim is None:
         return self.shape
     if isinstance(dim, int) and -self.ndim <= dim < self.ndim:
@@ -1474,8 +1499,69 @@ def _bool(self):
 
 # conversions: to Python numbers, to a dtype or a device (``to``), and the sizes
 Tensor.size, Tensor.__len__, Tensor.__bool__ = _size, _len, _bool
-Tensor.numel = lambda self: int(self._data.size)
 Tensor.__float__, Tensor.__int__ = lambda self: float(self.item()), lambda self: int(self.item())
-Tensor.float, Tensor.double, Tensor.long = (lambda self: self.to(np.float32), lambda self: self.to(np.float64),
-                                            lambda self: self.to(np.int64))
-Tensor.cpu, Tensor.cuda = lambda self: self.to("cpu"), lambda self: self.to("cuda")
+
+
+def _numel(self):
+    """The number of elements.
+
+    >>> import tinyattn as ta
+    >>> ta.zeros(2, 3).numel()
+    6
+    """
+    return int(self._data.size)
+
+
+def _float(self):
+    """The tensor as float32 (``to(ta.float32)``).
+
+    >>> import tinyattn as ta
+    >>> ta.tensor([1, 2]).float()
+    tensor([1., 2.])
+    """
+    return self.to(np.float32)
+
+
+def _double(self):
+    """The tensor as float64 (``to(ta.float64)``).
+
+    >>> import tinyattn as ta
+    >>> ta.tensor([1, 2]).double()
+    tensor([1., 2.], dtype=float64)
+    """
+    return self.to(np.float64)
+
+
+def _long(self):
+    """The tensor as int64 (``to(ta.int64)``), truncating towards zero.
+
+    >>> import tinyattn as ta
+    >>> ta.tensor([1.7, -1.7]).long()
+    tensor([ 1, -1])
+    """
+    return self.to(np.int64)
+
+
+def _cpu(self):
+    """The tensor on the host (NumPy), differentiable; the tensor itself when it is there already.
+
+    >>> import tinyattn as ta
+    >>> x = ta.zeros(2)
+    >>> x.cpu() is x
+    True
+    """
+    return self.to("cpu")
+
+
+def _cuda(self):
+    """The tensor on the GPU (CuPy), differentiable; needs CuPy and an NVIDIA GPU.
+
+    >>> import tinyattn as ta
+    >>> ta.zeros(2).cuda().device  # doctest: +SKIP
+    'cuda'
+    """
+    return self.to("cuda")
+
+
+Tensor.numel, Tensor.float, Tensor.double, Tensor.long, Tensor.cpu, Tensor.cuda = (
+    _numel, _float, _double, _long, _cpu, _cuda)
