@@ -42,7 +42,15 @@ from ..masks import checked_mask
 
 
 def relu(input):
-    """``max(x, 0)``; the gradient at 0 is 0, as in PyTorch."""
+    """``max(x, 0)``, elementwise; the gradient at 0 is 0, as in PyTorch.
+
+    ``input``: a tensor of any shape.
+
+    >>> import tinyattn as ta
+    >>> import tinyattn.nn.functional as F
+    >>> F.relu(ta.tensor([-1.0, 0.0, 2.0]))
+    tensor([0., 0., 2.])
+    """
     return ops.relu(input)
 
 
@@ -603,7 +611,15 @@ def padding_mask(lengths, max_len):
 
 
 def mse_loss(input, target, reduction="mean"):
-    """``(input - target)²``, averaged (``"mean"``), summed (``"sum"``) or not (``"none"``)."""
+    """The squared error ``(input - target)²``, averaged (``"mean"``), summed (``"sum"``) or not (``"none"``).
+
+    ``input``, ``target``: tensors of one shape (or broadcastable); ``reduction``: how to combine the elements.
+
+    >>> import tinyattn as ta
+    >>> import tinyattn.nn.functional as F
+    >>> F.mse_loss(ta.tensor([1.0, 3.0]), ta.tensor([0.0, 0.0]), reduction="sum").item()
+    10.0
+    """
     squared = (input - target) ** 2
     return _reduce(squared, reduction, "mse_loss")
 
@@ -619,7 +635,17 @@ def _reduce(losses, reduction, name):
 
 
 def nll_loss(input, target, ignore_index=-100, reduction="mean"):
-    """``-input[n, target[n]]`` for log-probabilities ``input (N, C)``; ``"mean"`` over the kept targets."""
+    """The negative log-likelihood ``-input[n, target[n]]`` for log-probabilities ``input (N, C)``.
+
+    ``target``: ``N`` class indices (a tensor, array or list); ``ignore_index``: targets equal to it add nothing;
+    ``reduction``: ``"mean"`` (over the kept targets), ``"sum"`` or ``"none"``.
+
+    >>> import tinyattn as ta
+    >>> import tinyattn.nn.functional as F
+    >>> log_p = ta.tensor([[-1.0, -2.0], [-3.0, -4.0]])
+    >>> F.nll_loss(log_p, ta.tensor([0, 1])).item(), F.nll_loss(log_p, ta.tensor([0, -100])).item()
+    (2.5, 1.0)
+    """
     if input.ndim != 2:
         raise ValueError(f"nll_loss: expected log-probabilities of shape (N, C), got {input.shape}")
     target = _index_array(target, input, "nll_loss")
@@ -633,7 +659,15 @@ def nll_loss(input, target, ignore_index=-100, reduction="mean"):
 
 
 def pad(input, pad, mode="constant", value=0.0):
-    """Pad the last ``len(pad) // 2`` dims: ``(left, right)`` for the last, then the one before…"""
+    """Pads the last ``len(pad) // 2`` dimensions with ``value``: ``(left, right)`` for the last, then the one before…
+
+    ``pad``: a flat tuple of pairs; ``mode``: only ``"constant"``; ``value``: the fill. Differentiable in ``input``.
+
+    >>> import tinyattn as ta
+    >>> import tinyattn.nn.functional as F
+    >>> F.pad(ta.tensor([[1.0, 2.0]]), (1, 2))
+    tensor([[0., 1., 2., 0., 0.]])
+    """
     if mode != "constant":
         raise NotImplementedError(f"pad: mode {mode!r}; only 'constant' is implemented")
     if len(pad) % 2 or len(pad) // 2 > input.ndim:
@@ -649,7 +683,17 @@ def pad(input, pad, mode="constant", value=0.0):
 
 
 def one_hot(tensor, num_classes=-1):
-    """int64 ``(…, num_classes)`` with a 1 at each index (``num_classes`` = max + 1 by default)."""
+    """An int64 tensor of shape ``(…, num_classes)`` with a 1 at each index and 0 elsewhere.
+
+    ``tensor``: integer class indices of any shape; ``num_classes``: the last dimension's size (by default the
+    largest index + 1).
+
+    >>> import tinyattn as ta
+    >>> import tinyattn.nn.functional as F
+    >>> F.one_hot(ta.tensor([0, 2]), num_classes=3)
+    tensor([[1, 0, 0],
+            [0, 0, 1]])
+    """
     indices = tensor._data
     if num_classes == -1:
         num_classes = int(indices.max()) + 1
@@ -658,9 +702,18 @@ def one_hot(tensor, num_classes=-1):
 
 
 def kl_div(input, target, reduction="mean", log_target=False):
-    """``target · (log target - input)`` for log-probabilities ``input``, taken as 0 where ``target`` is 0.
+    """The Kullback-Leibler divergence ``target · (log target - input)`` for log-probabilities ``input``.
 
-    ``reduction``: ``"mean"`` (over elements), ``"batchmean"`` (sum / batch size), ``"sum"`` or ``"none"``."""
+    Taken as 0 where ``target`` is 0. ``target``: probabilities, or log-probabilities with ``log_target=True``.
+    ``reduction``: ``"mean"`` (over elements), ``"batchmean"`` (sum / batch size), ``"sum"`` or ``"none"``.
+
+    >>> import math
+    >>> import tinyattn as ta
+    >>> import tinyattn.nn.functional as F
+    >>> log_q = ta.tensor([[math.log(0.5), math.log(0.5)]])
+    >>> round(F.kl_div(log_q, ta.tensor([[1.0, 0.0]]), reduction="batchmean").item(), 4)   # log 2
+    0.6931
+    """
     if log_target:
         losses = target.exp() * (target - input)
     else:

@@ -22,6 +22,18 @@ def clip_grad_norm_(parameters, max_norm, norm_type=2.0):
     The norm is taken over every gradient as if concatenated into one vector (``norm_type``
     2 or ``inf``). Each gradient is multiplied in place by ``min(1, max_norm / (norm + 1e-6))``,
     as in PyTorch. Returns the norm before clipping, as a Python float.
+
+    ``parameters``: a tensor or an iterable of tensors (those without a gradient are skipped); ``max_norm``: the
+    largest norm allowed; ``norm_type``: ``2.0`` or ``float("inf")``.
+
+    >>> import numpy as np
+    >>> import tinyattn as ta
+    >>> w = ta.tensor([0.0, 0.0], requires_grad=True)
+    >>> w.grad = np.array([3.0, 4.0], dtype=np.float32)
+    >>> ta.nn.utils.clip_grad_norm_([w], max_norm=1.0)
+    5.0
+    >>> w.grad.round(3)
+    array([0.6, 0.8], dtype=float32)
     """
     check.real("clip_grad_norm_", "max_norm", max_norm)  # a NaN would turn every gradient into NaN
     if isinstance(parameters, Tensor):
