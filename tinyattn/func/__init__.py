@@ -230,7 +230,14 @@ def _argnums(argnums, count, name):
 def grad_and_value(func, argnums=0, has_aux=False):
     """``(∂func/∂args[argnums], func(*args))`` for a ``func`` that returns one number (a one-element tensor),
     or ``(number, aux)`` with ``has_aux=True``. ``argnums``: an int, or a tuple (then a tuple of gradients);
-    an argument may be a tensor or a tree (tuple, list, dict) of tensors, and its gradient is the same tree."""
+    an argument may be a tensor or a tree (tuple, list, dict) of tensors, and its gradient is the same tree.
+
+    >>> import tinyattn as ta
+    >>> from tinyattn.func import grad_and_value
+    >>> g, value = grad_and_value(lambda x: (x ** 2).sum())(ta.tensor([1.0, 3.0]))
+    >>> g, value.item()
+    (tensor([2., 6.]), 10.0)
+    """
     @functools.wraps(func)
     def wrapper(*args, **kwargs):
         numbers = _argnums(argnums, len(args), "grad")
@@ -278,7 +285,16 @@ def grad(func, argnums=0, has_aux=False):
 
 def vjp(func, *primals, has_aux=False):
     """``(func(*primals), vjp_fn)`` with ``vjp_fn(cotangents)`` → one gradient per primal: ``uᵀ J`` (the
-    cotangents shaped as the output, a tensor or a tree of them); with ``has_aux`` ``(output, vjp_fn, aux)``."""
+    cotangents shaped as the output, a tensor or a tree of them); with ``has_aux`` ``(output, vjp_fn, aux)``.
+
+    ``func``: a function of tensors; ``primals``: its arguments (tensors or trees of them).
+
+    >>> import tinyattn as ta
+    >>> from tinyattn.func import vjp
+    >>> out, vjp_fn = vjp(lambda x: x * x, ta.tensor([1.0, 2.0]))
+    >>> vjp_fn(ta.tensor([1.0, 10.0]))                # uᵀ J with J = diag(2x)
+    (tensor([ 2., 40.]),)
+    """
     with _transform() as transform:
         trees = [_flatten(p) for p in primals]
         originals = [x for part, _ in trees for x in part]
@@ -321,7 +337,14 @@ def _dual(x, tangent, level):
 def jvp(func, primals, tangents, *, strict=False, has_aux=False):
     """``(func(*primals), J · tangents)`` by forward mode (``torch.func.jvp``): ``primals`` and ``tangents``
     are tuples of the same trees of tensors (at least one), each tangent of its primal's shape and dtype. With
-    ``strict=True`` an output that does not depend on the primals (no tangent reaches it) raises."""
+    ``strict=True`` an output that does not depend on the primals (no tangent reaches it) raises.
+
+    >>> import tinyattn as ta
+    >>> from tinyattn.func import jvp
+    >>> out, tangent = jvp(lambda x: x ** 3, (ta.tensor([2.0]),), (ta.tensor([1.0]),))
+    >>> out, tangent                                  # x³ and 3x² · 1
+    (tensor([8.]), tensor([12.]))
+    """
     if not isinstance(primals, tuple) or not isinstance(tangents, tuple):
         raise RuntimeError("jvp: primals and tangents must be tuples")
     p_leaves, rebuild = _flatten(primals)
@@ -569,7 +592,17 @@ def _basis(shape, dtype, device):
 
 def jacrev(func, argnums=0, *, has_aux=False, chunk_size=None):
     """The Jacobian by reverse mode (``torch.func.jacrev``): ``vmap`` of ``vjp`` over the rows of an identity of
-    the output's size. Shape: the output's shape followed by the input's."""
+    the output's size. Shape: the output's shape followed by the input's.
+
+    ``argnums``: which argument(s) to differentiate; ``has_aux``: ``func`` returns ``(output, aux)``;
+    ``chunk_size``: how many rows to compute at once (all by default).
+
+    >>> import tinyattn as ta
+    >>> from tinyattn.func import jacrev
+    >>> jacrev(lambda x: x.exp())(ta.tensor([0.0, 0.0])).numpy()
+    array([[1., 0.],
+           [0., 1.]], dtype=float32)
+    """
     _check_chunk_size(chunk_size, "jacrev")
 
     @functools.wraps(func)
@@ -607,7 +640,17 @@ def _reshape_tree(tree, out_shape):
 
 def jacfwd(func, argnums=0, has_aux=False, *, randomness="error"):
     """The Jacobian by forward mode (``torch.func.jacfwd``): ``vmap`` of ``jvp`` over the columns of an
-    identity of the input's size. Shape: the output's shape followed by the input's."""
+    identity of the input's size. Shape: the output's shape followed by the input's.
+
+    ``argnums``: which argument(s) to differentiate; ``has_aux``: ``func`` returns ``(output, aux)``;
+    ``randomness``: as ``vmap``'s.
+
+    >>> import tinyattn as ta
+    >>> from tinyattn.func import jacfwd
+    >>> jacfwd(lambda x: x.sum() * x)(ta.tensor([1.0, 2.0]))       # s·I + x 1ᵀ
+    tensor([[4., 1.],
+            [2., 5.]])
+    """
     @functools.wraps(func)
     def wrapper(*args):
         numbers = _argnums(argnums, len(args), "jacfwd")
@@ -657,7 +700,16 @@ def jacfwd(func, argnums=0, has_aux=False, *, randomness="error"):
 
 
 def hessian(func, argnums=0):
-    """The Hessian (``torch.func.hessian``): ``jacfwd(jacrev(func))``, shape the input's twice."""
+    """The Hessian (``torch.func.hessian``): ``jacfwd(jacrev(func))``, shape the input's twice.
+
+    ``func``: a function returning one number; ``argnums``: which argument(s) to differentiate.
+
+    >>> import tinyattn as ta
+    >>> from tinyattn.func import hessian
+    >>> hessian(lambda x: (x ** 3).sum())(ta.tensor([1.0, 2.0])).numpy()    # diag(6x)
+    array([[ 6.,  0.],
+           [ 0., 12.]], dtype=float32)
+    """
     return jacfwd(jacrev(func, argnums), argnums)
 
 
@@ -667,7 +719,21 @@ def hessian(func, argnums=0):
 def functional_call(module, parameter_and_buffer_dicts, args=(), kwargs=None, *, tie_weights=True, strict=False):
     """``module(*args, **kwargs)`` with its parameters and buffers replaced, for the call, by the tensors of
     ``parameter_and_buffer_dicts`` (a dict, or several, by dotted name), as ``torch.func.functional_call``:
-    how ``grad`` and ``vmap`` take a model's weights as an argument."""
+    how ``grad`` and ``vmap`` take a model's weights as an argument.
+
+    ``args``, ``kwargs``: the call's arguments (a single non-tuple ``args`` is one argument); ``tie_weights``:
+    a replaced tensor replaces every name it is shared under; ``strict``: every parameter and buffer must be
+    replaced.
+
+    >>> import tinyattn as ta
+    >>> from tinyattn.func import functional_call, grad
+    >>> layer = ta.nn.Linear(2, 1, bias=False)
+    >>> weights = {"weight": ta.tensor([[1.0, 2.0]])}
+    >>> functional_call(layer, weights, (ta.tensor([[3.0, 4.0]]),))
+    tensor([[11.]])
+    >>> grad(lambda w: functional_call(layer, w, (ta.tensor([[3.0, 4.0]]),)).sum())(weights)["weight"]
+    tensor([[3., 4.]])
+    """
     dicts = parameter_and_buffer_dicts if isinstance(parameter_and_buffer_dicts, (list, tuple)) else \
         [parameter_and_buffer_dicts]
     values = {}
