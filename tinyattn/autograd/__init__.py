@@ -111,7 +111,25 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
 def once_differentiable(backward):
     """Decorate a ``Function.backward`` written on arrays, or one that should not be differentiated again
     (PyTorch's ``torch.autograd.function.once_differentiable``): it runs with no graph recorded, and under
-    ``create_graph`` the gradients it gives raise, naming the function, if differentiated again."""
+    ``create_graph`` the gradients it gives raise, naming the function, if differentiated again.
+
+    >>> import numpy as np
+    >>> import tinyattn as ta
+    >>> class Exp(ta.autograd.Function):
+    ...     @staticmethod
+    ...     def forward(ctx, x):
+    ...         ctx.result = np.exp(x.numpy())
+    ...         return ta.tensor(ctx.result)
+    ...
+    ...     @staticmethod
+    ...     @ta.autograd.once_differentiable
+    ...     def backward(ctx, grad_output):
+    ...         return grad_output.numpy() * ctx.result     # arrays: not differentiable again
+    >>> x = ta.tensor([0.0], requires_grad=True)
+    >>> Exp.apply(x).sum().backward()
+    >>> x.grad
+    array([1.], dtype=float32)
+    """
     @functools.wraps(backward)
     def wrapper(ctx, *grads):
         with no_grad():
@@ -121,7 +139,27 @@ def once_differentiable(backward):
 
 
 class FunctionCtx:
-    """What ``forward`` hands to ``backward``: saved tensors and anything set as an attribute."""
+    """What ``forward`` hands to ``backward``: saved tensors and anything set as an attribute.
+
+    ``save_for_backward(*tensors)`` and ``saved_tensors`` carry tensors (checked against in-place changes);
+    ``needs_input_grad`` says which inputs want a gradient; ``mark_non_differentiable`` and
+    ``set_materialize_grads`` shape what ``backward`` receives.
+
+    >>> import tinyattn as ta
+    >>> class Scale(ta.autograd.Function):
+    ...     @staticmethod
+    ...     def forward(ctx, x, factor):
+    ...         ctx.factor = factor                 # a plain attribute, kept for backward
+    ...         return x * factor
+    ...
+    ...     @staticmethod
+    ...     def backward(ctx, grad_output):
+    ...         return grad_output * ctx.factor, None
+    >>> x = ta.tensor([1.0, 2.0], requires_grad=True)
+    >>> Scale.apply(x, 3.0).sum().backward()
+    >>> x.grad
+    array([3., 3.], dtype=float32)
+    """
 
     def save_for_backward(self, *tensors):
         self._saved = tensors
@@ -253,6 +291,22 @@ class Function:
     ``forward`` returns one tensor or a tuple of them; ``backward`` receives one gradient per output
     (zeros for an output that was not used, or that ``ctx.mark_non_differentiable`` marked) and
     returns one per argument of ``forward`` (``None`` for a non-tensor or an input that needs none).
+
+    >>> import tinyattn as ta
+    >>> class Square(ta.autograd.Function):
+    ...     @staticmethod
+    ...     def forward(ctx, x):
+    ...         ctx.save_for_backward(x)
+    ...         return x * x
+    ...
+    ...     @staticmethod
+    ...     def backward(ctx, grad_output):
+    ...         (x,) = ctx.saved_tensors
+    ...         return 2 * x * grad_output
+    >>> x = ta.tensor([3.0], requires_grad=True)
+    >>> Square.apply(x).sum().backward()
+    >>> x.grad
+    array([6.], dtype=float32)
     """
 
     @staticmethod

@@ -33,6 +33,18 @@ from .. import forward_mode, modes, ops
 from ..engine import Tensor
 
 UnpackedDualTensor = collections.namedtuple("UnpackedDualTensor", ["primal", "tangent"])
+UnpackedDualTensor.__doc__ = """What ``unpack_dual`` returns: the named pair ``(primal, tangent)``.
+
+``primal``: the tensor's value, with no tangent; ``tangent``: its tangent at the open level, or ``None``.
+
+>>> import tinyattn as ta
+>>> import tinyattn.autograd.forward_ad as fwAD
+>>> with fwAD.dual_level():
+...     y = fwAD.make_dual(ta.tensor([2.0]), ta.tensor([1.0])) ** 2
+...     unpacked = fwAD.unpack_dual(y)
+>>> unpacked.primal, unpacked.tangent
+(tensor([4.]), tensor([4.]))
+"""
 
 
 class TangentSizeError(RuntimeError, ValueError):
@@ -43,7 +55,16 @@ class TangentSizeError(RuntimeError, ValueError):
 def enter_dual_level():
     """Open the forward AD level and return its index, 0, as PyTorch's ``enter_dual_level`` does (one level at a
     time: for a derivative of a derivative, nest ``ta.func.jvp``); ``exit_dual_level`` closes it.
-    ``dual_level`` is the context manager that does both. The level is the calling thread's (``tinyattn.modes``)."""
+    ``dual_level`` is the context manager that does both. The level is the calling thread's (``tinyattn.modes``).
+
+    >>> import tinyattn as ta
+    >>> import tinyattn.autograd.forward_ad as fwAD
+    >>> level = fwAD.enter_dual_level()
+    >>> x = fwAD.make_dual(ta.tensor([3.0]), ta.tensor([1.0]))
+    >>> fwAD.unpack_dual(x.exp().log()).tangent
+    tensor([1.])
+    >>> fwAD.exit_dual_level(level=level)
+    """
     mode = modes.current()
     if mode.forward_ad_level is not None:
         raise RuntimeError("Nested forward mode AD is not supported at the moment: a forward AD level is already "
@@ -54,7 +75,16 @@ def enter_dual_level():
 
 
 def exit_dual_level(*, level=None):
-    """Close the level (``level``, when given, must be its index, 0): its tangents are forgotten."""
+    """Close the level (``level``, when given, must be its index, 0): its tangents are forgotten.
+
+    >>> import tinyattn as ta
+    >>> import tinyattn.autograd.forward_ad as fwAD
+    >>> level = fwAD.enter_dual_level()
+    >>> x = fwAD.make_dual(ta.tensor([3.0]), ta.tensor([1.0]))
+    >>> fwAD.exit_dual_level(level=level)
+    >>> x.exp().log()                          # no level: the tangent is gone
+    tensor([3.])
+    """
     mode = modes.current()
     if mode.forward_ad_level is None:
         raise RuntimeError("exit_dual_level: no forward AD level is open")

@@ -91,7 +91,28 @@ _HOOK_TABLES = ("_forward_pre_hooks", "_forward_pre_hooks_with_kwargs", "_forwar
 
 
 class Module:
-    """Base class of every layer: subclasses set attributes in ``__init__`` and define ``forward``."""
+    """Base class of every layer: subclasses set attributes in ``__init__`` and define ``forward``.
+
+    A ``Parameter`` or a ``Module`` set as an attribute is registered under that name: ``parameters()``,
+    ``state_dict()``, ``to()``, ``train()`` and ``eval()`` reach it, and its ``state_dict`` keys are the dotted
+    attribute paths. Calling the module runs its hooks and ``forward``.
+
+    >>> import tinyattn as ta
+    >>> from tinyattn import nn
+    >>> class TwoLayer(nn.Module):
+    ...     def __init__(self):
+    ...         super().__init__()
+    ...         self.hidden = nn.Linear(3, 4)
+    ...         self.out = nn.Linear(4, 1)
+    ...
+    ...     def forward(self, x):
+    ...         return self.out(self.hidden(x).relu())
+    >>> model = TwoLayer()
+    >>> model(ta.zeros(2, 3)).shape
+    (2, 1)
+    >>> list(model.state_dict())
+    ['hidden.weight', 'hidden.bias', 'out.weight', 'out.bias']
+    """
 
     _forward_pre_hooks = _forward_pre_hooks_with_kwargs = _forward_hooks = _forward_hooks_with_kwargs = _NO_HOOKS
     _forward_hooks_always_called = _backward_pre_hooks = _backward_hooks = _NO_HOOKS

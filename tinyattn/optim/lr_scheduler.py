@@ -30,6 +30,16 @@ class LambdaLR:
     parameter group. At construction each group remembers its ``lr`` as ``"initial_lr"``
     and the factor ``lr_lambda(0)`` is applied at once. Resuming (``last_epoch >= 0``)
     needs ``"initial_lr"`` in every group, as a loaded optimizer state dict provides.
+
+    >>> import tinyattn as ta
+    >>> from tinyattn import optim
+    >>> opt = optim.SGD([ta.tensor([1.0], requires_grad=True)], lr=1.0)
+    >>> schedule = optim.lr_scheduler.LambdaLR(opt, lambda step: 0.5 ** step)
+    >>> for _ in range(3):
+    ...     opt.step()
+    ...     schedule.step()
+    >>> schedule.get_last_lr()
+    [0.125]
     """
 
     def __init__(self, optimizer, lr_lambda, last_epoch=-1):

@@ -39,6 +39,13 @@ class Optimizer:
 
     ``params`` is an iterable of tensors, or an iterable of dicts (parameter groups) each
     with ``"params"`` and any hyperparameters that override ``defaults`` for that group.
+
+    >>> import tinyattn as ta
+    >>> from tinyattn import nn, optim
+    >>> model = nn.Linear(2, 2)
+    >>> opt = optim.SGD([{"params": [model.weight]}, {"params": [model.bias], "lr": 0.0}], lr=0.1)
+    >>> [group["lr"] for group in opt.param_groups]
+    [0.1, 0.0]
     """
 
     def __init__(self, params, defaults):
