@@ -22,6 +22,7 @@ thread's modes (``modes``) are read once per operation. The operators and the me
 array([2., 4., 6.], dtype=float32)
 """
 
+import heapq
 import inspect
 import itertools
 import operator
@@ -121,10 +122,10 @@ def backpropagate(root, grad, retain_graph):
     to the input's node, summed there, or, for a leaf, into its ``.grad`` (a leaf with hooks: its sum, seen by
     its hooks, at the end). What else a walk may do (``create_graph``, ``inputs=``, NaN checks) is ``graph.walk``."""
     grads, owned, hooked = {root: grad}, set(), {}  # node -> its output's gradient so far; leaves with hooks
-    for fn in graph.topological_order((root,)):  # (nodes by decreasing number: each before its inputs')
-        grad = grads.pop(fn, None)
-        if grad is None:
-            continue
+    waiting = [(-root.sequence, root)]  # the nodes given a gradient, by decreasing number: a node runs after every
+    while waiting:                      # node made after it (its users), as in PyTorch's engine
+        fn = heapq.heappop(waiting)[1]
+        grad = grads.pop(fn)
         if fn.hooks is not None:
             grad = fn.hooks.run(grad)
         if fn.released:
@@ -150,6 +151,7 @@ def backpropagate(root, grad, retain_graph):
                         graph.add(hooked, id(p), g, p)
             elif ctx not in grads:
                 grads[ctx] = g  # may be another node's array: never written to
+                heapq.heappush(waiting, (-ctx.sequence, ctx))
             elif ctx in owned:
                 grads[ctx] += g  # in place (a NumPy 0-d scalar, being immutable, is replaced)
             else:
