@@ -2,10 +2,14 @@
 
 The docstrings are plain text with doctest examples (the test run executes them). Markdown would run an example's
 lines together into a paragraph and read ``[a][b]`` in its output as a link; fenced, each example shows as the
-session it is.
+session it is. A doctest directive (``# doctest: +ELLIPSIS``) is for the test run alone and is left out of the page.
 """
 
+import re
+
 import griffe
+
+DIRECTIVE = re.compile(r"\s*#\s*doctest:.*$")
 
 
 def fence_doctests(text):
@@ -20,7 +24,7 @@ def fence_doctests(text):
         elif inside and not stripped:
             out.append(f"{indent}```")
             inside = False
-        out.append(line)
+        out.append(DIRECTIVE.sub("", line) if inside else line)
     if inside:
         out.append(f"{indent}```")
     return "\n".join(out)
