@@ -4,9 +4,10 @@ A ``Tensor`` holds a backend array. An operation is a ``Function``: ``forward`` 
 gradient of its output, one gradient per input. ``Function.apply`` runs ``forward`` and, when an input needs a
 gradient, keeps the node in the graph: the result's ``_ctx`` is the node, and the node's ``parents`` are its
 inputs. Every kept node gets the next number of one counter (``sequence``); an input exists before the node that
-uses it, so nodes sorted by decreasing number are in topological order. ``Tensor.backward()`` sorts the nodes
-it reaches so, hands each one the sum of its output's gradients, and adds what reaches a leaf into its ``.grad``
-(``backpropagate``): no recursion, no visit marks.
+uses it, so a node's number is below the numbers of every node that uses its output. ``Tensor.backward()``
+runs the nodes it reaches by decreasing number, taking from a heap each node that has received a gradient, hands
+each one the sum of its output's gradients, and adds what reaches a leaf into its ``.grad`` (``backpropagate``): no
+recursion, no visit marks, no pass over the graph first.
 
 That is the idea, in the first part of this file. The rest: what else ``apply`` does (devices, views, in-place
 version counters, tensor subclasses), the ``Tensor`` class, and the general walk's entry, for ``create_graph``
@@ -118,7 +119,7 @@ _requires_grad = operator.attrgetter("requires_grad")
 
 def backpropagate(root, grad, retain_graph):
     """A plain ``backward()``'s walk (every training step's), from one node and its output's gradient (an array).
-    Each node, in topological order, gets the sum of its output's gradients and hands one gradient to each input:
+    Each node, by decreasing number, gets the sum of its output's gradients and hands one gradient to each input:
     to the input's node, summed there, or, for a leaf, into its ``.grad`` (a leaf with hooks: its sum, seen by
     its hooks, at the end). What else a walk may do (``create_graph``, ``inputs=``, NaN checks) is ``graph.walk``."""
     grads, owned, hooked = {root: grad}, set(), {}  # node -> its output's gradient so far; leaves with hooks
