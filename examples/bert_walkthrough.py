@@ -12,7 +12,7 @@ BERT attention tutorial does:
 3. embed a handful of sentences (mean pooling over the tokens, then L2 normalisation, as
    sentence-transformers does) and save their cosine-similarity matrix as a heatmap;
 4. gradient × input saliency: one backward pass from the similarity of two sentences to their
-   input embeddings shows which tokens move it most.
+   input embeddings shows which tokens move it most (printed, and drawn in ``saliency.png``).
 
 The model runs compiled (``ta.compile``: the fused forms of its layers, each tested equal to its
 definition in ``tinyattn/nn/``). ``--reference`` leaves it uncompiled, so every layer runs its
@@ -84,6 +84,32 @@ def similarity_heatmap(similarity, labels, path):
                       color="black" if similarity[i, j] > 0.6 else "white")
     figure.colorbar(image, ax=axes, label="cosine similarity")
     axes.set_title("all-MiniLM-L6-v2 sentence embeddings")
+    figure.savefig(path, dpi=120)
+
+
+def saliency_bars(sentences, scores, value, path):
+    """One horizontal bar per token of each sentence: its gradient × input, blue where it raises the similarity."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    lengths = [len(words) for words in sentences]
+    figure = Figure(figsize=(8.0, 1.2 + 0.32 * sum(lengths)), layout="constrained")
+    FigureCanvasAgg(figure)
+    panels = figure.subplots(len(sentences), 1, sharex=True, height_ratios=lengths)
+    limit = 1.1 * float(np.abs(scores).max())
+    for b, (axes, words) in enumerate(zip(panels, sentences)):
+        row = scores[b, :len(words)]  # (L,): the padding after the sentence left out
+        axes.barh(range(len(words)), row, color=["tab:blue" if v > 0 else "tab:red" for v in row])
+        axes.set_yticks(range(len(words)), words, fontsize=9)
+        axes.invert_yaxis()  # the sentence reads from the top
+        axes.axvline(0.0, color="black", lw=0.8)
+        axes.set_xlim(-limit, limit)
+        axes.grid(axis="x", alpha=0.3)
+        axes.set_title(" ".join(words[1:-1]), fontsize=10, loc="left")
+    panels[-1].set_xlabel("gradient × input: ∂s/∂x · x, summed over the token's embedding")
+    figure.suptitle(f"which tokens move s = cos(first, second) = {value:.4f}")
+    figure.supxlabel("blue: raises s, red: lowers it (to first order: the tangent, not the effect of deleting the "
+                     "token); [CLS] and [SEP] are inputs like the words", fontsize=8)
     figure.savefig(path, dpi=120)
 
 
@@ -180,6 +206,7 @@ def main(argv=None):
     for b, words in enumerate(pair.tokens):
         ranked = np.argsort(-np.abs(scores[b, :len(words)]))[:3]
         print(f"   {' '.join(words):>42}: " + ", ".join(f"{words[i]} {scores[b, i]:+.3f}" for i in ranked))
+    saliency_bars(pair.tokens, scores, value, out / "saliency.png")
     print(f"pictures and the head view in {out}/")
     print(f"final similarity: {value:.4f}")
 

@@ -11,7 +11,9 @@ The model reads characters ``c_0 … c_{t}`` and predicts ``c_{t+1}``, for every
 By default it trains on ``char_lm_corpus.txt`` beside this script: a snapshot of the project's
 own Python sources and README, taken once and frozen, so the result does not move as the code
 changes (any other text can be given with ``--text``). The metric is the validation loss in nats per character, next to
-``ln V``, the loss of a uniform guess.
+``ln V``, the loss of a uniform guess. ``loss.png`` draws it, measured every ``--eval-every`` steps, over the training
+loss; ``sample.png`` shows a sampled text and a piece of the validation text with each character coloured by the
+probability the model gave it, so one sees where the loss is paid.
 
 **The KV cache.** Generation adds one character at a time. Without a cache, every step runs
 the whole prefix through the model again. But in a causal model the keys and values of past
@@ -208,6 +210,76 @@ def validation_loss(model, data, block_size, device, windows=64):
     return loss.item()
 
 
+# ----------------------------------------------------------------------------- the pictures
+
+
+def plot_losses(losses, eval_steps, eval_losses, uniform, path):
+    """The training loss per step with the validation loss at the steps where it was measured."""
+    figure = viz.plot_loss(losses, title="char_lm: loss in nats per character")
+    axes = figure.axes[0]
+    axes.get_lines()[0].set_label("training (one batch)")
+    axes.plot(eval_steps, eval_losses, "o-", color="tab:orange", lw=1.5, ms=4, label="validation (the metric)")
+    axes.axhline(uniform, color="gray", ls="--", lw=1, label=f"uniform guess, ln V = {uniform:.2f}")
+    axes.legend()
+    figure.savefig(path, dpi=120)
+
+
+@ta.no_grad()
+def next_char_probabilities(model, sequence, device):
+    """``p[t]``: the probability the model gives ``sequence[t]`` after ``sequence[:t]`` (``p[0]`` is NaN)."""
+    was_training = model.training
+    model.eval()
+    logits = model(ta.tensor([sequence[:-1]], device=device))[0].numpy().astype(np.float64)  # (T - 1, V)
+    model.train(was_training)
+    logits -= logits.max(axis=-1, keepdims=True)
+    log_p = logits - np.log(np.exp(logits).sum(axis=-1, keepdims=True))  # (T - 1, V): log softmax
+    picked = np.exp(log_p[np.arange(len(sequence) - 1), sequence[1:]])  # (T - 1,)
+    return np.concatenate([[np.nan], picked])  # (T,)
+
+
+def cells(text, width):
+    """The ``(row, column)`` of each character of ``text`` laid out ``width`` to a line (a newline ends one)."""
+    places, row, column = [], 0, 0
+    for char in text:
+        if column == width:
+            row, column = row + 1, 0
+        places.append((row, column))
+        row, column = (row + 1, 0) if char == "\n" else (row, column + 1)
+    return places
+
+
+def plot_sample(pieces, path, width=32):
+    """One panel per ``(title, text, probabilities)``: the text in monospace cells, each coloured by the
+    probability the model gave its character (grey where there is none: the prompt's first character)."""
+    from matplotlib import colormaps
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.cm import ScalarMappable
+    from matplotlib.figure import Figure
+    from matplotlib.patches import Rectangle
+
+    cmap = colormaps["viridis"]
+    layouts = [cells(text, width) for _, text, _ in pieces]
+    rows = [places[-1][0] + 1 for places in layouts]
+    figure = Figure(figsize=(0.3 * width + 1.8, sum(0.3 * r + 0.5 for r in rows) + 0.6), layout="constrained")
+    FigureCanvasAgg(figure)
+    panels = figure.subplots(len(pieces), 1, height_ratios=rows, squeeze=False)[:, 0]
+    for axes, (title, text, probabilities), places in zip(panels, pieces, layouts):
+        for char, p, (row, column) in zip(text, probabilities, places):
+            colour = (0.85, 0.85, 0.85, 1.0) if np.isnan(p) else cmap(p)
+            axes.add_patch(Rectangle((column, row), 1, 1, facecolor=colour, edgecolor="white", lw=0.5))
+            axes.text(column + 0.5, row + 0.5, {"\n": "↵", " ": "·"}.get(char, char), ha="center", va="center",
+                      family="monospace", fontsize=10, color="white" if p < 0.5 else "black")  # NaN: black
+        axes.set_xlim(0, width)
+        axes.set_ylim(places[-1][0] + 1, 0)
+        axes.set_aspect("equal")
+        axes.set_axis_off()
+        axes.set_title(title, fontsize=9, loc="left")
+    figure.colorbar(ScalarMappable(cmap=cmap), ax=list(panels), shrink=0.9, label="p(character | those before it)")
+    figure.supxlabel("dark: the model did not expect the character (−ln p large); light: it did. "
+                     "Grey: the first character, with nothing before it. ↵ newline, · space", fontsize=8)
+    figure.savefig(path, dpi=120)
+
+
 # ----------------------------------------------------------------------------- the run
 
 
@@ -221,6 +293,7 @@ def parse_args(argv=None):
     parser.add_argument("--nhead", type=int, default=4)
     parser.add_argument("--num-layers", type=int, default=3)
     parser.add_argument("--lr", type=float, default=3e-3, help="peak learning rate (warm-up, then cosine decay)")
+    parser.add_argument("--eval-every", type=int, help="steps between validation losses (default: steps / 20)")
     parser.add_argument("--sample-length", type=int, default=48, help="characters sampled after the prompt")
     parser.add_argument("--prompt", default="def ")
     parser.add_argument("--seed", type=int, default=0)
@@ -233,6 +306,7 @@ def parse_args(argv=None):
     args = parser.parse_args(argv)
     if args.quick:
         args.steps, args.d_model, args.num_layers, args.block_size = 60, 48, 2, 32
+    args.eval_every = args.eval_every or max(args.steps // 20, 1)
     return args
 
 
@@ -261,9 +335,10 @@ def main(argv=None):
     )
     print(f"{sum(p.numel() for p in model.parameters())} parameters")
 
-    losses, start = [], time.perf_counter()
-    progress = tqdm(range(args.steps), desc="char_lm", unit="step")
-    for _ in progress:
+    losses, eval_steps, eval_losses = [], [0], [validation_loss(model, valid, args.block_size, args.device)]
+    start = time.perf_counter()
+    progress = tqdm(range(1, args.steps + 1), desc="char_lm", unit="step")
+    for step in progress:
         inputs, targets = batches(train, args.block_size, args.batch_size, rng)  # (B, T), (B, T)
         logits = model(ta.tensor(inputs, device=args.device))  # (B, T, V)
         loss = cross_entropy(logits.reshape(-1, len(chars)), ta.tensor(targets.reshape(-1), device=args.device))
@@ -273,10 +348,14 @@ def main(argv=None):
         optimizer.step()
         schedule.step()
         losses.append(loss.item())
-        progress.set_postfix(loss=f"{losses[-1]:.3f}", refresh=False)
+        if step % args.eval_every == 0 or step == args.steps:  # the last one is the metric
+            eval_steps.append(step)
+            eval_losses.append(validation_loss(model, valid, args.block_size, args.device))
+        progress.set_postfix(loss=f"{losses[-1]:.3f}", valid=f"{eval_losses[-1]:.3f}", refresh=False)
     seconds = time.perf_counter() - start
-    viz.plot_loss(losses, path=out / "loss.png", title="char_lm: training loss (nats per character)")
-    loss = validation_loss(model, valid, args.block_size, args.device)
+    loss = eval_losses[-1]
+    # losses[s] and the validation loss at step s are both measured on the weights after s updates: one x axis
+    plot_losses(losses, eval_steps, eval_losses, math.log(len(chars)), out / "loss.png")
 
     prompt = [index[c] for c in args.prompt if c in index] or [0]
     steps = min(args.sample_length, args.block_size - len(prompt))
@@ -286,6 +365,16 @@ def main(argv=None):
         samples[use_cache] = generate(model, prompt, steps, np.random.default_rng(args.seed), use_cache)
         rates[use_cache] = steps / (time.perf_counter() - began)
     print("sample:", repr("".join(chars[i] for i in samples[True])))
+    newline = index.get("\n", -1)
+    starts = np.flatnonzero((valid[:-1] == newline) & (valid[1:] != newline)) + 1  # where a line begins
+    line = int(starts[0]) if starts.size else 0
+    excerpt = valid[line:line + args.block_size].tolist()
+    plot_sample([
+        (f"sampled after the prompt {args.prompt!r} (temperature 0.8)", "".join(chars[i] for i in samples[True]),
+         next_char_probabilities(model, samples[True], args.device)),
+        ("validation text (its mean −ln p, over many windows, is the metric)", "".join(chars[i] for i in excerpt),
+         next_char_probabilities(model, excerpt, args.device)),
+    ], out / "sample.png")
     print(f"sampling: {rates[True]:.0f} characters/s with the KV cache, {rates[False]:.0f} without "
           f"({rates[True] / rates[False]:.1f}x); same text both ways: {samples[True] == samples[False]}")
     print(f"trained {args.steps} steps in {seconds:.1f} s; pictures in {out}/")

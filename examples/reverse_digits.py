@@ -16,7 +16,8 @@ fused forms of its layers, each tested equal to its definition in ``tinyattn/nn/
 metric is the fraction of digits right on sequences the model has never seen. The attention
 heatmaps (``attention_layer*.png``) show, for each head of each layer, which input positions
 every output position looked at: in the last layer of the trained model the anti-diagonal
-lights up.
+lights up; the first layer's weights are spread out, as a first layer's usually are (each picture
+says so in its caption, with the average of each row's largest weight).
 
     python examples/reverse_digits.py                 # the full run (under a minute on 2 cores)
     python examples/reverse_digits.py --quick         # a few seconds, for smoke tests
@@ -146,10 +147,18 @@ def main(argv=None):
         maps = model.attention_maps(example)  # (layers, 1, H, L, L)
     tokens = [str(d) for d in example.numpy()[0]]
     for index, layer_maps in enumerate(maps):
-        viz.plot_attention(
-            layer_maps[0], [f"out {i}" for i in range(args.length)], tokens,
-            path=out / f"attention_layer{index}.png", title=f"reverse digits: encoder layer {index} self-attention",
-        )
+        figure = viz.plot_attention(layer_maps[0], [f"out {i}" for i in range(args.length)], tokens,
+                                    title=f"reverse digits: encoder layer {index} self-attention")
+        peak = layer_maps[0].max(axis=-1).mean()  # each row's largest weight, averaged over rows and heads
+        if index < len(maps) - 1:
+            caption = ("Diffuse, as expected in a first layer: its heads mix several positions into each one; "
+                       f"no head yet reads only the mirrored position L-1-i. That lookup is layer {len(maps) - 1}'s.")
+        else:
+            caption = "The anti-diagonal: the query at position i reads the input digit at L-1-i, the reversal."
+        figure.supxlabel(f"{caption}\nEach row's largest weight, on average: {peak:.2f} "
+                         f"(1.00: one key per query; a uniform row: 1/{args.length} = {1 / args.length:.2f})",
+                         fontsize=10)
+        figure.savefig(out / f"attention_layer{index}.png", dpi=120)
     print(f"trained {args.steps} steps in {seconds:.1f} s; pictures in {out}/")
     print(f"final token accuracy: {accuracy:.4f}")
 

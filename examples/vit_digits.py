@@ -15,8 +15,9 @@ downloaded. 20% of the images are held out for testing, stratified by digit; pix
 standardised with the training images' mean and standard deviation (raw grey levels
 left training near the chance loss for many more steps in our runs). The metric is
 accuracy on the held-out images. ``attention.png`` shows the last layer's attention for
-one test image (every token to every token, one panel per head) and ``class_token.png``
-the class token's row of it laid over the image: where each head looked to classify it.
+one test image (every token to every token, one panel per head, two to a row) and
+``class_token.png`` the class token's row of it laid over the image: where each head looked to
+classify it (each head on its own colour scale, its largest weight in its title).
 The model runs compiled (``ta.compile``: the fused forms of its layers, each tested equal to
 its definition in ``tinyattn/nn/``).
 
@@ -111,6 +112,37 @@ def accuracy(model, images, labels, device):
     return float((predicted == labels).mean())
 
 
+def plot_attention(weights, tokens, patch_size, digit, path):
+    """Every token's attention to every token, two heads to a row, one colour scale for all."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    num_heads, size = weights.shape[0], len(tokens)
+    columns = min(num_heads, 2)
+    rows = -(-num_heads // columns)
+    cell = min(0.22, 6.0 / size)  # inches: a panel of 17 tokens (2x2 patches) about 5 inches wide
+    panel, fontsize = 1.4 + cell * size, min(8.0, 60 * cell)
+    figure = Figure(figsize=(columns * panel + 1.0, rows * panel + 1.2), layout="constrained")
+    FigureCanvasAgg(figure)
+    grid = figure.subplots(rows, columns, squeeze=False)
+    for head, axes in enumerate(grid.ravel()):
+        if head >= num_heads:
+            axes.set_axis_off()
+            continue
+        image = axes.imshow(weights[head], cmap="viridis", vmin=0.0, vmax=float(weights.max()))
+        axes.set_xticks(range(size), tokens, rotation=90, fontsize=fontsize)
+        axes.set_yticks(range(size), tokens, fontsize=fontsize)
+        axes.set_xlabel("key", fontsize=9)
+        axes.set_ylabel("query", fontsize=9)
+        axes.set_title(f"head {head}", fontsize=10)
+    figure.colorbar(image, ax=grid.ravel().tolist(), shrink=0.6, label="attention weight")
+    figure.suptitle(f"last layer self-attention, a test image of the digit {digit}")
+    n = SIDE // patch_size
+    figure.supxlabel(f"tokens: cls, then the {n * n} patches ({patch_size}x{patch_size} pixels) by row,column\n"
+                     f"each row sums to 1; a uniform row is 1/{size} = {1 / size:.2f}", fontsize=9)
+    figure.savefig(path, dpi=110)
+
+
 def plot_class_token(image, weights, patch_size, path):
     """The image beside each head's attention from the class token to the patches (the digit outlined)."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -128,9 +160,13 @@ def plot_class_token(image, weights, patch_size, path):
     for head in range(num_heads):
         panels[head + 1].imshow(maps[head], cmap="viridis", vmin=0)
         panels[head + 1].contour(image, levels=[outline], colors="white", linewidths=1.5)
-        panels[head + 1].set_title(f"head {head}: cls -> patches", fontsize=8)
+        panels[head + 1].set_title(f"head {head}: cls -> patches\n(yellow = {maps[head].max():.2f})", fontsize=8)
     for axes in panels:
         axes.set_axis_off()
+    figure.supxlabel(f"Each head on its own colour scale, from 0 (dark) to its largest weight (yellow, in its title): "
+                     f"a head near uniform (1/{n * n + 1} = {1 / (n * n + 1):.2f} per token) still spans the colours.\n"
+                     "The class token's weight on itself is left out; the white line is the digit's edge.",
+                     fontsize=8)
     figure.savefig(path, dpi=120)
 
 
@@ -202,8 +238,7 @@ def main(argv=None):
         weights = model.last_attention(ta.tensor(test_x[:1], device=args.device))[0]  # (H, N+1, N+1)
     n = SIDE // args.patch_size
     tokens = ["cls"] + [f"{r},{c}" for r in range(n) for c in range(n)]
-    viz.plot_attention(weights, tokens, tokens, path=out / "attention.png",
-                       title=f"last layer self-attention, a test image of the digit {test_y[0]}")
+    plot_attention(weights.numpy(), tokens, args.patch_size, test_y[0], out / "attention.png")
     plot_class_token(test_x[0], weights.numpy(), args.patch_size, out / "class_token.png")
     print(f"trained {args.epochs} epochs ({total} steps) in {seconds:.1f} s; pictures in {out}/")
     print(f"final test accuracy: {test_accuracy:.4f}")

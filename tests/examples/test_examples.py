@@ -72,7 +72,7 @@ def test_char_lm(tmp_path):
     loss = final_metric(stdout, "validation loss")
     assert loss < uniform - 1.0  # at least one nat per character better than a uniform guess
     assert "same text both ways: True" in stdout
-    assert_pngs(tmp_path, ["loss.png"])
+    assert_pngs(tmp_path, ["loss.png", "sample.png"])
 
 
 def test_vit_digits(tmp_path):
@@ -112,7 +112,7 @@ def test_bert_walkthrough(tmp_path):
     stdout = run_example("bert_walkthrough.py", tmp_path)
     assert "['[CLS]', 'time', 'flies', 'like', 'an', 'arrow', '[SEP]']" in stdout
     assert 0.0 < final_metric(stdout, "similarity") < 1.0
-    assert_pngs(tmp_path, ["attention_layer2.png", "similarity.png"])
+    assert_pngs(tmp_path, ["attention_layer2.png", "similarity.png", "saliency.png"])
     assert "<script>" in (tmp_path / "head_view.html").read_text()
 
 
