@@ -44,7 +44,19 @@ class detect_anomaly:
 
 class set_detect_anomaly(detect_anomaly):
     """``set_detect_anomaly(mode, check_nan=True)``: anomaly detection on or off from now on; as a context
-    manager the previous setting comes back on exit."""
+    manager the previous setting comes back on exit.
+
+    Args:
+        mode: ``True`` to turn anomaly detection on, ``False`` to turn it off.
+        check_nan: with ``mode``, whether a backward that produces NaN raises (``False`` keeps only the lines).
+
+    >>> import tinyattn as ta
+    >>> with ta.autograd.set_detect_anomaly(True):
+    ...     print(ta.autograd.is_anomaly_enabled())
+    True
+    >>> ta.autograd.is_anomaly_enabled()
+    False
+    """
 
     def __init__(self, mode, check_nan=True):
         self.check_nan = check_nan
@@ -55,6 +67,15 @@ class set_detect_anomaly(detect_anomaly):
 
 
 def is_anomaly_enabled():
+    """Whether anomaly detection (``detect_anomaly``, ``set_detect_anomaly``) is on in the calling thread.
+
+    >>> import tinyattn as ta
+    >>> ta.autograd.is_anomaly_enabled()
+    False
+    >>> with ta.autograd.detect_anomaly():
+    ...     print(ta.autograd.is_anomaly_enabled())
+    True
+    """
     return bool(modes.current().anomaly)
 
 

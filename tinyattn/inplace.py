@@ -231,12 +231,33 @@ def _along_dim(dim, index, ndim):
 
 
 def masked_fill_(self, mask, value):
+    """Set the elements where ``mask`` is true to ``value``, in place (``ta.masked_fill`` written back).
+
+    Args:
+        mask: a bool tensor (or array) broadcastable to this tensor's shape.
+        value: a Python number or a 0-d tensor.
+
+    >>> import tinyattn as ta
+    >>> ta.zeros(3).masked_fill_(ta.tensor([True, False, True]), -1.0)
+    tensor([-1.,  0., -1.])
+    """
     mask = mask if isinstance(mask, Tensor) else Tensor(mask)
     return _write(self, lambda old: old.masked_fill(mask, value), "masked_fill_")
 
 
 def index_fill_(self, dim, index, value):
-    """Set every slice ``index[i]`` along ``dim`` to ``value``."""
+    """Set every slice ``index[i]`` along ``dim`` to ``value``, in place.
+
+    Args:
+        dim: the dimension the slices are taken along.
+        index: the positions along ``dim``, an integer tensor or sequence.
+        value: a Python number or a 0-d tensor.
+
+    >>> import tinyattn as ta
+    >>> ta.zeros(2, 3).index_fill_(1, ta.tensor([0, 2]), 1.0)
+    tensor([[1., 0., 1.],
+            [1., 0., 1.]])
+    """
     positions = index._data if isinstance(index, Tensor) else np.asarray(index)
     value = _as_value(value, self)._to_dtype(self.dtype)
     return _write(self, lambda old: SetItem.apply(old, value, index=_along_dim(dim, positions, self.ndim)),
@@ -244,7 +265,19 @@ def index_fill_(self, dim, index, value):
 
 
 def scatter_(self, dim, index, src=None, *, value=None):
-    """``self[i][index[i][j]] = src[i][j]`` (for ``dim=1``); ``src`` a tensor or, as ``value``, a number."""
+    """``self[i][index[i][j]] = src[i][j]`` (for ``dim=1``), in place; ``src`` a tensor or, as ``value``, a number.
+
+    Args:
+        dim: the dimension ``index`` points along.
+        index: an integer tensor with this tensor's number of dimensions.
+        src: the values to write (the part of it of ``index``'s shape); or
+        value: one number written at every position ``index`` names.
+
+    >>> import tinyattn as ta
+    >>> ta.zeros(2, 3).scatter_(1, ta.tensor([[2], [0]]), ta.tensor([[5.0], [6.0]]))
+    tensor([[0., 0., 5.],
+            [6., 0., 0.]])
+    """
     from .ops_extra import _along
 
     source = value if src is None else src
@@ -264,21 +297,58 @@ def _filled(value):
 
 
 def fill_(self, value):
+    """Set every element to ``value``, in place.
+
+    Args:
+        value: a Python number or a one-element tensor.
+
+    >>> import tinyattn as ta
+    >>> ta.zeros(3).fill_(2)
+    tensor([2., 2., 2.])
+    """
     value = value.item() if isinstance(value, Tensor) else value
     return _write(self, _filled(value), "fill_")
 
 
 def zero_(self):
+    """Set every element to zero, in place.
+
+    >>> import tinyattn as ta
+    >>> ta.tensor([1.0, 2.0]).zero_()
+    tensor([0., 0.])
+    """
     return _write(self, _filled(0), "zero_")
 
 
 def copy_(self, src):
-    """Copy ``src``'s values (broadcast to this shape, cast to this dtype) into this tensor."""
+    """Copy ``src``'s values (broadcast to this shape, cast to this dtype) into this tensor.
+
+    Args:
+        src: a tensor, an array or a Python number, broadcastable to this tensor's shape.
+
+    >>> import tinyattn as ta
+    >>> ta.zeros(2, 2).copy_(ta.tensor([1.0, 2.0]))
+    tensor([[1., 2.],
+            [1., 2.]])
+    """
     src = _as_value(src, self)
     return _write(self, lambda old: src.expand(old.shape), "copy_")
 
 
 def normal_(self, mean=0.0, std=1.0):
+    """Fill with draws from the normal distribution ``N(mean, std²)``, in place, from the library's generator
+    (``ta.manual_seed``).
+
+    Args:
+        mean: the distribution's mean.
+        std: its standard deviation.
+
+    >>> import tinyattn as ta
+    >>> _ = ta.manual_seed(0)
+    >>> x = ta.zeros(1000).normal_(mean=5.0, std=0.1)
+    >>> round(x.mean().item()), ta.zeros(2).normal_(mean=3.0, std=0.0)
+    (5, tensor([3., 3.]))
+    """
     def compute(old):
         draws = backend.random_normal(old.shape, np.dtype(np.float64), old.device)
         return Tensor._wrap((mean + std * draws).astype(old.dtype))
@@ -287,6 +357,19 @@ def normal_(self, mean=0.0, std=1.0):
 
 
 def uniform_(self, a=0.0, b=1.0):
+    """Fill with draws from the uniform distribution on ``[a, b)``, in place, from the library's generator
+    (``ta.manual_seed``).
+
+    Args:
+        a: the lower bound (included).
+        b: the upper bound (excluded).
+
+    >>> import tinyattn as ta
+    >>> _ = ta.manual_seed(0)
+    >>> x = ta.zeros(1000).uniform_(2.0, 3.0)
+    >>> bool(((x >= 2.0) & (x < 3.0)).all())
+    True
+    """
     def compute(old):
         draws = backend.random_uniform(old.shape, np.dtype(np.float64), old.device)
         return Tensor._wrap((a + (b - a) * draws).astype(old.dtype))
@@ -294,12 +377,74 @@ def uniform_(self, a=0.0, b=1.0):
     return _write(self, compute, "uniform_")
 
 
-def _arithmetic(op, name):
-    def method(self, other, alpha=1):
-        other = other if alpha == 1 else other * alpha
-        return _write(self, lambda old: op(old, other), name)
+def add_(self, other, alpha=1):
+    """``self += alpha * other``, in place, broadcasting ``other`` to this tensor's shape.
 
-    return method
+    Args:
+        other: a tensor or a Python number.
+        alpha: the factor ``other`` is multiplied by first.
+
+    >>> import tinyattn as ta
+    >>> ta.tensor([1.0, 2.0]).add_(1.0, alpha=2)
+    tensor([3., 4.])
+    """
+    other = other if alpha == 1 else other * alpha
+    return _write(self, lambda old: old + other, "add_")
+
+
+def sub_(self, other, alpha=1):
+    """``self -= alpha * other``, in place, broadcasting ``other`` to this tensor's shape.
+
+    Args:
+        other: a tensor or a Python number.
+        alpha: the factor ``other`` is multiplied by first.
+
+    >>> import tinyattn as ta
+    >>> ta.tensor([3.0, 4.0]).sub_(ta.tensor([1.0, 1.0]))
+    tensor([2., 3.])
+    """
+    other = other if alpha == 1 else other * alpha
+    return _write(self, lambda old: old - other, "sub_")
+
+
+def mul_(self, other):
+    """``self *= other``, in place, broadcasting ``other`` to this tensor's shape.
+
+    Args:
+        other: a tensor or a Python number.
+
+    >>> import tinyattn as ta
+    >>> ta.tensor([2.0, 3.0]).mul_(2)
+    tensor([4., 6.])
+    """
+    return _write(self, lambda old: old * other, "mul_")
+
+
+def div_(self, other):
+    """``self /= other`` (true division), in place, broadcasting ``other`` to this tensor's shape.
+
+    Args:
+        other: a tensor or a Python number.
+
+    >>> import tinyattn as ta
+    >>> ta.tensor([4.0, 6.0]).div_(4)
+    tensor([1. , 1.5])
+    """
+    return _write(self, lambda old: old / other, "div_")
+
+
+def clamp_(self, min=None, max=None):
+    """Clamp every element into ``[min, max]``, in place (``ta.clamp`` written back).
+
+    Args:
+        min: the lower bound, or ``None`` for none.
+        max: the upper bound, or ``None`` for none.
+
+    >>> import tinyattn as ta
+    >>> ta.tensor([-2.0, 0.5, 3.0]).clamp_(-1.0, 1.0)
+    tensor([-1. ,  0.5,  1. ])
+    """
+    return _write(self, lambda old: old.clamp(min, max), "clamp_")
 
 
 def _operator(op, name):
@@ -310,11 +455,7 @@ def _operator(op, name):
 Tensor.__setitem__ = setitem
 Tensor.masked_fill_, Tensor.index_fill_, Tensor.scatter_ = masked_fill_, index_fill_, scatter_
 Tensor.fill_, Tensor.zero_, Tensor.copy_, Tensor.normal_, Tensor.uniform_ = fill_, zero_, copy_, normal_, uniform_
-Tensor.add_ = _arithmetic(lambda a, b: a + b, "add_")
-Tensor.sub_ = _arithmetic(lambda a, b: a - b, "sub_")
-Tensor.mul_ = _operator(lambda a, b: a * b, "mul_")
-Tensor.div_ = _operator(lambda a, b: a / b, "div_")
-Tensor.clamp_ = lambda self, min=None, max=None: _write(self, lambda old: old.clamp(min, max), "clamp_")
+Tensor.add_, Tensor.sub_, Tensor.mul_, Tensor.div_, Tensor.clamp_ = add_, sub_, mul_, div_, clamp_
 Tensor.__iadd__ = _operator(lambda a, b: a + b, "+=")
 Tensor.__isub__ = _operator(lambda a, b: a - b, "-=")
 Tensor.__imul__ = _operator(lambda a, b: a * b, "*=")

@@ -705,7 +705,16 @@ _DTYPES_BY_TYPE_NAME = {name: np.dtype(dtype) for dtype, name in _TORCH_TYPE_NAM
 
 
 def _type(self, dtype=None):
-    """``t.type()``: PyTorch's type name (``"torch.FloatTensor"``); ``t.type(dtype)``: a cast."""
+    """``t.type()``: PyTorch's type name (``"torch.FloatTensor"``); ``t.type(dtype)``: a cast.
+
+    Args:
+        dtype: ``None`` for the name; a dtype or a PyTorch type name (``"torch.DoubleTensor"``) to cast to.
+
+    >>> import tinyattn as ta
+    >>> x = ta.tensor([1.0, 2.0])
+    >>> x.type(), x.type("torch.DoubleTensor")
+    ('torch.FloatTensor', tensor([1., 2.], dtype=float64))
+    """
     if dtype is None:
         return "torch." + _TORCH_TYPE_NAMES.get(self.dtype.name, self.dtype.name)
     if isinstance(dtype, str):
@@ -713,62 +722,406 @@ def _type(self, dtype=None):
     return self.to(dtype)
 
 
+def _type_as(self, other):
+    """The tensor cast to ``other``'s dtype (``self.to(other.dtype)``); differentiable for a float result.
+
+    Args:
+        other: the tensor whose dtype to take.
+
+    >>> import tinyattn as ta
+    >>> ta.tensor([1.0, 2.0]).type_as(ta.tensor([0], dtype=ta.int64))
+    tensor([1, 2])
+    """
+    return self.to(other.dtype)
+
+
+def _int(self):
+    """The tensor as int32 (``to(ta.int32)``), truncating towards zero; carries no gradient.
+
+    >>> import tinyattn as ta
+    >>> ta.tensor([1.7, -1.7]).int()
+    tensor([ 1, -1], dtype=int32)
+    """
+    return self.to(np.int32)
+
+
+def _bool_method(self):
+    """The tensor as bool (``to(ta.bool)``): ``True`` where an element is non-zero; carries no gradient.
+
+    >>> import tinyattn as ta
+    >>> ta.tensor([0.0, 2.0]).bool()
+    tensor([False,  True])
+    """
+    return self.to(np.bool_)
+
+
+def _is_cuda(self):
+    """Whether the tensor's array lives on the GPU (CuPy) (``t.device == "cuda"``).
+
+    >>> import tinyattn as ta
+    >>> ta.zeros(2).is_cuda
+    False
+    """
+    return self.device == "cuda"
+
+
+def _is_floating_point(self):
+    """Whether the tensor's dtype is a floating-point one (float16, float32, float64).
+
+    >>> import tinyattn as ta
+    >>> ta.tensor([1.0]).is_floating_point(), ta.tensor([1]).is_floating_point()
+    (True, False)
+    """
+    return self.dtype.kind == "f"
+
+
+def _element_size(self):
+    """The size of one element in bytes (``t.dtype.itemsize``).
+
+    >>> import tinyattn as ta
+    >>> ta.zeros(2).element_size(), ta.zeros(2, dtype=ta.float64).element_size()
+    (4, 8)
+    """
+    return self.dtype.itemsize
+
+
 def _contiguous(self):
+    """The tensor itself if its array is C-contiguous (row-major, no gaps), else a contiguous copy (``ta.clone``).
+
+    Differentiable: the copy passes the gradient back unchanged.
+
+    >>> import tinyattn as ta
+    >>> x = ta.zeros(2, 3)
+    >>> x.contiguous() is x, x.T.contiguous().is_contiguous()
+    (True, True)
+    """
     return self if self._data.flags.c_contiguous else clone(self)
 
 
-def _new(fill):
-    def new(self, *size, dtype=None, device=None, requires_grad=False):
-        xp = backend.namespace_for(device or self.device)
-        t = Tensor._wrap(xp.full(_sizes(size), fill, dtype=dtype or self.dtype), self)
-        return t.requires_grad_(True) if requires_grad else t
+def _is_contiguous(self):
+    """Whether the tensor's array is C-contiguous (row-major, no gaps); a transpose is a view that is not.
 
-    return new
+    >>> import tinyattn as ta
+    >>> x = ta.zeros(2, 3)
+    >>> x.is_contiguous(), x.T.is_contiguous()
+    (True, False)
+    """
+    return bool(self._data.flags.c_contiguous)
 
 
-def _compare_method(op):
-    return lambda self, other: op(self, other)
+def _dim(self):
+    """The number of dimensions (``t.ndim``).
+
+    >>> import tinyattn as ta
+    >>> ta.zeros(2, 3).dim()
+    2
+    """
+    return self.ndim
+
+
+def _mT(self):
+    """The tensor with its last two dimensions swapped (``x.transpose(-2, -1)``): a batch of matrices transposed.
+
+    >>> import tinyattn as ta
+    >>> ta.zeros(5, 2, 3).mT.shape
+    (5, 3, 2)
+    """
+    return self.transpose(-2, -1)
+
+
+def _reshape_as(self, other):
+    """The tensor reshaped to ``other``'s shape (``self.reshape(other.shape)``); ``view_as`` is the same method.
+
+    Args:
+        other: the tensor whose shape to take; it must have as many elements.
+
+    >>> import tinyattn as ta
+    >>> ta.arange(6).reshape_as(ta.zeros(2, 3))
+    tensor([[0, 1, 2],
+            [3, 4, 5]])
+    """
+    return self.reshape(other.shape)
+
+
+def _expand_as(self, other):
+    """The tensor broadcast to ``other``'s shape (``self.expand(other.shape)``); the gradient is summed back.
+
+    Args:
+        other: the tensor whose shape to take; each of this tensor's sizes must be 1 or match it.
+
+    >>> import tinyattn as ta
+    >>> ta.tensor([[1.0], [2.0]]).expand_as(ta.zeros(2, 3))
+    tensor([[1., 1., 1.],
+            [2., 2., 2.]])
+    """
+    return self.expand(other.shape)
+
+
+def _new_filled(self, size, fill, dtype, device, requires_grad):
+    xp = backend.namespace_for(device or self.device)
+    t = Tensor._wrap(xp.full(_sizes(size), fill, dtype=dtype or self.dtype), self)
+    return t.requires_grad_(True) if requires_grad else t
+
+
+def _new_zeros(self, *size, dtype=None, device=None, requires_grad=False):
+    """A new tensor of zeros of shape ``size``, with this tensor's dtype and device unless told otherwise.
+
+    Args:
+        *size: the shape, as sizes or one tuple.
+        dtype, device: default to this tensor's.
+        requires_grad: whether the new leaf records operations.
+
+    >>> import tinyattn as ta
+    >>> ta.zeros(1, dtype=ta.float64).new_zeros(2, 3)
+    tensor([[0., 0., 0.],
+            [0., 0., 0.]], dtype=float64)
+    """
+    return _new_filled(self, size, 0, dtype, device, requires_grad)
+
+
+def _new_ones(self, *size, dtype=None, device=None, requires_grad=False):
+    """A new tensor of ones of shape ``size``, with this tensor's dtype and device unless told otherwise.
+
+    Args:
+        *size: the shape, as sizes or one tuple.
+        dtype, device: default to this tensor's.
+        requires_grad: whether the new leaf records operations.
+
+    >>> import tinyattn as ta
+    >>> ta.tensor([1, 2]).new_ones((2,))
+    tensor([1, 1])
+    """
+    return _new_filled(self, size, 1, dtype, device, requires_grad)
+
+
+def _new_full(self, size, fill_value, *, dtype=None, device=None, requires_grad=False):
+    """A new tensor of shape ``size`` filled with ``fill_value``, with this tensor's dtype and device unless told.
+
+    Args:
+        size: the shape, a tuple.
+        fill_value: the number every element holds.
+        dtype, device: default to this tensor's.
+        requires_grad: whether the new leaf records operations.
+
+    >>> import tinyattn as ta
+    >>> ta.zeros(1).new_full((2,), 7.0)
+    tensor([7., 7.])
+    """
+    return _new_filled(self, (size,), fill_value, dtype, device, requires_grad)
+
+
+def _new_tensor(self, data, dtype=None):
+    """A new leaf tensor holding ``data`` (a copy), with this tensor's dtype (unless ``dtype``) and device.
+
+    Args:
+        data: a Python number or (nested) list, or an array.
+        dtype: defaults to this tensor's.
+
+    >>> import tinyattn as ta
+    >>> ta.zeros(1, dtype=ta.float64).new_tensor([1, 2])
+    tensor([1., 2.], dtype=float64)
+    """
+    return Tensor._wrap(Tensor(data, dtype=dtype or self.dtype, device=self.device)._data, self)
+
+
+def _unbind(self, dim=0):
+    """The slices along ``dim``, each without that dimension, as a tuple; differentiable.
+
+    Args:
+        dim: the dimension to take apart.
+
+    >>> import tinyattn as ta
+    >>> ta.tensor([[1.0, 2.0], [3.0, 4.0]]).unbind(1)
+    (tensor([1., 3.]), tensor([2., 4.]))
+    """
+    return tuple(t.squeeze(dim) for t in self.split(1, dim))
+
+
+def _pow(self, exponent):
+    """Elementwise ``self ** exponent`` (``ta.pow``), differentiable in both.
+
+    Args:
+        exponent: a tensor or a Python number, broadcasting like NumPy.
+
+    >>> import tinyattn as ta
+    >>> ta.tensor([1.0, 2.0, 3.0]).pow(2)
+    tensor([1., 4., 9.])
+    """
+    return self**exponent
+
+
+def _add(self, other, alpha=1):
+    """Elementwise ``self + alpha * other`` (``ta.add`` when ``alpha`` is 1), broadcasting like NumPy.
+
+    Args:
+        other: a tensor or a Python number.
+        alpha: the factor ``other`` is multiplied by first.
+
+    >>> import tinyattn as ta
+    >>> ta.tensor([1.0, 2.0]).add(ta.tensor([1.0, 1.0]), alpha=10)
+    tensor([11., 12.])
+    """
+    return self + (other if alpha == 1 else other * alpha)
+
+
+def _sub(self, other, alpha=1):
+    """Elementwise ``self - alpha * other`` (``ta.sub`` when ``alpha`` is 1), broadcasting like NumPy.
+
+    Args:
+        other: a tensor or a Python number.
+        alpha: the factor ``other`` is multiplied by first.
+
+    >>> import tinyattn as ta
+    >>> ta.tensor([11.0, 12.0]).sub(1.0, alpha=10)
+    tensor([1., 2.])
+    """
+    return self - (other if alpha == 1 else other * alpha)
+
+
+def _mul(self, other):
+    """Elementwise ``self * other`` (``ta.mul``), broadcasting like NumPy; ``multiply`` is the same method.
+
+    Args:
+        other: a tensor or a Python number.
+
+    >>> import tinyattn as ta
+    >>> ta.tensor([1.0, 2.0]).mul(ta.tensor([[1.0], [3.0]]))
+    tensor([[1., 2.],
+            [3., 6.]])
+    """
+    return self * other
+
+
+def _div(self, other):
+    """Elementwise true division ``self / other`` (``ta.div``), broadcasting like NumPy; ``divide`` is the same method.
+
+    Args:
+        other: a tensor or a Python number.
+
+    >>> import tinyattn as ta
+    >>> ta.tensor([1.0, 3.0]).div(2)
+    tensor([0.5, 1.5])
+    """
+    return self / other
+
+
+def _eq(self, other):
+    """Elementwise ``self == other`` as a bool tensor, broadcasting like NumPy; carries no gradient.
+
+    Args:
+        other: a tensor or a Python number.
+
+    >>> import tinyattn as ta
+    >>> ta.tensor([1.0, 2.0, 3.0]).eq(2)
+    tensor([False,  True, False])
+    """
+    return self == other
+
+
+def _ne(self, other):
+    """Elementwise ``self != other`` as a bool tensor, broadcasting like NumPy; carries no gradient.
+
+    Args:
+        other: a tensor or a Python number.
+
+    >>> import tinyattn as ta
+    >>> ta.tensor([1.0, 2.0, 3.0]).ne(2)
+    tensor([ True, False,  True])
+    """
+    return self != other
+
+
+def _lt(self, other):
+    """Elementwise ``self < other`` as a bool tensor, broadcasting like NumPy; carries no gradient.
+
+    Args:
+        other: a tensor or a Python number.
+
+    >>> import tinyattn as ta
+    >>> ta.tensor([1.0, 2.0, 3.0]).lt(2)
+    tensor([ True, False, False])
+    """
+    return self < other
+
+
+def _le(self, other):
+    """Elementwise ``self <= other`` as a bool tensor, broadcasting like NumPy; carries no gradient.
+
+    Args:
+        other: a tensor or a Python number.
+
+    >>> import tinyattn as ta
+    >>> ta.tensor([1.0, 2.0, 3.0]).le(2)
+    tensor([ True,  True, False])
+    """
+    return self <= other
+
+
+def _gt(self, other):
+    """Elementwise ``self > other`` as a bool tensor, broadcasting like NumPy; carries no gradient.
+
+    Args:
+        other: a tensor or a Python number.
+
+    >>> import tinyattn as ta
+    >>> ta.tensor([1.0, 2.0, 3.0]).gt(ta.tensor([2.0, 2.0, 2.0]))
+    tensor([False, False,  True])
+    """
+    return self > other
+
+
+def _ge(self, other):
+    """Elementwise ``self >= other`` as a bool tensor, broadcasting like NumPy; carries no gradient.
+
+    Args:
+        other: a tensor or a Python number.
+
+    >>> import tinyattn as ta
+    >>> ta.tensor([1.0, 2.0, 3.0]).ge(2)
+    tensor([False,  True,  True])
+    """
+    return self >= other
+
+
+def _logical_not(self):
+    """Elementwise logical not: ``True`` where an element is zero (or ``False``); carries no gradient.
+
+    >>> import tinyattn as ta
+    >>> ta.tensor([0.0, 2.0]).logical_not()
+    tensor([ True, False])
+    """
+    return _no_grad(~self._data.astype(bool), self)
 
 
 # One place where the everyday methods are attached to Tensor.
 Tensor.sin, Tensor.cos, Tensor.clamp, Tensor.clip, Tensor.clone = sin, cos, clamp, clamp, clone
 Tensor.cumsum = cumsum
-Tensor.gather = lambda self, dim, index: gather(self, dim, index)
+Tensor.gather = gather
 Tensor.max, Tensor.min, Tensor.argmax, Tensor.argmin, Tensor.topk = max, min, argmax, argmin, topk
 Tensor.maximum, Tensor.minimum = maximum, minimum
 Tensor.std, Tensor.norm = std, norm
 Tensor.repeat, Tensor.repeat_interleave, Tensor.tril, Tensor.triu = repeat, repeat_interleave, tril, triu
 Tensor.all, Tensor.any, Tensor.nonzero = all, any, nonzero
-Tensor.pow = lambda self, exponent: self**exponent
-Tensor.add = lambda self, other, alpha=1: self + (other if alpha == 1 else other * alpha)
-Tensor.sub = lambda self, other, alpha=1: self - (other if alpha == 1 else other * alpha)
-Tensor.mul = Tensor.multiply = lambda self, other: self * other
-Tensor.div = Tensor.divide = lambda self, other: self / other
-Tensor.eq = _compare_method(Tensor.__eq__)
-Tensor.ne = _compare_method(Tensor.__ne__)
-Tensor.lt = _compare_method(Tensor.__lt__)
-Tensor.le = _compare_method(Tensor.__le__)
-Tensor.gt = _compare_method(Tensor.__gt__)
-Tensor.ge = _compare_method(Tensor.__ge__)
+Tensor.pow, Tensor.add, Tensor.sub = _pow, _add, _sub
+Tensor.mul = Tensor.multiply = _mul
+Tensor.div = Tensor.divide = _div
+Tensor.eq, Tensor.ne, Tensor.lt, Tensor.le, Tensor.gt, Tensor.ge = _eq, _ne, _lt, _le, _gt, _ge
 Tensor.__xor__ = lambda self, other: _no_grad(self._data ^ _array_or_value(other), _kind_of_pair(self, other))
-Tensor.logical_not = lambda self: _no_grad(~self._data.astype(bool), self)
+Tensor.logical_not = _logical_not
 Tensor.__rand__ = lambda self, other: self & other
 Tensor.__ror__ = lambda self, other: self | other
-Tensor.contiguous, Tensor.is_contiguous = _contiguous, lambda self: bool(self._data.flags.c_contiguous)
-Tensor.dim = lambda self: self.ndim
-Tensor.mT = property(lambda self: self.transpose(-2, -1))
-Tensor.type, Tensor.type_as = _type, lambda self, other: self.to(other.dtype)
-Tensor.view_as = Tensor.reshape_as = lambda self, other: self.reshape(other.shape)
-Tensor.expand_as = lambda self, other: self.expand(other.shape)
-Tensor.new_zeros, Tensor.new_ones = _new(0), _new(1)
-Tensor.new_full = lambda self, size, fill_value, **kwargs: _new(fill_value)(self, size, **kwargs)
-Tensor.new_tensor = lambda self, data, dtype=None: Tensor._wrap(
-    Tensor(data, dtype=dtype or self.dtype, device=self.device)._data, self)
-Tensor.int, Tensor.bool = lambda self: self.to(np.int32), lambda self: self.to(np.bool_)
-Tensor.is_cuda = property(lambda self: self.device == "cuda")
-Tensor.is_floating_point = lambda self: self.dtype.kind == "f"
-Tensor.element_size = lambda self: self.dtype.itemsize
-Tensor.unbind = lambda self, dim=0: tuple(t.squeeze(dim) for t in self.split(1, dim))
+Tensor.contiguous, Tensor.is_contiguous = _contiguous, _is_contiguous
+Tensor.dim = _dim
+Tensor.mT = property(_mT)
+Tensor.type, Tensor.type_as = _type, _type_as
+Tensor.view_as = Tensor.reshape_as = _reshape_as
+Tensor.expand_as = _expand_as
+Tensor.new_zeros, Tensor.new_ones, Tensor.new_full, Tensor.new_tensor = _new_zeros, _new_ones, _new_full, _new_tensor
+Tensor.int, Tensor.bool = _int, _bool_method
+Tensor.is_cuda = property(_is_cuda)
+Tensor.is_floating_point = _is_floating_point
+Tensor.element_size = _element_size
+Tensor.unbind = _unbind
 Tensor.__rfloordiv__ = lambda self, other: _no_grad(_lift(other, self)._data // self._data, self)
 Tensor.__floordiv__ = lambda self, other: _no_grad(self._data // _array_or_value(other), _kind_of_pair(self, other))
 Tensor.__mod__ = lambda self, other: _no_grad(self._data % _array_or_value(other), _kind_of_pair(self, other))

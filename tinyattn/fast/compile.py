@@ -293,7 +293,19 @@ def compile(model=None, **options):
 
     A subclass whose own ``forward`` (or block methods) differ from the library's keeps its class: it computes
     something else, and ``ta.explain`` names it so. ``compiled.compile_notes`` maps each submodule's dotted name
-    to what ``compile`` chose for it."""
+    to what ``compile`` chose for it.
+
+    Args:
+        model: an ``nn.Module``, a library function, or ``None`` for a decorator.
+        **options: PyTorch's options, accepted and ignored.
+
+    >>> import tinyattn as ta
+    >>> model = ta.compile(ta.nn.Linear(2, 2))
+    >>> model(ta.zeros(1, 2)).shape
+    (1, 2)
+    >>> model
+    Linear(in_features=2, out_features=2, bias=True)  # compiled: fast.Linear
+    """
     if model is None:
         return lambda model: compile(model, **options)
     if isinstance(model, nn.Module):
