@@ -7,6 +7,8 @@
 array([ 0.8553, -1.1816], dtype=float32)
 """
 
+__version__ = "0.2.0"  # (setup.cfg reads it: one place)
+
 import numpy as np
 
 from . import backend, ops
