@@ -4,8 +4,8 @@ An mkdocs hook (``hooks:`` in mkdocs.yml): before the build it fills ``docs/figu
 
 - the examples' pictures, each example run in its ``--quick`` mode with ``--out docs/figures/<example>``;
 - ``graph_attention.svg``: the autograd graph of one small attention step, drawn by ``ta.viz.render_dot``;
-- ``floors.svg``: the imports between tinyattn's modules, grouped by the floors ``tests/engine/test_floors.py``
-  defines;
+- ``floors.svg``: tinyattn's floors as ``tests/engine/test_floors.py`` defines them, each with its modules, and the
+  imports between them;
 - ``benchmark.svg``: tinyattn's time ÷ PyTorch's per row of the committed ``docs/performance_table.md``.
 
 After the build's pages are written it also takes the doctest directives (``# doctest: +ELLIPSIS``) out of the
@@ -110,40 +110,51 @@ FLOOR_NAMES = {1: "backend, modes", 2: "the engine", 3: "ops and autograd", 4: "
 
 
 def floors_dot():
-    """DOT text: one box per module or subpackage, one cluster per floor (6 at the top), one arrow per import."""
+    """DOT text: one box per floor (6 at the top) listing its modules, one arrow per pair of floors that import
+    one from the other, labelled with the number of imports; an upward one would be drawn red."""
+    import html
+    import textwrap
+    from collections import Counter
+
     floors = load_floors()
 
-    def group(module):  # tinyattn.nn.functional -> tinyattn.nn; a module named in FLOORS keeps its own box
+    def group(module):  # tinyattn.nn.functional -> nn; a module named in FLOORS keeps its own name
         parts = module.split(".")
         for end in range(len(parts), 1, -1):
             if ".".join(parts[:end]) in floors.FLOORS:
-                return ".".join(parts[:end])
-        return ".".join(parts[:2])
+                return ".".join(parts[1:end])
+        return ".".join(parts[1:2]) or "__init__"
 
-    boxes = {group(module) for module in floors.MODULES}
-    edges = {(group(module), group(target)) for module in floors.MODULES for target in floors.imports(module)}
-    edges = {(a, b) for a, b in edges if a != b and a != "tinyattn"}  # the package's __init__ gathers everything
-    lines = ["digraph floors {", "  rankdir=TB; newrank=true; nodesep=0.25; ranksep=0.45;",
-             '  node [shape=box, style="rounded,filled", fillcolor="#ffffff", fontname="Helvetica", fontsize=11];',
-             '  edge [color="#7a7a7a80", arrowsize=0.6];']
+    members = {level: set() for level in FLOOR_NAMES}
+    between, within = Counter(), Counter()
+    for module in floors.MODULES:
+        members[floors.floor(module)].add(group(module))
+        for target in floors.imports(module):
+            a, b = floors.floor(module), floors.floor(target)
+            if a == b:
+                within[a] += 1
+            elif module != "tinyattn":  # the package's __init__ gathers everything: not drawn
+                between[a, b] += 1
+    lines = ["digraph floors {", "  rankdir=TB; nodesep=0.3; ranksep=0.5;",
+             '  node [shape=box, style="rounded,filled", fontname="Helvetica", fontsize=11, margin="0.15,0.08"];',
+             '  edge [fontname="Helvetica", fontsize=10, color="#5a6b85"];']
     for level in sorted(FLOOR_NAMES, reverse=True):
-        members = sorted(box for box in boxes if floors.floor(box) == level)
-        lines.append(f"  subgraph cluster_{level} {{")
-        lines.append(f'    label="floor {level}: {FLOOR_NAMES[level]}"; labeljust=l; fontname="Helvetica"; '
-                     f'fontsize=12; style="filled"; color="#d0d7e2"; fillcolor="{_floor_colour(level)}";')
-        for box in members:
-            label = box.removeprefix("tinyattn.") if box != "tinyattn" else "tinyattn (__init__)"
-            lines.append(f'    "{box}" [label="{label}"];')
-        lines.append("  }")
-    for a, b in sorted(edges):
-        sideways = floors.floor(a) == floors.floor(b)
-        lines.append(f'  "{a}" -> "{b}"' + (' [constraint=false, color="#c0504d"]' if sideways else "") + ";")
+        names = html.escape(", ".join(sorted(members[level])))
+        wrapped = "<br/>".join(textwrap.wrap(names, 70))
+        count = within[level]
+        note = f"<br/><i>{count} import{'s' * (count != 1)} within the floor</i>" if count else ""
+        lines.append(f'  floor{level} [fillcolor="{_floor_colour(level)}", label=<<b>floor {level}: '
+                     f'{FLOOR_NAMES[level]}</b><br/>{wrapped}{note}>];')
+    for (a, b), count in sorted(between.items(), reverse=True):
+        upward = ', color="#c0392b", fontcolor="#c0392b", constraint=false' if b > a else ""
+        width = 0.6 + min(count, 60) / 15
+        lines.append(f'  floor{a} -> floor{b} [label=" {count}", penwidth={width:.2f}{upward}];')
     lines.append("}")
     return "\n".join(lines)
 
 
 def _floor_colour(level):
-    return ["#eef3fb", "#e6eef9", "#dde8f6", "#eaf5ea", "#fbf1e3", "#f3ecf8"][level - 1]
+    return ["#e3ecf7", "#dde8f6", "#e8f0fb", "#eaf5ea", "#fbf1e3", "#f3ecf8"][level - 1]
 
 
 def floors_diagram(path):

@@ -47,7 +47,16 @@ def bert_config(config):
 class BertOutput:
     """``last_hidden_state (B, L, E)``; ``pooler_output (B, E)`` or ``None``; with the options,
     ``hidden_states`` (the embeddings' output and each layer's, ``num_hidden_layers + 1``) and
-    ``attentions`` (each layer's weights ``(B, H, L, L)``, detached)."""
+    ``attentions`` (each layer's weights ``(B, H, L, L)``, detached).
+
+    >>> import tinyattn as ta
+    >>> from tinyattn.pretrained import BertModel
+    >>> model = BertModel(dict(vocab_size=20, hidden_size=8, num_hidden_layers=1, num_attention_heads=2,
+    ...                        intermediate_size=16, max_position_embeddings=8)).eval()
+    >>> out = model(ta.tensor([[1, 4, 2]]), output_hidden_states=True, output_attentions=True)
+    >>> len(out.hidden_states), out.attentions[0].shape
+    (2, (1, 2, 3, 3))
+    """
 
     last_hidden_state: object
     pooler_output: object = None
@@ -110,6 +119,17 @@ class BertModel(nn.Module):
     -> ``BertOutput``. ``attention_mask``: ``(B, L)`` 1/0 (Hugging Face's form) or boolean
     ``(B, 1, 1, L)`` (``Tokenizer``'s and ``F.padding_mask``'s), ``True`` = may attend.
     ``inputs_embeds (B, L, E)`` replaces the word embeddings (for gradients with respect to them).
+
+    A randomly initialised tiny BERT (``BertModel.from_pretrained(folder)`` loads real weights):
+
+    >>> import tinyattn as ta
+    >>> from tinyattn.pretrained import BertModel
+    >>> _ = ta.manual_seed(0)
+    >>> model = BertModel(dict(vocab_size=20, hidden_size=8, num_hidden_layers=1, num_attention_heads=2,
+    ...                        intermediate_size=16, max_position_embeddings=8)).eval()
+    >>> out = model(ta.tensor([[1, 4, 2, 0]]), attention_mask=ta.tensor([[1, 1, 1, 0]]))
+    >>> out.last_hidden_state.shape, out.pooler_output.shape
+    ((1, 4, 8), (1, 8))
     """
 
     model_type = "bert"  # config.json's, checked by from_pretrained

@@ -79,7 +79,20 @@ def activation_of(name, field, model):
 class Batch:
     """Tokenized sentences: ``input_ids (B, L)`` int64, ``attention_mask (B, 1, 1, L)`` bool (``True`` =
     a real token that may be attended, ``F.padding_mask``'s convention), ``token_type_ids (B, L)``,
-    ``tokens`` (the word pieces of each sentence, without padding) and ``lengths (B,)``."""
+    ``tokens`` (the word pieces of each sentence, without padding) and ``lengths (B,)``.
+
+    ``Tokenizer`` makes them; by hand:
+
+    >>> import numpy as np
+    >>> import tinyattn as ta
+    >>> from tinyattn.pretrained import Batch
+    >>> lengths = np.array([2, 1])
+    >>> batch = Batch(input_ids=ta.tensor([[2, 3], [2, 0]]),
+    ...               attention_mask=ta.nn.functional.padding_mask(ta.tensor(lengths), 2),
+    ...               token_type_ids=ta.zeros(2, 2, dtype=ta.int64), tokens=[["hi", "you"], ["hi"]], lengths=lengths)
+    >>> batch.attention_mask.shape, batch.attention_mask[1].numpy().ravel().tolist()
+    ((2, 1, 1, 2), [True, False])
+    """
 
     input_ids: object
     attention_mask: object
@@ -93,6 +106,27 @@ class Tokenizer:
 
     ``tokenizer(sentences, device="cpu")`` -> ``Batch``, padded to the longest sentence and cut
     to ``max_length`` tokens (the tokenizer file's truncation, else the model's positions).
+
+    Args:
+        path: a folder holding ``tokenizer.json`` (and, for the default ``max_length``, ``config.json``), or a
+            Hub id.
+        max_length: the most tokens a sentence keeps.
+
+    A tiny word-level ``tokenizer.json``, made with the ``tokenizers`` package, read back:
+
+    >>> import pathlib, tempfile
+    >>> import tokenizers
+    >>> from tinyattn.pretrained import Tokenizer
+    >>> tmp = tempfile.TemporaryDirectory()
+    >>> vocab = {"[PAD]": 0, "[UNK]": 1, "hello": 2, "world": 3}
+    >>> words = tokenizers.Tokenizer(tokenizers.models.WordLevel(vocab, unk_token="[UNK]"))
+    >>> words.pre_tokenizer = tokenizers.pre_tokenizers.Whitespace()
+    >>> words.save(str(pathlib.Path(tmp.name) / "tokenizer.json"))
+    >>> batch = Tokenizer(tmp.name)(["hello world", "hello there"])
+    >>> batch.input_ids, batch.tokens, batch.lengths.tolist()
+    (tensor([[2, 3],
+            [2, 1]]), [['hello', 'world'], ['hello', '[UNK]']], [2, 2])
+    >>> tmp.cleanup()
     """
 
     def __init__(self, path, max_length=None):

@@ -57,7 +57,15 @@ def gpt2_config(config):
 @dataclass
 class GPT2Output:
     """``last_hidden_state (B, L, E)`` (after ``ln_f``), or ``logits (B, L, V)`` from the LM head;
-    ``past_key_values`` (with a cache), ``hidden_states`` and ``attentions`` (with the options)."""
+    ``past_key_values`` (with a cache), ``hidden_states`` and ``attentions`` (with the options).
+
+    >>> import tinyattn as ta
+    >>> from tinyattn.pretrained import GPT2LMHeadModel
+    >>> model = GPT2LMHeadModel(dict(vocab_size=20, n_embd=8, n_layer=1, n_head=2, n_positions=8)).eval()
+    >>> out = model(ta.tensor([[1, 4, 2]]), use_cache=True)
+    >>> out.logits.shape, out.last_hidden_state.shape, len(out.past_key_values)
+    ((1, 3, 20), (1, 3, 8), 1)
+    """
 
     last_hidden_state: object = None
     logits: object = None
@@ -83,6 +91,15 @@ class GPT2Model(nn.Module):
     -> ``GPT2Output``. ``attention_mask`` (padding, ``(B, T + L)`` 1/0 or boolean ``(B, 1, 1, T + L)``)
     combines with the causal mask. ``use_cache=True`` or a ``past_key_values`` list (one dict per
     layer, empty to start) runs the cached route and returns the cache, extended.
+
+    A randomly initialised tiny GPT-2 body (``GPT2Model.from_pretrained(folder)`` loads real weights):
+
+    >>> import tinyattn as ta
+    >>> from tinyattn.pretrained import GPT2Model
+    >>> _ = ta.manual_seed(0)
+    >>> model = GPT2Model(dict(vocab_size=20, n_embd=8, n_layer=1, n_head=2, n_positions=8)).eval()
+    >>> model(ta.tensor([[1, 4, 2]])).last_hidden_state.shape
+    (1, 3, 8)
     """
 
     model_type = "gpt2"  # config.json's, checked by from_pretrained
@@ -168,7 +185,19 @@ class GPT2Model(nn.Module):
 class GPT2LMHeadModel(nn.Module):
     """GPT-2 with its language-model head: ``logits = last_hidden_state @ wte.weightᵀ`` (tied, as
     GPT-2 is; a config with ``tie_word_embeddings: false`` gets its own ``lm_head``). ``forward``
-    takes ``GPT2Model``'s arguments and returns a ``GPT2Output`` with ``logits``."""
+    takes ``GPT2Model``'s arguments and returns a ``GPT2Output`` with ``logits``.
+
+    A randomly initialised tiny GPT-2 (``from_pretrained(folder)`` loads real weights):
+
+    >>> import tinyattn as ta
+    >>> from tinyattn.pretrained import GPT2LMHeadModel
+    >>> _ = ta.manual_seed(0)
+    >>> model = GPT2LMHeadModel(dict(vocab_size=20, n_embd=8, n_layer=1, n_head=2, n_positions=8)).eval()
+    >>> model(ta.tensor([[1, 4, 2]])).logits.shape
+    (1, 3, 20)
+    >>> model.generate(ta.tensor([[1, 4]]), max_new_tokens=3).shape
+    (1, 5)
+    """
 
     model_type = "gpt2"  # config.json's, checked by from_pretrained
 
