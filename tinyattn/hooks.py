@@ -107,7 +107,18 @@ class TensorHooks:
         return handle
 
     def retain_grad(self):
-        """Keep this non-leaf tensor's gradient in ``.grad`` (an array) during ``backward()``; a leaf keeps it."""
+        """Keep this non-leaf tensor's gradient in ``.grad`` (an array) during ``backward()``; a leaf keeps it.
+
+        >>> import tinyattn as ta
+        >>> x = ta.tensor([1.0, 2.0], requires_grad=True)
+        >>> y = x * 3                     # a non-leaf: its gradient passes through and is dropped
+        >>> y.retain_grad()
+        >>> (y * y).sum().backward()
+        >>> y.grad                        # d(sum y²)/dy = 2y
+        array([ 6., 12.], dtype=float32)
+        >>> x.grad                        # 2y · 3
+        array([18., 36.], dtype=float32)
+        """
         if modes.inside_transform():
             raise RuntimeError("retain_grad() inside a function transformed by ta.func (grad, vjp, jacrev, vmap…) is "
                                "refused, as torch.func refuses it: return the value (has_aux=True) and take its "
@@ -119,6 +130,18 @@ class TensorHooks:
 
     @property
     def retains_grad(self):
+        """Whether ``retain_grad()`` was called on this non-leaf tensor, so that ``backward()`` keeps its
+        gradient in ``.grad``; ``False`` for a leaf, which keeps its gradient without it (as in PyTorch).
+
+        >>> import tinyattn as ta
+        >>> x = ta.tensor([1.0, 2.0], requires_grad=True)
+        >>> y = x * 3
+        >>> y.retains_grad
+        False
+        >>> y.retain_grad()
+        >>> y.retains_grad, x.retains_grad
+        (True, False)
+        """
         table = None if self._ctx is None else self._ctx.hooks
         return table is not None and table.retain is not None and table.retain() is self
 

@@ -84,6 +84,24 @@ def from_torch(state_dict):
 
     Raises ``ValueError`` when a packed ``in_proj_weight`` or ``in_proj_bias`` does not split
     into three equal parts.
+
+    A PyTorch ``nn.MultiheadAttention``'s weights, loaded into ``ta.nn.MultiHeadAttention``, give its outputs:
+
+    >>> import numpy as np, torch
+    >>> import tinyattn as ta
+    >>> _ = torch.manual_seed(0)
+    >>> theirs = torch.nn.MultiheadAttention(4, 2, batch_first=True)
+    >>> torch_sd = {k: v.detach().numpy() for k, v in theirs.state_dict().items()}
+    >>> list(torch_sd)
+    ['in_proj_weight', 'in_proj_bias', 'out_proj.weight', 'out_proj.bias']
+    >>> ours = ta.nn.MultiHeadAttention(4, 2)
+    >>> ours.load_state_dict(from_torch(torch_sd))
+    IncompatibleKeys(missing_keys=[], unexpected_keys=[])
+    >>> x = np.random.default_rng(0).standard_normal((1, 3, 4)).astype(np.float32)    # (B, L, E)
+    >>> out, _ = ours(ta.tensor(x), ta.tensor(x), ta.tensor(x))
+    >>> expected, _ = theirs(*[torch.from_numpy(x)] * 3)
+    >>> np.allclose(out.numpy(), expected.detach().numpy(), atol=1e-6)
+    True
     """
     state_dict = _on_host(state_dict, "from_torch")
     prefixes = _module_prefixes(state_dict)
@@ -130,6 +148,26 @@ def to_torch(state_dict):
     The three projections are packed into ``in_proj_weight`` when their weights have the same
     shape (``kdim == vdim == embed_dim``), else kept as ``q_proj_weight``/``k_proj_weight``/
     ``v_proj_weight``; their biases always pack into ``in_proj_bias``.
+
+    ``ta.nn.MultiHeadAttention``'s weights, loaded into PyTorch's ``nn.MultiheadAttention``, give its outputs:
+
+    >>> import numpy as np, torch
+    >>> import tinyattn as ta
+    >>> _ = ta.manual_seed(0)
+    >>> ours = ta.nn.MultiHeadAttention(4, 2)
+    >>> torch_sd = to_torch(ours.state_dict())
+    >>> list(torch_sd)
+    ['in_proj_weight', 'in_proj_bias', 'out_proj.weight', 'out_proj.bias']
+    >>> torch_sd["in_proj_weight"].shape    # q, k and v stacked: (3E, E)
+    (12, 4)
+    >>> theirs = torch.nn.MultiheadAttention(4, 2, batch_first=True)
+    >>> theirs.load_state_dict({k: torch.from_numpy(v) for k, v in torch_sd.items()})
+    <All keys matched successfully>
+    >>> x = np.random.default_rng(0).standard_normal((1, 3, 4)).astype(np.float32)    # (B, L, E)
+    >>> out, _ = ours(ta.tensor(x), ta.tensor(x), ta.tensor(x))
+    >>> expected, _ = theirs(*[torch.from_numpy(x)] * 3)
+    >>> np.allclose(out.numpy(), expected.detach().numpy(), atol=1e-6)
+    True
     """
     state_dict = _on_host(state_dict, "to_torch")
     prefixes = _module_prefixes(state_dict)

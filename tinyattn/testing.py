@@ -26,7 +26,22 @@ from .engine import Tensor, enable_grad, no_grad
 
 
 class GradcheckError(AssertionError):
-    """A gradient disagrees with finite differences (or has the wrong shape or dtype)."""
+    """A gradient disagrees with finite differences (or has the wrong shape or dtype).
+
+    An ``AssertionError``, so that pytest reports it as a failed check; its message names the input, the
+    element, both values and the tolerances.
+
+    >>> import numpy as np
+    >>> import tinyattn as ta
+    >>> x = ta.tensor(np.array([0.5, -1.0]), requires_grad=True)
+    >>> try:
+    ...     gradcheck(lambda x: x * x.detach(), [x])    # detach hides half of d(x²)/dx from the engine
+    ... except GradcheckError as error:
+    ...     print(error)  # doctest: +ELLIPSIS
+    gradcheck: input 0 (shape (2,)), element (0,): analytic gradient 0.0628..., numeric 0.1257...; ...
+    >>> issubclass(GradcheckError, AssertionError)
+    True
+    """
 
 
 def _outputs(result):
@@ -196,14 +211,44 @@ def gradgradcheck(fn, inputs, grad_outputs=None, eps=1e-6, atol=1e-5, rtol=1e-3,
 
 
 def shapes(min_dims=0, max_dims=3, min_side=1, max_side=4):
-    """Array shapes, small by default (``hypothesis.extra.numpy.array_shapes``)."""
+    """Array shapes, small by default (``hypothesis.extra.numpy.array_shapes``).
+
+    A hypothesis strategy: give it to ``@given``, which draws the shapes.
+
+    >>> from hypothesis import find, given, settings
+    >>> from hypothesis.strategies import SearchStrategy
+    >>> isinstance(shapes(), SearchStrategy)
+    True
+    >>> @settings(max_examples=5, database=None, derandomize=True)
+    ... @given(shapes(max_dims=2, max_side=3))
+    ... def check(shape):
+    ...     assert len(shape) <= 2 and all(1 <= n <= 3 for n in shape)
+    >>> check()
+    >>> find(shapes(), lambda shape: len(shape) == 2, settings=settings(database=None, derandomize=True))
+    (1, 1)
+    """
     from hypothesis.extra import numpy as hnp
 
     return hnp.array_shapes(min_dims=min_dims, max_dims=max_dims, min_side=min_side, max_side=max_side)
 
 
 def broadcastable_shapes(num_shapes=2, min_dims=0, max_dims=3, min_side=1, max_side=4):
-    """Tuples of ``num_shapes`` shapes that broadcast together (each may have size-1 axes)."""
+    """Tuples of ``num_shapes`` shapes that broadcast together (each may have size-1 axes).
+
+    A hypothesis strategy (``hypothesis.extra.numpy.mutually_broadcastable_shapes``'s input shapes).
+
+    >>> import numpy as np
+    >>> from hypothesis import find, given, settings
+    >>> @settings(max_examples=5, database=None, derandomize=True)
+    ... @given(broadcastable_shapes(num_shapes=3))
+    ... def check(shapes):
+    ...     assert len(shapes) == 3
+    ...     np.broadcast_shapes(*shapes)    # raises if they did not broadcast together
+    >>> check()
+    >>> find(broadcastable_shapes(), lambda pair: len(pair[0]) == 2 and pair[0] != pair[1],
+    ...      settings=settings(database=None, derandomize=True))
+    ((1, 1), ())
+    """
     from hypothesis.extra import numpy as hnp
 
     return hnp.mutually_broadcastable_shapes(
@@ -224,7 +269,19 @@ def _floats(dtype, low, high):
 
 
 def arrays(shape, dtype=np.float64, low=0.1, high=2.0):
-    """NumPy arrays whose elements have ``low <= |x| <= high``, either sign: away from 0 (kinks of relu, abs)."""
+    """NumPy arrays whose elements have ``low <= |x| <= high``, either sign: away from 0 (kinks of relu, abs).
+
+    A hypothesis strategy (``hypothesis.extra.numpy.arrays``) of arrays of ``shape`` and ``dtype``.
+
+    >>> import numpy as np
+    >>> from hypothesis import given, settings
+    >>> @settings(max_examples=5, database=None, derandomize=True)
+    ... @given(arrays((2, 3), dtype=np.float32))
+    ... def check(a):
+    ...     assert a.shape == (2, 3) and a.dtype == np.float32
+    ...     assert ((np.abs(a) >= 0.1) & (np.abs(a) <= 2.0)).all()    # never 0: clear of relu's kink
+    >>> check()
+    """
     from hypothesis import strategies as st
     from hypothesis.extra import numpy as hnp
 
@@ -234,14 +291,43 @@ def arrays(shape, dtype=np.float64, low=0.1, high=2.0):
 
 
 def positive_arrays(shape, dtype=np.float64, low=0.1, high=2.0):
-    """NumPy arrays with elements in ``[low, high]``: safe inputs for log, sqrt, division and powers."""
+    """NumPy arrays with elements in ``[low, high]``: safe inputs for log, sqrt, division and powers.
+
+    A hypothesis strategy (``hypothesis.extra.numpy.arrays``) of arrays of ``shape`` and ``dtype``.
+
+    >>> import numpy as np
+    >>> from hypothesis import given, settings
+    >>> @settings(max_examples=5, database=None, derandomize=True)
+    ... @given(positive_arrays((4,), low=0.5, high=3.0))
+    ... def check(a):
+    ...     assert a.shape == (4,) and a.dtype == np.float64
+    ...     assert ((a >= 0.5) & (a <= 3.0)).all()
+    ...     assert np.isfinite(np.log(a)).all()
+    >>> check()
+    """
     from hypothesis.extra import numpy as hnp
 
     return hnp.arrays(np.dtype(dtype), shape, elements=_floats(dtype, low, high))
 
 
 def distinct_arrays(shape, dtype=np.float64, spacing=0.25):
-    """NumPy arrays whose elements differ pairwise by at least ``spacing`` and are never 0: no ties, no kinks."""
+    """NumPy arrays whose elements differ pairwise by at least ``spacing`` and are never 0: no ties, no kinks.
+
+    A hypothesis strategy: each array holds the same values, ``spacing`` apart and centred on 0, in an order
+    that hypothesis draws (so a max, sort or top-k has one answer and a finite difference does not cross a tie).
+
+    >>> import numpy as np
+    >>> from hypothesis import find, given, settings
+    >>> @settings(max_examples=5, database=None, derandomize=True)
+    ... @given(distinct_arrays((2, 3)))
+    ... def check(a):
+    ...     assert a.shape == (2, 3) and (a != 0).all()
+    ...     assert np.diff(np.sort(a.ravel())).min() >= 0.25
+    >>> check()
+    >>> a = find(distinct_arrays((2, 2)), lambda a: True, settings=settings(database=None, derandomize=True))
+    >>> np.sort(a.ravel())
+    array([-0.375, -0.125,  0.125,  0.375])
+    """
     from hypothesis import strategies as st
 
     n = int(np.prod(shape))

@@ -244,6 +244,21 @@ def render_dot(tensor, path, names=None):
     Needs the ``dot`` program on the PATH (``apt-get install graphviz``, ``brew install
     graphviz`` or ``conda install graphviz``); without it a ``RuntimeError`` says so, and
     ``to_dot`` still gives the text to render elsewhere. Returns ``path``.
+
+    The example holds on a machine with Graphviz and on one without:
+
+    >>> import os, tempfile
+    >>> import tinyattn as ta
+    >>> x = ta.tensor([1.0, 2.0], requires_grad=True)
+    >>> y = (x * x).sum()
+    >>> with tempfile.TemporaryDirectory() as folder:
+    ...     path = os.path.join(folder, "graph.svg")
+    ...     try:                               # Graphviz installed: the picture, written at the path returned
+    ...         ok = render_dot(y, path) == path and os.path.getsize(path) > 0
+    ...     except RuntimeError as error:      # no `dot` on the PATH: an error that says so
+    ...         ok = "`dot` program is not on the PATH" in str(error)
+    >>> ok
+    True
     """
     executable = shutil.which("dot")
     if executable is None:
