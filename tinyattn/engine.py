@@ -24,7 +24,6 @@ array([2., 4., 6.], dtype=float32)
 """
 
 import heapq
-import inspect
 import itertools
 import operator
 import sys
@@ -48,7 +47,15 @@ _SEQUENCE = itertools.count()  # the nodes' numbers (next() on it is atomic: two
 
 class Function:
     """One differentiable operation: ``forward(*arrays, **options) -> array`` (keeping on ``self`` what backward
-    needs) and ``backward(grad) -> tuple``, one gradient (or ``None``) per input, of that input's shape."""
+    needs) and ``backward(grad) -> tuple``, one gradient (or ``None``) per input, of that input's shape.
+
+    >>> import tinyattn as ta
+    >>> class Double(ta.Function):
+    ...     def forward(self, x): return 2 * x
+    ...     def backward(self, grad): return (2 * grad,)
+    >>> x = ta.tensor([1.0], requires_grad=True); Double.apply(x).backward(ta.ones(1)); x.grad
+    array([2.], dtype=float32)
+    """
 
     __slots__ = ("parents", "edges", "sequence", "released", "versions", "hooks", "__dict__")
 
@@ -186,11 +193,17 @@ def _accumulate_leaf(t, grad, unshared=False):
 # ----------------------------------------------------------------------------- the tensor
 
 
+def _documented(summary, example, result):
+    """A property's docstring: its summary, and an example (one expression and its result) run as a doctest."""
+    return f"{summary}\n\n>>> import tinyattn as ta\n>>> {example}\n{result}\n"
+
+
 class Tensor(hooks.TensorHooks):
     """An n-dimensional array that remembers how it was computed (its gradient hooks: ``hooks.TensorHooks``).
 
     ``Tensor(data, requires_grad=False, dtype=None, device=None)``: Python floats become float32, a NumPy/CuPy
-    array keeps its dtype, integers stay integers.
+    array keeps its dtype, integers stay integers. ``requires_grad`` (an attribute): whether operations on it are
+    recorded for its gradient.
 
     >>> import tinyattn as ta
     >>> ta.tensor([[1, 2]]).dtype, ta.tensor(1.5).dtype
@@ -248,15 +261,28 @@ class Tensor(hooks.TensorHooks):
     def _set_grad(self, value):
         self._grad = value._data if isinstance(value, Tensor) else value
 
-    data = property(operator.attrgetter("_data"), _set_data, doc="The backend array (NumPy or CuPy).")
-    grad = property(operator.attrgetter("_grad"), _set_grad,
-                    doc="``None``, or the accumulated gradient: a backend array of the tensor's shape and dtype.")
-    shape = property(operator.attrgetter("_data.shape"))  # a tuple on every backend; attrgetter: no Python frame
-    ndim = property(operator.attrgetter("_data.ndim"))
-    dtype = property(operator.attrgetter("_data.dtype"))
-    device = property(lambda self: backend.device_of(self._data))
-    is_leaf = property(lambda self: self._ctx is None)
-    grad_fn = property(operator.attrgetter("_ctx"), doc="The node that made this tensor (``None`` for a leaf).")
+    # (attrgetter: a property without a Python frame; ``_documented``: its docstring, whose example runs as a doctest)
+    data = property(operator.attrgetter("_data"), _set_data, doc=_documented(
+        "The backend array (NumPy or CuPy), shared with the tensor.", "ta.tensor([1.0, 2.0]).data",
+        "array([1., 2.], dtype=float32)"))
+    grad = property(operator.attrgetter("_grad"), _set_grad, doc=_documented(
+        "``None``, or the accumulated gradient: a backend array of the tensor's shape and dtype.",
+        "ta.tensor([1.0], requires_grad=True).grad is None", "True"))
+    shape = property(operator.attrgetter("_data.shape"), doc=_documented(
+        "The sizes, a tuple.", "ta.zeros(2, 3).shape", "(2, 3)"))
+    ndim = property(operator.attrgetter("_data.ndim"), doc=_documented(
+        "The number of axes.", "ta.zeros(2, 3).ndim", "2"))
+    dtype = property(operator.attrgetter("_data.dtype"), doc=_documented(
+        "The NumPy dtype of the data.", "ta.zeros(2).dtype", "dtype('float32')"))
+    device = property(lambda self: backend.device_of(self._data), doc=_documented(
+        "Where the data lives: ``'cpu'``, ``'cuda'`` (CuPy) or ``'strict'`` (the test backend).", "ta.zeros(2).device",
+        "'cpu'"))
+    is_leaf = property(lambda self: self._ctx is None, doc=_documented(
+        "Whether no recorded operation made it (a leaf keeps its ``.grad``).",
+        "ta.ones(2, requires_grad=True).is_leaf, (ta.ones(2, requires_grad=True) * 2).is_leaf", "(True, False)"))
+    grad_fn = property(operator.attrgetter("_ctx"), doc=_documented(
+        "The node that made this tensor (``None`` for a leaf).",
+        "type((ta.ones(2, requires_grad=True) * 2).grad_fn).__name__", "'Mul'"))
     __hash__ = object.__hash__
 
     def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None, *, grad=None):
@@ -267,6 +293,10 @@ class Tensor(hooks.TensorHooks):
         another walk. ``create_graph=True`` runs every backward on tensors, recording its graph (the native
         ``.grad`` stays an array: a gradient to differentiate again comes from ``ta.autograd.grad``).
         ``inputs``: accumulate into these tensors' ``.grad`` alone (leaves or not).
+
+        >>> import tinyattn as ta
+        >>> x = ta.tensor([1.0, 2.0], requires_grad=True); (x * x).sum().backward(); x.grad
+        array([2., 4.], dtype=float32)
         """
         retain_graph = create_graph if retain_graph is None else bool(retain_graph)
         if inputs is not None:
@@ -282,21 +312,23 @@ class Tensor(hooks.TensorHooks):
 
     def detach(self):
         """The same data, cut from the graph. It shares this tensor's count of in-place writes (as in PyTorch): a
-        write through it is seen by any node that saved this tensor for its backward."""
+        write through it is seen by any node that saved this tensor for its backward.
+
+        >>> import tinyattn as ta
+        >>> (ta.ones(2, requires_grad=True) * 2).detach().requires_grad
+        False
+        """
         detached = Tensor._wrap(self._data, self)
         detached._version = self._version
         return detached
 
-    def detach_(self):
-        """Cut this tensor from the graph, in place: it becomes a leaf that requires no gradient and has no
-        tangent (forward mode), as ``detach()``'s result."""
-        if self._view is not None and self._view[0].requires_grad:
-            raise RuntimeError("detach_: cannot detach a view of a tensor that requires grad in place; use "
-                               "detach(), which returns a new tensor")
-        self._ctx, self.requires_grad, self._tangents = None, False, None
-        return self
-
     def requires_grad_(self, requires_grad=True):
+        """Set ``requires_grad`` on a leaf, in place; returns the tensor.
+
+        >>> import tinyattn as ta
+        >>> ta.zeros(2).requires_grad_().requires_grad
+        True
+        """
         if modes.inside_transform():
             raise RuntimeError("requires_grad_() inside a function transformed by ta.func (grad, vjp, jacrev, vmap…) "
                                "is refused, as torch.func refuses it: let the transform differentiate, or call "
@@ -308,28 +340,6 @@ class Tensor(hooks.TensorHooks):
                                "one was computed by an operation. For a value outside the graph use t.detach()")
         self.requires_grad = requires_grad
         return self
-
-    def numpy(self):
-        """A NumPy copy of the data (copied from the GPU if need be)."""
-        return backend.to_numpy(self._data)
-
-    def item(self):
-        if self._data.size != 1:
-            raise ValueError(f"item(): only one-element tensors convert to a Python number, shape is {self.shape}")
-        return self._data.item()
-
-    def tolist(self):
-        return self.numpy().tolist()
-
-    def __repr__(self):
-        body = np.array2string(backend.to_numpy(self._data), separator=", ", prefix="tensor(")
-        extra = "" if self.dtype in (np.float32, np.int64, np.bool_) else f", dtype={self.dtype}"
-        extra += "" if self.device == "cpu" else f", device='{self.device}'"
-        if self._ctx is not None:
-            extra += f", grad_fn=<{type(self._ctx).__name__}>"
-        elif self.requires_grad:
-            extra += ", requires_grad=True"
-        return f"tensor({body}{extra})"
 
 
 Tensor._result_class = Tensor  # the class of a result computed from this tensor (see ``Tensor._wrap``)
@@ -352,12 +362,12 @@ def _forward(fn, inputs, options):
             if t._result_class is not Tensor and like is None:
                 like = t
     except (IndexError, AttributeError):
-        raise _apply_error(type(fn), inputs) from None
+        raise graph.apply_error(type(fn), inputs) from None
     try:
         out = fn.forward(*[t._data for t in inputs], **options)
     except TypeError as error:
-        if _pytorch_style(type(fn)):
-            raise _apply_error(type(fn), inputs) from error
+        if graph.pytorch_style(type(fn)):
+            raise graph.apply_error(type(fn), inputs) from error
         raise
     out = np.asarray(out) if type(out) is not device and isinstance(out, np.generic) else out  # (0-d: a scalar)
     return out, like
@@ -403,25 +413,6 @@ def records_graph(tensors):
     """Whether an operation on ``tensors`` is linked into the graph (``Function.apply``): gradients are enabled
     and one of them requires a gradient. A fused node may skip what only its backward needs when not."""
     return modes.current().grad_enabled and any(map(_requires_grad, tensors))
-
-
-def _pytorch_style(cls):
-    """Whether ``cls.forward`` is written as PyTorch's ``torch.autograd.Function`` is: static, ``ctx`` first."""
-    forward = inspect.getattr_static(cls, "forward", None)
-    if not isinstance(forward, staticmethod):
-        return False
-    parameters = list(inspect.signature(forward.__func__).parameters)
-    return bool(parameters) and parameters[0] == "ctx"
-
-
-def _apply_error(cls, inputs):
-    if _pytorch_style(cls):
-        return TypeError(
-            f"{cls.__name__}.apply: forward(ctx, ...) is written in PyTorch's style; ta.Function's forward is an "
-            "instance method on arrays, forward(self, *arrays) saving on self, with backward(self, grad) returning "
-            "one gradient per input. For PyTorch's style (ctx, save_for_backward), subclass ta.autograd.Function")
-    kinds = ", ".join(type(t).__name__ for t in inputs) or "nothing"
-    return TypeError(f"{cls.__name__}.apply: expects one or more Tensors as inputs, got {kinds}")
 
 
 # ----------------------------------------------------------------------------- a gradient that refuses a second

@@ -8,6 +8,7 @@ by their attributes alone (a node's ``parents``, ``edges``, ``sequence``, ``back
 number, each node before the nodes of its inputs, as ``Function.apply`` numbers them.
 """
 
+import inspect
 import math
 import operator
 
@@ -334,3 +335,23 @@ def _array(g):
     if isinstance(g, np.generic):
         return np.asarray(g)
     return g if backend.is_array(g) else g._data
+
+
+def pytorch_style(cls):
+    """Whether ``cls.forward`` is written as PyTorch's ``torch.autograd.Function`` is: static, ``ctx`` first."""
+    forward = inspect.getattr_static(cls, "forward", None)
+    if not isinstance(forward, staticmethod):
+        return False
+    parameters = list(inspect.signature(forward.__func__).parameters)
+    return bool(parameters) and parameters[0] == "ctx"
+
+
+def apply_error(cls, inputs):
+    """The error for ``cls.apply`` on what are not tensors, or for a ``forward`` in PyTorch's style."""
+    if pytorch_style(cls):
+        return TypeError(
+            f"{cls.__name__}.apply: forward(ctx, ...) is written in PyTorch's style; ta.Function's forward is an "
+            "instance method on arrays, forward(self, *arrays) saving on self, with backward(self, grad) returning "
+            "one gradient per input. For PyTorch's style (ctx, save_for_backward), subclass ta.autograd.Function")
+    kinds = ", ".join(type(t).__name__ for t in inputs) or "nothing"
+    return TypeError(f"{cls.__name__}.apply: expects one or more Tensors as inputs, got {kinds}")

@@ -1565,3 +1565,65 @@ def _cuda(self):
 
 Tensor.numel, Tensor.float, Tensor.double, Tensor.long, Tensor.cpu, Tensor.cuda = (
     _numel, _float, _double, _long, _cpu, _cuda)
+
+
+def _numpy(self):
+    """A NumPy copy of the data (copied from the GPU if need be).
+
+    >>> import tinyattn as ta
+    >>> ta.tensor([1.0, 2.0]).numpy()
+    array([1., 2.], dtype=float32)
+    """
+    return backend.to_numpy(self._data)
+
+
+def _item(self):
+    """The value of a one-element tensor as a Python number.
+
+    >>> import tinyattn as ta
+    >>> ta.tensor([[2.5]]).item()
+    2.5
+    """
+    if self._data.size != 1:
+        raise ValueError(f"item(): only one-element tensors convert to a Python number, shape is {self.shape}")
+    return self._data.item()
+
+
+def _tolist(self):
+    """The data as nested Python lists (a number for a 0-d tensor).
+
+    >>> import tinyattn as ta
+    >>> ta.tensor([[1, 2], [3, 4]]).tolist()
+    [[1, 2], [3, 4]]
+    """
+    return self.numpy().tolist()
+
+
+def _detach_(self):
+    """Cut this tensor from the graph, in place: it becomes a leaf that requires no gradient and has no tangent
+    (forward mode), as ``detach()``'s result.
+
+    >>> import tinyattn as ta
+    >>> y = ta.ones(2, requires_grad=True) * 2
+    >>> y.detach_().is_leaf, y.requires_grad
+    (True, False)
+    """
+    if self._view is not None and self._view[0].requires_grad:
+        raise RuntimeError("detach_: cannot detach a view of a tensor that requires grad in place; use detach(), "
+                           "which returns a new tensor")
+    self._ctx, self.requires_grad, self._tangents = None, False, None
+    return self
+
+
+def _repr(self):
+    body = np.array2string(backend.to_numpy(self._data), separator=", ", prefix="tensor(")
+    extra = "" if self.dtype in (np.float32, np.int64, np.bool_) else f", dtype={self.dtype}"
+    extra += "" if self.device == "cpu" else f", device='{self.device}'"
+    if self._ctx is not None:
+        extra += f", grad_fn=<{type(self._ctx).__name__}>"
+    elif self.requires_grad:
+        extra += ", requires_grad=True"
+    return f"tensor({body}{extra})"
+
+
+Tensor.numpy, Tensor.item, Tensor.tolist, Tensor.detach_, Tensor.__repr__ = _numpy, _item, _tolist, _detach_, _repr
