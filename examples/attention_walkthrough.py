@@ -63,6 +63,14 @@ def max_difference(a, b):
     return float(np.abs(np.asarray(a, dtype=np.float64) - np.asarray(b, dtype=np.float64)).max())
 
 
+def save_weights(weights, title, path):
+    """``viz.plot_attention`` of ``weights (L, L)``, captioned: nothing here is trained."""
+    figure = viz.plot_attention(weights, SENTENCE, SENTENCE, title=title)
+    figure.supxlabel("Untrained: random embeddings and projections, so which word looks at which\n"
+                     "says nothing about the words. What holds is the shape: each row sums to 1.", fontsize=8)
+    figure.savefig(path, dpi=120)
+
+
 def one_head(x, embed_dim, head_dim):
     """Step 1: a single attention head with fresh random projections, every intermediate printed."""
     W_q, W_k, W_v = (nn.Linear(embed_dim, head_dim, bias=False).to(x.device) for _ in range(3))
@@ -167,8 +175,7 @@ def main(argv=None):
     with ta.no_grad():
         print("--- 1. one head ---")
         single_weights, difference_single = one_head(x, E, E // H)
-        viz.plot_attention(single_weights[0], SENTENCE, SENTENCE, path=out / "single_head.png",
-                           title="one head: softmax(Q Kᵀ / √d)")
+        save_weights(single_weights[0], "one head: softmax(Q Kᵀ / √d)", out / "single_head.png")
 
         mha = nn.MultiHeadAttention(E, H).to(args.device)
         print(f"--- 2. {H} heads, the naive way (head_dim = {E} / {H} = {mha.head_dim}) ---")
@@ -197,8 +204,7 @@ def main(argv=None):
         show("nn.MultiHeadAttention output", library)
 
     for h in range(H):
-        viz.plot_attention(library_weights[0, h], SENTENCE, SENTENCE, path=out / f"head_{h}.png",
-                           title=f"head {h} of {H}")
+        save_weights(library_weights[0, h], f"head {h} of {H}", out / f"head_{h}.png")
     compared = [difference_single, *differences.values()]
     if torch_difference is not None:
         compared.append(torch_difference)
