@@ -154,7 +154,7 @@ def randn(*size, dtype=None, device=None, requires_grad=False):
     >>> _ = ta.manual_seed(0)
     >>> x = ta.randn(2, 3)
     >>> _ = ta.manual_seed(0)
-    >>> x.shape, x.dtype, bool((ta.randn(2, 3) == x).all())
+    >>> x.shape, x.dtype, (ta.randn(2, 3) == x).all().item()
     ((2, 3), dtype('float32'), True)
     """
     dtype, device = np.dtype(dtype or np.float32), device or "cpu"
@@ -173,7 +173,7 @@ def rand(*size, dtype=None, device=None, requires_grad=False):
     >>> import tinyattn as ta
     >>> _ = ta.manual_seed(0)
     >>> x = ta.rand(1000)
-    >>> x.shape, bool(((x >= 0) & (x < 1)).all())
+    >>> x.shape, ((x >= 0) & (x < 1)).all().item()
     ((1000,), True)
     """
     dtype, device = np.dtype(dtype or np.float32), device or "cpu"
