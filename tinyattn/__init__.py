@@ -91,6 +91,17 @@ from .ops_extra import (
     triu,
 )
 
+# isort: split
+# the op set by family, composed from the primitives above (each module's __all__ is what it adds)
+from . import comparison, indexing, linalg, pointwise, products, reductions, shapes, sorting  # noqa: E402
+from .comparison import *  # noqa: E402,F401,F403
+from .indexing import *  # noqa: E402,F401,F403
+from .pointwise import *  # noqa: E402,F401,F403
+from .products import *  # noqa: E402,F401,F403
+from .reductions import *  # noqa: E402,F401,F403
+from .shapes import *  # noqa: E402,F401,F403
+from .sorting import *  # noqa: E402,F401,F403
+
 concat = cat
 float32, float64, int64, bool = np.float32, np.float64, np.int64, np.bool_
 long, int32, uint8 = np.int64, np.int32, np.uint8
@@ -126,5 +137,7 @@ __all__ = [
     "gather", "softmax", "log_softmax", "bmm", "tril", "triu", "repeat_interleave", "all", "any", "nonzero",
     "multinomial", "is_tensor",
     "save", "load", "CheckpointError", "backend", "ops", "nn", "optim", "interop", "testing", "viz", "autograd",
-    "compile", "explain", "fast", "utils", "func",
+    "compile", "explain", "fast", "utils", "func", "linalg",
 ]
+__all__ += [name for family in (pointwise, comparison, reductions, sorting, shapes, indexing, products)
+            for name in family.__all__ if name not in __all__]

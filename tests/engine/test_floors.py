@@ -4,7 +4,9 @@ sideways within its floor, and the modules' imports form no cycle.
     1 backend, modes               which array library; the calling thread's modes
     2 the engine                   engine (Tensor, Function, the walk); beside it, below it: graph (the general
                                    walk), grad_mode, hooks, anomaly, forward_mode
-    3 ops and their helpers        the differentiable primitives, creation, masks, argument checks, autograd
+    3 ops and their helpers        the differentiable primitives, creation, masks, argument checks, autograd, and
+                                   the op set by family (pointwise, comparison, reductions, sorting, shapes,
+                                   indexing, products, linalg)
     4 the reference layer          nn (functional and the layers), optim, interop, serialization, testing
     5 the fast layer               fast (compile, router, tuning, nodes, blocks, kernels, pool)
     6 on top                       compat, pretrained, viz, and the package's own __init__
@@ -28,6 +30,9 @@ FLOORS = {
     "tinyattn.anomaly": 2, "tinyattn.forward_mode": 2,
     "tinyattn.ops": 3, "tinyattn.ops_extra": 3, "tinyattn.inplace": 3, "tinyattn.creation": 3,
     "tinyattn.checks": 3, "tinyattn.masks": 3, "tinyattn.autograd": 3,
+    "tinyattn.pointwise": 3, "tinyattn.comparison": 3, "tinyattn.reductions": 3, "tinyattn.sorting": 3,
+    "tinyattn.shapes": 3,
+    "tinyattn.indexing": 3, "tinyattn.products": 3, "tinyattn.linalg": 3,
     "tinyattn.autograd.functional": 6,  # Jacobians and Hessians, built on ta.func (vmap) as torch's are
     "tinyattn.nn": 4, "tinyattn.optim": 4, "tinyattn.interop": 4, "tinyattn.serialization": 4,
     "tinyattn.testing": 4,

@@ -162,6 +162,24 @@ for _name in ("abs", "all", "any", "argmax", "argmin", "cat", "chunk", "concat",
         globals()[_name] = _methods.numpy_names(globals()[_name])
 
 
+# the op set by family: the native functions, with NumPy's argument names beside torch's where they take a dim
+from .. import comparison as _comparison  # noqa: E402
+from .. import indexing as _indexing  # noqa: E402
+from .. import pointwise as _pointwise  # noqa: E402
+from .. import products as _products  # noqa: E402
+from .. import reductions as _reductions  # noqa: E402
+from .. import shapes as _shapes  # noqa: E402
+from .. import sorting as _sorting  # noqa: E402
+from . import linalg  # noqa: E402
+
+_FAMILIES = (_pointwise, _comparison, _reductions, _sorting, _shapes, _indexing, _products)
+_FAMILY_NAMES = [name for family in _FAMILIES for name in family.__all__]
+for _family in _FAMILIES:
+    for _name in _family.__all__:
+        _function = getattr(_family, _name)
+        globals()[_name] = _methods.numpy_names(_function) if _methods.takes_dim(_function) else _function
+
+
 def __getattr__(name):
     raise AttributeError(f"tinyattn.compat has no `{name}` yet")
 
@@ -176,5 +194,5 @@ __all__ = [
     "sigmoid", "sin", "softmax", "split", "sqrt", "squeeze", "stack", "std", "sum", "tanh", "topk", "transpose",
     "tril", "triu", "unsqueeze", "var", "where", "device", "Size", "Generator",
     "amp", "autocast", "backends", "cuda", "serialization", "utils", "is_anomaly_enabled", "func", "vmap",
-    *_function_names,
+    *_function_names, "linalg", *[name for name in _FAMILY_NAMES if name not in _function_names],
 ]

@@ -1,0 +1,8 @@
+"""Floor 3, by family: sorting and selection (sort, topk, kthvalue, median, unique…) and the cumulative ops.
+
+Each function is composed from the primitives in ``ops`` wherever the mathematics allows, so that its
+gradient, JVP, batching rule and second derivative come from theirs; a new primitive says in its docstring
+why a composition would not do. Names, arguments and defaults are PyTorch's.
+"""
+
+__all__ = []
