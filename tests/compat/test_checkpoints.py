@@ -42,12 +42,30 @@ def _saved(obj):
     return buffer
 
 
+def test_weights_only_false_rebuilds_any_importable_class_as_torch_would():
+    model = TinyLM(11, 4, layers=2, options={"tied": True, "sizes": [1, 2]}).double()
+    loaded = compat.load(_saved(model), weights_only=False)
+    assert type(loaded) is TinyLM and compat.serialization.get_safe_globals() == []
+    x = compat.tensor([[1, 2], [3, 4]])
+    np.testing.assert_array_equal(loaded(x).numpy(), model(x).numpy())
+
+
+def test_weights_only_false_names_a_class_it_cannot_import():
+    class Local(nn.Module):  # defined in a function: no import reaches it, as no unpickler would
+        def __init__(self, width):
+            super().__init__()
+            self.linear = nn.Linear(width, 2)
+
+    with pytest.raises(pickle.UnpicklingError, match=r"has no class .*Local"):
+        compat.load(_saved(Local(3)), weights_only=False)
+
+
 def test_a_whole_model_comes_back_only_for_an_allowlisted_class():
     model = TinyLM(11, 4, layers=2, options={"tied": True, "sizes": [1, 2]}).double()
     model.rnn.eval()
     buffer = _saved(model)
     with pytest.raises(pickle.UnpicklingError, match=r"TinyLM.*safe_globals\(\[TinyLM\]\).*state_dict\(\)"):
-        compat.load(buffer, weights_only=False)
+        compat.load(buffer)
     buffer.seek(0)
     with compat.serialization.safe_globals([TinyLM]):
         loaded = compat.load(buffer)

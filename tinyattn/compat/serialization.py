@@ -7,7 +7,8 @@ optimizers take them as they are).
 
 A whole model (``torch.save(model, f)``) is stored as its class, its constructor's arguments and
 its ``state_dict()``. ``torch.load`` rebuilds it only for a class the caller allowlists, as torch's
-``weights_only`` loading does for the classes in a pickle:
+``weights_only`` loading does for the classes in a pickle, or with ``weights_only=False`` for any class it can
+import:
 
 >>> import io
 >>> import tinyattn.compat as torch
@@ -48,12 +49,17 @@ def save(obj, f, pickle_module=None, pickle_protocol=2, _use_new_zipfile_seriali
 
 
 def load(f, map_location=None, pickle_module=None, *, weights_only=None, mmap=None, **pickle_load_args):
-    """What ``save`` wrote to ``f``. ``map_location`` may name the CPU (everything loads there);
-    a whole model comes back only for an allowlisted class, whatever ``weights_only`` says."""
+    """What ``save`` wrote to ``f``. ``map_location`` may name the CPU (everything loads there).
+
+    A whole model comes back for an allowlisted class (``safe_globals``); with ``weights_only=False``, torch's
+    escape hatch, for any class its record names that can be imported, as torch's unpickler imports it. Either
+    way the class is called with the constructor arguments the checkpoint records and loads its ``state_dict``:
+    nothing in the file is executed.
+    """
     if pickle_module is not None:
         raise ValueError("torch.load: tinyattn.compat never unpickles; leave pickle_module unset")
     _check_location(map_location)
-    return _native.load(f, rebuild=_rebuild)
+    return _native.load(f, rebuild=_rebuild_any if weights_only is False else _rebuild)
 
 
 def _check_location(map_location):
@@ -66,9 +72,35 @@ def _check_location(map_location):
                            "map_location=torch.device('cpu') to map your storages to the CPU.")
 
 
-def _rebuild(path, init, state):
+def _imported_class(path):
+    """The class ``module.QualName`` names, imported; an error that says which one otherwise."""
+    import importlib
+
+    module_name, _, qualname = path.rpartition(".")
+    while module_name:
+        try:
+            target = importlib.import_module(module_name)
+            break
+        except ModuleNotFoundError:  # the class is nested: its qualname has a dot
+            module_name, _, outer = module_name.rpartition(".")
+            qualname = f"{outer}.{qualname}"
+    else:
+        raise pickle.UnpicklingError(f"torch.load(weights_only=False): cannot import the saved class {path}")
+    for part in qualname.split("."):
+        target = getattr(target, part, None)
+        if target is None:
+            raise pickle.UnpicklingError(f"torch.load(weights_only=False): {module_name} has no class {qualname} "
+                                         f"(the checkpoint holds a whole {path} model)")
+    return target
+
+
+def _rebuild_any(path, init, state):
+    return _rebuild(path, init, state, cls=_imported_class(path))
+
+
+def _rebuild(path, init, state, cls=None):
     allowed = {class_path(cls): cls for cls in _SAFE_GLOBALS + _SCOPED}
-    cls = allowed.get(path)
+    cls = cls or allowed.get(path)
     if cls is None:
         name = path.rsplit(".", 1)[-1]
         raise pickle.UnpicklingError(
