@@ -1626,4 +1626,20 @@ def _repr(self):
     return f"tensor({body}{extra})"
 
 
+def _format(self, format_spec):
+    """A 0-d tensor formats as its number (``f"{loss:.4f}"``); any other tensor takes no format spec.
+
+    >>> import tinyattn as ta
+    >>> f"loss {ta.tensor(0.123456):.3f}"
+    'loss 0.123'
+    """
+    if self.ndim == 0:
+        return format(self.item(), format_spec)
+    if format_spec:
+        raise TypeError(f"unsupported format string {format_spec!r} passed to Tensor.__format__ for a tensor of "
+                        f"shape {self.shape}; only a 0-d tensor formats as a number")
+    return str(self)
+
+
 Tensor.numpy, Tensor.item, Tensor.tolist, Tensor.detach_, Tensor.__repr__ = _numpy, _item, _tolist, _detach_, _repr
+Tensor.__format__ = _format

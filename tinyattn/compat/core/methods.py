@@ -83,15 +83,6 @@ def __index__(self):
     return int(self._data.reshape(()))
 
 
-def __format__(self, format_spec):
-    """A 0-d tensor formats as its number (``f"{loss:.4f}"``); any other takes no format spec."""
-    if self.ndim == 0:
-        return format(self.item(), format_spec)
-    if format_spec:
-        raise TypeError("unsupported format string passed to Tensor.__format__")
-    return str(self)
-
-
 # ----------------------------------------------------------------------------- NumPy-style aliases
 
 
@@ -344,7 +335,7 @@ def attach(cls):
         if callable(method) and not isinstance(method, type) and takes_dim(method):
             setattr(cls, name, numpy_names(method))
     methods = dict(
-        __index__=__index__, __format__=__format__, masked_fill=masked_fill, masked_fill_=masked_fill_,
+        __index__=__index__, masked_fill=masked_fill, masked_fill_=masked_fill_,
         narrow=narrow, t=t, index_select=index_select, flip=flip, masked_select=masked_select, sort=sort,
         argsort=argsort, cumsum=cumsum, div=div, divide=div, floor_divide=floor_divide, square=square,
         rsqrt=rsqrt, reciprocal=reciprocal, clamp_min=clamp_min, clamp_max=clamp_max, to=to,

@@ -93,7 +93,7 @@ class Tensor(_NativeTensor):
 
 
 Tensor._result_class = Tensor
-methods.attach(Tensor)  # __index__, __format__, NumPy-style ``axis=``, narrow, sort… (see ``methods``)
+methods.attach(Tensor)  # __index__, NumPy-style ``axis=``, narrow, sort… (see ``methods``)
 
 
 class Parameter(_NativeParameter, Tensor):
