@@ -1,7 +1,7 @@
 """The API reference covers the public API.
 
 Every callable a user reaches (``ta.*`` but the dtypes, ``Tensor``'s methods and properties, ``ta.nn``,
-``ta.nn.functional``, ``ta.optim``, ``ta.autograd``, ``ta.func``, ``ta.utils``, ``ta.testing``, ``ta.viz``,
+``ta.nn.functional``, ``ta.nn.init``, ``ta.optim``, ``ta.autograd``, ``ta.func``, ``ta.utils``, ``ta.testing``, ``ta.viz``,
 ``ta.interop``, ``ta.pretrained``) has a docstring, the docstring has a ``>>>`` example, and the callable is
 rendered on one of the pages under ``docs/api/`` by a ``::: path`` entry (a class's members by the entry's
 ``members:`` list, or, without one, every public member the class defines). Each test names all the
@@ -30,6 +30,7 @@ NAMESPACES = [
     ("tinyattn", ta.__all__),
     ("tinyattn.nn", None),
     ("tinyattn.nn.functional", None),
+    ("tinyattn.nn.init", None),
     ("tinyattn.nn.utils", None),
     ("tinyattn.optim", None),
     ("tinyattn.optim.lr_scheduler", None),

@@ -1,6 +1,6 @@
 """Layers, losses and their functional forms: ``Module`` and PyTorch's layer names."""
 
-from . import functional, utils  # noqa: F401
+from . import functional, init, utils  # noqa: F401
 from .layers import GELU, Dropout, Embedding, LayerNorm, LazyLinear, Linear, ModuleList, ReLU, Sequential  # noqa: F401
 from .module import Module, Parameter  # noqa: F401
 
