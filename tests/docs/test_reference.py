@@ -1,8 +1,8 @@
 """The API reference covers the public API.
 
 Every callable a user reaches (``ta.*`` but the dtypes, ``Tensor``'s methods and properties, ``ta.nn``,
-``ta.nn.functional``, ``ta.nn.init``, ``ta.optim``, ``ta.autograd``, ``ta.func``, ``ta.utils``, ``ta.testing``, ``ta.viz``,
-``ta.interop``, ``ta.pretrained``) has a docstring, the docstring has a ``>>>`` example, and the callable is
+``ta.nn.functional``, ``ta.nn.init``, ``ta.optim``, ``ta.autograd``, ``ta.func``, ``ta.utils``, ``ta.testing``,
+``ta.viz``, ``ta.interop``, ``ta.pretrained``) has a docstring, the docstring has a ``>>>`` example, and the callable is
 rendered on one of the pages under ``docs/api/`` by a ``::: path`` entry (a class's members by the entry's
 ``members:`` list, or, without one, every public member the class defines). Each test names all the
 callables that fail it, not only the first.
