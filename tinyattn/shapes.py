@@ -24,6 +24,7 @@ array([[0., 0., 1.],
 """
 
 import builtins
+import functools
 import itertools
 import math
 import numbers
@@ -33,7 +34,7 @@ import numpy as np
 from . import backend
 from . import checks as check
 from .engine import Tensor
-from .ops import cat, expand, flatten, getitem, permute, reshape, scatter, split, stack, transpose
+from .ops import _CATEGORY, cat, expand, flatten, getitem, permute, reshape, scatter, split, stack, transpose
 from .ops_extra import clone, repeat
 
 __all__ = [
@@ -181,8 +182,8 @@ def movedim(input, source, destination):
     source = _dims_of("movedim", "source", source, input.ndim)
     destination = _dims_of("movedim", "destination", destination, input.ndim)
     if len(source) != len(destination):
-        raise RuntimeError(f"movedim: Invalid source or destination dims: source ({list(source)} dims) should "
-                           f"contain the same number of dims as destination ({list(destination)} dims)")
+        raise RuntimeError(f"movedim: source {list(source)} and destination {list(destination)} must name as many "
+                           "dims")
     if input.ndim == 0:
         return reshape(input, ())
     order = [None] * input.ndim
@@ -209,7 +210,7 @@ def narrow(input, dim, start, length):
     tensor([2, 3, 4])
     """
     if input.ndim == 0:
-        raise RuntimeError("narrow() cannot be applied to a 0-dim tensor.")
+        raise RuntimeError("narrow: expected a tensor of at least 1 dimension, got a 0-d tensor")
     dim = check.dim("narrow", "dim", dim, input.ndim)
     start = check.integer("narrow", "start", start.item() if isinstance(start, Tensor) else start)
     length = check.integer("narrow", "length", length)
@@ -218,7 +219,7 @@ def narrow(input, dim, start, length):
         raise IndexError(f"narrow: start {start} is out of range for dimension {dim} of length {size}")
     start += size if start < 0 else 0
     if length < 0 or start + length > size:
-        raise RuntimeError(f"narrow: start ({start}) + length ({length}) exceeds dimension size ({size}).")
+        raise RuntimeError(f"narrow: start ({start}) + length ({length}) exceeds dimension {dim}'s size ({size})")
     return getitem(input, _along(dim, slice(start, start + length)))
 
 
@@ -235,13 +236,13 @@ def select(input, dim, index):
     tensor([2, 4])
     """
     if input.ndim == 0:
-        raise IndexError("select() cannot be applied to a 0-dim tensor.")
+        raise IndexError("select: expected a tensor of at least 1 dimension, got a 0-d tensor")
     dim = check.dim("select", "dim", dim, input.ndim)
     index = check.integer("select", "index", index.item() if isinstance(index, Tensor) else index)
     size = input.shape[dim]
     if not -size <= index < size:
-        raise IndexError(f"select(): index {index} out of range for tensor of size {list(input.shape)} at "
-                         f"dimension {dim}")
+        raise IndexError(f"select: index {index} is out of range for dimension {dim} of length {size} (shape "
+                         f"{input.shape})")
     return getitem(input, _along(dim, index))
 
 
@@ -257,7 +258,7 @@ def unbind(input, dim=0):
     (tensor([1., 3.]), tensor([2., 4.]))
     """
     if input.ndim == 0:
-        raise IndexError("unbind: Dimension specified as 0 but tensor has no dimensions")
+        raise IndexError("unbind: expected a tensor of at least 1 dimension, got a 0-d tensor")
     dim = check.dim("unbind", "dim", dim, input.ndim)
     return tuple(getitem(input, _along(dim, i)) for i in range(input.shape[dim]))
 
@@ -270,7 +271,8 @@ def t(input):
     ((3, 1), (3,))
     """
     if input.ndim > 2:
-        raise RuntimeError(f"t() expects a tensor with <= 2 dimensions, but self is {input.ndim}D")
+        raise RuntimeError(f"t: expected a tensor of at most 2 dimensions, got {input.ndim} (shape {input.shape}); "
+                           "transpose or mT swap two of them")
     return transpose(input, 0, 1) if input.ndim == 2 else reshape(input, input.shape)
 
 
@@ -305,7 +307,7 @@ def fliplr(input):
             [4, 3]])
     """
     if input.ndim < 2:
-        raise RuntimeError("Input must be >= 2-d.")
+        raise RuntimeError(f"fliplr: expected a tensor of at least 2 dimensions, got shape {input.shape}")
     return flip(input, 1)
 
 
@@ -318,7 +320,7 @@ def flipud(input):
             [1, 2]])
     """
     if input.ndim < 1:
-        raise RuntimeError("Input must be >= 1-d.")
+        raise RuntimeError("flipud: expected a tensor of at least 1 dimension, got a 0-d tensor")
     return flip(input, 0)
 
 
@@ -347,7 +349,7 @@ def roll(input, shifts, dims=None):
         return reshape(roll(flatten(input), shifts, 0), input.shape)
     dims = (dims,) if isinstance(dims, numbers.Integral) else tuple(dims)
     if len(shifts) != len(dims):
-        raise RuntimeError(f"roll: shifts and dimensions must align. shifts: {len(shifts)}, dims: {len(dims)}")
+        raise RuntimeError(f"roll: shifts {shifts} and dims {dims} must have one shift per dim")
     out = input if input.ndim else reshape(input, (1,))
     for shift, dim in zip(shifts, dims):
         dim = check.dim("roll", "dims", dim, out.ndim)
@@ -374,12 +376,12 @@ def rot90(input, k=1, dims=(0, 1)):
     """
     dims = tuple(dims)
     if len(dims) != 2:
-        raise RuntimeError(f"expected total rotation dims == 2, but got dims = {len(dims)}")
+        raise RuntimeError(f"rot90: expected two dims (the plane of rotation), got {dims}")
     if input.ndim < 2:
-        raise RuntimeError(f"expected total dims >= 2, but got total dims = {input.ndim}")
+        raise RuntimeError(f"rot90: expected a tensor of at least 2 dimensions, got shape {input.shape}")
     first, second = (check.dim("rot90", "dims", d, input.ndim) for d in dims)
     if first == second:
-        raise RuntimeError(f"expected rotation dims to be different, but got dim0 = {dims[0]} and dim1 = {dims[1]}")
+        raise RuntimeError(f"rot90: dims {dims} name the same dimension twice")
     turns = check.integer("rot90", "k", k) % 4
     if turns == 1:
         return transpose(flip(input, second), first, second)
@@ -425,19 +427,19 @@ def tensor_split(input, indices_or_sections, dim=0):
     (tensor([0]), tensor([1, 2, 3, 4]), tensor([5, 6]))
     """
     if input.ndim == 0:
-        raise RuntimeError("tensor_split expected at least a 1-dimensional tensor, but got a tensor with 0 dims")
+        raise RuntimeError("tensor_split: expected a tensor of at least 1 dimension, got a 0-d tensor")
     dim = check.dim("tensor_split", "dim", dim, input.ndim)
     if isinstance(indices_or_sections, Tensor):
         if indices_or_sections.dtype.kind not in "iu" or indices_or_sections.ndim > 1:
-            raise RuntimeError("tensor_split expected tensor_indices_or_sections to be a zero-dimensional or "
-                               f"one-dimensional tensor of integers, but got dtype {indices_or_sections.dtype} "
+            raise RuntimeError("tensor_split: expected indices_or_sections as a 0-d or 1-D tensor of integers, "
+                               f"got dtype {indices_or_sections.dtype} "
                                f"and {indices_or_sections.ndim} dimension(s)")
         indices_or_sections = indices_or_sections.tolist()
     length = input.shape[dim]
     if isinstance(indices_or_sections, numbers.Integral):
         sections = check.integer("tensor_split", "sections", indices_or_sections)
         if sections <= 0:
-            raise RuntimeError(f"number of sections must be larger than 0, got {sections}")
+            raise RuntimeError(f"tensor_split: the number of sections must be positive, got {sections}")
         size, longer = divmod(length, sections)
         indices = list(itertools.accumulate([size + 1] * longer + [size] * (sections - longer)))[:-1]
     else:
@@ -448,13 +450,12 @@ def tensor_split(input, indices_or_sections, dim=0):
 
 def _split_along(name, input, indices_or_sections, dim, min_ndim):
     if input.ndim < min_ndim:
-        raise RuntimeError(f"torch.{name} requires a tensor with at least {min_ndim} dimension(s), but got a tensor "
-                           f"with {input.ndim} dimensions!")
+        raise RuntimeError(f"{name}: expected a tensor of at least {min_ndim} dimension(s), got shape {input.shape}")
     if isinstance(indices_or_sections, numbers.Integral):
         sections = check.integer(name, "sections", indices_or_sections)
         if sections == 0 or input.shape[dim] % sections:
-            raise RuntimeError(f"torch.{name} attempted to split along dimension {dim}, but the size of the "
-                               f"dimension {input.shape[dim]} is not divisible by the split_size {sections}!")
+            raise RuntimeError(f"{name}: {sections} sections do not divide dimension {dim} of length "
+                               f"{input.shape[dim]} evenly (tensor_split allows uneven ones)")
     return tensor_split(input, indices_or_sections, dim)
 
 
@@ -628,7 +629,7 @@ def _diagonal_of(input, offset, dim1, dim2):
         raise RuntimeError(f"diagonal: expected a tensor of at least 2 dimensions, got {input.ndim}")
     dim1, dim2 = check.dim("diagonal", "dim1", dim1, input.ndim), check.dim("diagonal", "dim2", dim2, input.ndim)
     if dim1 == dim2:
-        raise RuntimeError(f"diagonal dimensions cannot be identical {dim1}, {dim2}")
+        raise RuntimeError(f"diagonal: dim1 and dim2 are both dimension {dim1}; a diagonal needs two")
     matrices = movedim(input, (dim1, dim2), (-2, -1))  # (…, rows, cols)
     rows, cols = _diagonal_positions(_xp(input), *matrices.shape[-2:], offset)
     return getitem(matrices, (Ellipsis, rows, cols))  # (…, length)
@@ -655,7 +656,7 @@ def diag_embed(input, offset=0, dim1=-2, dim2=-1):
     dim1, dim2 = check.dim("diag_embed", "dim1", dim1, input.ndim + 1), check.dim("diag_embed", "dim2", dim2,
                                                                                   input.ndim + 1)
     if dim1 == dim2:
-        raise RuntimeError(f"diagonal dimensions cannot be identical {dim1}, {dim2}")
+        raise RuntimeError(f"diag_embed: dim1 and dim2 are both dimension {dim1}; a diagonal needs two")
     size = input.shape[-1] + builtins.abs(offset)
     rows, cols = _diagonal_positions(_xp(input), size, size, offset)
     matrices = scatter(input, input.shape[:-1] + (size, size), (Ellipsis, rows, cols))  # (…, size, size)
@@ -681,7 +682,7 @@ def diag(input, diagonal=0):
         return diag_embed(input, diagonal)
     if input.ndim == 2:
         return _diagonal_of(input, diagonal, 0, 1)
-    raise RuntimeError(f"diag(): Supports 1D or 2D tensors. Got {input.ndim}D")
+    raise RuntimeError(f"diag: expected a 1-D or 2-D tensor, got shape {input.shape}")
 
 
 def diagflat(input, offset=0):
@@ -708,12 +709,14 @@ def block_diag(*tensors):
     blocks = []
     for i, t in enumerate(tensors):
         if t.ndim > 2:
-            raise RuntimeError(f"torch.block_diag: Input tensors must have 2 or fewer dimensions. Input {i} has "
-                               f"{t.ndim} dimensions")
+            raise RuntimeError(f"block_diag: expected tensors of at most 2 dimensions, tensors[{i}] has shape "
+                               f"{t.shape}")
         blocks.append(_2d(t))
     if not blocks:
         return Tensor(np.zeros((1, 0), dtype=np.float32))
-    dtype = np.result_type(*(b.dtype for b in blocks))
+    # PyTorch's promotion: the highest category (bool < integer < float) wins, then the widest dtype within it
+    highest = builtins.max(_CATEGORY[b.dtype.kind] for b in blocks)
+    dtype = functools.reduce(np.promote_types, (b.dtype for b in blocks if _CATEGORY[b.dtype.kind] == highest))
     width, start, bands = builtins.sum(b.shape[1] for b in blocks), 0, []
     for block in blocks:
         rows, cols = block.shape
@@ -741,10 +744,10 @@ def meshgrid(*tensors, indexing="ij"):
     """
     tensors, _ = _tensors("meshgrid", tensors)
     if indexing not in ("ij", "xy"):
-        raise ValueError(f"torch.meshgrid: indexing must be one of \"xy\" or \"ij\", but received: {indexing}")
+        raise ValueError(f"meshgrid: indexing must be \"ij\" or \"xy\", got {indexing!r}")
     for t in tensors:
         if t.ndim > 1:
-            raise RuntimeError(f"torch.meshgrid: Expected 0D or 1D tensor in the tensor list but got: {t.shape}")
+            raise RuntimeError(f"meshgrid: expected 0-d or 1-D tensors, got shape {t.shape}")
     axes = list(range(len(tensors)))
     if indexing == "xy" and len(tensors) > 1:
         axes[0], axes[1] = 1, 0
@@ -772,7 +775,7 @@ def cartesian_prod(*tensors):
     tensors, _ = _tensors("cartesian_prod", tensors)
     for t in tensors:
         if t.ndim != 1:
-            raise RuntimeError(f"Expect a 1D vector, but got shape {list(t.shape)}")
+            raise RuntimeError(f"cartesian_prod: expected 1-D tensors, got shape {t.shape}")
     if len(tensors) == 1:
         return tensors[0]
     return stack([reshape(grid, (-1,)) for grid in meshgrid(*tensors, indexing="ij")], 1)
@@ -794,10 +797,10 @@ def combinations(input, r=2, with_replacement=False):
             [2, 3]])
     """
     if input.ndim != 1:
-        raise RuntimeError(f"Expect a 1D vector, but got shape {list(input.shape)}")
+        raise RuntimeError(f"combinations: expected a 1-D tensor, got shape {input.shape}")
     r = check.integer("combinations", "r", r)
     if r < 0:
-        raise RuntimeError(f"Expect a non-negative number, but got {r}")
+        raise RuntimeError(f"combinations: r must be non-negative, got {r}")
     if r == 0:
         return getitem(input, (_xp(input).arange(0),))  # (0,): torch's empty result
     pick = itertools.combinations_with_replacement if with_replacement else itertools.combinations
@@ -845,9 +848,9 @@ def unfold(self, dimension, size, step):
     size, step = check.size("unfold", "size", size), check.integer("unfold", "step", step)
     length = self.shape[dim] if self.ndim else 1
     if size > length:
-        raise RuntimeError(f"maximum size for tensor at dimension {dim} is {length} but size is {size}")
+        raise RuntimeError(f"unfold: size {size} is longer than dimension {dim} ({length})")
     if step <= 0:
-        raise RuntimeError(f"step is {step} but must be > 0")
+        raise RuntimeError(f"unfold: step must be positive, got {step}")
     xp = _xp(self)
     if self.ndim == 0:
         return getitem(reshape(self, (1,)), (xp.arange(size),))  # (size,)
