@@ -51,7 +51,7 @@ def _xp(x):
 
 
 def _along(dim, part):
-    """An index that takes ``part`` (a slice, an integer or an index array) along ``dim`` and all of the dims before."""
+    """The index ``[:, …, :, part]`` that takes ``part`` (a slice, an integer or an index array) along ``dim``."""
     return (slice(None),) * dim + (part,)
 
 
