@@ -9,4 +9,20 @@ Decompositions and solvers are not here (out of scope).
 
 # shapes' views
 
+from .shapes import diagonal as _diagonal
+
+
+def diagonal(A, *, offset=0, dim1=-2, dim2=-1):
+    """The diagonals ``A[…, i, i + offset]`` of a batch of matrices, the last two dimensions by default
+    (``ta.diagonal`` with ``torch.linalg``'s defaults).
+
+    >>> import tinyattn as ta
+    >>> ta.linalg.diagonal(ta.arange(8).reshape(2, 2, 2))
+    tensor([[0, 3],
+            [4, 7]])
+    """
+    return _diagonal(A, offset, dim1, dim2)
+
+
 __all__ = []
+__all__ += ["diagonal"]

@@ -1243,7 +1243,12 @@ def cat(tensors, dim=0):
     >>> a, b = ta.ones(2, 3), ta.zeros(1, 3)
     >>> ta.cat([a, b]).shape, ta.cat([a, a], dim=1).shape
     ((3, 3), (2, 6))
+
+    A 1-D tensor of size 0 beside tensors of other shapes is skipped, as PyTorch skips it (its legacy empty
+    tensor); its gradient is then ``None``.
     """
+    if isinstance(tensors, (list, tuple)) and any(t.shape != (0,) for t in tensors if isinstance(t, Tensor)):
+        tensors = [t for t in tensors if not (isinstance(t, Tensor) and t.shape == (0,))]
     ndim = _sequence_of_tensors("cat", tensors)
     if ndim == 0:
         raise ValueError("cat: 0-d tensors cannot be concatenated (stack them, or unsqueeze them first)")

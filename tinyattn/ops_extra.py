@@ -461,7 +461,9 @@ def repeat(input, *sizes):
     shape = (1,) * (len(sizes) - input.ndim) + input.shape
     pairs = [m for n in shape for m in (1, n)]  # (1, n0, 1, n1, …)
     expanded = [m for r, n in zip(sizes, shape) for m in (r, n)]  # (r0, n0, r1, n1, …)
-    return input.reshape(pairs).expand(expanded).reshape([r * n for r, n in zip(sizes, shape)])
+    out = input.reshape(pairs).expand(expanded).reshape([r * n for r, n in zip(sizes, shape)])
+    # the last reshape copies, but where no size is stretched (all 1s, or sizes of 1 repeated): copy, as PyTorch
+    return clone(out) if backend.namespace(out._data).may_share_memory(out._data, input._data) else out
 
 
 def repeat_interleave(input, repeats, dim=None, *, output_size=None):
@@ -924,19 +926,6 @@ def _new_tensor(self, data, dtype=None):
     return Tensor._wrap(Tensor(data, dtype=dtype or self.dtype, device=self.device)._data, self)
 
 
-def _unbind(self, dim=0):
-    """The slices along ``dim``, each without that dimension, as a tuple; differentiable.
-
-    Args:
-        dim: the dimension to take apart.
-
-    >>> import tinyattn as ta
-    >>> ta.tensor([[1.0, 2.0], [3.0, 4.0]]).unbind(1)
-    (tensor([1., 3.]), tensor([2., 4.]))
-    """
-    return tuple(t.squeeze(dim) for t in self.split(1, dim))
-
-
 def _pow(self, exponent):
     """Elementwise ``self ** exponent`` (``ta.pow``), differentiable in both.
 
@@ -1121,7 +1110,6 @@ Tensor.int, Tensor.bool = _int, _bool_method
 Tensor.is_cuda = property(_is_cuda)
 Tensor.is_floating_point = _is_floating_point
 Tensor.element_size = _element_size
-Tensor.unbind = _unbind
 Tensor.__rfloordiv__ = lambda self, other: _no_grad(_lift(other, self)._data // self._data, self)
 Tensor.__floordiv__ = lambda self, other: _no_grad(self._data // _array_or_value(other), _kind_of_pair(self, other))
 Tensor.__mod__ = lambda self, other: _no_grad(self._data % _array_or_value(other), _kind_of_pair(self, other))

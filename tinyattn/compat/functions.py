@@ -29,8 +29,8 @@ from .core import methods, random
 from .core.tensor import as_compat
 
 __all__ = [
-    "pow", "masked_fill", "cumsum", "sort", "argsort", "flip", "index_select", "narrow", "masked_select", "unbind",
-    "t", "floor", "ceil", "round", "trunc", "sign", "isnan", "isinf", "isfinite", "logical_and", "logical_or",
+    "pow", "masked_fill", "cumsum", "sort", "argsort", "index_select", "masked_select",
+    "floor", "ceil", "round", "trunc", "sign", "isnan", "isinf", "isfinite", "logical_and", "logical_or",
     "logical_not", "eq", "ne", "lt", "le", "gt", "ge", "allclose", "equal", "numel", "is_floating_point", "clip",
     "amax", "square", "rsqrt", "div", "divide", "floor_divide", "mm", "swapaxes", "randperm", "randint",
     "multinomial", "rand_like", "randn_like", "randint_like", "full_like", "empty_like", "linspace", "eye",
@@ -65,12 +65,8 @@ def _function(name):
 cumsum = _function("cumsum")
 sort = _function("sort")
 argsort = _function("argsort")
-flip = _function("flip")
 index_select = _function("index_select")
-narrow = _function("narrow")
 masked_select = _function("masked_select")
-unbind = _function("unbind")
-t = _function("t")
 floor = _function("floor")
 ceil = _function("ceil")
 round = _function("round")

@@ -131,25 +131,6 @@ def masked_fill_(self, mask, value):
 # ----------------------------------------------------------------------------- shape and selection
 
 
-def narrow(self, dim, start, length):
-    """``length`` elements from ``start`` along ``dim`` (a view, as ``self[..., start:start + length]``)."""
-    dim = _dim(dim, self.ndim, "narrow")
-    start, length = int(start), int(length)
-    size = self.shape[dim]
-    if start < 0:
-        start += size
-    if not (0 <= start and length >= 0 and start + length <= size):
-        raise RuntimeError(f"narrow: start ({start}) + length ({length}) exceeds dimension size ({size}).")
-    return self[(slice(None),) * dim + (slice(start, start + length),)]
-
-
-def t(self):
-    """The transpose of a tensor of at most 2 dimensions (torch refuses more)."""
-    if self.ndim > 2:
-        raise RuntimeError(f"t() expects a tensor with <= 2 dimensions, but self is {self.ndim}D")
-    return self if self.ndim < 2 else self.transpose(0, 1)
-
-
 def index_select(self, dim, index):
     """The slices of ``self`` at ``index`` (1-D integers) along ``dim``; differentiable in ``self``."""
     dim = _dim(dim, self.ndim, "index_select")
@@ -158,17 +139,6 @@ def index_select(self, dim, index):
         raise IndexError(f"index_select(): Expected a 1-D integer index, got dtype {index.dtype} "
                          f"and {index.ndim} dimension(s)")
     return self[(slice(None),) * dim + (index.reshape(-1),)]
-
-
-def flip(self, dims):
-    """The elements in reverse order along each of ``dims``."""
-    dims = [_dim(dim, self.ndim, "flip") for dim in ((dims,) if isinstance(dims, int) else dims)]
-    index = [slice(None)] * self.ndim
-    for dim in dims:
-        if index[dim] != slice(None):
-            raise RuntimeError(f"dim {dim} appears multiple times in the list of dims")
-        index[dim] = slice(None, None, -1)
-    return self[tuple(index)]
 
 
 def masked_select(self, mask):
@@ -336,7 +306,7 @@ def attach(cls):
             setattr(cls, name, numpy_names(method))
     methods = dict(
         __index__=__index__, masked_fill=masked_fill, masked_fill_=masked_fill_,
-        narrow=narrow, t=t, index_select=index_select, flip=flip, masked_select=masked_select, sort=sort,
+        index_select=index_select, masked_select=masked_select, sort=sort,
         argsort=argsort, cumsum=cumsum, div=div, divide=div, floor_divide=floor_divide, square=square,
         rsqrt=rsqrt, reciprocal=reciprocal, clamp_min=clamp_min, clamp_max=clamp_max, to=to,
         pin_memory=pin_memory, new_empty=new_empty, half=half, bfloat16=bfloat16, detach_=detach_,
