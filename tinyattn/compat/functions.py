@@ -28,7 +28,7 @@ from .core import methods, random
 from .core.tensor import as_compat
 
 __all__ = [
-    "pow", "masked_fill", "cumsum", "sort", "argsort", "flip", "index_select", "narrow", "masked_select", "unbind",
+    "pow", "masked_fill", "cumsum", "sort", "argsort", "flip", "narrow", "unbind",
     "t", "floor", "ceil", "round", "trunc", "sign", "isnan", "isinf", "isfinite", "logical_and", "logical_or",
     "logical_not", "eq", "ne", "lt", "le", "gt", "ge", "allclose", "equal", "numel", "is_floating_point", "clip",
     "amax", "square", "rsqrt", "div", "divide", "floor_divide", "swapaxes", "randperm", "randint",
@@ -65,9 +65,7 @@ cumsum = _function("cumsum")
 sort = _function("sort")
 argsort = _function("argsort")
 flip = _function("flip")
-index_select = _function("index_select")
 narrow = _function("narrow")
-masked_select = _function("masked_select")
 unbind = _function("unbind")
 t = _function("t")
 floor = _function("floor")

@@ -159,16 +159,6 @@ def t(self):
     return self if self.ndim < 2 else self.transpose(0, 1)
 
 
-def index_select(self, dim, index):
-    """The slices of ``self`` at ``index`` (1-D integers) along ``dim``; differentiable in ``self``."""
-    dim = _dim(dim, self.ndim, "index_select")
-    index = index._data if isinstance(index, _NativeTensor) else np.asarray(index)
-    if index.ndim > 1 or index.dtype.kind not in "iu":
-        raise IndexError(f"index_select(): Expected a 1-D integer index, got dtype {index.dtype} "
-                         f"and {index.ndim} dimension(s)")
-    return self[(slice(None),) * dim + (index.reshape(-1),)]
-
-
 def flip(self, dims):
     """The elements in reverse order along each of ``dims``."""
     dims = [_dim(dim, self.ndim, "flip") for dim in ((dims,) if isinstance(dims, int) else dims)]
@@ -178,12 +168,6 @@ def flip(self, dims):
             raise RuntimeError(f"dim {dim} appears multiple times in the list of dims")
         index[dim] = slice(None, None, -1)
     return self[tuple(index)]
-
-
-def masked_select(self, mask):
-    """The elements where ``mask`` (broadcast with ``self``) is true, as a 1-D tensor."""
-    shape = np.broadcast_shapes(self.shape, mask.shape)
-    return self.expand(*shape)[mask._data if mask.shape == shape else np.broadcast_to(mask._data, shape)]
 
 
 def sort(self, dim=-1, descending=False, stable=False):
@@ -345,7 +329,7 @@ def attach(cls):
             setattr(cls, name, numpy_names(method))
     methods = dict(
         __index__=__index__, __format__=__format__, masked_fill=masked_fill, masked_fill_=masked_fill_,
-        narrow=narrow, t=t, index_select=index_select, flip=flip, masked_select=masked_select, sort=sort,
+        narrow=narrow, t=t, flip=flip, sort=sort,
         argsort=argsort, cumsum=cumsum, div=div, divide=div, floor_divide=floor_divide, square=square,
         rsqrt=rsqrt, reciprocal=reciprocal, clamp_min=clamp_min, clamp_max=clamp_max, to=to,
         pin_memory=pin_memory, new_empty=new_empty, half=half, bfloat16=bfloat16, detach_=detach_,
