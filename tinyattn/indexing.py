@@ -26,6 +26,7 @@ import numpy as np
 from . import backend
 from .engine import Tensor
 from .inplace import SetItem
+from .inplace import _write as _write_in_place
 from .ops import Scatter, _lift, _normalize_dims, expand, getitem, reshape, where
 from .ops_extra import _along, _no_grad, gather, maximum, minimum, nonzero
 
@@ -456,7 +457,8 @@ def nonzero_static(input, *, size, fill_value=-1):
 
 def unravel_index(indices, shape):
     """The coordinates in a tensor of ``shape`` of the flat positions ``indices``: a tuple of int64 tensors,
-    one per dimension, each of ``indices``' shape.
+    one per dimension, each of ``indices``' shape. Negative positions count from the end; a position out of
+    range raises (torch wraps it round silently).
 
     >>> import tinyattn as ta
     >>> ta.unravel_index(ta.tensor([4, 7]), (2, 4))
@@ -481,9 +483,86 @@ def unravel_index(indices, shape):
     return tuple(_no_grad(c, indices) for c in reversed(coordinates))
 
 
+# ----------------------------------------------------------------------------- in place
+
+
+def scatter_add_(self, dim, index, src):
+    """``scatter_add`` written into this tensor, in place.
+
+    >>> import tinyattn as ta
+    >>> ta.zeros(3).scatter_add_(0, ta.tensor([2, 2]), ta.tensor([1.0, 2.0]))
+    tensor([0., 0., 3.])
+    """
+    return _write_in_place(self, lambda old: scatter_add(old, dim, index, src), "scatter_add_")
+
+
+def scatter_reduce_(self, dim, index, src, reduce, *, include_self=True):
+    """``scatter_reduce`` written into this tensor, in place.
+
+    >>> import tinyattn as ta
+    >>> ta.ones(2).scatter_reduce_(0, ta.tensor([1, 1]), ta.tensor([2.0, 3.0]), "prod")
+    tensor([1., 6.])
+    """
+    return _write_in_place(self, lambda old: scatter_reduce(old, dim, index, src, reduce, include_self=include_self),
+                           "scatter_reduce_")
+
+
+def index_add_(self, dim, index, source, *, alpha=1):
+    """``index_add`` written into this tensor, in place.
+
+    >>> import tinyattn as ta
+    >>> ta.zeros(2, 2).index_add_(1, ta.tensor([1]), ta.ones(2, 1))
+    tensor([[0., 1.],
+            [0., 1.]])
+    """
+    return _write_in_place(self, lambda old: index_add(old, dim, index, source, alpha=alpha), "index_add_")
+
+
+def index_copy_(self, dim, index, source):
+    """``index_copy`` written into this tensor, in place.
+
+    >>> import tinyattn as ta
+    >>> ta.zeros(3).index_copy_(0, ta.tensor([1]), ta.tensor([7.0]))
+    tensor([0., 7., 0.])
+    """
+    return _write_in_place(self, lambda old: index_copy(old, dim, index, source), "index_copy_")
+
+
+def index_put_(self, indices, values, accumulate=False):
+    """``index_put`` written into this tensor, in place.
+
+    >>> import tinyattn as ta
+    >>> ta.zeros(3).index_put_((ta.tensor([0, 2]),), ta.tensor(5.0))
+    tensor([5., 0., 5.])
+    """
+    return _write_in_place(self, lambda old: index_put(old, indices, values, accumulate), "index_put_")
+
+
+def masked_scatter_(self, mask, source):
+    """``masked_scatter`` written into this tensor, in place (``mask`` broadcasts to this tensor's shape).
+
+    >>> import tinyattn as ta
+    >>> ta.zeros(3).masked_scatter_(ta.tensor([False, True, True]), ta.tensor([1.0, 2.0]))
+    tensor([0., 1., 2.])
+    """
+    return _write_in_place(self, lambda old: masked_scatter(old, mask, source), "masked_scatter_")
+
+
+def put_(self, index, source, accumulate=False):
+    """``put`` written into this tensor, in place.
+
+    >>> import tinyattn as ta
+    >>> ta.zeros(2, 2).put_(ta.tensor([1]), ta.tensor([9.0]))
+    tensor([[0., 9.],
+            [0., 0.]])
+    """
+    return _write_in_place(self, lambda old: put(old, index, source, accumulate), "put_")
+
+
 # ----------------------------------------------------------------------------- tensor methods
 
 for _name in ("scatter", "scatter_add", "scatter_reduce", "index_add", "index_copy", "index_fill", "index_select",
               "index_put", "masked_scatter", "masked_select", "take", "take_along_dim", "put", "nonzero_static",
-              "argwhere", "select_scatter", "slice_scatter", "diagonal_scatter"):
+              "argwhere", "select_scatter", "slice_scatter", "diagonal_scatter", "scatter_add_", "scatter_reduce_",
+              "index_add_", "index_copy_", "index_put_", "masked_scatter_", "put_"):
     setattr(Tensor, _name, globals()[_name])

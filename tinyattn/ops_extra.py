@@ -547,7 +547,7 @@ def bmm(input, mat2):
     (2, 3, 5)
     """
     if input.ndim != 3 or mat2.ndim != 3:
-        raise ValueError(f"bmm: expected two 3-D tensors, got shapes {input.shape} and {mat2.shape}")
+        raise RuntimeError(f"bmm: expected two 3-D tensors, got shapes {input.shape} and {mat2.shape}")
     return matmul(input, mat2)
 
 
@@ -603,6 +603,8 @@ def nonzero(input, *, as_tuple=False):
     xp = backend.namespace(input._data)
     batch = input._data.shape[:input._data.ndim - input.ndim]  # inside vmap: the batch axes in front
     examples = input._data.reshape((int(np.prod(batch)),) + tuple(input.shape))  # (examples, *shape)
+    if not len(examples):  # an empty batch: the shape of one example with nothing found
+        examples = xp.zeros((1,) + tuple(input.shape), dtype=bool)
     if as_tuple:  # a 0-d tensor reads as a vector of one element
         examples = examples.reshape(len(examples), -1) if input.ndim == 0 else examples
         rows = [xp.stack(xp.nonzero(e), axis=0) for e in examples]  # (ndim, n) each
