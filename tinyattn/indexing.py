@@ -38,9 +38,19 @@ __all__ = ["scatter", "scatter_add", "scatter_reduce", "index_add", "index_copy"
 # ----------------------------------------------------------------------------- positions and writes
 
 
+def _array(index, name):
+    """``index`` (a tensor, array or sequence) as a backend array; inside ``vmap`` it must not be batched."""
+    if not isinstance(index, Tensor):
+        return np.asarray(index)
+    if index._data.ndim != index.ndim:
+        raise RuntimeError(f"vmap: {name}() cannot take an index or mask batched by vmap (gather can); pass one "
+                           "shared by every example, and batch the input instead")
+    return index._data
+
+
 def _integers(index, name):
     """``index`` (a tensor, array or sequence) as a backend integer array."""
-    array = index._data if isinstance(index, Tensor) else np.asarray(index)
+    array = _array(index, name)
     if array.dtype.kind not in "iu":
         raise IndexError(f"{name}(): Expected dtype int64 for index, got {array.dtype}")
     return array
@@ -274,8 +284,7 @@ def index_put(input, indices, values, accumulate=False):
     >>> ta.index_put(ta.zeros(3), (ta.tensor([0, 0]),), ta.tensor(1.0), accumulate=True)
     tensor([2., 0., 0.])
     """
-    index = tuple(slice(None) if i is None else i._data if isinstance(i, Tensor) else np.asarray(i)
-                  for i in indices)
+    index = tuple(slice(None) if i is None else _array(i, "index_put") for i in indices)
     positions = _positions(input, index)
     return _write(input, positions, _values(values, input, positions.shape), "sum" if accumulate else None)
 
@@ -340,7 +349,7 @@ def masked_select(input, mask):
     >>> ta.masked_select(x, x > 0)
     tensor([1., 4.])
     """
-    mask = mask._data if isinstance(mask, Tensor) else np.asarray(mask)
+    mask = _array(mask, "masked_select")
     if mask.dtype != np.bool_:
         raise RuntimeError(f"masked_select: expected BoolTensor for mask, got {mask.dtype}")
     shape = np.broadcast_shapes(input.shape, mask.shape)
@@ -356,7 +365,7 @@ def masked_scatter(input, mask, source):
     >>> ta.zeros(4).masked_scatter(ta.tensor([True, False, True, False]), ta.tensor([1.0, 2.0, 3.0]))
     tensor([1., 0., 2., 0.])
     """
-    mask = mask._data if isinstance(mask, Tensor) else np.asarray(mask)
+    mask = _array(mask, "masked_scatter")
     if mask.dtype != np.bool_:
         raise RuntimeError(f"masked_scatter_: expected BoolTensor for mask, got {mask.dtype}")
     shape = np.broadcast_shapes(input.shape, mask.shape)

@@ -241,8 +241,14 @@ def gather(input, dim, index):
     tensor([[2.],
             [3.]])
     """
-    index = index._data if isinstance(index, Tensor) else np.asarray(index)
     dim = _normalize_dims(dim, builtins_max(input.ndim, 1), "gather")[0]
+    if isinstance(index, Tensor) and index._data.ndim != index.ndim and input.ndim == index.ndim:
+        # inside vmap, an index batched itself: the parts stay tensors, so that each example's index picks from
+        # its own input (the positions along the other axes are constants)
+        xp = backend.namespace(index._data)
+        return getitem(input, tuple(index if axis == dim else Tensor._wrap(xp.arange(n).reshape(
+            [n if a == axis else 1 for a in range(index.ndim)])) for axis, n in enumerate(index.shape)))
+    index = index._data if isinstance(index, Tensor) else np.asarray(index)
     if index.dtype.kind not in "iu":
         raise RuntimeError(f"gather(): Expected dtype int64 for index, got {index.dtype}")
     if index.size == 0:  # nothing picked: an empty result of index's shape (torch lets its rank differ then)
