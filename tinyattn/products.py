@@ -17,6 +17,7 @@ import itertools
 import numpy as np
 
 from . import backend
+from .creation import ones_like
 from .engine import Tensor
 from .ops import _lift, _normalize_dims, getitem, matmul, mul, permute, reshape, stack, sum
 from .ops_extra import bmm
@@ -385,7 +386,7 @@ def vander(x, *, N=None):
         raise RuntimeError(f"linalg.vander: N must be greater than 1, got {N}")
     if x.dtype.kind in "biu":
         x = x.to(np.int64)
-    columns = [mul(x, 0) + 1]  # (…, n) each
+    columns = [ones_like(x)]  # (…, n) each
     for _ in range(N - 1):
         columns.append(mul(columns[-1], x))
     return stack(columns, -1)  # (…, n, N)
