@@ -465,7 +465,7 @@ ROWS = [
     # forward mode: what else carries a tangent
     Spec("clone", two(), lambda a, b: (a * b).clone() * a, None, "jvp", ("Clone",)),
     Spec("einsum", einsum_case(), lambda q, k, w: compat.einsum("bqd,bkd,k->bq", q, k, w), None, "jvp",
-         ("Einsum",)),
+         ("MatMul",)),
     Spec("view_write", view_write_case(), written_through_a_view, None, "jvp", ("CopySlices",)),
     Spec("in_place_add", cat_case().filter(lambda c: len(c[0]) == 2), accumulated, None, "jvp"),
     Spec("attention", attention_case(), ours_attention, torch_attention, "jvp", ("Softmax",)),

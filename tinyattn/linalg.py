@@ -6,6 +6,8 @@ Decompositions and solvers are not here (out of scope).
 # reductions' norms
 
 # products
+from .products import linalg_cross as cross  # noqa: E402
+from .products import matrix_power, multi_dot, vander, vecdot  # noqa: E402
 
 # shapes' views
 
@@ -26,3 +28,4 @@ def diagonal(A, *, offset=0, dim1=-2, dim2=-1):
 
 __all__ = []
 __all__ += ["diagonal"]
+__all__ += ["multi_dot", "vecdot", "matrix_power", "cross", "vander"]  # products

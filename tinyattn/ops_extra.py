@@ -36,6 +36,7 @@ from .ops import (
     masked_fill,
     matmul,
     namespace,
+    reshape,
     sqrt,
     sum,
     var,
@@ -240,8 +241,23 @@ def gather(input, dim, index):
     tensor([[2.],
             [3.]])
     """
-    dim = _normalize_dims(dim, input.ndim)[0]
-    index = index._data if isinstance(index, Tensor) else index
+    dim = _normalize_dims(dim, builtins_max(input.ndim, 1), "gather")[0]
+    if isinstance(index, Tensor) and index._data.ndim != index.ndim and input.ndim == index.ndim:
+        # inside vmap, an index batched itself: the parts stay tensors, so that each example's index picks from
+        # its own input (the positions along the other axes are constants)
+        xp = backend.namespace(index._data)
+        return getitem(input, tuple(index if axis == dim else Tensor._wrap(xp.arange(n).reshape(
+            [n if a == axis else 1 for a in range(index.ndim)])) for axis, n in enumerate(index.shape)))
+    index = index._data if isinstance(index, Tensor) else np.asarray(index)
+    if index.dtype.kind not in "iu":
+        raise RuntimeError(f"gather(): Expected dtype int64 for index, got {index.dtype}")
+    if index.size == 0:  # nothing picked: an empty result of index's shape (torch lets its rank differ then)
+        return getitem(reshape(input, -1), backend.namespace(index).zeros(index.shape, dtype=np.intp))
+    if builtins_max(input.ndim, 1) != builtins_max(index.ndim, 1):
+        raise RuntimeError(f"gather(): Index tensor must have the same number of dimensions as input tensor, got "
+                           f"{index.ndim} and {input.ndim}")
+    if input.ndim == 0:  # a 0-d input reads as a vector of one element, the result keeps index's shape
+        return reshape(getitem(reshape(input, 1), index.reshape(-1)), *index.shape)
     return getitem(input, _along(index, dim))
 
 
@@ -539,7 +555,7 @@ def bmm(input, mat2):
     (2, 3, 5)
     """
     if input.ndim != 3 or mat2.ndim != 3:
-        raise ValueError(f"bmm: expected two 3-D tensors, got shapes {input.shape} and {mat2.shape}")
+        raise RuntimeError(f"bmm: expected two 3-D tensors, got shapes {input.shape} and {mat2.shape}")
     return matmul(input, mat2)
 
 
@@ -593,10 +609,22 @@ def nonzero(input, *, as_tuple=False):
             [3]])
     """
     xp = backend.namespace(input._data)
-    found = xp.nonzero(input._data)
+    batch = input._data.shape[:input._data.ndim - input.ndim]  # inside vmap: the batch axes in front
+    examples = input._data.reshape((int(np.prod(batch)),) + tuple(input.shape))  # (examples, *shape)
+    if not len(examples):  # an empty batch: the shape of one example with nothing found
+        examples = xp.zeros((1,) + tuple(input.shape), dtype=bool)
+    if as_tuple:  # a 0-d tensor reads as a vector of one element
+        examples = examples.reshape(len(examples), -1) if input.ndim == 0 else examples
+        rows = [xp.stack(xp.nonzero(e), axis=0) for e in examples]  # (ndim, n) each
+    else:
+        rows = [xp.argwhere(e) for e in examples]  # (n, ndim) each
+    if len({r.shape for r in rows}) > 1:
+        raise RuntimeError("vmap: nonzero's result has a size that depends on the values, and the examples of the "
+                           f"batch have different counts of non-zero elements: {[r.size for r in rows]} indices")
+    found = xp.stack(rows).reshape(batch + rows[0].shape).astype(np.int64)  # (…batch, n, ndim) or (…batch, ndim, n)
     if as_tuple:
-        return tuple(_no_grad(i.astype(np.int64), input) for i in found)
-    return _no_grad(xp.stack(found, axis=1).astype(np.int64) if found else xp.zeros((0, 0), dtype=np.int64), input)
+        return tuple(_no_grad(found[..., i, :], input) for i in range(found.shape[-2]))
+    return _no_grad(found, input)
 
 
 def multinomial(input, num_samples, replacement=False, *, generator=None):

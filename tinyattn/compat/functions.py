@@ -24,22 +24,21 @@ from .. import ops_extra as _ops_extra
 from ..engine import Tensor as _NativeTensor
 from ..engine import inference_mode, is_inference_mode_enabled, set_grad_enabled  # torch's grad modes, as they are
 from ..fast.compile import compile as _fast_compile
-from ._einsum import einsum
 from .core import methods, random
 from .core.tensor import as_compat
 
 __all__ = [
-    "pow", "masked_fill", "cumsum", "sort", "argsort", "index_select", "masked_select",
+    "pow", "masked_fill", "cumsum", "sort", "argsort",
     "floor", "ceil", "round", "trunc", "sign", "isnan", "isinf", "isfinite", "logical_and", "logical_or",
     "logical_not", "eq", "ne", "lt", "le", "gt", "ge", "allclose", "equal", "numel", "is_floating_point", "clip",
-    "amax", "square", "rsqrt", "div", "divide", "floor_divide", "mm", "swapaxes", "randperm", "randint",
+    "amax", "square", "rsqrt", "div", "divide", "floor_divide", "swapaxes", "randperm", "randint",
     "multinomial", "rand_like", "randn_like", "randint_like", "full_like", "empty_like", "linspace", "eye",
     "as_tensor", "manual_seed", "seed", "initial_seed", "get_rng_state", "set_rng_state", "inference_mode",
     "set_grad_enabled", "is_inference_mode_enabled", "compile", "dtype", "float16", "bfloat16", "int8", "int16",
     "short", "finfo", "iinfo", "get_default_dtype", "set_default_dtype", "set_float32_matmul_precision",
     "get_float32_matmul_precision", "use_deterministic_algorithms", "are_deterministic_algorithms_enabled",
     "set_printoptions", "FloatTensor", "LongTensor", "BoolTensor", "IntTensor", "DoubleTensor", "jit", "onnx",
-    "distributed", "einsum",
+    "distributed",
 ]
 
 pow = methods.pow
@@ -65,8 +64,6 @@ def _function(name):
 cumsum = _function("cumsum")
 sort = _function("sort")
 argsort = _function("argsort")
-index_select = _function("index_select")
-masked_select = _function("masked_select")
 floor = _function("floor")
 ceil = _function("ceil")
 round = _function("round")
@@ -95,13 +92,6 @@ swapaxes = _function("swapaxes")
 
 allclose, equal, numel, is_floating_point = methods.allclose, methods.equal, methods.numel, \
     methods.is_floating_point
-
-
-def mm(input, mat2):
-    """The product of two matrices (2-D each, as torch requires)."""
-    if input.ndim != 2 or mat2.ndim != 2:
-        raise RuntimeError(f"mm: expected 2-D tensors, got {input.ndim}-D and {mat2.ndim}-D")
-    return input @ mat2
 
 
 # ----------------------------------------------------------------------------- random draws

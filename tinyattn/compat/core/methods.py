@@ -131,20 +131,6 @@ def masked_fill_(self, mask, value):
 # ----------------------------------------------------------------------------- shape and selection
 
 
-def index_select(self, dim, index):
-    """The slices of ``self`` at ``index`` (1-D integers) along ``dim``; differentiable in ``self``."""
-    dim = _dim(dim, self.ndim, "index_select")
-    index = index._data if isinstance(index, _NativeTensor) else np.asarray(index)
-    if index.ndim > 1 or index.dtype.kind not in "iu":
-        raise IndexError(f"index_select(): Expected a 1-D integer index, got dtype {index.dtype} "
-                         f"and {index.ndim} dimension(s)")
-    return self[(slice(None),) * dim + (index.reshape(-1),)]
-
-
-def masked_select(self, mask):
-    """The elements where ``mask`` (broadcast with ``self``) is true, as a 1-D tensor."""
-    shape = np.broadcast_shapes(self.shape, mask.shape)
-    return self.expand(*shape)[mask._data if mask.shape == shape else np.broadcast_to(mask._data, shape)]
 
 
 def sort(self, dim=-1, descending=False, stable=False):
@@ -305,8 +291,6 @@ def attach(cls):
         if callable(method) and not isinstance(method, type) and takes_dim(method):
             setattr(cls, name, numpy_names(method))
     methods = dict(
-        __index__=__index__, masked_fill=masked_fill, masked_fill_=masked_fill_,
-        index_select=index_select, masked_select=masked_select, sort=sort,
         argsort=argsort, cumsum=cumsum, div=div, divide=div, floor_divide=floor_divide, square=square,
         rsqrt=rsqrt, reciprocal=reciprocal, clamp_min=clamp_min, clamp_max=clamp_max, to=to,
         pin_memory=pin_memory, new_empty=new_empty, half=half, bfloat16=bfloat16, detach_=detach_,
