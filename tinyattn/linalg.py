@@ -10,7 +10,6 @@ from .products import linalg_cross as cross  # noqa: E402
 from .products import matrix_power, multi_dot, vander, vecdot  # noqa: E402
 
 # shapes' views
-
 from .shapes import diagonal as _diagonal
 
 
