@@ -85,6 +85,7 @@ OUT_OF_SCOPE = {
                      "empty_strided", "new_empty_strided", "empty_permuted", "resize_", "resize_as_",
                      "to_sparse", "unsafe_chunk", "unsafe_split"],
                     "strides and storage are not part of tinyattn's tensor model"),
+    "slice": "ATen's `aten.slice` has no torch function or method (Python's slicing is `__getitem__`)",
     # ATen's functional copy variants
     **dict.fromkeys(["alias_copy", "diagonal_copy", "expand_copy", "narrow_copy", "permute_copy",
                      "split_with_sizes_copy", "squeeze_copy", "t_copy", "transpose_copy", "unbind_copy",
