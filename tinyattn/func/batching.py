@@ -24,7 +24,10 @@ Every rule calls the same ``Function`` on the physical tensors: no loop over the
 
 
 import math
+import numbers
 import weakref
+
+import numpy as np
 
 from .. import backend, modes
 from ..engine import OnceDifferentiable, Tensor
@@ -273,11 +276,30 @@ def expand(cls, inputs, options, levels):
     return cls.apply(alias, shape=alias.shape[:len(levels)] + shape)
 
 
+def _separated(parts):
+    """The shape the index arrays broadcast to, where they are separated by a slice, ``None`` or ``...`` (NumPy
+    then puts that shape first, in front of the batch); None where they stand together (or there are none).
+    An integer beside an index array counts as one, as NumPy counts it."""
+    if not any(is_advanced_index((p,)) for p in parts):
+        return None
+    advanced = [i for i, p in enumerate(parts) if is_advanced_index((p,)) or isinstance(p, numbers.Integral)]
+    if advanced[-1] - advanced[0] + 1 == len(advanced):
+        return None
+    chosen = [p if hasattr(p, "shape") else np.asarray(p) for p in (parts[i] for i in advanced)]  # lists, ints
+    shapes = [(int(backend.namespace(p).count_nonzero(p)),) if p.dtype == bool else p.shape for p in chosen]
+    return _broadcast(shapes)
+
+
+def _broadcast(shapes):
+    rank = max(len(shape) for shape in shapes)
+    padded = [(1,) * (rank - len(shape)) + tuple(shape) for shape in shapes]
+    return tuple(max(sizes) if min(sizes) != 0 else 0 for sizes in zip(*padded))
+
+
 def _batched_index(index, n):
     parts = index if isinstance(index, tuple) else (index,)
-    advanced = [i for i, p in enumerate(parts) if is_advanced_index((p,))]
-    if advanced and advanced[-1] - advanced[0] + 1 != len(advanced):
-        raise RuntimeError("vmap: indexing with integer arrays separated by slices is not supported inside "
+    if _separated(parts) is not None:
+        raise RuntimeError("vmap: writing through integer arrays separated by slices is not supported inside "
                            "vmap (NumPy moves their axes in front of the batch); index in two steps")
     return (slice(None),) * n + parts
 
@@ -290,7 +312,15 @@ def getitem(cls, inputs, options, levels):
     (x,) = inputs
     parts = _index_parts(options["index"])
     if not any(levels_of(p) for p in parts if isinstance(p, Tensor)):
-        return cls.apply(physical(x, levels), index=_batched_index(index_arrays(options["index"]), len(levels)))
+        index, n = index_arrays(options["index"]), len(levels)
+        front = _separated(_index_parts(index))
+        if front is None:
+            return cls.apply(physical(x, levels), index=_batched_index(index, n))
+        # index arrays separated by a slice: NumPy puts their broadcast shape k first, before the batch, so the
+        # batch dimensions are moved back to the front: (*front, *batch, *rest) → (*batch, *front, *rest)
+        out = cls.apply(physical(x, levels), index=(slice(None),) * n + _index_parts(index))
+        k = len(front)
+        return Permute.apply(out, dims=tuple(range(k, k + n)) + tuple(range(k)) + tuple(range(k + n, out.ndim)))
     # a batched integer index (embedding's rows): each example picks from its own x, paired by an arange per level
     if not all(isinstance(p, Tensor) for p in parts):
         raise RuntimeError("vmap: a batched tensor index can stand only alone, or beside other tensor indices")
