@@ -29,7 +29,7 @@ from .core import methods, random
 from .core.tensor import as_compat
 
 __all__ = [
-    "pow", "masked_fill", "cumsum", "sort", "argsort", "flip", "index_select", "narrow", "masked_select", "unbind",
+    "pow", "masked_fill", "flip", "index_select", "narrow", "masked_select", "unbind",
     "t", "floor", "ceil", "round", "trunc", "sign", "isnan", "isinf", "isfinite", "logical_and", "logical_or",
     "logical_not", "eq", "ne", "lt", "le", "gt", "ge", "allclose", "equal", "numel", "is_floating_point", "clip",
     "amax", "square", "rsqrt", "div", "divide", "floor_divide", "mm", "swapaxes", "randperm", "randint",
@@ -62,9 +62,6 @@ def _function(name):
     return methods.numpy_names(function)
 
 
-cumsum = _function("cumsum")
-sort = _function("sort")
-argsort = _function("argsort")
 flip = _function("flip")
 index_select = _function("index_select")
 narrow = _function("narrow")
