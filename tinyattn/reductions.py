@@ -223,7 +223,8 @@ def vector_norm(x, ord=2, dim=None, keepdim=False, *, dtype=None):
     if dtype is not None:
         x = x.to(dtype)
     elif x.dtype.kind not in "fc":
-        raise TypeError(f"vector_norm: expected a floating-point input, got dtype {x.dtype}")
+        raise RuntimeError(f"vector_norm: expected a floating-point input, got dtype {x.dtype} "
+                           "(convert it with .float(), or pass dtype=)")
     if x.dtype == np.float16:  # accumulated in float32, as PyTorch does (|x|^ord overflows float16 early)
         return vector_norm(x.float(), ord, dim, keepdim).to(np.float16)
     if ord == 0:  # the count of non-zero elements; a gradient of zeros

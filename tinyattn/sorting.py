@@ -126,7 +126,7 @@ def kthvalue(input, k, dim=-1, keepdim=False):
     axis = _axis(input, dim, "kthvalue")
     size = 1 if axis is None else input.shape[axis]
     if not 1 <= k <= size:
-        raise IndexError(f"kthvalue: k={k} is out of range for dimension {dim} of size {size} (expected 1 to {size})")
+        raise RuntimeError(f"kthvalue: k={k} is out of range for dimension {dim} of size {size} (expected 1 to {size})")
 
     def kth(ranked, axis):
         return np.full(ranked.shape[:axis] + (1,) + ranked.shape[axis + 1:], k - 1, dtype=np.int64)
@@ -365,16 +365,19 @@ def searchsorted(sorted_sequence, input, *, out_int32=False, right=False, side=N
     like = input if isinstance(input, Tensor) and _lead(input) else sorted_sequence
     xp = backend.namespace(sorted_sequence._data)
     sequence = sorted_sequence._data
-    if sorter is not None:
-        sequence = xp.take_along_axis(sequence, sorter._data, axis=-1)
     values = input._data if isinstance(input, Tensor) else xp.asarray(input, dtype=sequence.dtype)
     sequence_lead = _lead(sorted_sequence)
     values_lead = _lead(input) if isinstance(input, Tensor) else 0
     if sorted_sequence.ndim > 1 and (not isinstance(input, Tensor) or sorted_sequence.shape[:-1] != input.shape[:-1]):
         raise RuntimeError(f"searchsorted: the leading dimensions of sorted_sequence {sorted_sequence.shape} and "
                            f"input {getattr(input, 'shape', ())} must match")
+    if sequence_lead and values_lead and type(input) is not type(sorted_sequence):
+        raise RuntimeError("searchsorted: sorted_sequence and input are batched by different vmap levels, which "
+                           "it cannot pair: map both with one vmap")
     lead = max(sequence_lead, values_lead)
     sequence, values = _leading(sequence, sequence_lead, lead), _leading(values, values_lead, lead)
+    if sorter is not None:  # the sequence in sorted order
+        sequence = xp.take_along_axis(sequence, _leading(sorter._data, _lead(sorter), lead), axis=-1)
     n = sequence.shape[-1]
     if sorted_sequence.ndim == 1:  # one sequence for every value: (*batch, 1, …, 1, n)
         sequence = sequence.reshape(sequence.shape[:-1] + (1,) * (values.ndim - lead) + (n,))
