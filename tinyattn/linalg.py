@@ -4,6 +4,8 @@ Decompositions and solvers are not here (out of scope).
 """
 
 # reductions' norms
+from .reductions import linalg_norm as norm  # noqa: E402
+from .reductions import matrix_norm, vector_norm  # noqa: E402
 
 # products
 from .products import linalg_cross as cross  # noqa: E402
@@ -28,3 +30,4 @@ def diagonal(A, *, offset=0, dim1=-2, dim2=-1):
 __all__ = []
 __all__ += ["diagonal"]
 __all__ += ["multi_dot", "vecdot", "matrix_power", "cross", "vander"]  # products
+__all__ += ["vector_norm", "matrix_norm", "norm"]  # reductions' norms

@@ -927,19 +927,24 @@ def abs(x):
     return Abs.apply(x)
 
 
-def sum(x, dim=None, keepdim=False):
-    """Sum of the elements, over all of them or over ``dim``.
+def sum(x, dim=None, keepdim=False, *, dtype=None):
+    """Sum of the elements, over all of them or over ``dim``; integers and booleans sum as int64, as in PyTorch.
 
     Args:
         x: the tensor.
         dim: an int or a tuple of ints; ``None`` sums everything to a 0-d tensor.
         keepdim: keep the reduced dimensions with size 1.
+        dtype: the dtype to convert ``x`` to before summing.
 
     >>> import tinyattn as ta
     >>> x = ta.tensor([[1.0, 2.0], [3.0, 4.0]])
     >>> x.sum(), ta.sum(x, dim=0), x.sum(1, keepdim=True).shape
     (tensor(10.), tensor([4., 6.]), (2, 1))
     """
+    if dtype is not None:
+        x = x.to(dtype)
+    elif x._data.dtype.kind in "biu" and x._data.dtype != np.int64:
+        x = x.to(np.int64)
     return Sum.apply(x, dim=dim, keepdim=keepdim)
 
 
@@ -955,19 +960,22 @@ def _floating_reduction(name, x):
                         "(convert it with .float())")
 
 
-def mean(x, dim=None, keepdim=False):
+def mean(x, dim=None, keepdim=False, *, dtype=None):
     """Mean of a floating-point tensor, over all elements or over ``dim``.
 
     Args:
         x: a floating-point tensor (an integer one raises ``TypeError``, as in PyTorch).
         dim: an int or a tuple of ints; ``None`` averages everything.
         keepdim: keep the reduced dimensions with size 1.
+        dtype: the floating-point dtype to convert ``x`` to first.
 
     >>> import tinyattn as ta
     >>> x = ta.tensor([[1.0, 2.0], [3.0, 4.0]])
     >>> x.mean(), ta.mean(x, dim=1)
     (tensor(2.5), tensor([1.5, 3.5]))
     """
+    if dtype is not None:
+        x = x.to(dtype)
     _floating_reduction("mean", x)
     count = _count(x, dim, "mean")
     return Sum.apply(x, dim=dim, keepdim=keepdim) / count

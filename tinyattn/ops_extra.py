@@ -20,7 +20,6 @@ array([[ 0.,  1.,  0.],
 
 import collections
 import numbers
-from builtins import max as builtins_max
 
 import numpy as np
 
@@ -38,7 +37,6 @@ from .ops import (
     namespace,
     reshape,
     sqrt,
-    sum,
     var,
     where,
 )
@@ -171,21 +169,27 @@ def clamp(input, min=None, max=None):
     return Clamp.apply(input, min=min, max=max)
 
 
-def cumsum(input, dim):
-    """Running sums along ``dim``: ``out[..., i] = input[..., 0] + … + input[..., i]`` (in the input's dtype).
+def cumsum(input, dim, *, dtype=None):
+    """Running sums along ``dim``: ``out[..., i] = input[..., 0] + … + input[..., i]``; integers and booleans sum
+    as int64, as in PyTorch.
 
     Args:
         input: the tensor.
         dim: the dimension to sum along.
+        dtype: the dtype to convert ``input`` to first.
 
     >>> import tinyattn as ta
     >>> ta.cumsum(ta.tensor([1, 2, 3]), dim=0)
     tensor([1, 3, 6])
     """
-    dim = _normalize_dims(dim, builtins_max(input.ndim, 1))[0]
-    if input.ndim == 0:
+    if dtype is not None:
+        input = input.to(dtype)
+    elif input.dtype.kind in "biu" and input.dtype != np.int64:
+        input = input.to(np.int64)
+    dim = _normalize_dims(dim, input.ndim, "cumsum")
+    if not dim:  # a 0-d tensor: its own running sum
         return clone(input)
-    return Cumsum.apply(input, dim=dim)
+    return Cumsum.apply(input, dim=dim[0])
 
 
 def clone(input):
@@ -275,6 +279,52 @@ def _no_grad(array, like):
     return Tensor._wrap(np.asarray(array) if isinstance(array, np.generic) else array, like)
 
 
+def _lead(input):
+    """How many leading axes of ``input``'s array are not its own: inside ``vmap`` a batched tensor's array is
+    ``(*batch, *shape)`` while ``shape`` and ``ndim`` are one example's. A result read from the array directly
+    (an index, a truth value: no ``Function``, so no batching rule) must keep those axes and count ``dim`` past
+    them, or it reduces the batch away."""
+    return input._data.ndim - input.ndim
+
+
+def _physical_axes(input, dim, name):
+    """A logical ``dim`` (None, an int or a tuple) of ``input`` as axes of its array (see ``_lead``)."""
+    lead, axes = _lead(input), _normalize_dims(dim, input.ndim, name)
+    return tuple(range(lead, input._data.ndim)) if axes is None else tuple(axis + lead for axis in axes)
+
+
+def _take_along(input, indices, dim):
+    """``input``'s elements at ``indices`` along ``dim``: ``out[i][j] = input[i][indices[i][j]]`` for ``dim=1``.
+
+    ``indices`` is an integer tensor of ``input``'s rank (a ``vmap`` batch of its own, where it has one); every
+    other axis is picked by its own position, so the gradient reaches exactly the elements picked."""
+    xp = backend.namespace(indices._data)
+    parts = []
+    for axis, n in enumerate(indices.shape):
+        if axis == dim:
+            parts.append(indices)
+        else:
+            shape = [1] * indices.ndim
+            shape[axis] = n
+            parts.append(Tensor._wrap(xp.arange(n).reshape(shape)))
+    return getitem(input, tuple(parts))
+
+
+def _arg_extreme(name, input, dim, keepdim, find):
+    """``argmax``'s and ``argmin``'s int64 index (``find``: the array library's), read past the batch axes."""
+    data, lead = input._data, _lead(input)
+    if dim is None:  # the index into the flattened tensor
+        index = find(data.reshape(data.shape[:lead] + (-1,)), axis=-1)  # (*batch,)
+        if keepdim:
+            index = index.reshape(index.shape + (1,) * input.ndim)
+    elif input.ndim == 0:
+        _normalize_dims(dim, 0, name)
+        index = backend.namespace(data).zeros(data.shape, dtype=np.int64)
+    else:
+        index = find(data, axis=_physical_axes(input, dim, name)[0], keepdims=keepdim)
+    return _no_grad(index.astype(np.int64), input)
+
+
 def argmax(input, dim=None, keepdim=False):
     """The index of the largest element, over ``dim`` or of the flattened tensor when ``dim`` is ``None``.
 
@@ -288,10 +338,7 @@ def argmax(input, dim=None, keepdim=False):
     >>> ta.argmax(x), x.argmax(dim=1)
     (tensor(1), tensor([1, 0]))
     """
-    if dim is None:
-        return _no_grad(input._data.argmax(), input)
-    dim = _normalize_dims(dim, input.ndim)[0]
-    return _no_grad(input._data.argmax(axis=dim, keepdims=keepdim), input)
+    return _arg_extreme("argmax", input, dim, keepdim, backend.namespace(input._data).argmax)
 
 
 def argmin(input, dim=None, keepdim=False):
@@ -306,18 +353,18 @@ def argmin(input, dim=None, keepdim=False):
     >>> ta.argmin(ta.tensor([[1.0, 5.0], [3.0, 2.0]]), dim=1)
     tensor([0, 1])
     """
-    if dim is None:
-        return _no_grad(input._data.argmin(), input)
-    dim = _normalize_dims(dim, input.ndim)[0]
-    return _no_grad(input._data.argmin(axis=dim, keepdims=keepdim), input)
+    return _arg_extreme("argmin", input, dim, keepdim, backend.namespace(input._data).argmin)
 
 
-def _pick(input, indices, dim, keepdim):
-    """The elements of ``input`` at ``indices`` (taken with keepdim=True) along ``dim``."""
-    values = gather(input, dim, indices)
-    if not keepdim:
-        values = values.squeeze(dim)
-    return values
+def _pick(input, dim, keepdim, find, result):
+    """``(values, indices)`` of the element ``find`` (argmax, argmin) chooses along ``dim``: the values taken at the
+    indices, so the gradient reaches the chosen element alone."""
+    indices = _arg_extreme(result.__name__, input, dim, True, find)  # (…, 1, …)
+    dim = _normalize_dims(dim, input.ndim, result.__name__)
+    values = _take_along(input, indices, dim[0] if dim else None)
+    if not keepdim and dim:
+        values, indices = values.squeeze(dim[0]), indices.squeeze(dim[0])
+    return result(values, indices)
 
 
 def max(input, dim=None, keepdim=False):
@@ -340,9 +387,7 @@ def max(input, dim=None, keepdim=False):
         return maximum(input, dim)
     if dim is None:
         return amax(input)
-    dim = _normalize_dims(dim, input.ndim)[0]
-    indices = input._data.argmax(axis=dim, keepdims=True)
-    return MaxResult(_pick(input, indices, dim, keepdim), _no_grad(indices if keepdim else indices.squeeze(dim), input))
+    return _pick(input, dim, keepdim, backend.namespace(input._data).argmax, MaxResult)
 
 
 def min(input, dim=None, keepdim=False):
@@ -362,9 +407,7 @@ def min(input, dim=None, keepdim=False):
         return minimum(input, dim)
     if dim is None:
         return -amax(-input)
-    dim = _normalize_dims(dim, input.ndim)[0]
-    indices = input._data.argmin(axis=dim, keepdims=True)
-    return MinResult(_pick(input, indices, dim, keepdim), _no_grad(indices if keepdim else indices.squeeze(dim), input))
+    return _pick(input, dim, keepdim, backend.namespace(input._data).argmin, MinResult)
 
 
 def maximum(input, other):
@@ -387,6 +430,16 @@ def minimum(input, other):
     return where(input <= other, input, other)
 
 
+def _order(data, axis, descending=False):
+    """The int64 indices that sort the array ``data`` along ``axis``, stably: ties keep their order, descending
+    too (the stable ascending order of the reversed keys, reversed back), and NaN counts as the largest."""
+    xp = backend.namespace(data)
+    if not descending:
+        return xp.argsort(data, axis=axis, kind="stable").astype(np.int64)
+    reversed_order = xp.argsort(xp.flip(data, axis=axis), axis=axis, kind="stable")
+    return (data.shape[axis] - 1 - xp.flip(reversed_order, axis=axis)).astype(np.int64)
+
+
 def topk(input, k, dim=-1, largest=True, sorted=True):
     """The ``k`` largest (or smallest) elements along ``dim`` and their indices, largest first.
 
@@ -402,13 +455,18 @@ def topk(input, k, dim=-1, largest=True, sorted=True):
     >>> values, indices
     (tensor([4., 3.]), tensor([1, 3]))
     """
-    dim = _normalize_dims(dim, input.ndim)[0]
+    dims = _normalize_dims(dim, input.ndim, "topk")
+    size = input.shape[dims[0]] if dims else 1
+    if not 0 <= k <= size:
+        raise RuntimeError(f"topk: k={k} is out of range for dim {dim} of size {size}")
     xp = backend.namespace(input._data)
-    if not 0 <= k <= input.shape[dim]:
-        raise ValueError(f"topk: k={k} is out of range for dim {dim} of size {input.shape[dim]}")
-    order = xp.argsort(-input._data if largest else input._data, axis=dim, kind="stable")
-    indices = xp.take(order, xp.arange(k), axis=dim)
-    return TopkResult(gather(input, dim, indices), _no_grad(indices, input))
+    if not dims:  # a 0-d tensor: itself, at index 0
+        indices = _no_grad(xp.zeros(input._data.shape, dtype=np.int64), input)
+        return TopkResult(_take_along(input, indices, None), indices)
+    axis = dims[0] + _lead(input)
+    order = _order(input._data, axis, descending=largest)
+    indices = _no_grad(xp.take(order, xp.arange(k), axis=axis), input)
+    return TopkResult(_take_along(input, indices, dims[0]), indices)
 
 
 # ----------------------------------------------------------------------------- composed from primitives
@@ -429,29 +487,6 @@ def std(input, dim=None, unbiased=True, keepdim=False, *, correction=None):
     tensor(1.)
     """
     return sqrt(var(input, dim, unbiased, keepdim, correction=correction))
-
-
-def norm(input, p="fro", dim=None, keepdim=False):
-    """The vector ``p``-norm over ``dim`` (all elements by default).
-
-    Args:
-        input: a floating-point tensor.
-        p: 2 (or ``"fro"``), 1, ``inf`` or any ``p > 0``.
-        dim: an int or a tuple of ints; ``None`` reduces everything.
-        keepdim: keep the reduced dimensions with size 1.
-
-    >>> import tinyattn as ta
-    >>> x = ta.tensor([3.0, -4.0])
-    >>> x.norm(), ta.norm(x, p=1)
-    (tensor(5.), tensor(7.))
-    """
-    if p in ("fro", 2):
-        return sqrt(sum(input * input, dim, keepdim))
-    if p == float("inf"):
-        return amax(input.abs(), dim, keepdim)
-    if p == 1:
-        return sum(input.abs(), dim, keepdim)
-    return sum(input.abs() ** p, dim, keepdim) ** (1.0 / p)
 
 
 def _sizes(sizes):
@@ -562,6 +597,13 @@ def bmm(input, mat2):
 # ----------------------------------------------------------------------------- no gradient
 
 
+def _truth(name, input, dim, keepdim):
+    """``all``'s and ``any``'s result: bool, or uint8 for a uint8 input (as in PyTorch), read past the batch axes."""
+    xp = backend.namespace(input._data)
+    out = getattr(xp, name)(input._data.astype(bool), axis=_physical_axes(input, dim, name), keepdims=keepdim)
+    return _no_grad(out.astype(np.uint8) if input.dtype == np.uint8 else out, input)
+
+
 def all(input, dim=None, keepdim=False):
     """Whether every element is non-zero (true), over all elements or over ``dim``; a boolean tensor.
 
@@ -575,8 +617,7 @@ def all(input, dim=None, keepdim=False):
     >>> ta.all(x), x.all(dim=1)
     (tensor(False), tensor([False,  True]))
     """
-    axes = _normalize_dims(dim, input.ndim)
-    return _no_grad(input._data.astype(bool).all(axis=axes, keepdims=keepdim), input)
+    return _truth("all", input, dim, keepdim)
 
 
 def any(input, dim=None, keepdim=False):
@@ -592,8 +633,7 @@ def any(input, dim=None, keepdim=False):
     >>> ta.any(x), x.any(dim=1)
     (tensor(True), tensor([ True, False]))
     """
-    axes = _normalize_dims(dim, input.ndim)
-    return _no_grad(input._data.astype(bool).any(axis=axes, keepdims=keepdim), input)
+    return _truth("any", input, dim, keepdim)
 
 
 def nonzero(input, *, as_tuple=False):
@@ -1116,7 +1156,7 @@ Tensor.cumsum = cumsum
 Tensor.gather = gather
 Tensor.max, Tensor.min, Tensor.argmax, Tensor.argmin, Tensor.topk = max, min, argmax, argmin, topk
 Tensor.maximum, Tensor.minimum = maximum, minimum
-Tensor.std, Tensor.norm = std, norm
+Tensor.std = std
 Tensor.repeat, Tensor.repeat_interleave, Tensor.tril, Tensor.triu = repeat, repeat_interleave, tril, triu
 Tensor.all, Tensor.any, Tensor.nonzero = all, any, nonzero
 Tensor.pow, Tensor.add, Tensor.sub = _pow, _add, _sub

@@ -28,7 +28,7 @@ from .core import methods, random
 from .core.tensor import as_compat
 
 __all__ = [
-    "pow", "masked_fill", "cumsum", "sort", "argsort",
+    "pow", "masked_fill",
     "floor", "ceil", "round", "trunc", "sign", "isnan", "isinf", "isfinite", "logical_and", "logical_or",
     "logical_not", "eq", "ne", "lt", "le", "gt", "ge", "allclose", "equal", "numel", "is_floating_point", "clip",
     "amax", "square", "rsqrt", "div", "divide", "floor_divide", "swapaxes", "randperm", "randint",
@@ -61,9 +61,6 @@ def _function(name):
     return methods.numpy_names(function)
 
 
-cumsum = _function("cumsum")
-sort = _function("sort")
-argsort = _function("argsort")
 floor = _function("floor")
 ceil = _function("ceil")
 round = _function("round")

@@ -19,7 +19,6 @@ tensor([0, 1])
 """
 
 import builtins
-import collections
 import functools
 import inspect
 
@@ -27,12 +26,9 @@ import numpy as np
 
 from ... import backend
 from ... import ops as _ops
-from ... import ops_extra as _ops_extra
 from ...creation import zeros_like as _zeros_like
 from ...engine import Function, no_grad
 from ...engine import Tensor as _NativeTensor
-
-SortResult = collections.namedtuple("sort", ["values", "indices"])
 
 
 def _cut(array, like):
@@ -131,34 +127,6 @@ def masked_fill_(self, mask, value):
 # ----------------------------------------------------------------------------- shape and selection
 
 
-
-
-def sort(self, dim=-1, descending=False, stable=False):
-    """``(values, indices)`` sorted along ``dim``; ties keep their order (torch's stable sort)."""
-    indices = argsort(self, dim=dim, descending=descending, stable=stable)
-    return SortResult(_ops_extra.gather(self, dim, indices), indices)
-
-
-def argsort(self, dim=-1, descending=False, stable=False):
-    """The indices that sort ``self`` along ``dim`` (ascending, or ``descending``), int64."""
-    dim = _dim(dim, self.ndim, "argsort")
-    xp = backend.namespace(self._data)
-    data = self._data
-    if descending:  # a stable descending order: the stable ascending order of the reversed keys, reversed back
-        n = data.shape[dim] if data.ndim else 1
-        order = xp.flip(xp.argsort(xp.flip(data, axis=dim), axis=dim, kind="stable"), axis=dim)
-        order = n - 1 - order
-    else:
-        order = xp.argsort(data, axis=dim, kind="stable")
-    return _cut(order.astype(np.int64), self)
-
-
-def cumsum(self, dim, *, dtype=None):
-    """Running sums along ``dim`` (integers and booleans sum as int64, as in torch)."""
-    x = self if dtype is None else self.to(dtype)
-    if dtype is None and x.dtype.kind in "biu":
-        x = x.to(np.int64)
-    return _ops_extra.cumsum(x, _dim(dim, x.ndim, "cumsum"))
 
 
 # ----------------------------------------------------------------------------- rounding
@@ -291,7 +259,8 @@ def attach(cls):
         if callable(method) and not isinstance(method, type) and takes_dim(method):
             setattr(cls, name, numpy_names(method))
     methods = dict(
-        argsort=argsort, cumsum=cumsum, div=div, divide=div, floor_divide=floor_divide, square=square,
+        __index__=__index__, masked_fill=masked_fill, masked_fill_=masked_fill_,
+        div=div, divide=div, floor_divide=floor_divide, square=square,
         rsqrt=rsqrt, reciprocal=reciprocal, clamp_min=clamp_min, clamp_max=clamp_max, to=to,
         pin_memory=pin_memory, new_empty=new_empty, half=half, bfloat16=bfloat16, detach_=detach_,
         logical_and=_logical(np.logical_and), logical_or=_logical(np.logical_or),
