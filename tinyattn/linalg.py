@@ -4,12 +4,11 @@ Decompositions and solvers are not here (out of scope).
 """
 
 # reductions' norms
-from .reductions import linalg_norm as norm  # noqa: E402
-from .reductions import matrix_norm, vector_norm  # noqa: E402
-
 # products
 from .products import linalg_cross as cross  # noqa: E402
 from .products import matrix_power, multi_dot, vander, vecdot  # noqa: E402
+from .reductions import linalg_norm as norm  # noqa: E402
+from .reductions import matrix_norm, vector_norm  # noqa: E402
 
 # shapes' views
 from .shapes import diagonal as _diagonal
