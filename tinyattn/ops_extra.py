@@ -20,6 +20,7 @@ array([[ 0.,  1.,  0.],
 
 import collections
 import numbers
+from builtins import max as builtins_max
 
 import numpy as np
 
