@@ -148,6 +148,7 @@ def equal(input, other):
     >>> ta.equal(ta.tensor([1, 2]), ta.tensor([1.0, 2.0])), ta.equal(ta.tensor([1, 2]), ta.tensor([[1, 2]]))
     (True, False)
     """
+    check.tensor("equal", "input", input)
     check.tensor("equal", "other", other)
     return input.shape == other.shape and bool(eq(input, other).all())
 
