@@ -162,7 +162,7 @@ def clamp(input, min=None, max=None):
     With numbers for bounds it is one primitive (``Clamp``): the gradient passes where the input is inside. A
     bound that is a tensor broadcasts with the input, and the result is two ``where``s, so that each gradient
     goes where its operand was chosen (PyTorch's rule): to ``input`` where ``min <= input <= max``, to ``min``
-    where ``input < min <= max``, and to ``max`` where ``input > max`` or ``max < min``.
+    where ``input < min < max``, and to ``max`` where ``input > max`` or ``max < min``.
 
     Args:
         input: the tensor.
@@ -185,6 +185,8 @@ def clamp(input, min=None, max=None):
 
 def _clamp_to_tensors(input, min, max):
     out = input
+    if isinstance(min, Tensor) and max is not None:  # at min == max, an input below it gives neither bound a
+        min = where(min < max, min, min.detach())    # gradient, as in PyTorch
     if min is not None:
         out = where(input < min, min, input)  # (a NaN input is not below min: it stays)
     if max is not None:
