@@ -1021,19 +1021,29 @@ def var(x, dim=None, unbiased=True, keepdim=False, *, correction=None):
     return (centered * centered).sum(dim, keepdim) / max(count - correction, 0)
 
 
-def where(condition, a, b):
-    """``a`` where ``condition`` is true, else ``b``; the three broadcast together.
+def where(condition, input=None, other=None):
+    """``input`` where ``condition`` is true, else ``other``; the three broadcast together. With ``condition``
+    alone, the indices where it is true, one int64 tensor per dimension (``nonzero(as_tuple=True)``).
 
     Args:
         condition: a boolean tensor.
-        a, b: tensors or Python numbers; the gradient flows to each where it was chosen.
+        input, other: tensors or Python numbers (a number takes the other operand's dtype, as in PyTorch); the
+            gradient flows to each where it was chosen.
 
     >>> import tinyattn as ta
     >>> x = ta.tensor([-1.0, 2.0])
     >>> ta.where(x > 0, x, 0.0)
     tensor([0., 2.])
+    >>> ta.where(x > 0)
+    (tensor([1]),)
     """
     condition = condition if isinstance(condition, Tensor) else Tensor(condition)
+    if condition.dtype.kind != "b":
+        raise RuntimeError(f"where: condition must be a boolean tensor, got dtype {condition.dtype}")
+    if input is None and other is None:
+        return tuple(Tensor._wrap(i.astype(np.int64), condition)
+                     for i in backend.namespace(condition._data).nonzero(condition._data))
+    a, b = input, other
     if not isinstance(a, Tensor) and not isinstance(b, Tensor):
         a = Tensor(a, device=condition.device)
     like = a if isinstance(a, Tensor) else b
@@ -1060,6 +1070,8 @@ def masked_fill(x, mask, value):
     check.tensor("masked_fill", "mask", mask)
     if mask._data.dtype.kind != "b":
         raise TypeError(f"masked_fill: mask must be a boolean tensor, got dtype {mask.data.dtype}")
+    if not isinstance(value, (Tensor, numbers.Number)):
+        raise TypeError(f"masked_fill: value must be a number or a 0-d tensor, got {type(value).__name__}")
     value = value._to_dtype(x.dtype) if isinstance(value, Tensor) else \
         Tensor._wrap(backend.namespace(x._data).asarray(value, dtype=x.dtype), x._constant_like or x)
     if value.ndim != 0:
@@ -1341,9 +1353,46 @@ def chunk(x, chunks, dim=0):
     return split(x, -(-length // chunks), dim)
 
 
-def _no_grad_result(array, like):
-    """A result with no gradient (comparisons, logic) of ``like``'s kind; NumPy's 0-d scalars become arrays."""
-    return Tensor._wrap(np.asarray(array) if isinstance(array, np.generic) else array, like)
+class NoGradElementwise(Function):
+    """``compute(*arrays)``, an elementwise function whose result carries no gradient (a comparison, a logical or
+    bit operation, integer arithmetic); the inputs broadcast together.
+
+    A primitive for ``vmap``'s sake alone. A result made straight from the inputs' arrays
+    (``Tensor._wrap(a._data < b._data)``) skips ``Function.apply``, the one place where a batching rule lines the
+    batch axes up: the batch of a batched input then broadcasts against an unbatched input's leading axes (or
+    another level's batch), and a result built from the logical shape loses the batch. Through ``apply``, the
+    elementwise rule pads every input to one layout first, as it does for ``Add``. Its inputs come detached
+    (``no_grad_elementwise``), so it never joins the graph and carries no tangent.
+    """
+
+    saved_inputs, saves_output = (), False
+
+    def forward(self, *arrays, compute):
+        return compute(*arrays)
+
+
+def no_grad_elementwise(compute, *operands):
+    """``compute`` (a NumPy ufunc, or a function of arrays that broadcasts as one) of the operands' arrays, as a
+    tensor with no gradient: the operands are detached, and the result is batched under ``vmap`` like theirs.
+
+    >>> import tinyattn as ta
+    >>> no_grad_elementwise(np.less, ta.tensor([1.0, 3.0], requires_grad=True), ta.tensor(2.0))
+    tensor([ True, False])
+    """
+    return NoGradElementwise.apply(*[t.detach() if t.requires_grad or t._tangents else t for t in operands],
+                                   compute=compute)
+
+
+def compare(compute, a, b):
+    """``compute`` (``np.less``…) of ``a`` and ``b`` (a tensor, a number) in the dtype PyTorch compares them in
+    (``result_type``): a boolean tensor with no gradient.
+
+    >>> import tinyattn as ta
+    >>> compare(np.equal, ta.tensor([0.1, 0.2]), 0.1)
+    tensor([ True, False])
+    """
+    a, b = _operands(a, b)
+    return no_grad_elementwise(compute, a, b)
 
 
 def _kind_of_pair(a, b):
@@ -1354,11 +1403,15 @@ def _kind_of_pair(a, b):
     return a
 
 
-def _compare(op):
-    def compare(a, b):
-        return _no_grad_result(op(a._data, b._data if isinstance(b, Tensor) else b), _kind_of_pair(a, b))
+def _comparison_operator(compute):
+    """``a < b`` and its kin: ``compare``, or ``NotImplemented`` for an operand that is no tensor, number or array
+    (so ``t == None`` is ``False``, as in PyTorch)."""
+    def operator(a, b):
+        if isinstance(b, (Tensor, numbers.Number)) or backend.is_array(b):
+            return compare(compute, a, b)
+        return NotImplemented
 
-    return compare
+    return operator
 
 
 class _TensorNamespace:
@@ -1411,15 +1464,9 @@ Tensor.__matmul__ = matmul
 Tensor.__rmatmul__ = lambda a, b: matmul(_lift(b, a), a)
 Tensor.__neg__ = neg
 Tensor.__getitem__ = getitem
-Tensor.__lt__ = _compare(lambda a, b: a < b)
-Tensor.__le__ = _compare(lambda a, b: a <= b)
-Tensor.__gt__ = _compare(lambda a, b: a > b)
-Tensor.__ge__ = _compare(lambda a, b: a >= b)
-Tensor.__eq__ = _compare(lambda a, b: a == b)
-Tensor.__ne__ = _compare(lambda a, b: a != b)
-Tensor.__invert__ = lambda a: _no_grad_result(~a._data, a)
-Tensor.__and__ = _compare(lambda a, b: a & b)
-Tensor.__or__ = _compare(lambda a, b: a | b)
+Tensor.__lt__, Tensor.__le__ = _comparison_operator(np.less), _comparison_operator(np.less_equal)
+Tensor.__gt__, Tensor.__ge__ = _comparison_operator(np.greater), _comparison_operator(np.greater_equal)
+Tensor.__eq__, Tensor.__ne__ = _comparison_operator(np.equal), _comparison_operator(np.not_equal)
 Tensor.matmul = matmul
 Tensor.exp, Tensor.log, Tensor.sqrt, Tensor.tanh = exp, log, sqrt, tanh
 Tensor.sigmoid, Tensor.relu, Tensor.abs = sigmoid, relu, abs

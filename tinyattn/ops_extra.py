@@ -37,6 +37,7 @@ from .ops import (
     matmul,
     namespace,
     reshape,
+    result_type,
     sqrt,
     var,
     where,
@@ -155,19 +156,45 @@ def cos(input):
 
 
 def clamp(input, min=None, max=None):
-    """Every element limited to ``[min, max]`` (also ``clip``); the gradient passes where the input is inside.
+    """Every element limited to ``[min, max]``: ``min(max(input, min), max)`` (also ``clip``); where ``min > max``
+    every element is ``max``, and NaN stays NaN, as in PyTorch.
+
+    With numbers for bounds it is one primitive (``Clamp``): the gradient passes where the input is inside. A
+    bound that is a tensor broadcasts with the input, and the result is two ``where``s, so that each gradient
+    goes where its operand was chosen (PyTorch's rule): to ``input`` where ``min <= input <= max``, to ``min``
+    where ``input < min < max``, and to ``max`` where ``input > max`` or ``max < min``.
 
     Args:
         input: the tensor.
-        min, max: the bounds (numbers); either may be ``None``.
+        min, max: the bounds (numbers or tensors); either may be ``None``.
 
     >>> import tinyattn as ta
     >>> ta.clamp(ta.tensor([-2.0, 0.5, 3.0]), min=0.0, max=1.0)
     tensor([0. , 0.5, 1. ])
+    >>> ta.clamp(ta.tensor([-2.0, 0.5, 3.0]), min=ta.tensor([-3.0, 1.0, 0.0]))
+    tensor([-2.,  1.,  3.])
     """
     if min is None and max is None:
         raise ValueError("clamp: at least one of min and max must be given")
+    if isinstance(min, Tensor) or isinstance(max, Tensor):
+        return _clamp_to_tensors(input, min, max)
+    if input.dtype.kind in "biu" and (isinstance(min, float) or isinstance(max, float)):
+        input = input.float()  # an integer tensor clamped to a float bound is float32, as in PyTorch
     return Clamp.apply(input, min=min, max=max)
+
+
+def _clamp_to_tensors(input, min, max):
+    out = input
+    if isinstance(min, Tensor) and max is not None:  # at min == max, an input below it gives neither bound a
+        min = where(min < max, min, min.detach())    # gradient, as in PyTorch
+    if min is not None:
+        out = where(input < min, min, input)  # (a NaN input is not below min: it stays)
+    if max is not None:
+        above = input > max
+        if min is not None:
+            above = above | (max < min)
+        out = where(above, max, out)
+    return out
 
 
 def cumsum(input, dim, *, dtype=None):
@@ -412,23 +439,34 @@ def min(input, dim=None, keepdim=False):
 
 
 def maximum(input, other):
-    """The elementwise maximum of ``input`` and ``other`` (broadcasting); ties send the gradient to ``input``.
+    """The elementwise maximum of ``input`` and ``other`` (broadcasting); NaN wins, and a tie gives each half the
+    gradient, as in PyTorch: ``input`` where ``input > other``, ``other`` where ``input < other``, else (a tie,
+    or a NaN) their mean.
 
     >>> import tinyattn as ta
-    >>> ta.maximum(ta.tensor([1.0, 4.0]), ta.tensor([3.0, 2.0]))
-    tensor([3., 4.])
+    >>> ta.maximum(ta.tensor([1.0, 4.0, float("nan")]), ta.tensor([3.0, 2.0, 0.0]))
+    tensor([ 3.,  4., nan])
     """
-    return where(input >= other, input, other)
+    return _extreme(input, other, input > other, input < other)
 
 
 def minimum(input, other):
-    """The elementwise minimum of ``input`` and ``other`` (broadcasting); ties send the gradient to ``input``.
+    """The elementwise minimum of ``input`` and ``other`` (broadcasting); NaN wins, and a tie gives each half the
+    gradient, as in PyTorch: ``input`` where ``input < other``, ``other`` where ``input > other``, else (a tie,
+    or a NaN) their mean.
 
     >>> import tinyattn as ta
     >>> ta.minimum(ta.tensor([1.0, 4.0]), ta.tensor([3.0, 2.0]))
     tensor([1., 2.])
     """
-    return where(input <= other, input, other)
+    return _extreme(input, other, input < other, input > other)
+
+
+def _extreme(input, other, input_wins, other_wins):
+    """``input`` where ``input_wins``, ``other`` where ``other_wins``, else their mean: at a tie the value
+    itself, each operand getting half the gradient; at a NaN, NaN."""
+    tie_or_nan = input * 0.5 + other * 0.5 if result_type(input, _lift(other, input)).kind in "fc" else input
+    return where(input_wins, input, where(other_wins, other, tie_or_nan))
 
 
 def _order(data, axis, descending=False):
@@ -1063,94 +1101,6 @@ def _div(self, other):
     return self / other
 
 
-def _eq(self, other):
-    """Elementwise ``self == other`` as a bool tensor, broadcasting like NumPy; carries no gradient.
-
-    Args:
-        other: a tensor or a Python number.
-
-    >>> import tinyattn as ta
-    >>> ta.tensor([1.0, 2.0, 3.0]).eq(2)
-    tensor([False,  True, False])
-    """
-    return self == other
-
-
-def _ne(self, other):
-    """Elementwise ``self != other`` as a bool tensor, broadcasting like NumPy; carries no gradient.
-
-    Args:
-        other: a tensor or a Python number.
-
-    >>> import tinyattn as ta
-    >>> ta.tensor([1.0, 2.0, 3.0]).ne(2)
-    tensor([ True, False,  True])
-    """
-    return self != other
-
-
-def _lt(self, other):
-    """Elementwise ``self < other`` as a bool tensor, broadcasting like NumPy; carries no gradient.
-
-    Args:
-        other: a tensor or a Python number.
-
-    >>> import tinyattn as ta
-    >>> ta.tensor([1.0, 2.0, 3.0]).lt(2)
-    tensor([ True, False, False])
-    """
-    return self < other
-
-
-def _le(self, other):
-    """Elementwise ``self <= other`` as a bool tensor, broadcasting like NumPy; carries no gradient.
-
-    Args:
-        other: a tensor or a Python number.
-
-    >>> import tinyattn as ta
-    >>> ta.tensor([1.0, 2.0, 3.0]).le(2)
-    tensor([ True,  True, False])
-    """
-    return self <= other
-
-
-def _gt(self, other):
-    """Elementwise ``self > other`` as a bool tensor, broadcasting like NumPy; carries no gradient.
-
-    Args:
-        other: a tensor or a Python number.
-
-    >>> import tinyattn as ta
-    >>> ta.tensor([1.0, 2.0, 3.0]).gt(ta.tensor([2.0, 2.0, 2.0]))
-    tensor([False, False,  True])
-    """
-    return self > other
-
-
-def _ge(self, other):
-    """Elementwise ``self >= other`` as a bool tensor, broadcasting like NumPy; carries no gradient.
-
-    Args:
-        other: a tensor or a Python number.
-
-    >>> import tinyattn as ta
-    >>> ta.tensor([1.0, 2.0, 3.0]).ge(2)
-    tensor([False,  True,  True])
-    """
-    return self >= other
-
-
-def _logical_not(self):
-    """Elementwise logical not: ``True`` where an element is zero (or ``False``); carries no gradient.
-
-    >>> import tinyattn as ta
-    >>> ta.tensor([0.0, 2.0]).logical_not()
-    tensor([ True, False])
-    """
-    return _no_grad(~self._data.astype(bool), self)
-
-
 # One place where the everyday methods are attached to Tensor.
 Tensor.sin, Tensor.cos, Tensor.clamp, Tensor.clip, Tensor.clone = sin, cos, clamp, clamp, clone
 Tensor.cumsum = cumsum
@@ -1163,11 +1113,6 @@ Tensor.all, Tensor.any, Tensor.nonzero = all, any, nonzero
 Tensor.pow, Tensor.add, Tensor.sub = _pow, _add, _sub
 Tensor.mul = Tensor.multiply = _mul
 Tensor.div = Tensor.divide = _div
-Tensor.eq, Tensor.ne, Tensor.lt, Tensor.le, Tensor.gt, Tensor.ge = _eq, _ne, _lt, _le, _gt, _ge
-Tensor.__xor__ = lambda self, other: _no_grad(self._data ^ _array_or_value(other), _kind_of_pair(self, other))
-Tensor.logical_not = _logical_not
-Tensor.__rand__ = lambda self, other: self & other
-Tensor.__ror__ = lambda self, other: self | other
 Tensor.contiguous, Tensor.is_contiguous = _contiguous, _is_contiguous
 Tensor.dim = _dim
 Tensor.mT = property(_mT)

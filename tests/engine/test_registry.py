@@ -39,6 +39,9 @@ EXCLUDED = {
         "batching": "a user's ta.autograd.Function gives no vmap rule (torch's generate_vmap_rule or vmap "
                     "staticmethod are not taken yet): vmap raises by name"}),
     "Piecewise": {"batching": "compat's rounding and sign inside vmap raise by name: no batching rule yet"},
+    "NoGradElementwise": dict.fromkeys(("row", "jvp"), "never recorded: its inputs come detached, for its result (a "
+                                       "comparison's, a bit operation's) carries no gradient and no tangent; "
+                                       "tests/ops/test_opinfo.py checks its values and vmap"),
     "Checkpoint": {"jvp": "never recorded while a forward-mode level is open: checkpoint runs the function as written",
                    "batching": "checkpoint inside vmap raises by name: no batching rule yet"},
 }

@@ -29,8 +29,7 @@ from .core.tensor import as_compat
 
 __all__ = [
     "pow", "masked_fill",
-    "floor", "ceil", "round", "trunc", "sign", "isnan", "isinf", "isfinite", "logical_and", "logical_or",
-    "logical_not", "eq", "ne", "lt", "le", "gt", "ge", "allclose", "equal", "numel", "is_floating_point", "clip",
+    "floor", "ceil", "round", "trunc", "sign", "numel", "is_floating_point", "clip",
     "amax", "square", "rsqrt", "div", "divide", "floor_divide", "swapaxes", "randperm", "randint",
     "multinomial", "rand_like", "randn_like", "randint_like", "full_like", "empty_like", "linspace", "eye",
     "as_tensor", "manual_seed", "seed", "initial_seed", "get_rng_state", "set_rng_state", "inference_mode",
@@ -66,18 +65,6 @@ ceil = _function("ceil")
 round = _function("round")
 trunc = _function("trunc")
 sign = _function("sign")
-isnan = _function("isnan")
-isinf = _function("isinf")
-isfinite = _function("isfinite")
-logical_and = _function("logical_and")
-logical_or = _function("logical_or")
-logical_not = _function("logical_not")
-eq = _function("eq")
-ne = _function("ne")
-lt = _function("lt")
-le = _function("le")
-gt = _function("gt")
-ge = _function("ge")
 clip = _function("clip")
 amax = _function("amax")
 square = _function("square")
@@ -87,8 +74,7 @@ divide = _function("divide")
 floor_divide = _function("floor_divide")
 swapaxes = _function("swapaxes")
 
-allclose, equal, numel, is_floating_point = methods.allclose, methods.equal, methods.numel, \
-    methods.is_floating_point
+numel, is_floating_point = methods.numel, methods.is_floating_point
 
 
 # ----------------------------------------------------------------------------- random draws

@@ -46,6 +46,7 @@ from ..ops import (
     MatMul,
     Mul,
     Neg,
+    NoGradElementwise,
     Permute,
     Pow,
     ReLU,
@@ -380,7 +381,7 @@ def no_rule(cls, inputs, options, levels):
 
 RULES = {
     **dict.fromkeys((Add, Sub, Mul, Div, Pow, Where, Neg, Exp, Log, Sqrt, Tanh, Sigmoid, ReLU, Abs, To, Sin, Cos,
-                     Clamp, Clone, Erf, OnceDifferentiable), elementwise),
+                     Clamp, Clone, Erf, OnceDifferentiable, NoGradElementwise), elementwise),
     Sum: reduction, Amax: reduction,
     Softmax: along_dim("dim"), LogSoftmax: along_dim("dim"), Cumsum: along_dim("dim"), LayerNorm: along_dim("axes"),
     Reshape: reshape, Permute: permute, Expand: expand,

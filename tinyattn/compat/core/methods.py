@@ -27,7 +27,7 @@ import numpy as np
 from ... import backend
 from ... import ops as _ops
 from ...creation import zeros_like as _zeros_like
-from ...engine import Function, no_grad
+from ...engine import Function
 from ...engine import Tensor as _NativeTensor
 
 
@@ -168,25 +168,6 @@ def _rounding(name):
     return method
 
 
-def _test(name):
-    def method(self):
-        xp = backend.namespace(self._data)
-        if self._data.dtype.kind not in "fc":
-            return _cut(xp.full(self.shape, name == "isfinite"), self)
-        return _cut(getattr(xp, name)(self._data), self)
-
-    method.__name__ = name
-    return method
-
-
-def _logical(op):
-    def method(self, other):
-        other = other._data if isinstance(other, _NativeTensor) else other
-        return _cut(op(self._data.astype(bool), np.asarray(other).astype(bool)), self)
-
-    return method
-
-
 def square(self):
     return self * self
 
@@ -197,14 +178,6 @@ def rsqrt(self):
 
 def reciprocal(self):
     return 1.0 / self
-
-
-def clamp_min(self, min):
-    return self.clamp(min=min)
-
-
-def clamp_max(self, max):
-    return self.clamp(max=max)
 
 
 # ----------------------------------------------------------------------------- conversions and placement
@@ -261,9 +234,8 @@ def attach(cls):
     methods = dict(
         __index__=__index__, masked_fill=masked_fill, masked_fill_=masked_fill_,
         div=div, divide=div, floor_divide=floor_divide, square=square,
-        rsqrt=rsqrt, reciprocal=reciprocal, clamp_min=clamp_min, clamp_max=clamp_max, to=to,
+        rsqrt=rsqrt, reciprocal=reciprocal, to=to,
         pin_memory=pin_memory, new_empty=new_empty, half=half, bfloat16=bfloat16, detach_=detach_,
-        logical_and=_logical(np.logical_and), logical_or=_logical(np.logical_or),
         nelement=lambda self: self.numel(), ndimension=lambda self: self.ndim,
         swapaxes=lambda self, axis0, axis1: self.transpose(axis0, axis1),
         neg=lambda self: -self, negative=lambda self: -self,
@@ -271,8 +243,6 @@ def attach(cls):
     methods["swapdims"] = methods["swapaxes"]
     for name in ("floor", "ceil", "round", "trunc", "sign"):
         methods[name] = _rounding(name)
-    for name in ("isnan", "isinf", "isfinite"):
-        methods[name] = _test(name)
     for name, method in methods.items():
         setattr(cls, name, numpy_names(method) if takes_dim(method) else method)
 
@@ -286,15 +256,6 @@ def pow(input, exponent):
         raise TypeError(f"pow(): expected a tensor as input or exponent, got {type(input).__name__} and "
                         f"{type(exponent).__name__}")
     return input ** exponent
-
-
-@no_grad()
-def allclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False):
-    return bool(np.allclose(input.numpy(), other.numpy(), rtol=rtol, atol=atol, equal_nan=equal_nan))
-
-
-def equal(input, other):
-    return input.shape == other.shape and bool((input.numpy() == other.numpy()).all())
 
 
 def numel(input):
