@@ -9,14 +9,7 @@ ENTRIES = [
 ]
 
 # (entry, check) -> why it fails; checks: value, grad, fd, gradgrad, jvp, vmap, float32, float16
-# harness: torch's OpInfo for where calls torch.where(condition, input, other) through a lambda taking (input,
-# condition, other), and the harness calls compat's where with the sample's order, so condition is the float input.
-# With the order fixed (torch's lambda's), every check of where passes.
-WHERE_ORDER = ("harness: the sample's order (input, condition, other) is a lambda's, not torch.where's; compat's "
-               "where gets the float input as condition")
 KNOWN = {
-    **{("where", check): WHERE_ORDER for check in ("value", "grad", "fd", "gradgrad", "jvp", "vmap", "float32",
-                                                    "float16")},
 }
 
 # entry -> (error type, a regular expression its message matches): samples refused on purpose

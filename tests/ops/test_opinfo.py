@@ -41,8 +41,12 @@ GRAD_TOLERANCE = (1e-6, 1e-6)
 NOT_DETERMINED = {"randn", "randn_like", "rand_like", "randint", "randint_like", "empty", "empty_like", "new_empty",
                   "nn.functional.dropout"}
 PROPERTIES = {"T", "mT"}
-# entries whose OpInfo ``op`` takes its arguments in another order than torch's function: how to call ours
-REORDERED = {"einsum": lambda operands, equation: tc.einsum(equation, operands)}
+# entries whose OpInfo ``op`` wraps torch's function (its arguments in another order, a clone first): ours, alike
+ADAPTED = {
+    "einsum": lambda operands, equation: tc.einsum(equation, operands),
+    "where": lambda input, condition, other: tc.where(condition, input, other),
+    "zero_": lambda input: tc.zero_(input.clone()),
+}
 DTYPES = {torch.float64: np.float64, torch.float32: np.float32, torch.float16: np.float16, torch.int64: np.int64,
           torch.int32: np.int32, torch.int16: np.int16, torch.int8: np.int8, torch.uint8: np.uint8,
           torch.bool: np.bool_}
@@ -166,20 +170,20 @@ def has_function_form(op):
         target = getattr(target, part, None)
         if target is None:
             return False
-    return True
+    return not isinstance(target, torch.dtype)  # torch.float is a dtype, not a function
 
 
 def forms(op):
     """The ways to call the entry in compat: ``[(label, call(input, *args, **kwargs))]``, functions first."""
     found = []
-    if op.name in REORDERED:
-        found.append(("function", REORDERED[op.name]))
+    if op.name in ADAPTED:
+        found.append(("function", ADAPTED[op.name]))
     elif has_function_form(op):
         found.append(("function", lambda x, *a, **k: resolve(op.name)(x, *a, **k)))
     if op.name in PROPERTIES:
         found.append(("property", lambda x: getattr(x, op.name)))
-    elif op.method_variant is not None or op.name.startswith("__"):
-        found.append(("method", lambda x, *a, **k: getattr(x, op.name)(*a, **k)))
+    elif op.method_variant is not None or op.name.startswith("__") or not found and hasattr(torch.Tensor, op.name):
+        found.append(("method", lambda x, *a, **k: getattr(x, op.name)(*a, **k)))  # (item: a method alone)
     return found
 
 
