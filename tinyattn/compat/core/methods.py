@@ -37,7 +37,7 @@ SortResult = collections.namedtuple("sort", ["values", "indices"])
 
 def _cut(array, like):
     """``array`` as a tensor of ``like``'s class, with no graph (results torch gives no gradient)."""
-    return _NativeTensor._wrap(np.asarray(array) if isinstance(array, np.generic) else array, like)  # (0-d)
+    return _NativeTensor._wrap(array, like)
 
 
 class Piecewise(Function):
@@ -295,27 +295,9 @@ def clamp_max(self, max):
 # ----------------------------------------------------------------------------- conversions and placement
 
 
-def to(self, *args, non_blocking=False, copy=False, memory_format=None, **kwargs):
-    """``t.to(device or dtype or other, non_blocking=False, copy=False)`` (``non_blocking`` is moot on the host)."""
-    if args and isinstance(args[0], _NativeTensor):  # t.to(other): other's device and dtype
-        other, args = args[0], args[1:]
-        kwargs.setdefault("device", other.device)
-        kwargs.setdefault("dtype", other.dtype)
-    result = _NativeTensor.to(self, *args, **kwargs)
-    return result.clone() if copy and result is self else result
-
-
 def pin_memory(self):
     """Host memory is what NumPy holds already: the tensor itself."""
     return self
-
-
-def new_empty(self, *size, dtype=None, device=None, requires_grad=False):
-    return self.new_zeros(*size, dtype=dtype, device=device, requires_grad=requires_grad)
-
-
-def half(self):
-    return self.to(np.float16)
 
 
 def bfloat16(self):
@@ -347,8 +329,8 @@ def attach(cls):
         __index__=__index__, __format__=__format__, masked_fill=masked_fill, masked_fill_=masked_fill_,
         narrow=narrow, t=t, index_select=index_select, flip=flip, masked_select=masked_select, sort=sort,
         argsort=argsort, cumsum=cumsum, div=div, divide=div, floor_divide=floor_divide, square=square,
-        rsqrt=rsqrt, reciprocal=reciprocal, clamp_min=clamp_min, clamp_max=clamp_max, to=to,
-        pin_memory=pin_memory, new_empty=new_empty, half=half, bfloat16=bfloat16, detach_=detach_,
+        rsqrt=rsqrt, reciprocal=reciprocal, clamp_min=clamp_min, clamp_max=clamp_max,
+        pin_memory=pin_memory, bfloat16=bfloat16, detach_=detach_,
         logical_and=_logical(np.logical_and), logical_or=_logical(np.logical_or),
         nelement=lambda self: self.numel(), ndimension=lambda self: self.ndim,
         swapaxes=lambda self, axis0, axis1: self.transpose(axis0, axis1),
