@@ -180,7 +180,8 @@ def _write(t, compute, name):
         old = _alias(t, copy=True)
         new = compute(old)
         if old.requires_grad and not new.requires_grad:  # fill_ on a tensor in the graph: zero gradient
-            new = new + old * 0
+            everywhere = Tensor._wrap(backend.namespace(old._data).ones((), dtype=bool))
+            new = new + old.masked_fill(everywhere, 0)  # (old * 0 would make an infinite element NaN)
     else:
         with no_grad():
             new = compute(t)

@@ -176,3 +176,15 @@ def test_full_infers_torchs_dtype(value, shape):
 
 
 TORCH_TO_NUMPY = {v: k for k, v in TORCH_DTYPES.items()}
+
+
+@pytest.mark.parametrize("write", [lambda t: t.fill_(2.0), lambda t: t.zero_()], ids=["fill_", "zero_"])
+def test_fill_in_the_graph_ignores_the_old_values(write):
+    """A fill of a tensor in the graph does not read its old values: an infinite one gives no NaN (torch's)."""
+    values = [float("inf"), -float("inf"), 1.0]
+    x, tx = tc.tensor(values, requires_grad=True), torch.tensor(values, requires_grad=True)
+    y, ty = write(x * 1), write(tx * 1)
+    np.testing.assert_array_equal(y.detach().numpy(), ty.detach().numpy())
+    y.sum().backward()
+    ty.sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), tx.grad.numpy())
