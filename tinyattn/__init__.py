@@ -13,7 +13,7 @@ import numpy as np
 
 from . import backend, ops
 from .backend import get_rng_state, manual_seed, set_rng_state
-from .creation import arange, full, ones, ones_like, rand, randn, tensor, zeros, zeros_like
+from .creation import arange, full, ones, ones_like, rand, randint, randn, tensor, zeros, zeros_like
 from .engine import (
     Function,
     Tensor,
@@ -81,7 +81,6 @@ from .ops_extra import (
     minimum,
     multinomial,
     nonzero,
-    randint,
     repeat_interleave,
     sin,
     std,
@@ -100,6 +99,11 @@ from .products import *  # noqa: E402,F401,F403
 from .reductions import *  # noqa: E402,F401,F403
 from .shapes import *  # noqa: E402,F401,F403
 from .sorting import *  # noqa: E402,F401,F403
+
+# isort: split
+# the creators beyond the everyday ones above (linspace, eye, the *_like…), and the conversions (t.half()…)
+from . import creation  # noqa: E402
+from .creation import *  # noqa: E402,F401,F403
 
 concat = cat
 float32, float64, int64, bool = np.float32, np.float64, np.int64, np.bool_
@@ -140,3 +144,4 @@ __all__ = [
 ]
 __all__ += [name for family in (pointwise, comparison, reductions, sorting, shapes, indexing, products)
             for name in family.__all__ if name not in __all__]
+__all__ += [name for name in creation.__all__ if name not in __all__]

@@ -495,20 +495,31 @@ def _check_randomness():  # inside ``ta.func.vmap``, the thread's ``randomness``
 
 
 def random_normal(shape, dtype, device):
+    """Standard normal draws of ``dtype`` on ``device``, from the library's generator. NumPy's and CuPy's generators
+    draw float32 and float64 alone: a float16 draw is a float32 draw rounded to float16."""
     _check_randomness()
-    rng = generator(device)
-    out = rng.standard_normal(shape, dtype=dtype)
-    if type(out) is not np.ndarray and isinstance(out, np.generic):  # NumPy draws a scalar for shape ()
-        out = np.asarray(out)
-    return StrictArray(out) if device == "strict" else out
+    out = generator(device).standard_normal(shape, dtype=np.float32 if dtype == np.float16 else dtype)
+    return _drawn(out, dtype, device)
 
 
 def random_uniform(shape, dtype, device):
+    """Uniform draws in ``[0, 1)`` of ``dtype`` on ``device``, from the library's generator. A float16 draw is a
+    float32 draw floored to a multiple of ``2⁻¹¹`` (float16's 11 significant bits, as torch draws it), so that no
+    rounding lifts it to 1."""
     _check_randomness()
-    rng = generator(device)
-    out = rng.random(shape, dtype=dtype)
-    if type(out) is not np.ndarray and isinstance(out, np.generic):  # NumPy draws a scalar for shape ()
+    if dtype == np.float16:
+        out = generator(device).random(shape, dtype=np.float32)
+        out = namespace(out).floor(out * 2048) / 2048  # (k / 2048, k < 2048: exact in float16)
+    else:
+        out = generator(device).random(shape, dtype=dtype)
+    return _drawn(out, dtype, device)
+
+
+def _drawn(out, dtype, device):
+    """A generator's draws as an array of ``dtype`` on ``device`` (NumPy draws a scalar for shape ``()``)."""
+    if type(out) is not np.ndarray and isinstance(out, np.generic):
         out = np.asarray(out)
+    out = out.astype(dtype, copy=False)
     return StrictArray(out) if device == "strict" else out
 
 

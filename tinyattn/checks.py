@@ -117,6 +117,18 @@ def real(name, arg, value):
     return value
 
 
+def number(name, arg, value):
+    """A number to fill with (a bool, an integer, a float, or a one-element tensor's value), refusing ``None``,
+    strings and the rest with PyTorch's ``TypeError``, where NumPy would read ``None`` as NaN and ``"2"`` as 2."""
+    if isinstance(value, Tensor):
+        if value._data.size != 1:
+            raise RuntimeError(f"{name}: {arg} must be a number or a one-element tensor, got shape {value.shape}")
+        return value.item()
+    if isinstance(value, (numbers.Number, np.bool_)):
+        return value
+    raise TypeError(f"{name}: {arg} must be a number, got {type(value).__name__} {value!r}")
+
+
 # ----------------------------------------------------------------------------- the functional forms' arguments
 
 

@@ -249,8 +249,11 @@ class Tensor(hooks.TensorHooks):
     @staticmethod
     def _wrap(array, like=None):
         """A leaf tensor around a backend array (no checks, no copy), of the class ``like`` (a tensor or a tensor
-        class) names in ``_result_class`` (compat's tensor names its own); a plain ``Tensor`` for ``None``."""
+        class) names in ``_result_class`` (compat's tensor names its own); a plain ``Tensor`` for ``None``. Every
+        result is wrapped here, so here a NumPy scalar (NumPy's arithmetic on 0-d arrays gives one) becomes the
+        0-d array it stands for: a tensor always holds an array."""
         t = Tensor.__new__(Tensor if like is None else like._result_class)
+        array = np.asarray(array) if isinstance(array, np.generic) else array
         t._data, t._grad, t.requires_grad, t._ctx, t._version, t._view = array, None, False, None, [0], None
         t._hooks = t._grad_graph = t._tangents = None
         return t
@@ -369,7 +372,6 @@ def _forward(fn, inputs, options):
         if graph.pytorch_style(type(fn)):
             raise graph.apply_error(type(fn), inputs) from error
         raise
-    out = np.asarray(out) if type(out) is not device and isinstance(out, np.generic) else out  # (0-d: a scalar)
     return out, like
 
 

@@ -275,7 +275,7 @@ def output_of(fn):
     (``saved_as``'s ``OUTPUT`` attribute), with ``fn`` as its node."""
     name = next(name for name, position in fn.saved_as.items() if position == OUTPUT)
     array = getattr(fn, name)
-    out = fn.parents[0]._wrap(np.asarray(array) if isinstance(array, np.generic) else array)  # (0-d: a scalar)
+    out = fn.parents[0]._wrap(array)
     out.requires_grad, out._ctx = True, fn
     out._tangents = fn.__dict__.get("output_tangents")  # forward mode over a backward: the output's tangents too
     return out

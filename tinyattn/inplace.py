@@ -30,6 +30,7 @@ RuntimeError: one of the arrays Exp saved for its backward was modified by an in
 import numpy as np
 
 from . import backend, forward_mode, graph, modes
+from . import checks as check
 from .creation import zeros_like
 from .engine import Function, Tensor, is_grad_enabled, no_grad
 from .ops import _lift, index_arrays, kept_index, sum_to
@@ -179,7 +180,8 @@ def _write(t, compute, name):
         old = _alias(t, copy=True)
         new = compute(old)
         if old.requires_grad and not new.requires_grad:  # fill_ on a tensor in the graph: zero gradient
-            new = new + old * 0
+            everywhere = Tensor._wrap(backend.namespace(old._data).ones((), dtype=bool))
+            new = new + old.masked_fill(everywhere, 0)  # (old * 0 would make an infinite element NaN)
     else:
         with no_grad():
             new = compute(t)
@@ -300,14 +302,13 @@ def fill_(self, value):
     """Set every element to ``value``, in place.
 
     Args:
-        value: a Python number or a one-element tensor.
+        value: a Python number or a one-element tensor (``None`` or a string raises ``TypeError``, as in PyTorch).
 
     >>> import tinyattn as ta
     >>> ta.zeros(3).fill_(2)
     tensor([2., 2., 2.])
     """
-    value = value.item() if isinstance(value, Tensor) else value
-    return _write(self, _filled(value), "fill_")
+    return _write(self, _filled(check.number("fill_", "value", value)), "fill_")
 
 
 def zero_(self):

@@ -1492,29 +1492,41 @@ def _T(x):
 Tensor.T = property(_T)
 
 
-def _to(self, *args, device=None, dtype=None):
-    """The tensor on another device or in another dtype: ``to("cuda")``, ``to(ta.float64)``, ``to("cpu", ta.float64)``
-    or ``to(device=..., dtype=...)``; the tensor itself when nothing changes.
+def _to(self, *args, device=None, dtype=None, non_blocking=False, copy=False, memory_format=None):
+    """The tensor on another device or in another dtype, in PyTorch's forms: ``to(dtype)``, ``to(device)``,
+    ``to(device, dtype)``, ``to(other)`` (``other``'s device and dtype), each followed by ``non_blocking`` and
+    ``copy``, or ``to(device=..., dtype=...)``. The tensor itself when nothing changes, unless ``copy=True``
+    (then a copy, as ``clone()``). ``non_blocking`` and ``memory_format`` are accepted as in PyTorch and change
+    nothing here.
 
     Differentiable, as in PyTorch: the gradient goes back to the original device and dtype.
 
     >>> import tinyattn as ta
     >>> x = ta.tensor([1.5, 2.0])
-    >>> x.to(ta.float64), x.to(ta.int64), x.to("cpu") is x
-    (tensor([1.5, 2. ], dtype=float64), tensor([1, 2]), True)
+    >>> x.to(ta.float64), x.to(ta.int64), x.to("cpu") is x, x.to("cpu", copy=True) is x
+    (tensor([1.5, 2. ], dtype=float64), tensor([1, 2]), True, False)
     """
-    for arg in args:
-        if isinstance(arg, str):
-            device = arg
-        else:
-            dtype = arg
+    args = list(args)
+    if args and isinstance(args[0], Tensor):  # to(other): other's device and dtype
+        other = args.pop(0)
+        device, dtype = other.device, other.dtype
+    else:
+        if args and isinstance(args[0], str):
+            device = args.pop(0)
+        if args and not isinstance(args[0], (bool, np.bool_)):
+            dtype = args.pop(0)
+    if len(args) > 2:
+        raise TypeError(f"to(): too many positional arguments: after the device and dtype come non_blocking and "
+                        f"copy, got {len(args)} more")
+    copy = args[1] if len(args) == 2 else copy
     result = self
     if device is not None:
         if device not in backend.DEVICES:
             raise ValueError(f"to(): unknown device {device!r}, expected one of {backend.DEVICES}")
         if device != self.device:
             result = To.apply(self, device=device)
-    return result if dtype is None else _to_dtype(result, dtype)
+    result = result if dtype is None else _to_dtype(result, dtype)
+    return result.clone() if copy and result is self else result
 
 
 def _to_dtype(self, target):
@@ -1572,8 +1584,8 @@ def _numel(self):
     return int(self._data.size)
 
 
-def _float(self):
-    """The tensor as float32 (``to(ta.float32)``).
+def _float(self, memory_format=None):
+    """The tensor as float32 (``to(ta.float32)``); ``memory_format`` is accepted as in PyTorch.
 
     >>> import tinyattn as ta
     >>> ta.tensor([1, 2]).float()
@@ -1582,7 +1594,7 @@ def _float(self):
     return self.to(np.float32)
 
 
-def _double(self):
+def _double(self, memory_format=None):
     """The tensor as float64 (``to(ta.float64)``).
 
     >>> import tinyattn as ta
@@ -1592,7 +1604,7 @@ def _double(self):
     return self.to(np.float64)
 
 
-def _long(self):
+def _long(self, memory_format=None):
     """The tensor as int64 (``to(ta.int64)``), truncating towards zero.
 
     >>> import tinyattn as ta

@@ -25,6 +25,8 @@ from builtins import max as builtins_max
 import numpy as np
 
 from . import backend
+from . import checks as check
+from .creation import _uniform
 from .engine import Function, Tensor
 from .ops import (
     TENSOR_NAMESPACE,
@@ -304,7 +306,7 @@ def _array_or_value(other):
 
 def _no_grad(array, like):
     """A result with no gradient (indices, logic) of ``like``'s kind (``None``: a plain Tensor)."""
-    return Tensor._wrap(np.asarray(array) if isinstance(array, np.generic) else array, like)
+    return Tensor._wrap(array, like)
 
 
 def _lead(input):
@@ -744,39 +746,6 @@ def multinomial(input, num_samples, replacement=False, *, generator=None):
     return _no_grad(draws.reshape(weights.shape[:-1] + (num_samples,)).astype(np.int64), input)
 
 
-def _uniform(shape, device, generator):
-    """Uniform float64 draws in ``[0, 1)``: from the library's generator, or from ``generator`` (a
-    ``numpy.random.Generator`` the caller keeps, for draws of their own stream; host only)."""
-    if generator is None:
-        return backend.random_uniform(shape, np.dtype(np.float64), device)
-    if not isinstance(generator, np.random.Generator):
-        raise TypeError(f"generator must be a numpy.random.Generator, got {type(generator).__name__}")
-    return backend.to_device(generator.random(shape), device) if device != "cpu" else generator.random(shape)
-
-
-def randint(low, high=None, size=None, *, generator=None, dtype=None, device=None):
-    """Uniform integers in ``[low, high)`` from the library's seeded generator (``randint(high, size)`` starts at 0).
-
-    Args:
-        low, high: the bounds (``high`` excluded).
-        size: the result's shape, a tuple.
-        generator: a ``numpy.random.Generator`` to draw from instead.
-        dtype: int64 by default.
-        device: ``"cpu"`` or ``"cuda"``.
-
-    >>> import tinyattn as ta
-    >>> _ = ta.manual_seed(0)
-    >>> x = ta.randint(3, 6, (2, 4))
-    >>> x.shape, x.dtype, bool(((x >= 3) & (x < 6)).all())
-    ((2, 4), dtype('int64'), True)
-    """
-    if size is None:
-        low, high, size = 0, low, high
-    draws = _uniform(tuple(size), device or "cpu", generator)
-    xp = backend.namespace(draws)
-    return _no_grad(xp.floor(low + draws * (high - low)).astype(dtype or np.int64), None)
-
-
 def from_numpy(ndarray):
     """A tensor sharing ``ndarray``'s memory (PyTorch's ``from_numpy``): writes to one show in the other.
 
@@ -844,7 +813,7 @@ def _type_as(self, other):
     return self.to(other.dtype)
 
 
-def _int(self):
+def _int(self, memory_format=None):
     """The tensor as int32 (``to(ta.int32)``), truncating towards zero; carries no gradient.
 
     >>> import tinyattn as ta
@@ -854,7 +823,7 @@ def _int(self):
     return self.to(np.int32)
 
 
-def _bool_method(self):
+def _bool_method(self, memory_format=None):
     """The tensor as bool (``to(ta.bool)``): ``True`` where an element is non-zero; carries no gradient.
 
     >>> import tinyattn as ta
@@ -966,9 +935,12 @@ def _expand_as(self, other):
     return self.expand(other.shape)
 
 
-def _new_filled(self, size, fill, dtype, device, requires_grad):
+def _new_filled(self, name, size, fill, dtype, device, requires_grad):
+    """A new leaf of ``self``'s kind (compat's tensor makes compat's; under ``vmap``, one constant for every
+    example) filled with ``fill``."""
+    size, fill = check.shape(name, "size", size), check.number(name, "fill_value", fill)
     xp = backend.namespace_for(device or self.device)
-    t = Tensor._wrap(xp.full(_sizes(size), fill, dtype=dtype or self.dtype), self)
+    t = Tensor._wrap(xp.full(size, fill, dtype=dtype or self.dtype), self._constant_like or self)
     return t.requires_grad_(True) if requires_grad else t
 
 
@@ -985,7 +957,7 @@ def _new_zeros(self, *size, dtype=None, device=None, requires_grad=False):
     tensor([[0., 0., 0.],
             [0., 0., 0.]], dtype=float64)
     """
-    return _new_filled(self, size, 0, dtype, device, requires_grad)
+    return _new_filled(self, "new_zeros", size, 0, dtype, device, requires_grad)
 
 
 def _new_ones(self, *size, dtype=None, device=None, requires_grad=False):
@@ -1000,7 +972,7 @@ def _new_ones(self, *size, dtype=None, device=None, requires_grad=False):
     >>> ta.tensor([1, 2]).new_ones((2,))
     tensor([1, 1])
     """
-    return _new_filled(self, size, 1, dtype, device, requires_grad)
+    return _new_filled(self, "new_ones", size, 1, dtype, device, requires_grad)
 
 
 def _new_full(self, size, fill_value, *, dtype=None, device=None, requires_grad=False):
@@ -1016,7 +988,23 @@ def _new_full(self, size, fill_value, *, dtype=None, device=None, requires_grad=
     >>> ta.zeros(1).new_full((2,), 7.0)
     tensor([7., 7.])
     """
-    return _new_filled(self, (size,), fill_value, dtype, device, requires_grad)
+    return _new_filled(self, "new_full", (size,), fill_value, dtype, device, requires_grad)
+
+
+def _new_empty(self, *size, dtype=None, device=None, requires_grad=False):
+    """A new tensor of shape ``size``, with this tensor's dtype and device unless told otherwise: uninitialised in
+    PyTorch, zeros here (as ``ta.empty``).
+
+    Args:
+        *size: the shape, as sizes or one tuple.
+        dtype, device: default to this tensor's.
+        requires_grad: whether the new leaf records operations.
+
+    >>> import tinyattn as ta
+    >>> ta.ones(1).new_empty(2)
+    tensor([0., 0.])
+    """
+    return _new_filled(self, "new_empty", size, 0, dtype, device, requires_grad)
 
 
 def _new_tensor(self, data, dtype=None):
@@ -1120,6 +1108,7 @@ Tensor.type, Tensor.type_as = _type, _type_as
 Tensor.view_as = Tensor.reshape_as = _reshape_as
 Tensor.expand_as = _expand_as
 Tensor.new_zeros, Tensor.new_ones, Tensor.new_full, Tensor.new_tensor = _new_zeros, _new_ones, _new_full, _new_tensor
+Tensor.new_empty = _new_empty
 Tensor.int, Tensor.bool = _int, _bool_method
 Tensor.is_cuda = property(_is_cuda)
 Tensor.is_floating_point = _is_floating_point

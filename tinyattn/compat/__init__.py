@@ -142,17 +142,10 @@ def _making_compat(make):
     return compat_make
 
 
-arange = _making_compat(_creation.arange)
-empty = _making_compat(_creation.empty)
+for _name in _creation.__all__:  # tensor, zeros, arange, linspace, the *_like… (randint: functions' own)
+    if _name not in _function_names:
+        globals()[_name] = _making_compat(getattr(_creation, _name))
 from_numpy = _making_compat(_ops_extra.from_numpy)
-full = _making_compat(_creation.full)
-ones = _making_compat(_creation.ones)
-ones_like = _making_compat(_creation.ones_like)
-rand = _making_compat(_creation.rand)
-randn = _making_compat(_creation.randn)
-tensor = _making_compat(_creation.tensor)
-zeros = _making_compat(_creation.zeros)
-zeros_like = _making_compat(_creation.zeros_like)
 
 
 for _name in ("abs", "all", "any", "argmax", "argmin", "cat", "chunk", "concat", "flatten", "gather", "log_softmax",
@@ -185,8 +178,8 @@ def __getattr__(name):
 
 
 __all__ = [
-    "Tensor", "tensor", "zeros", "ones", "full", "empty", "arange", "randn", "rand", "randint", "zeros_like",
-    "ones_like", "from_numpy", "float", "double", "half", "float32", "float64", "int32", "int64", "long", "uint8",
+    "Tensor", "randint",
+    "from_numpy", "float", "double", "half", "float32", "float64", "int32", "int64", "long", "uint8",
     "bool", "no_grad", "enable_grad", "is_grad_enabled", "manual_seed", "save", "load", "nn", "optim", "autograd",
     "abs", "all", "any", "argmax", "argmin", "bmm", "cat", "chunk", "clamp", "clone", "concat", "cos", "exp",
     "flatten", "gather", "is_tensor", "log", "log_softmax", "masked_fill", "matmul", "max", "maximum", "mean",
@@ -195,4 +188,5 @@ __all__ = [
     "tril", "triu", "unsqueeze", "var", "where", "device", "Size", "Generator",
     "amp", "autocast", "backends", "cuda", "serialization", "utils", "is_anomaly_enabled", "func", "vmap",
     *_function_names, "linalg", *[name for name in _FAMILY_NAMES if name not in _function_names],
+    *[name for name in _creation.__all__ if name not in _function_names and name not in _FAMILY_NAMES],
 ]

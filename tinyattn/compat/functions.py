@@ -31,7 +31,7 @@ __all__ = [
     "pow", "masked_fill",
     "floor", "ceil", "round", "trunc", "sign", "numel", "is_floating_point", "clip",
     "amax", "square", "rsqrt", "div", "divide", "floor_divide", "swapaxes", "randperm", "randint",
-    "multinomial", "rand_like", "randn_like", "randint_like", "full_like", "empty_like", "linspace", "eye",
+    "multinomial",
     "as_tensor", "manual_seed", "seed", "initial_seed", "get_rng_state", "set_rng_state", "inference_mode",
     "set_grad_enabled", "is_inference_mode_enabled", "compile", "dtype", "float16", "bfloat16", "int8", "int16",
     "short", "finfo", "iinfo", "get_default_dtype", "set_default_dtype", "set_float32_matmul_precision",
@@ -94,52 +94,13 @@ def randint(low, high=None, size=None, *, generator=None, dtype=None, device=Non
         low, high, size = 0, low, high
     if size is None or isinstance(size, numbers.Integral):
         raise TypeError(f"randint(): size must be a tuple of ints, got {size!r}")
-    return as_compat(_ops_extra.randint(low, high, tuple(size), generator=random.numpy_generator(generator),
+    return as_compat(_creation.randint(low, high, tuple(size), generator=random.numpy_generator(generator),
                                         dtype=dtype, device=device))
 
 
 def multinomial(input, num_samples, replacement=False, *, generator=None):
     return as_compat(_ops_extra.multinomial(input, num_samples, replacement,
                                             generator=random.numpy_generator(generator)))
-
-
-def _like(make):
-    def like(input, *, dtype=None, device=None, requires_grad=False, memory_format=None):
-        return as_compat(make(input.shape, dtype or input.dtype, device or input.device, requires_grad))
-
-    return like
-
-
-rand_like = _like(lambda shape, dtype, device, grad: _creation.rand(*shape, dtype=dtype, device=device,
-                                                                      requires_grad=grad))
-randn_like = _like(lambda shape, dtype, device, grad: _creation.randn(*shape, dtype=dtype, device=device,
-                                                                        requires_grad=grad))
-empty_like = _like(lambda shape, dtype, device, grad: _creation.zeros(*shape, dtype=dtype, device=device,
-                                                                        requires_grad=grad))
-
-
-def full_like(input, fill_value, *, dtype=None, device=None, requires_grad=False):
-    return as_compat(_creation.full(input.shape, fill_value, dtype=dtype or input.dtype,
-                                    device=device or input.device, requires_grad=requires_grad))
-
-
-def randint_like(input, low=0, high=None, *, dtype=None, device=None):
-    if high is None:
-        low, high = 0, low
-    return randint(low, high, input.shape, dtype=dtype or input.dtype, device=device or input.device)
-
-
-def linspace(start, end, steps, *, dtype=None, device=None, requires_grad=False):
-    """``steps`` evenly spaced values from ``start`` to ``end`` (both included)."""
-    if steps < 0:
-        raise RuntimeError("linspace(): number of steps must be non-negative")
-    values = np.linspace(float(start), float(end), int(steps))
-    return as_compat(_creation.tensor(values, dtype=dtype or np.float32, device=device, requires_grad=requires_grad))
-
-
-def eye(n, m=None, *, dtype=None, device=None, requires_grad=False):
-    return as_compat(_creation.tensor(np.eye(n, n if m is None else m), dtype=dtype or np.float32, device=device,
-                                      requires_grad=requires_grad))
 
 
 def as_tensor(data, dtype=None, device=None):

@@ -195,7 +195,7 @@ def _gradients(outputs, cotangents, inputs, create_graph, retain_graph=None):
         if g is None:
             g = Tensor._wrap(backend.namespace(t._data).zeros(t._data.shape, t.dtype), t)
         elif not isinstance(g, Tensor):
-            g = Tensor._wrap(np.asarray(g) if isinstance(g, np.generic) else g, t)  # (a 0-d result: a scalar)
+            g = Tensor._wrap(g, t)
         elif levels_of(t) or levels_of(g):
             g = batching.rewrap(g, levels_of(t))
         grads.append(g)

@@ -33,7 +33,7 @@ from ...engine import Tensor as _NativeTensor
 
 def _cut(array, like):
     """``array`` as a tensor of ``like``'s class, with no graph (results torch gives no gradient)."""
-    return _NativeTensor._wrap(np.asarray(array) if isinstance(array, np.generic) else array, like)  # (0-d)
+    return _NativeTensor._wrap(array, like)
 
 
 class Piecewise(Function):
@@ -183,27 +183,9 @@ def reciprocal(self):
 # ----------------------------------------------------------------------------- conversions and placement
 
 
-def to(self, *args, non_blocking=False, copy=False, memory_format=None, **kwargs):
-    """``t.to(device or dtype or other, non_blocking=False, copy=False)`` (``non_blocking`` is moot on the host)."""
-    if args and isinstance(args[0], _NativeTensor):  # t.to(other): other's device and dtype
-        other, args = args[0], args[1:]
-        kwargs.setdefault("device", other.device)
-        kwargs.setdefault("dtype", other.dtype)
-    result = _NativeTensor.to(self, *args, **kwargs)
-    return result.clone() if copy and result is self else result
-
-
 def pin_memory(self):
     """Host memory is what NumPy holds already: the tensor itself."""
     return self
-
-
-def new_empty(self, *size, dtype=None, device=None, requires_grad=False):
-    return self.new_zeros(*size, dtype=dtype, device=device, requires_grad=requires_grad)
-
-
-def half(self):
-    return self.to(np.float16)
 
 
 def bfloat16(self):
@@ -234,8 +216,8 @@ def attach(cls):
     methods = dict(
         __index__=__index__, masked_fill=masked_fill, masked_fill_=masked_fill_,
         div=div, divide=div, floor_divide=floor_divide, square=square,
-        rsqrt=rsqrt, reciprocal=reciprocal, to=to,
-        pin_memory=pin_memory, new_empty=new_empty, half=half, bfloat16=bfloat16, detach_=detach_,
+        rsqrt=rsqrt, reciprocal=reciprocal,
+        pin_memory=pin_memory, bfloat16=bfloat16, detach_=detach_,
         nelement=lambda self: self.numel(), ndimension=lambda self: self.ndim,
         swapaxes=lambda self, axis0, axis1: self.transpose(axis0, axis1),
         neg=lambda self: -self, negative=lambda self: -self,
