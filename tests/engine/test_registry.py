@@ -39,7 +39,6 @@ EXCLUDED = {
         "batching": "a user's ta.autograd.Function gives no vmap rule (torch's generate_vmap_rule or vmap "
                     "staticmethod are not taken yet): vmap raises by name"}),
     "Einsum": {"batching": "compat.einsum inside vmap raises by name: no batching rule yet"},
-    "Piecewise": {"batching": "compat's rounding and sign inside vmap raise by name: no batching rule yet"},
     "Checkpoint": {"jvp": "never recorded while a forward-mode level is open: checkpoint runs the function as written",
                    "batching": "checkpoint inside vmap raises by name: no batching rule yet"},
 }

@@ -30,9 +30,9 @@ from .core.tensor import as_compat
 
 __all__ = [
     "pow", "masked_fill", "cumsum", "sort", "argsort", "flip", "index_select", "narrow", "masked_select", "unbind",
-    "t", "floor", "ceil", "round", "trunc", "sign", "isnan", "isinf", "isfinite", "logical_and", "logical_or",
+    "t", "isnan", "isinf", "isfinite", "logical_and", "logical_or",
     "logical_not", "eq", "ne", "lt", "le", "gt", "ge", "allclose", "equal", "numel", "is_floating_point", "clip",
-    "amax", "square", "rsqrt", "div", "divide", "floor_divide", "mm", "swapaxes", "randperm", "randint",
+    "amax", "mm", "swapaxes", "randperm", "randint",
     "multinomial", "rand_like", "randn_like", "randint_like", "full_like", "empty_like", "linspace", "eye",
     "as_tensor", "manual_seed", "seed", "initial_seed", "get_rng_state", "set_rng_state", "inference_mode",
     "set_grad_enabled", "is_inference_mode_enabled", "compile", "dtype", "float16", "bfloat16", "int8", "int16",
@@ -71,11 +71,6 @@ narrow = _function("narrow")
 masked_select = _function("masked_select")
 unbind = _function("unbind")
 t = _function("t")
-floor = _function("floor")
-ceil = _function("ceil")
-round = _function("round")
-trunc = _function("trunc")
-sign = _function("sign")
 isnan = _function("isnan")
 isinf = _function("isinf")
 isfinite = _function("isfinite")
@@ -90,11 +85,6 @@ gt = _function("gt")
 ge = _function("ge")
 clip = _function("clip")
 amax = _function("amax")
-square = _function("square")
-rsqrt = _function("rsqrt")
-div = _function("div")
-divide = _function("divide")
-floor_divide = _function("floor_divide")
 swapaxes = _function("swapaxes")
 
 allclose, equal, numel, is_floating_point = methods.allclose, methods.equal, methods.numel, \

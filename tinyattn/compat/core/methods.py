@@ -2,8 +2,7 @@
 
 Each is written from the native differentiable operations (indexing, ``gather``, ``transpose``,
 arithmetic), so gradients come for free. What torch gives no gradient (sorting indices,
-``floor_divide``, the ``is*`` tests) comes cut from the graph; rounding and ``sign`` record a
-gradient of zeros, as torch's do. Argument names, defaults, result dtypes and errors are torch's.
+the ``is*`` tests) comes cut from the graph. Argument names, defaults, result dtypes and errors are torch's.
 
 >>> import tinyattn.compat as torch
 >>> x = torch.tensor([[3.0, 1.0, 2.0], [0.5, 4.0, 1.5]], requires_grad=True)
@@ -28,9 +27,8 @@ import numpy as np
 from ... import backend
 from ... import ops as _ops
 from ... import ops_extra as _ops_extra
-from ...creation import zeros_like as _zeros_like
-from ...engine import Function, no_grad
 from ...engine import Tensor as _NativeTensor
+from ...engine import no_grad
 
 SortResult = collections.namedtuple("sort", ["values", "indices"])
 
@@ -38,30 +36,6 @@ SortResult = collections.namedtuple("sort", ["values", "indices"])
 def _cut(array, like):
     """``array`` as a tensor of ``like``'s class, with no graph (results torch gives no gradient)."""
     return _NativeTensor._wrap(np.asarray(array) if isinstance(array, np.generic) else array, like)  # (0-d)
-
-
-class Piecewise(Function):
-    """A piecewise-constant function of ``x`` (rounding, ``sign``): its values, and a gradient of zeros."""
-
-    saved_inputs, saves_output, differentiable = (), False, True
-
-    def forward(self, x, values=None):
-        return values
-
-    def backward(self, grad):
-        return (grad * 0,)
-
-    @staticmethod
-    def jvp(tangents, inputs, out, values=None):  # constant between its steps: a zero tangent
-        return _zeros_like(out)
-
-
-def _constant_pieces(array, like):
-    """``array`` (a function of ``like`` that is constant piecewise): in the graph with a zero gradient when
-    ``like`` requires one, as torch records it; cut from the graph otherwise."""
-    if like.requires_grad and array.dtype.kind == "f":
-        return Piecewise.apply(like, values=array)
-    return _cut(array, like)
 
 
 def _dim(dim, ndim, name):
@@ -214,43 +188,7 @@ def cumsum(self, dim, *, dtype=None):
     return _ops_extra.cumsum(x, _dim(dim, x.ndim, "cumsum"))
 
 
-# ----------------------------------------------------------------------------- rounding
-
-
-def div(self, other, *, rounding_mode=None):
-    """``self / other``; ``rounding_mode="floor"`` or ``"trunc"`` rounds the quotient (then the gradient is
-    zeros, as in torch)."""
-    if rounding_mode is None:
-        return self / other
-    if rounding_mode not in ("floor", "trunc"):
-        raise RuntimeError(f"div expected rounding_mode to be one of None, 'trunc', or 'floor' but found "
-                           f"'{rounding_mode}'")
-    a, b = self._data, other._data if isinstance(other, _NativeTensor) else other
-    xp = backend.namespace(a)
-    if a.dtype.kind in "biu" and (np.asarray(b).dtype.kind in "biu"):
-        if (np.asarray(b) == 0).any():
-            raise RuntimeError("ZeroDivisionError")
-        out = xp.floor_divide(a, b) if rounding_mode == "floor" else xp.trunc(xp.true_divide(a, b)).astype(
-            np.result_type(a, b))
-        return _cut(xp.asarray(out), self)
-    quotient = (self / other)._data
-    out = xp.floor(quotient) if rounding_mode == "floor" else xp.trunc(quotient)
-    return _constant_pieces(out.astype(quotient.dtype), self)
-
-
-def floor_divide(self, other):
-    return div(self, other, rounding_mode="floor")
-
-
-def _rounding(name):
-    def method(self):
-        if self._data.dtype.kind in "biu":
-            return self.clone() if name != "sign" else _cut(backend.namespace(self._data).sign(self._data), self)
-        return _constant_pieces(getattr(backend.namespace(self._data), name)(self._data), self)
-
-    method.__name__ = name
-    method.__doc__ = f"``{name}`` of each element (a gradient of zeros, as in torch)."
-    return method
+# ----------------------------------------------------------------------------- tests and logic
 
 
 def _test(name):
@@ -270,18 +208,6 @@ def _logical(op):
         return _cut(op(self._data.astype(bool), np.asarray(other).astype(bool)), self)
 
     return method
-
-
-def square(self):
-    return self * self
-
-
-def rsqrt(self):
-    return 1.0 / self.sqrt()
-
-
-def reciprocal(self):
-    return 1.0 / self
 
 
 def clamp_min(self, min):
@@ -346,17 +272,13 @@ def attach(cls):
     methods = dict(
         __index__=__index__, __format__=__format__, masked_fill=masked_fill, masked_fill_=masked_fill_,
         narrow=narrow, t=t, index_select=index_select, flip=flip, masked_select=masked_select, sort=sort,
-        argsort=argsort, cumsum=cumsum, div=div, divide=div, floor_divide=floor_divide, square=square,
-        rsqrt=rsqrt, reciprocal=reciprocal, clamp_min=clamp_min, clamp_max=clamp_max, to=to,
+        argsort=argsort, cumsum=cumsum, clamp_min=clamp_min, clamp_max=clamp_max, to=to,
         pin_memory=pin_memory, new_empty=new_empty, half=half, bfloat16=bfloat16, detach_=detach_,
         logical_and=_logical(np.logical_and), logical_or=_logical(np.logical_or),
         nelement=lambda self: self.numel(), ndimension=lambda self: self.ndim,
         swapaxes=lambda self, axis0, axis1: self.transpose(axis0, axis1),
-        neg=lambda self: -self, negative=lambda self: -self,
     )
     methods["swapdims"] = methods["swapaxes"]
-    for name in ("floor", "ceil", "round", "trunc", "sign"):
-        methods[name] = _rounding(name)
     for name in ("isnan", "isinf", "isfinite"):
         methods[name] = _test(name)
     for name, method in methods.items():
