@@ -844,8 +844,8 @@ def div(input, other, *, rounding_mode=None):
 
 def aligned(*tensors):
     """The arrays of ``tensors`` expanded to their common shape, and the tensor whose kind a result made from those
-    arrays takes (inside ``vmap``, a batched one, whose batch axes lead the arrays NumPy broadcasts): so that a function NumPy computes from
-    several arrays (``floor_divide``, ``fmod``) lines up each example's elements."""
+    arrays takes (inside ``vmap``, a batched one: its batch axes lead the arrays NumPy broadcasts). So a function
+    that NumPy computes from several arrays (``floor_divide``, ``fmod``) lines up each example's elements."""
     shape = np.broadcast_shapes(*(t.shape for t in tensors))
     expanded = [t if t.shape == shape else expand(t, *shape) for t in tensors]
     # the result's kind: the tensor with the most batch axes (its array's rank above its own), then compat's

@@ -31,6 +31,7 @@ from .ops import (
     _kind_of_pair,
     _normalize_dims,
     amax,
+    float_input,
     getitem,
     masked_fill,
     matmul,
@@ -140,7 +141,7 @@ def sin(input):
     >>> ta.sin(ta.tensor([0.0, 1.5708])).numpy().round(4)
     array([0., 1.], dtype=float32)
     """
-    return Sin.apply(input)
+    return Sin.apply(float_input(input))
 
 
 def cos(input):
@@ -150,7 +151,7 @@ def cos(input):
     >>> ta.cos(ta.tensor([0.0, 3.1416])).numpy().round(4)
     array([ 1., -1.], dtype=float32)
     """
-    return Cos.apply(input)
+    return Cos.apply(float_input(input))
 
 
 def clamp(input, min=None, max=None):

@@ -472,30 +472,44 @@ def _odd(f, input):
     return where(negative_input, -out, out)
 
 
+def _large(input):
+    """Where ``|x| > 2²⁸``: there ``√(x² ± 1)`` is ``|x|`` to the last digit, and ``x²`` may overflow (beyond 1e154 in
+    float64), so ``asinh`` and ``acosh`` take ``log(2|x|)``. Returns the mask, and ``x`` with 1 where the mask does not
+    hold and where it does (each branch of ``where`` computed on values it is defined for: no NaN in its gradient)."""
+    large = abs(input) > 2.0**28
+    return large, where(large, 1.0, input), where(large, input, 1.0)
+
+
 @_float32_for_half
 def asinh(input):
     """``log(x + √(x² + 1))``, written ``log1p(x + x² / (1 + √(x² + 1)))`` for ``x >= 0`` and odd: so that small
-    ``x`` keeps its digits, and negative ``x`` does not cancel (``arcsinh`` too).
+    ``x`` keeps its digits and negative ``x`` does not cancel; ``log(2x)`` beyond 2²⁸ (``arcsinh`` too).
 
     >>> import tinyattn as ta
     >>> ta.asinh(ta.tensor([-1.0, 0.0, 1.0]))
     tensor([-0.8813736,  0.       ,  0.8813736])
     """
-    return _odd(lambda x: log1p(x + x * x / (1 + sqrt(x * x + 1))), float_input(input))
+
+    def nonnegative(x):
+        large, moderate, huge = _large(x)
+        return where(large, log(huge) + math.log(2),
+                     log1p(moderate + moderate * moderate / (1 + sqrt(moderate * moderate + 1))))
+
+    return _odd(nonnegative, float_input(input))
 
 
 @_float32_for_half
 def acosh(input):
-    """``log(x + √(x² - 1))``, written ``log1p((x - 1) + √((x - 1)(x + 1)))`` so that ``x`` near 1 keeps its digits
-    (``arccosh`` too); NaN below 1.
+    """``log(x + √(x² - 1))``, written ``log1p((x - 1) + √((x - 1)(x + 1)))`` so that ``x`` near 1 keeps its digits;
+    ``log(2x)`` beyond 2²⁸ (``arccosh`` too); NaN below 1.
 
     >>> import tinyattn as ta
     >>> ta.acosh(ta.tensor([1.0, 2.0]))
     tensor([0.      , 1.316958])
     """
-    input = float_input(input)
-    above_one = input - 1
-    return log1p(above_one + sqrt(above_one * (input + 1)))
+    large, moderate, huge = _large(float_input(input))
+    above_one = moderate - 1
+    return where(large, log(huge) + math.log(2), log1p(above_one + sqrt(above_one * (moderate + 1))))
 
 
 @_float32_for_half
@@ -783,7 +797,9 @@ def _remainder(name, exact):
     """``a - q·b``, with ``q`` the integer quotient that ``exact`` (NumPy's ``fmod`` or ``remainder``) implies:
     d/da = 1, d/db = -q, as in PyTorch. ``q`` is read off the exact remainder ``r`` as ``round((a - r) / b)``, so a
     quotient ``a / b`` that rounds up to an integer does not lose a whole ``b`` (``fmod(1, 0.1)`` is 0.1, not 0).
-    Integers give the exact remainder with no gradient; an integer division by zero raises, as in PyTorch."""
+    The value is ``r`` itself (``a - q·b`` would round ``q·b``), minus ``composed.detach() - composed``: a zero that
+    carries the composition's gradient. Integers give ``r`` with no gradient; an integer division by zero raises,
+    as in PyTorch."""
 
     def remainder(input, other):
         a, b = _pair(input, other)
@@ -794,8 +810,10 @@ def _remainder(name, exact):
                 raise RuntimeError("ZeroDivisionError")
             return _no_grad_result(exact(xp)(a_data, b_data), like)
         with np.errstate(divide="ignore", invalid="ignore"):
-            quotient = xp.round((a_data - exact(xp)(a_data, b_data)) / b_data)
-        return a - piecewise(quotient.astype(a_data.dtype, copy=False), like) * b
+            r = exact(xp)(a_data, b_data)
+            quotient = xp.round((a_data - r) / b_data)
+        composed = a - piecewise(quotient.astype(a_data.dtype, copy=False), like) * b
+        return _no_grad_result(r, like) - (composed.detach() - composed)
 
     remainder.__name__ = remainder.__qualname__ = name
     return remainder
@@ -851,7 +869,8 @@ def copysign(input, other):
 
 @_float32_for_half
 def hypot(input, other):
-    """``√(a² + b²)``, elementwise, broadcasting.
+    """``√(a² + b²)``, elementwise, broadcasting (as written: it overflows where ``a²`` does, beyond 1e154 in float64
+    and 1.8e19 in float32).
 
     >>> import tinyattn as ta
     >>> ta.hypot(ta.tensor([3.0]), ta.tensor([4.0]))
