@@ -705,40 +705,44 @@ def erfinv(input):
 # ----------------------------------------------------------------------------- rounding and remainders
 
 
-def _rounding(name, values):
-    """A rounding ``name``: ``values(array)`` on a floating tensor, with PyTorch's zero gradient (``ops.piecewise``);
-    an integer or boolean tensor is its own rounding (a copy)."""
-
-    def rounding(input):
-        if input._data.dtype.kind in "biu":
-            return input.clone()
-        return piecewise(values(input._data), input, input)
-
-    rounding.__name__ = rounding.__qualname__ = name
-    return rounding
+def _rounded(input, rounding):
+    """``rounding`` (an array function: NumPy's floor, ceil, trunc) of a floating tensor, with PyTorch's zero gradient
+    (``ops.piecewise``); an integer or boolean tensor is its own rounding (a copy)."""
+    if input._data.dtype.kind in "biu":
+        return input.clone()
+    return piecewise(rounding(input._data), input, input)
 
 
-floor = _rounding("floor", lambda x: backend.namespace(x).floor(x))
-floor.__doc__ = """The largest integer ``<= x``, elementwise; its gradient is zeros, as in PyTorch.
+def floor(input):
+    """The largest integer ``<= x``, elementwise; its gradient is zeros, as in PyTorch.
 
     >>> import tinyattn as ta
     >>> ta.floor(ta.tensor([-1.5, 1.5]))
     tensor([-2.,  1.])
     """
-ceil = _rounding("ceil", lambda x: backend.namespace(x).ceil(x))
-ceil.__doc__ = """The smallest integer ``>= x``, elementwise; its gradient is zeros, as in PyTorch.
+    return _rounded(input, lambda x: backend.namespace(x).floor(x))
+
+
+def ceil(input):
+    """The smallest integer ``>= x``, elementwise; its gradient is zeros, as in PyTorch.
 
     >>> import tinyattn as ta
     >>> ta.ceil(ta.tensor([-1.5, 1.5]))
     tensor([-1.,  2.])
     """
-trunc = _rounding("trunc", lambda x: backend.namespace(x).trunc(x))
-trunc.__doc__ = """``x`` rounded towards zero, elementwise (``fix`` too); its gradient is zeros, as in PyTorch.
+    return _rounded(input, lambda x: backend.namespace(x).ceil(x))
+
+
+def trunc(input):
+    """``x`` rounded towards zero, elementwise (``fix`` too); its gradient is zeros, as in PyTorch.
 
     >>> import tinyattn as ta
     >>> ta.trunc(ta.tensor([-1.5, 1.5]))
     tensor([-1.,  1.])
     """
+    return _rounded(input, lambda x: backend.namespace(x).trunc(x))
+
+
 fix = trunc
 
 
@@ -750,19 +754,18 @@ def round(input, *, decimals=0):
     >>> ta.round(ta.tensor([0.5, 1.5, 2.567])), ta.round(ta.tensor([2.567, 1234.0]), decimals=-2)
     (tensor([0., 2., 3.]), tensor([   0., 1200.]))
     """
-    if input._data.dtype.kind in "biu":
-        return input.clone()
-    x = input._data
-    xp = backend.namespace(x)
-    if decimals == 0:
-        values = xp.round(x)
-    elif decimals > 0:
-        scale = x.dtype.type(10.0**decimals)
-        values = xp.round(x * scale) / scale
-    else:
+
+    def rounding(x):
+        xp = backend.namespace(x)
+        if decimals == 0:
+            return xp.round(x)
+        if decimals > 0:
+            scale = x.dtype.type(10.0**decimals)
+            return xp.round(x * scale) / scale
         scale = x.dtype.type(10.0**-decimals)
-        values = xp.round(x / scale) * scale
-    return piecewise(values.astype(x.dtype, copy=False), input, input)
+        return xp.round(x / scale) * scale
+
+    return _rounded(input, rounding)
 
 
 def sign(input):
@@ -793,34 +796,29 @@ def frac(input):
     return input - trunc(input)
 
 
-def _remainder(name, exact):
+def _remainder(input, other, exact):
     """``a - q·b``, with ``q`` the integer quotient that ``exact`` (NumPy's ``fmod`` or ``remainder``) implies:
     d/da = 1, d/db = -q, as in PyTorch. ``q`` is read off the exact remainder ``r`` as ``round((a - r) / b)``, so a
     quotient ``a / b`` that rounds up to an integer does not lose a whole ``b`` (``fmod(1, 0.1)`` is 0.1, not 0).
     The value is ``r`` itself (``a - q·b`` would round ``q·b``), minus ``composed.detach() - composed``: a zero that
     carries the composition's gradient. Integers give ``r`` with no gradient; an integer division by zero raises,
     as in PyTorch."""
-
-    def remainder(input, other):
-        a, b = _pair(input, other)
-        (a_data, b_data), like = aligned(a, b)
-        xp = backend.namespace(a_data)
-        if a_data.dtype.kind in "biu":
-            if (b_data == 0).any():
-                raise RuntimeError("ZeroDivisionError")
-            return _no_grad_result(exact(xp)(a_data, b_data), like)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            r = exact(xp)(a_data, b_data)
-            quotient = xp.round((a_data - r) / b_data)
-        composed = a - piecewise(quotient.astype(a_data.dtype, copy=False), like) * b
-        return _no_grad_result(r, like) - (composed.detach() - composed)
-
-    remainder.__name__ = remainder.__qualname__ = name
-    return remainder
+    a, b = _pair(input, other)
+    (a_data, b_data), like = aligned(a, b)
+    xp = backend.namespace(a_data)
+    if a_data.dtype.kind in "biu":
+        if (b_data == 0).any():
+            raise RuntimeError("ZeroDivisionError")
+        return _no_grad_result(exact(xp)(a_data, b_data), like)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        r = exact(xp)(a_data, b_data)
+        quotient = xp.round((a_data - r) / b_data)
+    composed = a - piecewise(quotient.astype(a_data.dtype, copy=False), like) * b
+    return _no_grad_result(r, like) - (composed.detach() - composed)
 
 
-fmod = _remainder("fmod", lambda xp: xp.fmod)
-fmod.__doc__ = """The remainder of ``a / b`` with the sign of ``a`` (C's ``fmod``): ``a - trunc(a / b) · b``.
+def fmod(input, other):
+    """The remainder of ``a / b`` with the sign of ``a`` (C's ``fmod``): ``a - trunc(a / b) · b``.
 
     Args: ``input``, ``other``: tensors or numbers, broadcasting; the gradient is 1 for ``a``, ``-trunc(a / b)`` for
     ``b``.
@@ -829,8 +827,11 @@ fmod.__doc__ = """The remainder of ``a / b`` with the sign of ``a`` (C's ``fmod`
     >>> ta.fmod(ta.tensor([-7.0, 7.0]), 3)
     tensor([-1.,  1.])
     """
-remainder = _remainder("remainder", lambda xp: xp.remainder)
-remainder.__doc__ = """The remainder of ``a / b`` with the sign of ``b`` (Python's ``%``): ``a - floor(a / b) · b``.
+    return _remainder(input, other, lambda xp: xp.fmod)
+
+
+def remainder(input, other):
+    """The remainder of ``a / b`` with the sign of ``b`` (Python's ``%``): ``a - floor(a / b) · b``.
 
     Args: ``input``, ``other``: tensors or numbers, broadcasting; the gradient is 1 for ``a``, ``-floor(a / b)`` for
     ``b``.
@@ -839,6 +840,7 @@ remainder.__doc__ = """The remainder of ``a / b`` with the sign of ``b`` (Python
     >>> ta.remainder(ta.tensor([-7.0, 7.0]), 3), ta.tensor([-7, 7]) % 3
     (tensor([2., 1.]), tensor([2, 1]))
     """
+    return _remainder(input, other, lambda xp: xp.remainder)
 
 
 def floor_divide(input, other):
