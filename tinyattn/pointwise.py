@@ -473,10 +473,10 @@ def _odd(f, input):
 
 
 def _large(input):
-    """Where ``|x| > 2²⁸``: there ``√(x² ± 1)`` is ``|x|`` to the last digit, and ``x²`` may overflow (beyond 1e154 in
-    float64), so ``asinh`` and ``acosh`` take ``log(2|x|)``. Returns the mask, and ``x`` with 1 where the mask does not
+    """Where ``x > 2²⁸``: there ``√(x² ± 1)`` is ``x`` to the last digit, and ``x²`` may overflow (beyond 1e154 in
+    float64), so ``asinh`` and ``acosh`` take ``log(2x)``. Returns the mask, and ``x`` with 1 where the mask does not
     hold and where it does (each branch of ``where`` computed on values it is defined for: no NaN in its gradient)."""
-    large = abs(input) > 2.0**28
+    large = input > 2.0**28
     return large, where(large, 1.0, input), where(large, input, 1.0)
 
 
@@ -624,7 +624,7 @@ def logaddexp(input, other):
     """
     a, b = _pair(input, other)
     a, b = float_input(a), float_input(b)
-    same_infinity = (a == b) & (abs(a) == math.inf)
+    same_infinity = (a == b) & ((a == math.inf) | (a == -math.inf))
     gap = where(same_infinity, 0.0, a - b)  # (∞ - ∞ would be NaN)
     larger = where(gap > 0, a, where(gap < 0, b, (a + b) * 0.5))  # a tie: the mean, half the gradient to each
     return larger + log1p(exp(-abs(gap)))
