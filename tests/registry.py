@@ -286,6 +286,11 @@ def functionals(route=as_written):
 _sigmoid = one(elements=lambda s: tt.arrays(s, high=6.0))
 
 
+def _inside_one(shape):
+    """Arrays with elements in ``(-1, 1)``, away from the ends (the domain of asin, acos, erfinv)."""
+    return tt.arrays(shape, low=0.1, high=0.9)
+
+
 def _amax_theirs(x, dim, keepdim):
     return x.amax(() if dim is None else dim, keepdim)
 
@@ -452,7 +457,7 @@ ROWS = [
     Spec("setitem_mask", setitem_case(), set_masked, set_masked, "api", ("SetItem",)),
     Spec("inplace_chain", same_shape(), inplace_chain, inplace_chain, "api", ("SetItem", "CopySlices")),
     Spec("sign", one(), lambda x: compat.sign(x) * x.exp(), lambda x: torch.sign(x) * x.exp(), "api jvp",
-         ("Piecewise",)),
+         ("Where",)),
     Spec("checkpoint", one(), lambda x: ta.utils.checkpoint(lambda y: y.tanh() * y, x),
          lambda x: torch.utils.checkpoint.checkpoint(lambda y: y.tanh() * y, x, use_reentrant=False), "api",
          ("Checkpoint",)),
@@ -514,6 +519,15 @@ ROWS = [
          lambda q, k, v, attn_mask: F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask)[0],
          lambda q, k, v, attn_mask: TF.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask), "vmap",
          ("Softmax", "MatMul")),
+    # pointwise: the primitives of tinyattn/pointwise.py
+    Spec("erfc", one(), ta.erfc, torch.erfc, "api order2 jvp vmap", ("Erfc",)),
+    Spec("erfinv", one(elements=_inside_one), ta.erfinv, torch.erfinv, "api order2 jvp vmap", ("Erfinv",)),
+    Spec("asin", one(elements=_inside_one), ta.asin, torch.asin, "api order2 jvp vmap", ("Asin",)),
+    Spec("acos", one(elements=_inside_one), ta.acos, torch.acos, "api order2 jvp vmap", ("Acos",)),
+    Spec("atan", one(), ta.atan, torch.atan, "api order2 jvp vmap", ("Atan",)),
+    Spec("atan2", two(), ta.atan2, torch.atan2, "api order2 jvp vmap", ("Atan2",)),
+    Spec("log1p", one(elements=tt.positive_arrays), ta.log1p, torch.log1p, "api order2 jvp vmap", ("Log1p",)),
+    Spec("expm1", one(), ta.expm1, torch.expm1, "api order2 jvp vmap", ("Expm1",)),
 ]
 
 

@@ -763,56 +763,119 @@ def _operands(a, b):
     return a, b
 
 
-def add(a, b):
-    """Elementwise ``a + b`` (also ``a + b`` on tensors), broadcasting like NumPy.
+def add(input, other, *, alpha=1):
+    """Elementwise ``input + alpha * other`` (also ``input + other``), broadcasting like NumPy.
 
-    Args: ``a``, ``b``: tensors or Python numbers; the gradient of each has its own shape.
+    Args: ``input``, ``other``: tensors or Python numbers; the gradient of each has its own shape. ``alpha``: the
+    factor ``other`` is multiplied by first.
 
     >>> import tinyattn as ta
-    >>> ta.add(ta.tensor([1.0, 2.0]), 10)
-    tensor([11., 12.])
+    >>> ta.add(ta.tensor([1.0, 2.0]), 10), ta.add(ta.tensor([1.0, 2.0]), ta.tensor([1.0, 1.0]), alpha=10)
+    (tensor([11., 12.]), tensor([11., 12.]))
     """
-    return Add.apply(*_operands(a, b))
+    a, b = _operands(input, other)
+    return Add.apply(a, b if alpha == 1 else b * alpha)
 
 
-def sub(a, b):
-    """Elementwise ``a - b`` (also ``a - b``), broadcasting like NumPy.
+def sub(input, other, *, alpha=1):
+    """Elementwise ``input - alpha * other`` (also ``input - other``), broadcasting like NumPy.
 
-    Args: ``a``, ``b``: tensors or Python numbers.
+    Args: ``input``, ``other``: tensors or Python numbers. ``alpha``: the factor ``other`` is multiplied by first.
 
     >>> import tinyattn as ta
     >>> ta.sub(ta.tensor([[1.0], [2.0]]), ta.tensor([1.0, 0.0]))
     tensor([[0., 1.],
             [1., 2.]])
+    >>> ta.sub(ta.tensor([11.0, 12.0]), 1.0, alpha=10)
+    tensor([1., 2.])
     """
-    return Sub.apply(*_operands(a, b))
+    a, b = _operands(input, other)
+    return Sub.apply(a, b if alpha == 1 else b * alpha)
 
 
-def mul(a, b):
-    """Elementwise ``a * b`` (also ``a * b``), broadcasting like NumPy.
+def mul(input, other):
+    """Elementwise ``input * other`` (also ``input * other``), broadcasting like NumPy.
 
-    Args: ``a``, ``b``: tensors or Python numbers.
+    Args: ``input``, ``other``: tensors or Python numbers.
 
     >>> import tinyattn as ta
     >>> ta.mul(ta.tensor([1.0, 2.0]), ta.tensor([3.0, 4.0]))
     tensor([3., 8.])
     """
-    return Mul.apply(*_operands(a, b))
+    return Mul.apply(*_operands(input, other))
 
 
-def div(a, b):
-    """Elementwise true division ``a / b`` (also ``a / b``); integer operands give float32, as in PyTorch.
+def div(input, other, *, rounding_mode=None):
+    """Elementwise true division ``input / other`` (also ``input / other``); integer operands give float32, as in
+    PyTorch. ``rounding_mode="trunc"`` rounds the quotient towards zero, ``"floor"`` down (Python's ``//``): a
+    step function, whose gradient is zeros (summed to each input's shape), as PyTorch records it; integers keep
+    their dtype then, and an integer division by zero raises, as in PyTorch.
 
-    Args: ``a``, ``b``: tensors or Python numbers, broadcasting like NumPy.
+    Args: ``input``, ``other``: tensors or Python numbers, broadcasting like NumPy; ``rounding_mode``: ``None``,
+    ``"trunc"`` or ``"floor"``.
 
     >>> import tinyattn as ta
     >>> ta.div(ta.tensor([1, 3]), 2)
     tensor([0.5, 1.5])
+    >>> ta.div(ta.tensor([-7.0, 7.0]), 2, rounding_mode="floor"), ta.div(ta.tensor([-7, 7]), 2, rounding_mode="trunc")
+    (tensor([-4.,  3.]), tensor([-3,  3]))
     """
-    a, b = _operands(a, b)
-    if a._data.dtype.kind in "biu":
-        a, b = a.float(), b.float()
-    return Div.apply(a, b)
+    a, b = _operands(input, other)
+    if rounding_mode is None:
+        if a._data.dtype.kind in "biu":
+            a, b = a.float(), b.float()
+        return Div.apply(a, b)
+    if rounding_mode not in ("trunc", "floor"):
+        raise RuntimeError(f"div expected rounding_mode to be one of None, 'trunc', or 'floor' but found "
+                           f"{rounding_mode!r}")
+    (a_data, b_data), like = aligned(a, b)
+    xp = backend.namespace(a_data)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        if a_data.dtype.kind in "biu":
+            if (b_data == 0).any():
+                raise RuntimeError("ZeroDivisionError")
+            quotient = xp.floor_divide(a_data, b_data)
+            if rounding_mode == "trunc":  # floor, moved up by one where the exact quotient is negative and inexact
+                quotient = quotient + ((a_data % b_data != 0) & ((a_data < 0) != (b_data < 0)))
+            return Tensor._wrap(quotient.astype(a_data.dtype, copy=False), like)
+        quotient = xp.floor_divide(a_data, b_data) if rounding_mode == "floor" else xp.trunc(a_data / b_data)
+    return piecewise(quotient, like, a, b)
+
+
+def aligned(*tensors):
+    """The arrays of ``tensors`` expanded to their common shape, and the tensor whose kind a result made from those
+    arrays takes (inside ``vmap``, a batched one: its batch axes lead the arrays NumPy broadcasts). So a function
+    that NumPy computes from several arrays (``floor_divide``, ``fmod``) lines up each example's elements."""
+    shape = np.broadcast_shapes(*(t.shape for t in tensors))
+    expanded = [t if t.shape == shape else expand(t, *shape) for t in tensors]
+    # the result's kind: the tensor with the most batch axes (its array's rank above its own), then compat's
+    like = builtins.max(expanded, key=lambda t: (t._data.ndim - t.ndim, t._result_class is not Tensor))
+    return [t._data for t in expanded], like
+
+
+def piecewise(values, like, *inputs):
+    """``values`` (an array laid out as ``like``'s: a step function of ``inputs``, such as a rounding) as a tensor in
+    the graph with a gradient of zeros for each floating input, as PyTorch records such functions: ``where`` with a
+    condition that always holds takes the values and sends each input zeros, summed to its shape.
+
+    >>> import tinyattn as ta
+    >>> x = ta.tensor([0.4, 1.6], requires_grad=True)
+    >>> piecewise(np.floor(x.data), x, x).backward(ta.ones(2))
+    >>> x.grad
+    array([0., 0.], dtype=float32)
+    """
+    out = Tensor._wrap(values, like)
+    always = Tensor._wrap(backend.namespace(out._data).asarray(True))
+    for x in inputs:
+        if isinstance(x, Tensor) and x._data.dtype.kind in "fc":
+            out = Where.apply(always, out, x._to_dtype(out._data.dtype))
+    return out
+
+
+def float_input(x):
+    """``x`` as a float function takes it: an integer or boolean tensor becomes float32 (PyTorch's default dtype);
+    a floating one stays as it is (float16 stays float16)."""
+    return x.float() if x._data.dtype.kind in "biu" else x
 
 
 def pow(a, b):
@@ -864,7 +927,7 @@ def exp(x):
     >>> ta.exp(ta.tensor([0.0, 1.0])).numpy().round(4)
     array([1.    , 2.7183], dtype=float32)
     """
-    return Exp.apply(x)
+    return Exp.apply(float_input(x))
 
 
 def log(x):
@@ -874,7 +937,7 @@ def log(x):
     >>> ta.log(ta.tensor([1.0, 4.0])).numpy().round(4)
     array([0.    , 1.3863], dtype=float32)
     """
-    return Log.apply(x)
+    return Log.apply(float_input(x))
 
 
 def sqrt(x):
@@ -884,7 +947,7 @@ def sqrt(x):
     >>> ta.sqrt(ta.tensor([4.0, 9.0]))
     tensor([2., 3.])
     """
-    return Sqrt.apply(x)
+    return Sqrt.apply(float_input(x))
 
 
 def tanh(x):
@@ -894,7 +957,7 @@ def tanh(x):
     >>> ta.tanh(ta.tensor([0.0, 1.0])).numpy().round(4)
     array([0.    , 0.7616], dtype=float32)
     """
-    return Tanh.apply(x)
+    return Tanh.apply(float_input(x))
 
 
 def sigmoid(x):
@@ -904,7 +967,7 @@ def sigmoid(x):
     >>> ta.sigmoid(ta.tensor([0.0, 2.0])).numpy().round(4)
     array([0.5   , 0.8808], dtype=float32)
     """
-    return Sigmoid.apply(x)
+    return Sigmoid.apply(float_input(x))
 
 
 def relu(x):

@@ -30,10 +30,10 @@ from .creation import _uniform
 from .engine import Function, Tensor
 from .ops import (
     TENSOR_NAMESPACE,
-    _kind_of_pair,
     _lift,
     _normalize_dims,
     amax,
+    float_input,
     getitem,
     masked_fill,
     matmul,
@@ -144,7 +144,7 @@ def sin(input):
     >>> ta.sin(ta.tensor([0.0, 1.5708])).numpy().round(4)
     array([0., 1.], dtype=float32)
     """
-    return Sin.apply(input)
+    return Sin.apply(float_input(input))
 
 
 def cos(input):
@@ -154,7 +154,7 @@ def cos(input):
     >>> ta.cos(ta.tensor([0.0, 3.1416])).numpy().round(4)
     array([ 1., -1.], dtype=float32)
     """
-    return Cos.apply(input)
+    return Cos.apply(float_input(input))
 
 
 def clamp(input, min=None, max=None):
@@ -1034,61 +1034,6 @@ def _pow(self, exponent):
     return self**exponent
 
 
-def _add(self, other, alpha=1):
-    """Elementwise ``self + alpha * other`` (``ta.add`` when ``alpha`` is 1), broadcasting like NumPy.
-
-    Args:
-        other: a tensor or a Python number.
-        alpha: the factor ``other`` is multiplied by first.
-
-    >>> import tinyattn as ta
-    >>> ta.tensor([1.0, 2.0]).add(ta.tensor([1.0, 1.0]), alpha=10)
-    tensor([11., 12.])
-    """
-    return self + (other if alpha == 1 else other * alpha)
-
-
-def _sub(self, other, alpha=1):
-    """Elementwise ``self - alpha * other`` (``ta.sub`` when ``alpha`` is 1), broadcasting like NumPy.
-
-    Args:
-        other: a tensor or a Python number.
-        alpha: the factor ``other`` is multiplied by first.
-
-    >>> import tinyattn as ta
-    >>> ta.tensor([11.0, 12.0]).sub(1.0, alpha=10)
-    tensor([1., 2.])
-    """
-    return self - (other if alpha == 1 else other * alpha)
-
-
-def _mul(self, other):
-    """Elementwise ``self * other`` (``ta.mul``), broadcasting like NumPy; ``multiply`` is the same method.
-
-    Args:
-        other: a tensor or a Python number.
-
-    >>> import tinyattn as ta
-    >>> ta.tensor([1.0, 2.0]).mul(ta.tensor([[1.0], [3.0]]))
-    tensor([[1., 2.],
-            [3., 6.]])
-    """
-    return self * other
-
-
-def _div(self, other):
-    """Elementwise true division ``self / other`` (``ta.div``), broadcasting like NumPy; ``divide`` is the same method.
-
-    Args:
-        other: a tensor or a Python number.
-
-    >>> import tinyattn as ta
-    >>> ta.tensor([1.0, 3.0]).div(2)
-    tensor([0.5, 1.5])
-    """
-    return self / other
-
-
 # One place where the everyday methods are attached to Tensor.
 Tensor.sin, Tensor.cos, Tensor.clamp, Tensor.clip, Tensor.clone = sin, cos, clamp, clamp, clone
 Tensor.cumsum = cumsum
@@ -1098,9 +1043,6 @@ Tensor.maximum, Tensor.minimum = maximum, minimum
 Tensor.std = std
 Tensor.repeat, Tensor.repeat_interleave, Tensor.tril, Tensor.triu = repeat, repeat_interleave, tril, triu
 Tensor.all, Tensor.any, Tensor.nonzero = all, any, nonzero
-Tensor.pow, Tensor.add, Tensor.sub = _pow, _add, _sub
-Tensor.mul = Tensor.multiply = _mul
-Tensor.div = Tensor.divide = _div
 Tensor.contiguous, Tensor.is_contiguous = _contiguous, _is_contiguous
 Tensor.dim = _dim
 Tensor.mT = property(_mT)
@@ -1113,6 +1055,3 @@ Tensor.int, Tensor.bool = _int, _bool_method
 Tensor.is_cuda = property(_is_cuda)
 Tensor.is_floating_point = _is_floating_point
 Tensor.element_size = _element_size
-Tensor.__rfloordiv__ = lambda self, other: _no_grad(_lift(other, self)._data // self._data, self)
-Tensor.__floordiv__ = lambda self, other: _no_grad(self._data // _array_or_value(other), _kind_of_pair(self, other))
-Tensor.__mod__ = lambda self, other: _no_grad(self._data % _array_or_value(other), _kind_of_pair(self, other))

@@ -38,7 +38,6 @@ EXCLUDED = {
     **dict.fromkeys(("_Node", "_Outputs", "Pick"), {
         "batching": "a user's ta.autograd.Function gives no vmap rule (torch's generate_vmap_rule or vmap "
                     "staticmethod are not taken yet): vmap raises by name"}),
-    "Piecewise": {"batching": "compat's rounding and sign inside vmap raise by name: no batching rule yet"},
     "NoGradElementwise": dict.fromkeys(("row", "jvp"), "never recorded: its inputs come detached, for its result (a "
                                        "comparison's, a bit operation's) carries no gradient and no tangent; "
                                        "tests/ops/test_opinfo.py checks its values and vmap"),

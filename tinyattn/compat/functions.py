@@ -29,8 +29,8 @@ from .core.tensor import as_compat
 
 __all__ = [
     "pow", "masked_fill",
-    "floor", "ceil", "round", "trunc", "sign", "numel", "is_floating_point", "clip",
-    "amax", "square", "rsqrt", "div", "divide", "floor_divide", "swapaxes", "randperm", "randint",
+    "numel", "is_floating_point", "clip",
+    "amax", "swapaxes", "randperm", "randint",
     "multinomial",
     "as_tensor", "manual_seed", "seed", "initial_seed", "get_rng_state", "set_rng_state", "inference_mode",
     "set_grad_enabled", "is_inference_mode_enabled", "compile", "dtype", "float16", "bfloat16", "int8", "int16",
@@ -60,18 +60,8 @@ def _function(name):
     return methods.numpy_names(function)
 
 
-floor = _function("floor")
-ceil = _function("ceil")
-round = _function("round")
-trunc = _function("trunc")
-sign = _function("sign")
 clip = _function("clip")
 amax = _function("amax")
-square = _function("square")
-rsqrt = _function("rsqrt")
-div = _function("div")
-divide = _function("divide")
-floor_divide = _function("floor_divide")
 swapaxes = _function("swapaxes")
 
 numel, is_floating_point = methods.numel, methods.is_floating_point

@@ -32,7 +32,7 @@ import numpy as np
 from .. import backend, modes
 from ..engine import OnceDifferentiable, Tensor
 from ..inplace import SetItem
-from ..nn.functional import Erf, LayerNorm, LogSoftmax, Softmax
+from ..nn.functional import LayerNorm, LogSoftmax, Softmax
 from ..ops import (
     Abs,
     Add,
@@ -64,6 +64,7 @@ from ..ops import (
     is_advanced_index,
 )
 from ..ops_extra import Clamp, Clone, Cos, Cumsum, Sin
+from ..pointwise import Acos, Asin, Atan, Atan2, Erf, Erfc, Erfinv, Expm1, Log1p
 
 # ----------------------------------------------------------------------------- batched tensors
 
@@ -381,7 +382,8 @@ def no_rule(cls, inputs, options, levels):
 
 RULES = {
     **dict.fromkeys((Add, Sub, Mul, Div, Pow, Where, Neg, Exp, Log, Sqrt, Tanh, Sigmoid, ReLU, Abs, To, Sin, Cos,
-                     Clamp, Clone, Erf, OnceDifferentiable, NoGradElementwise), elementwise),
+                     Clamp, Clone, OnceDifferentiable, NoGradElementwise), elementwise),
+    **dict.fromkeys((Erf, Erfc, Erfinv, Asin, Acos, Atan, Atan2, Log1p, Expm1), elementwise),  # pointwise's
     Sum: reduction, Amax: reduction,
     Softmax: along_dim("dim"), LogSoftmax: along_dim("dim"), Cumsum: along_dim("dim"), LayerNorm: along_dim("axes"),
     Reshape: reshape, Permute: permute, Expand: expand,

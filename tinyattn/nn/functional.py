@@ -37,6 +37,7 @@ from .. import backend, modes, ops
 from .. import checks as check
 from ..engine import OUTPUT, Function, Tensor
 from ..masks import checked_mask
+from ..pointwise import Erf
 
 # ----------------------------------------------------------------------------- activations
 
@@ -52,25 +53,6 @@ def relu(input):
     tensor([0., 0., 2.])
     """
     return ops.relu(input)
-
-
-class Erf(Function):
-    """The error function ``erf(x) = 2/√π ∫₀ˣ e^(-t²) dt``; d/dx = 2/√π · e^(-x²)."""
-
-    differentiable, saved_as = True, {"x": 0}
-
-    def forward(self, x):
-        self.x = x
-        return backend.erf(x)
-
-    def backward(self, grad):
-        xp = ops.namespace(grad)
-        return (grad * (2 / math.sqrt(math.pi)) * xp.exp(-self.x * self.x),)
-
-    @staticmethod
-    def jvp(tangents, inputs, out):  # d erf x = 2/√π · e^(-x²)·dx
-        (dx,), (x,) = tangents, inputs
-        return dx * (2 / math.sqrt(math.pi)) * (-x * x).exp()
 
 
 def gelu(input, approximate="none"):

@@ -2,8 +2,7 @@
 
 Each is written from the native differentiable operations (indexing, ``gather``, ``transpose``,
 arithmetic), so gradients come for free. What torch gives no gradient (sorting indices,
-``floor_divide``, the ``is*`` tests) comes cut from the graph; rounding and ``sign`` record a
-gradient of zeros, as torch's do. Argument names, defaults, result dtypes and errors are torch's.
+the ``is*`` tests) comes cut from the graph. Argument names, defaults, result dtypes and errors are torch's.
 
 >>> import tinyattn.compat as torch
 >>> x = torch.tensor([[3.0, 1.0, 2.0], [0.5, 4.0, 1.5]], requires_grad=True)
@@ -24,40 +23,13 @@ import inspect
 
 import numpy as np
 
-from ... import backend
 from ... import ops as _ops
-from ...creation import zeros_like as _zeros_like
-from ...engine import Function
 from ...engine import Tensor as _NativeTensor
 
 
 def _cut(array, like):
     """``array`` as a tensor of ``like``'s class, with no graph (results torch gives no gradient)."""
     return _NativeTensor._wrap(array, like)
-
-
-class Piecewise(Function):
-    """A piecewise-constant function of ``x`` (rounding, ``sign``): its values, and a gradient of zeros."""
-
-    saved_inputs, saves_output, differentiable = (), False, True
-
-    def forward(self, x, values=None):
-        return values
-
-    def backward(self, grad):
-        return (grad * 0,)
-
-    @staticmethod
-    def jvp(tangents, inputs, out, values=None):  # constant between its steps: a zero tangent
-        return _zeros_like(out)
-
-
-def _constant_pieces(array, like):
-    """``array`` (a function of ``like`` that is constant piecewise): in the graph with a zero gradient when
-    ``like`` requires one, as torch records it; cut from the graph otherwise."""
-    if like.requires_grad and array.dtype.kind == "f":
-        return Piecewise.apply(like, values=array)
-    return _cut(array, like)
 
 
 def _dim(dim, ndim, name):
@@ -129,55 +101,9 @@ def masked_fill_(self, mask, value):
 
 
 
-# ----------------------------------------------------------------------------- rounding
+# ----------------------------------------------------------------------------- tests and logic
 
 
-def div(self, other, *, rounding_mode=None):
-    """``self / other``; ``rounding_mode="floor"`` or ``"trunc"`` rounds the quotient (then the gradient is
-    zeros, as in torch)."""
-    if rounding_mode is None:
-        return self / other
-    if rounding_mode not in ("floor", "trunc"):
-        raise RuntimeError(f"div expected rounding_mode to be one of None, 'trunc', or 'floor' but found "
-                           f"'{rounding_mode}'")
-    a, b = self._data, other._data if isinstance(other, _NativeTensor) else other
-    xp = backend.namespace(a)
-    if a.dtype.kind in "biu" and (np.asarray(b).dtype.kind in "biu"):
-        if (np.asarray(b) == 0).any():
-            raise RuntimeError("ZeroDivisionError")
-        out = xp.floor_divide(a, b) if rounding_mode == "floor" else xp.trunc(xp.true_divide(a, b)).astype(
-            np.result_type(a, b))
-        return _cut(xp.asarray(out), self)
-    quotient = (self / other)._data
-    out = xp.floor(quotient) if rounding_mode == "floor" else xp.trunc(quotient)
-    return _constant_pieces(out.astype(quotient.dtype), self)
-
-
-def floor_divide(self, other):
-    return div(self, other, rounding_mode="floor")
-
-
-def _rounding(name):
-    def method(self):
-        if self._data.dtype.kind in "biu":
-            return self.clone() if name != "sign" else _cut(backend.namespace(self._data).sign(self._data), self)
-        return _constant_pieces(getattr(backend.namespace(self._data), name)(self._data), self)
-
-    method.__name__ = name
-    method.__doc__ = f"``{name}`` of each element (a gradient of zeros, as in torch)."
-    return method
-
-
-def square(self):
-    return self * self
-
-
-def rsqrt(self):
-    return 1.0 / self.sqrt()
-
-
-def reciprocal(self):
-    return 1.0 / self
 
 
 # ----------------------------------------------------------------------------- conversions and placement
@@ -215,16 +141,11 @@ def attach(cls):
             setattr(cls, name, numpy_names(method))
     methods = dict(
         __index__=__index__, masked_fill=masked_fill, masked_fill_=masked_fill_,
-        div=div, divide=div, floor_divide=floor_divide, square=square,
-        rsqrt=rsqrt, reciprocal=reciprocal,
         pin_memory=pin_memory, bfloat16=bfloat16, detach_=detach_,
         nelement=lambda self: self.numel(), ndimension=lambda self: self.ndim,
         swapaxes=lambda self, axis0, axis1: self.transpose(axis0, axis1),
-        neg=lambda self: -self, negative=lambda self: -self,
     )
     methods["swapdims"] = methods["swapaxes"]
-    for name in ("floor", "ceil", "round", "trunc", "sign"):
-        methods[name] = _rounding(name)
     for name, method in methods.items():
         setattr(cls, name, numpy_names(method) if takes_dim(method) else method)
 
