@@ -13,12 +13,6 @@ ENTRIES = [
 
 # (entry, check) -> why it fails; checks: value, grad, fd, gradgrad, jvp, vmap, float32, float16
 KNOWN = {
-    ('__rpow__', 'fd'): "harness: sample 0 raises a negative base (-7.58) to a fractional power (-4.83): the value "
-                        "is NaN in torch and here, so the gradient and the central differences are both NaN, which "
-                        "never compare equal (the grad check, which allows NaN, passes)",
-    ('copysign', 'gradgrad'): "harness: the second derivative is exactly zero; torch's formula (grad · result / input) "
-                              "leaves rounding noise of -1.1e-16 where tinyattn records no gradient at all, and a "
-                              "gradient present on one side only must be exactly zero",
 }
 
 # entry -> (error type, a regular expression its message matches): samples refused on purpose
