@@ -1043,6 +1043,7 @@ Tensor.maximum, Tensor.minimum = maximum, minimum
 Tensor.std = std
 Tensor.repeat, Tensor.repeat_interleave, Tensor.tril, Tensor.triu = repeat, repeat_interleave, tril, triu
 Tensor.all, Tensor.any, Tensor.nonzero = all, any, nonzero
+Tensor.pow = _pow
 Tensor.contiguous, Tensor.is_contiguous = _contiguous, _is_contiguous
 Tensor.dim = _dim
 Tensor.mT = property(_mT)
