@@ -311,9 +311,10 @@ def fd_of_sample(op, key, sample, rng, where, eps=1e-6):
                 x.data.copy_(tc.tensor(x.detach().numpy() + step * d))
             out = [o for o in flat(call(arguments[0], *arguments[1], **arguments[2]))
                    if hasattr(o, "dtype") and np.dtype(o.dtype).kind == "f"]
+            value = sum(float(np.sum(as_array(o) * u)) for o, u in zip(out, upstream))  # before a view sees the undo
             for x, original in zip(m_leaves, originals):
                 x.data.copy_(tc.tensor(original))
-        return sum(float(np.sum(as_array(o) * u)) for o, u in zip(out, upstream))
+        return value
 
     numeric = (loss(eps) - loss(-eps)) / (2 * eps)
     assert abs(analytic - numeric) <= 1e-5 + 1e-4 * abs(numeric), (

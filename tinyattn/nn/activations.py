@@ -194,13 +194,16 @@ def threshold(input, threshold, value, inplace=False):
 
 
 def logsigmoid(input):
-    """``log σ(x) = -softplus(-x) = min(x, 0) - log(1 + e^(-|x|))``: finite for any finite ``x``.
+    """``log σ(x)``: ``-log(1 + e^(-x))`` for ``x > 0`` and ``x - log(1 + e^x)`` otherwise, so that ``e`` is only
+    ever raised to a power ``≤ 0``: finite for any finite ``x`` (and the gradient at 0 is ½, as in PyTorch).
 
     >>> import tinyattn as ta
     >>> [round(v, 4) for v in logsigmoid(ta.tensor([-1000.0, 0.0])).tolist()]
     [-1000.0, -0.6931]
     """
-    return _non_positive(input) - (1 + (-input.abs()).exp()).log()
+    negative = _non_positive(input)
+    positive = ops.where(input > 0, input, 0.0)
+    return ops.where(input > 0, -(1 + (-positive).exp()).log(), negative - (1 + negative.exp()).log())
 
 
 def softsign(input):

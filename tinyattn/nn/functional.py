@@ -230,6 +230,8 @@ def softmax(input, dim, dtype=None):
     dim = check.reduction_input("softmax", input, dim)
     if input._data.size == 0:  # nothing to normalise
         return input.reshape(input.shape)
+    if input.ndim == 0:  # over the one element (as a 1-d tensor, so that vmap's batch axis is never normalised)
+        return Softmax.apply(input.reshape(1), dim=0).reshape(())
     return Softmax.apply(input, dim=dim)
 
 
@@ -246,6 +248,8 @@ def log_softmax(input, dim, dtype=None):
     dim = check.reduction_input("log_softmax", input, dim)
     if input._data.size == 0:  # nothing to normalise
         return input.reshape(input.shape)
+    if input.ndim == 0:  # over the one element (as a 1-d tensor, so that vmap's batch axis is never normalised)
+        return LogSoftmax.apply(input.reshape(1), dim=0).reshape(())
     return LogSoftmax.apply(input, dim=dim)
 
 

@@ -31,8 +31,9 @@ def _source_positions(size, before, after, mode):
         period = 2 * (size - 1)
         positions = np.abs(positions) % period if period else np.zeros_like(positions)
         positions = np.where(positions >= size, period - positions, positions)
-    elif mode == "circular":
-        positions = positions % size
+    elif mode == "circular":  # as PyTorch: the negative amounts crop first, the positive ones wrap the rest
+        start, stop = max(-before, 0), size - max(-after, 0)
+        positions = start + np.arange(-max(before, 0), stop - start + max(after, 0)) % (stop - start)
     else:  # replicate, and constant (whose outside positions are then replaced by the value)
         positions = np.clip(positions, 0, size - 1)
     return positions, outside
@@ -83,8 +84,8 @@ def padded(input, pad, mode, value):
                 raise ValueError(f"pad: cannot pad an empty dimension {dim} in mode {mode!r}")
             shape = list(output.shape)
             shape[dim] = new_size
-            fill = 0 if value is None else value
-            output = Tensor._wrap(xp.full(tuple(shape), fill, dtype=input.dtype), input)
+            empty_sum = output.sum(dim, keepdim=True)  # (…, 1, …): zeros, still in the graph (and batched in vmap)
+            output = ops.expand(empty_sum, *shape) + (0 if value is None else value)
             continue
         positions, outside = _source_positions(size, before, after, mode)
         index = (slice(None),) * dim + (Tensor._wrap(xp.asarray(positions)),)
