@@ -360,11 +360,12 @@ def layer_norm_definition(input, ndim, weight, bias, eps):
 # ----------------------------------------------------------------------------- dropout
 
 
-def dropout(input, p=0.5, training=True):
+def dropout(input, p=0.5, training=True, inplace=False):
     """Inverted dropout: zero each element with probability ``p``, scale the rest by ``1/(1-p)``.
 
     Identity when ``training`` is false or ``p == 0``; all zeros when ``p == 1``. The mask
-    comes from the library's generator on the input's device (``ta.manual_seed``).
+    comes from the library's generator on the input's device (``ta.manual_seed``). ``inplace`` is accepted and
+    ignored (the result is always a new tensor).
 
     >>> import tinyattn as ta
     >>> dropout(ta.ones(4), p=0.5, training=False)
