@@ -67,6 +67,7 @@ def padded(input, pad, mode, value):
     if mode != "constant" and value not in (None, 0, 0.0):
         raise ValueError(f"pad: value is only used in constant mode, got value={value} with mode {mode!r}")
     output, xp = input, backend.namespace(input._data)
+    fill = Tensor._wrap(xp.asarray(0 if value is None else value, dtype=input.dtype))  # (), in the input's dtype
     for i in range(len(pad) // 2):
         dim, before, after = input.ndim - 1 - i, pad[2 * i], pad[2 * i + 1]
         size = input.shape[dim]
@@ -85,14 +86,14 @@ def padded(input, pad, mode, value):
             shape = list(output.shape)
             shape[dim] = new_size
             empty_sum = output.sum(dim, keepdim=True)  # (…, 1, …): zeros, still in the graph (and batched in vmap)
-            output = ops.expand(empty_sum, *shape) + (0 if value is None else value)
+            output = ops.expand(empty_sum, *shape) + fill
             continue
         positions, outside = _source_positions(size, before, after, mode)
         index = (slice(None),) * dim + (Tensor._wrap(xp.asarray(positions)),)
         output = output[index]  # (…, new_size, …): dimension dim gathered
         if mode == "constant" and outside.any():
             mask = Tensor._wrap(xp.asarray(outside).reshape((new_size,) + (1,) * (input.ndim - 1 - dim)))
-            output = ops.where(mask, 0 if value is None else value, output)
+            output = ops.where(mask, fill, output)
     return output if output is not input else input.reshape(input.shape)
 
 
