@@ -528,9 +528,9 @@ def cross_entropy(input, target, ignore_index=-100, reduction="mean", label_smoo
 
 def _classes_last(logits):
     """``(N, C, d…) -> (M, C)``: the classes moved last, the other dimensions in order, then flattened."""
-    if logits.ndim > 2:
-        logits = logits.permute(0, *range(2, logits.ndim), 1)
-    return logits.reshape(-1, logits.shape[-1])
+    if logits.ndim == 2:
+        return logits
+    return logits.permute(0, *range(2, logits.ndim), 1).reshape(-1, logits.shape[1])
 
 
 def _cross_entropy_probabilities(input, target, weight, reduction, label_smoothing):
