@@ -297,3 +297,10 @@ onnx = _Refused("onnx", "tinyattn.compat does not export models; export from PyT
 distributed = _Refused("distributed", "tinyattn.compat runs in one process; run without torchrun/DDP "
                                       "(distributed.is_available() is False)")
 
+
+
+# torch's top-level names for functions of the nn.functional family
+from ..nn.distances import cdist  # noqa: E402
+from ..nn.padding import constant_pad_nd  # noqa: E402
+
+__all__ += ["cdist", "constant_pad_nd"]

@@ -107,7 +107,9 @@ class CrossEntropyLoss(Module):
 
     ``ignore_index``: targets equal to it add nothing (and are not counted by ``"mean"``); ``reduction``:
     ``"mean"``, ``"sum"`` or ``"none"``; ``label_smoothing``: the share of the target's mass spread evenly over
-    all classes. Called as ``loss(input, target)`` with logits ``(N, C)`` or ``(N, C, d…)``.
+    all classes; ``weight`` (by keyword): one weight per class, kept as a buffer as in PyTorch. Called as
+    ``loss(input, target)`` with logits ``(N, C)`` or ``(N, C, d…)`` and class indices, or class probabilities of
+    the logits' shape.
 
     >>> import tinyattn as ta
     >>> from tinyattn import nn
@@ -116,21 +118,23 @@ class CrossEntropyLoss(Module):
     0.6931
     """
 
-    def __init__(self, ignore_index=-100, reduction="mean", label_smoothing=0.0):
+    def __init__(self, ignore_index=-100, reduction="mean", label_smoothing=0.0, *, weight=None):
         super().__init__()
         self.ignore_index, self.reduction, self.label_smoothing = ignore_index, reduction, label_smoothing
+        self.register_buffer("weight", weight)
 
     def forward(self, input, target):
-        """The loss of logits ``input`` against class indices ``target``."""
+        """The loss of logits ``input`` against class indices (or probabilities) ``target``."""
         return F.cross_entropy(input, target, ignore_index=self.ignore_index, reduction=self.reduction,
-                               label_smoothing=self.label_smoothing)
+                               label_smoothing=self.label_smoothing, weight=self.weight)
 
 
 class NLLLoss(Module):
     """The negative log-likelihood of log-probabilities at the target classes, as a module (``F.nll_loss``).
 
     ``ignore_index``: targets equal to it are skipped; ``reduction``: ``"mean"`` (over the kept targets), ``"sum"``
-    or ``"none"``. Called as ``loss(input, target)`` with ``input (N, C)`` (for instance ``LogSoftmax``'s output).
+    or ``"none"``; ``weight`` (by keyword): one weight per class, kept as a buffer as in PyTorch. Called as
+    ``loss(input, target)`` with ``input (N, C)`` or ``(N, C, d…)`` (for instance ``LogSoftmax``'s output).
 
     >>> import tinyattn as ta
     >>> from tinyattn import nn
@@ -138,12 +142,13 @@ class NLLLoss(Module):
     2.5
     """
 
-    def __init__(self, ignore_index=-100, reduction="mean"):
+    def __init__(self, ignore_index=-100, reduction="mean", *, weight=None):
         super().__init__()
         self.ignore_index, self.reduction = ignore_index, reduction
+        self.register_buffer("weight", weight)
 
     def forward(self, input, target):
-        return F.nll_loss(input, target, ignore_index=self.ignore_index, reduction=self.reduction)
+        return F.nll_loss(input, target, weight=self.weight, ignore_index=self.ignore_index, reduction=self.reduction)
 
 
 class MSELoss(Module):

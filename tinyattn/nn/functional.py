@@ -39,6 +39,22 @@ from ..engine import OUTPUT, Function, Tensor
 from ..masks import checked_mask
 from ..pointwise import Erf
 
+# isort: split
+# the functions of the families (activations, losses, normalisation, distances, padding), in modules of their own
+from . import activations, distances, losses, normalization, padding
+from .activations import *  # noqa: F401,F403
+from .distances import *  # noqa: F401,F403
+from .losses import *  # noqa: F401,F403
+from .losses import legacy_reduction
+from .normalization import *  # noqa: F401,F403
+from .padding import *  # noqa: F401,F403
+
+__all__ = [
+    "relu", "gelu", "linear", "bilinear", "softmax", "log_softmax", "softmin", "layer_norm", "dropout", "embedding",
+    "cross_entropy", "scaled_dot_product_attention", "causal_mask", "padding_mask", "one_hot",
+    *activations.__all__, *distances.__all__, *losses.__all__, *normalization.__all__, *padding.__all__,
+]
+
 # ----------------------------------------------------------------------------- activations
 
 
@@ -66,6 +82,8 @@ def gelu(input, approximate="none"):
     [-0.1587, 0.0, 0.8413]
     """
     check.floating("gelu", "input", input)
+    if input.dtype == np.float16:  # computed in float32 and rounded back, as PyTorch does on the CPU
+        return gelu(input.to(np.float32), approximate).to(np.float16)
     if approximate == "none":
         cdf = 0.5 * (1 + Erf.apply(input * (1 / math.sqrt(2))))
     elif approximate == "tanh":
@@ -103,6 +121,24 @@ def linear(input, weight, bias=None):
 def linear_definition(input, weight, bias):
     """The definition, on checked arguments: ``x Wᵀ + b``."""
     output = input @ weight.T  # (…, out)
+    return output if bias is None else output + bias
+
+
+def bilinear(input1, input2, weight, bias=None):
+    """``y_k = x1ᵀ W_k x2 + b_k``: ``(…, in1)`` and ``(…, in2)`` to ``(…, out)``, weight ``(out, in1, in2)``.
+
+    >>> import tinyattn as ta
+    >>> bilinear(ta.ones(2, 3), ta.ones(2, 4), ta.ones(5, 3, 4)).shape
+    (2, 5)
+    """
+    if weight.ndim != 3 or input1.shape[-1] != weight.shape[1] or input2.shape[-1] != weight.shape[2]:
+        raise RuntimeError(f"bilinear: inputs {input1.shape} and {input2.shape} need a weight of shape "
+                           f"(out, {input1.shape[-1]}, {input2.shape[-1]}), got {weight.shape}")
+    if input1.shape[:-1] != input2.shape[:-1]:
+        raise RuntimeError(f"bilinear: input1 {input1.shape} and input2 {input2.shape} must share their leading "
+                           "dimensions")
+    left = input1.unsqueeze(-2).unsqueeze(-2) @ weight  # (…, out, 1, in2): x1ᵀ W_k
+    output = (left @ input2.unsqueeze(-2).unsqueeze(-1)).squeeze(-1).squeeze(-1)  # (…, out)
     return output if bias is None else output + bias
 
 
@@ -176,6 +212,8 @@ def softmax(input, dim, dtype=None):
     dim = check.reduction_input("softmax", input, dim)
     if input._data.size == 0:  # nothing to normalise
         return input.reshape(input.shape)
+    if input.ndim == 0:  # over the one element (as a 1-d tensor, so that vmap's batch axis is never normalised)
+        return Softmax.apply(input.reshape(1), dim=0).reshape(())
     return Softmax.apply(input, dim=dim)
 
 
@@ -192,7 +230,25 @@ def log_softmax(input, dim, dtype=None):
     dim = check.reduction_input("log_softmax", input, dim)
     if input._data.size == 0:  # nothing to normalise
         return input.reshape(input.shape)
+    if input.ndim == 0:  # over the one element (as a 1-d tensor, so that vmap's batch axis is never normalised)
+        return LogSoftmax.apply(input.reshape(1), dim=0).reshape(())
     return LogSoftmax.apply(input, dim=dim)
+
+
+def softmin(input, dim=None, _stacklevel=3, dtype=None):
+    """``softmax(-x)`` along ``dim``: ``exp(-x_i) / Σ_j exp(-x_j)``; ``dtype``: the input is cast to it first.
+    Without ``dim``, PyTorch's implicit choice: 0 for 0-, 1- and 3-d inputs, else 1.
+
+    >>> import tinyattn as ta
+    >>> softmin(ta.tensor([1.0, 1.0]), dim=0)
+    tensor([0.5, 0.5])
+    """
+    if dtype is not None:
+        input = input.to(dtype)
+    check.floating("softmin", "input", input)
+    if dim is None:
+        dim = 0 if input.ndim in (0, 1, 3) else 1
+    return softmax(-input, dim=dim)
 
 
 Tensor.softmax, Tensor.log_softmax = softmax, log_softmax  # the methods, as in PyTorch
@@ -270,7 +326,11 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
 
 def layer_norm_definition(input, ndim, weight, bias, eps):
     """The definition, on checked arguments: ``x̂ = LayerNorm(x)`` over the last ``ndim`` axes, then
-    ``x̂ · weight + bias``."""
+    ``x̂ · weight + bias``. A float16 input is computed in float32 and rounded back, as PyTorch does (its
+    ``(x - μ)²`` would overflow float16 once ``|x - μ| ≥ 256``)."""
+    if input.dtype == np.float16:
+        weight, bias = (None if t is None else t.to(np.float32) for t in (weight, bias))
+        return layer_norm_definition(input.to(np.float32), ndim, weight, bias, eps).to(np.float16)
     output = LayerNorm.apply(input, axes=tuple(range(input.ndim - ndim, input.ndim)), eps=eps)
     if weight is not None:
         output = output * weight
@@ -282,11 +342,12 @@ def layer_norm_definition(input, ndim, weight, bias, eps):
 # ----------------------------------------------------------------------------- dropout
 
 
-def dropout(input, p=0.5, training=True):
+def dropout(input, p=0.5, training=True, inplace=False):
     """Inverted dropout: zero each element with probability ``p``, scale the rest by ``1/(1-p)``.
 
     Identity when ``training`` is false or ``p == 0``; all zeros when ``p == 1``. The mask
-    comes from the library's generator on the input's device (``ta.manual_seed``).
+    comes from the library's generator on the input's device (``ta.manual_seed``). ``inplace`` is accepted and
+    ignored (the result is always a new tensor).
 
     >>> import tinyattn as ta
     >>> dropout(ta.ones(4), p=0.5, training=False)
@@ -327,11 +388,15 @@ def _index_array(indices, like, name):
     return data
 
 
-def embedding(input, weight, padding_idx=None):
+def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0, scale_grad_by_freq=False,
+              sparse=False):
     """Rows of ``weight`` picked by the integer ``input``: ``(…) -> (…, embedding_dim)``.
 
     Indices are checked against the table (NumPy would wrap negatives, CuPy every index).
-    Rows picked at ``padding_idx`` carry their value forward but pass no gradient back.
+    Rows picked at ``padding_idx`` carry their value forward but pass no gradient back. ``max_norm``: each row
+    picked whose ``norm_type``-norm exceeds it is first rescaled to that norm, in ``weight`` itself and outside
+    the graph, as in PyTorch. ``sparse`` is accepted (the gradient is always dense); ``scale_grad_by_freq`` is not
+    supported.
 
     >>> import tinyattn as ta
     >>> table = ta.tensor([[0.0, 0.0], [1.0, 2.0]])
@@ -349,11 +414,26 @@ def embedding(input, weight, padding_idx=None):
             f"embedding: index {int(bad[0])} is out of range for a table of {num_embeddings} rows "
             f"(valid: 0 to {num_embeddings - 1}); {bad.size} such index(es) in input of shape {tuple(index.shape)}"
         )
+    if scale_grad_by_freq:
+        raise NotImplementedError("embedding: scale_grad_by_freq=True is not supported")
+    if max_norm is not None:
+        _renormalize_rows(weight, index, max_norm, norm_type)
     rows = weight[input if isinstance(input, Tensor) else index]  # (…, embedding_dim); repeats accumulate in backward
     if padding_idx is None:
         return rows
     keep = Tensor._wrap((index != padding_idx)[..., None])  # (…, 1)
     return ops.where(keep, rows, rows.detach())
+
+
+def _renormalize_rows(weight, index, max_norm, norm_type):
+    """Rows of ``weight`` named in ``index`` whose ``norm_type``-norm exceeds ``max_norm``, scaled in place to
+    ``max_norm`` (by ``max_norm / (norm + 1e-7)``, PyTorch's ``embedding_renorm_``)."""
+    xp = backend.namespace(weight._data)
+    rows = xp.unique(index.reshape(-1))
+    picked = weight._data[rows]  # (rows, embedding_dim)
+    norms = xp.sum(xp.abs(picked) ** norm_type, axis=1) ** (1.0 / norm_type)  # (rows,)
+    scale = xp.where(norms > max_norm, max_norm / (norms + 1e-7), 1.0).astype(weight.dtype)
+    weight._data[rows] = picked * scale[:, None]
 
 
 # ----------------------------------------------------------------------------- cross entropy
@@ -364,29 +444,46 @@ def _target_shape(logits_shape):
     return (logits_shape[0],) + tuple(logits_shape[2:])
 
 
-def cross_entropy(input, target, ignore_index=-100, reduction="mean", label_smoothing=0.0):
-    """Cross entropy between logits and class indices, PyTorch's semantics.
+def cross_entropy(input, target, ignore_index=-100, reduction="mean", label_smoothing=0.0, *, weight=None,
+                  size_average=None, reduce=None):
+    """Cross entropy between logits and targets, PyTorch's semantics (``weight``, and PyTorch's deprecated
+    ``size_average`` and ``reduce``, by keyword; ``tinyattn.compat`` takes them in PyTorch's positional order).
 
-    ``input``: logits ``(N, C)``, ``(N, C, d1, …)`` or unbatched ``(C,)``; ``target``: class
-    indices ``(N,)``, ``(N, d1, …)`` or ``()``. ``reduction="mean"`` averages over the targets
-    that are not ``ignore_index``; ``label_smoothing=ε`` mixes the target distribution with
-    the uniform one: ``(1-ε)·onehot + ε/C``.
+    ``input``: logits ``(N, C)``, ``(N, C, d1, …)`` or unbatched ``(C,)``. ``target``: class indices ``(N,)``,
+    ``(N, d1, …)`` or ``()``, or class probabilities of the logits' own shape (a floating tensor).
+    ``weight``: one weight per class (``(C,)``). ``reduction="mean"`` divides by the total weight of the targets
+    that are not ``ignore_index`` (by their count without ``weight``; by ``N · d1 ⋯`` for probability targets);
+    ``label_smoothing=ε`` mixes the target distribution with the uniform one: ``(1-ε)·target + ε/C``.
 
     >>> import tinyattn as ta
     >>> logits = ta.tensor([[0.0, 0.0], [0.0, 0.0]])
     >>> round(cross_entropy(logits, ta.tensor([1, -100])).item(), 4)
     0.6931
+    >>> round(cross_entropy(logits, ta.tensor([[1.0, 0.0], [0.5, 0.5]])).item(), 4)
+    0.6931
     """
     check.floating("cross_entropy", "input", input)
+    reduction = legacy_reduction(size_average, reduce, reduction)
     if reduction not in ("none", "mean", "sum"):
         raise ValueError(f"cross_entropy: reduction must be 'none', 'mean' or 'sum', got {reduction!r}")
     if not 0.0 <= label_smoothing <= 1.0:
         raise ValueError(f"cross_entropy: label_smoothing must be in [0, 1], got {label_smoothing!r}")
-    target_data = _index_array(target, input, "cross_entropy")
-    target = target if isinstance(target, Tensor) else Tensor._wrap(target_data)  # (inside vmap: batched)
     if input.ndim == 0:
         raise ValueError("cross_entropy: logits must have a class dimension: (C,), (N, C) or (N, C, d…); got shape ()")
     unbatched = input.ndim == 1
+    num_classes = input.shape[0 if unbatched else 1]
+    if weight is not None and tuple(weight.shape) != (num_classes,):
+        raise ValueError(f"cross_entropy: weight must have one entry per class ({num_classes},), got {weight.shape}")
+    if isinstance(target, Tensor) and target.dtype.kind == "f":
+        if target.shape != input.shape:
+            raise TypeError(
+                f"cross_entropy: targets must be class indices (integers) of shape "
+                f"{() if unbatched else _target_shape(input.shape)} or class probabilities of the logits' shape "
+                f"{input.shape}; got {target.dtype} of shape {target.shape}"
+            )
+        return _cross_entropy_probabilities(input, target, weight, reduction, label_smoothing)
+    target_data = _index_array(target, input, "cross_entropy")
+    target = target if isinstance(target, Tensor) else Tensor._wrap(target_data)  # (inside vmap: batched)
     expected = () if unbatched else _target_shape(input.shape)
     if target.shape != expected:
         raise ValueError(
@@ -395,7 +492,6 @@ def cross_entropy(input, target, ignore_index=-100, reduction="mean", label_smoo
         )
     logits = input.reshape(1, -1) if unbatched else input  # (N, C, d…)
     target = target.reshape(1) if unbatched else target  # (N, d…)
-    num_classes = logits.shape[1]
     bad = ((target_data < 0) | (target_data >= num_classes)) & (target_data != ignore_index)
     if bool(bad.any()):
         value = int(backend.to_numpy(target_data[bad])[0])
@@ -408,34 +504,66 @@ def cross_entropy(input, target, ignore_index=-100, reduction="mean", label_smoo
         if reduction == "none":
             return per_target
         return per_target.sum() * (math.nan if reduction == "mean" else 1.0)
-    loss = cross_entropy_definition(logits, target, ignore_index, reduction, label_smoothing)
+    loss = cross_entropy_definition(logits, target, ignore_index, reduction, label_smoothing, weight)
     return loss.reshape(()) if unbatched and reduction == "none" else loss
 
 
-def cross_entropy_definition(logits, target, ignore_index, reduction, label_smoothing):
-    """The definition: with ``log p = log_softmax(z)`` over the classes, ``C`` classes and smoothing
-    ``ε``, ``loss_i = -(1-ε) log p[t_i] - (ε/C) Σ_c log p[c]``, zero where ``t_i == ignore_index``.
+def _classes_last(logits):
+    """``(N, C, d…) -> (M, C)``: the classes moved last, the other dimensions in order, then flattened."""
+    if logits.ndim == 2:
+        return logits
+    return logits.permute(0, *range(2, logits.ndim), 1).reshape(-1, logits.shape[1])
+
+
+def _cross_entropy_probabilities(input, target, weight, reduction, label_smoothing):
+    """Cross entropy against class probabilities ``y`` of the logits' shape: with ``y' = (1-ε) y + ε/C``,
+    ``loss_i = -Σ_c weight_c · y'_ic · log p_ic``; ``"mean"`` divides by the number of rows ``N · d1 ⋯``."""
+    unbatched = input.ndim == 1
+    logits = input.reshape(1, -1) if unbatched else input  # (N, C, d…)
+    probabilities = target.reshape(1, -1) if unbatched else target  # (N, C, d…)
+    num_classes = logits.shape[1]
+    log_p = _classes_last(log_softmax(logits, dim=1))  # (M, C)
+    y = _classes_last(probabilities)  # (M, C)
+    if label_smoothing:
+        y = (1 - label_smoothing) * y + label_smoothing / num_classes
+    terms = y * log_p if weight is None else y * log_p * weight  # (M, C)
+    losses = -terms.sum(dim=1)  # (M,)
+    if reduction == "none":
+        return losses.reshape(()) if unbatched else losses.reshape(_target_shape(logits.shape))
+    return losses.sum() if reduction == "sum" else losses.mean()
+
+
+def cross_entropy_definition(logits, target, ignore_index, reduction, label_smoothing, weight=None):
+    """The definition: with ``log p = log_softmax(z)`` over the classes, ``C`` classes, smoothing ``ε`` and class
+    weights ``w`` (1 without ``weight``), ``loss_i = -(1-ε) w[t_i] log p[t_i] - (ε/C) Σ_c w_c log p[c]``, zero
+    where ``t_i == ignore_index``; ``"mean"`` divides by ``Σ_i w[t_i]`` over the kept targets.
     ``target``: an integer tensor (or array) of class indices."""
     target = target if isinstance(target, Tensor) else Tensor._wrap(target)
     num_classes = logits.shape[1]
-    z = logits  # (M, C)
-    if logits.ndim > 2:  # (N, C, d…) -> (N, d…, C): the classes moved last, the rest in order
-        z = logits.permute(0, *range(2, logits.ndim), 1).reshape(-1, num_classes)
     target = target.reshape(-1)  # (M,)
     valid = target != ignore_index  # (M,), boolean
-    log_p = log_softmax(z, dim=1)  # (M, C)
+    log_p = log_softmax(_classes_last(logits), dim=1)  # (M, C)
+    safe = ops.where(valid, target, 0)  # (M,): an ignored target picks class 0, then counts zero
     rows = Tensor._wrap(backend.namespace(log_p._data).arange(target.shape[0]))
-    picked = log_p[rows, ops.where(valid, target, 0)]  # (M,): log p[t_i]
-    losses = -(1 - label_smoothing) * picked
-    if label_smoothing:
-        losses = losses - (label_smoothing / num_classes) * log_p.sum(dim=1)
+    picked = log_p[rows, safe]  # (M,): log p[t_i]
+    if weight is None:
+        losses = -(1 - label_smoothing) * picked
+        if label_smoothing:
+            losses = losses - (label_smoothing / num_classes) * log_p.sum(dim=1)
+        target_weights = None
+    else:
+        target_weights = weight[safe]  # (M,): w[t_i]
+        losses = -(1 - label_smoothing) * picked * target_weights
+        if label_smoothing:
+            losses = losses - (label_smoothing / num_classes) * (log_p * weight).sum(dim=1)
     losses = ops.where(valid, losses, 0.0)  # ignored positions count zero
     if reduction == "none":
         return losses.reshape(_target_shape(logits.shape))
     if reduction == "sum":
         return losses.sum()
-    count = valid.to(logits.dtype).sum()  # the targets not ignored
-    return losses.sum() / count  # 0/0 = NaN when every target is ignored, as in PyTorch
+    if target_weights is None:
+        return losses.sum() / valid.to(logits.dtype).sum()  # 0/0 = NaN when every target is ignored, as in PyTorch
+    return losses.sum() / ops.where(valid, target_weights, 0.0).sum()
 
 
 # ----------------------------------------------------------------------------- scaled dot-product attention
@@ -477,6 +605,13 @@ def scaled_dot_product_attention(
     array([[[1.  , 0.  ],
             [0.33, 0.67]]], dtype=float32)
     """
+    if query.dtype == key.dtype == value.dtype == np.float16:  # computed in float32 and rounded back, as PyTorch
+        # does on the CPU
+        widened = [t.to(np.float32) for t in (query, key, value)]
+        if attn_mask is not None and attn_mask.dtype == np.float16:
+            attn_mask = attn_mask.to(np.float32)
+        output, weights = scaled_dot_product_attention(*widened, attn_mask, dropout_p, is_causal, scale, need_weights)
+        return output.to(np.float16), (None if weights is None else weights.to(np.float16))
     attn_mask, dropout_p, scale = attention_arguments(query, key, value, attn_mask, dropout_p, scale)
     return attention_definition(query, key, value, attn_mask, dropout_p, is_causal, scale, need_weights)
 
@@ -589,79 +724,7 @@ def padding_mask(lengths, max_len):
     return Tensor._wrap((positions[None, :] < lengths[:, None])[:, None, None, :])  # (B, 1, 1, max_len)
 
 
-# ----------------------------------------------------------------------------- everyday losses and helpers
-
-
-def mse_loss(input, target, reduction="mean"):
-    """The squared error ``(input - target)²``, averaged (``"mean"``), summed (``"sum"``) or not (``"none"``).
-
-    ``input``, ``target``: tensors of one shape (or broadcastable); ``reduction``: how to combine the elements.
-
-    >>> import tinyattn as ta
-    >>> import tinyattn.nn.functional as F
-    >>> F.mse_loss(ta.tensor([1.0, 3.0]), ta.tensor([0.0, 0.0]), reduction="sum").item()
-    10.0
-    """
-    squared = (input - target) ** 2
-    return _reduce(squared, reduction, "mse_loss")
-
-
-def _reduce(losses, reduction, name):
-    if reduction == "mean":
-        return losses.mean()
-    if reduction == "sum":
-        return losses.sum()
-    if reduction == "none":
-        return losses
-    raise ValueError(f"{name}: reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
-
-
-def nll_loss(input, target, ignore_index=-100, reduction="mean"):
-    """The negative log-likelihood ``-input[n, target[n]]`` for log-probabilities ``input (N, C)``.
-
-    ``target``: ``N`` class indices (a tensor, array or list); ``ignore_index``: targets equal to it add nothing;
-    ``reduction``: ``"mean"`` (over the kept targets), ``"sum"`` or ``"none"``.
-
-    >>> import tinyattn as ta
-    >>> import tinyattn.nn.functional as F
-    >>> log_p = ta.tensor([[-1.0, -2.0], [-3.0, -4.0]])
-    >>> F.nll_loss(log_p, ta.tensor([0, 1])).item(), F.nll_loss(log_p, ta.tensor([0, -100])).item()
-    (2.5, 1.0)
-    """
-    if input.ndim != 2:
-        raise ValueError(f"nll_loss: expected log-probabilities of shape (N, C), got {input.shape}")
-    target = _index_array(target, input, "nll_loss")
-    keep = target != ignore_index
-    xp = backend.namespace(target)
-    picked = input[xp.arange(target.shape[0]), xp.where(keep, target, 0)]  # (N,)
-    losses = -picked * Tensor._wrap(keep.astype(input.dtype))
-    if reduction == "mean":
-        return losses.sum() / max(int(keep.sum()), 1)
-    return _reduce(losses, reduction, "nll_loss")
-
-
-def pad(input, pad, mode="constant", value=0.0):
-    """Pads the last ``len(pad) // 2`` dimensions with ``value``: ``(left, right)`` for the last, then the one before…
-
-    ``pad``: a flat tuple of pairs; ``mode``: only ``"constant"``; ``value``: the fill. Differentiable in ``input``.
-
-    >>> import tinyattn as ta
-    >>> import tinyattn.nn.functional as F
-    >>> F.pad(ta.tensor([[1.0, 2.0]]), (1, 2))
-    tensor([[0., 1., 2., 0., 0.]])
-    """
-    if mode != "constant":
-        raise NotImplementedError(f"pad: mode {mode!r}; only 'constant' is implemented")
-    if len(pad) % 2 or len(pad) // 2 > input.ndim:
-        raise ValueError(f"pad: {pad} is not pairs for at most {input.ndim} dims")
-    shape, index = list(input.shape), [slice(None)] * input.ndim
-    for i in range(len(pad) // 2):
-        dim, before, after = input.ndim - 1 - i, pad[2 * i], pad[2 * i + 1]
-        shape[dim] += before + after
-        index[dim] = slice(before, before + input.shape[dim])
-    out = Tensor._wrap(backend.namespace(input._data).full(shape, value, dtype=input.dtype), input)
-    out[tuple(index)] = input  # differentiable in input (an in-place write into a new tensor)
-    return out
+# ----------------------------------------------------------------------------- one-hot
 
 
 def one_hot(tensor, num_classes=-1):
@@ -677,31 +740,17 @@ def one_hot(tensor, num_classes=-1):
             [0, 0, 1]])
     """
     indices = tensor._data
+    if indices.dtype != np.int64:
+        raise RuntimeError(f"one_hot is only applicable to index tensor of type LongTensor (int64), got "
+                           f"{indices.dtype}")
     if num_classes == -1:
+        if indices.size == 0:
+            raise RuntimeError("Can not infer total number of classes from empty tensor.")
         num_classes = int(indices.max()) + 1
+    if indices.size and bool((indices < 0).any()):
+        raise RuntimeError(f"Class values must be non-negative; got {int(indices.min())}")
+    if indices.size and bool((indices >= num_classes).any()):
+        raise RuntimeError(f"Class values must be smaller than num_classes. Got {int(indices.max())} for "
+                           f"num_classes={num_classes}")
     xp = backend.namespace(indices)
     return Tensor._wrap((indices[..., None] == xp.arange(num_classes)).astype("int64"), tensor)
-
-
-def kl_div(input, target, reduction="mean", log_target=False):
-    """The Kullback-Leibler divergence ``target · (log target - input)`` for log-probabilities ``input``.
-
-    Taken as 0 where ``target`` is 0. ``target``: probabilities, or log-probabilities with ``log_target=True``.
-    ``reduction``: ``"mean"`` (over elements), ``"batchmean"`` (sum / batch size), ``"sum"`` or ``"none"``.
-
-    >>> import math
-    >>> import tinyattn as ta
-    >>> import tinyattn.nn.functional as F
-    >>> log_q = ta.tensor([[math.log(0.5), math.log(0.5)]])
-    >>> round(F.kl_div(log_q, ta.tensor([[1.0, 0.0]]), reduction="batchmean").item(), 4)   # log 2
-    0.6931
-    """
-    if log_target:
-        losses = target.exp() * (target - input)
-    else:
-        positive = target > 0
-        log_target_values = ops.where(positive, target, 1.0).log()
-        losses = ops.where(positive, target * (log_target_values - input), 0.0)
-    if reduction == "batchmean":
-        return losses.sum() / input.shape[0]
-    return _reduce(losses, reduction, "kl_div")

@@ -1,47 +1,30 @@
 """``torch.nn.functional``: the native functions, and ``scaled_dot_product_attention`` returning one tensor."""
 
-from ...nn.functional import (
-    cross_entropy,
-    dropout,
-    embedding,
-    gelu,
-    layer_norm,
-    linear,
-    log_softmax,
-    mse_loss,
-    nll_loss,
-    one_hot,
-    pad,
-    relu,
-    softmax,
-)
+from ...nn import functional as _native
 from ...nn.functional import scaled_dot_product_attention as _native_sdpa
 
-__all__ = ["cross_entropy", "dropout", "embedding", "gelu", "layer_norm", "linear", "log_softmax", "mse_loss",
-           "nll_loss", "one_hot", "pad", "relu", "softmax", "scaled_dot_product_attention", "tanh", "sigmoid", "silu"]
+for _name in _native.__all__:
+    globals()[_name] = getattr(_native, _name)
+
+__all__ = [*_native.__all__]
 
 
-def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None):
+def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None, reduction="mean",
+                  label_smoothing=0.0):
+    """PyTorch's argument order (``weight`` third) for the native ``F.cross_entropy``."""
+    return _native.cross_entropy(input, target, ignore_index, reduction, label_smoothing, weight=weight,
+                                 size_average=size_average, reduce=reduce)
+
+
+def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
+                                 enable_gqa=False):
     """PyTorch's: the attention output alone (a boolean ``attn_mask`` already means ``True`` = may attend)."""
+    if enable_gqa:
+        raise NotImplementedError("scaled_dot_product_attention: enable_gqa=True is not supported")
     output, _ = _native_sdpa(query, key, value, attn_mask=attn_mask, dropout_p=dropout_p, is_causal=is_causal,
                              scale=scale, need_weights=False)
     return output
 
 
-def silu(input, inplace=False):
-    """``x · σ(x)`` (swish)."""
-    return input * input.sigmoid()
-
-
-def tanh(input):
-    return input.tanh()
-
-
-def sigmoid(input):
-    return input.sigmoid()
-
-
 def __getattr__(name):
     raise AttributeError(f"tinyattn.compat.nn.functional has no `{name}` yet")
-
-
