@@ -43,6 +43,8 @@ KNOWN = {
 
 # entry -> (error type, a regular expression its message matches): samples refused on purpose
 REFUSED = {
+    # scaling each row's gradient by its count in the batch changes the backward alone: no composition gives it
+    "nn.functional.embedding": (NotImplementedError, "scale_grad_by_freq=True is not supported"),
     # torch.func.vmap refuses these too: the running statistics are not batched, so there is no one update
     "nn.functional.batch_norm": (RuntimeError, "running statistics cannot be updated in place inside vmap"),
     "nn.functional.batch_norm.without_cudnn": (RuntimeError,
