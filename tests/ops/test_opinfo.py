@@ -31,6 +31,10 @@ pytest.importorskip("expecttest")  # op_db's module imports it
 import opinfo  # noqa: E402
 from torch.testing._internal.common_methods_invocations import op_db  # noqa: E402
 
+# importing torch's test utilities freezes torch.backends' flags for the whole process (a setting of torch's own
+# suite); the compat project tests set them as scripts do, so the flags are unfrozen again
+torch.backends.flags_frozen.__globals__["__allow_nonbracketed_mutation_flag"] = True
+
 import tinyattn.compat as tc  # noqa: E402
 
 CHECKS = ("value", "grad", "fd", "gradgrad", "jvp", "vmap", "float32", "float16")
