@@ -27,9 +27,6 @@ ENTRIES = [
 _TARGET_JUMP = ("harness: the samples' targets are ±1 and require grad; a finite difference moves them off ±1, where "
                 "the loss switches branch (PyTorch's own definition jumps there too), so the difference is not "
                 "the derivative")
-_TORCH_DISTANCE = ("harness: the samples' distance_function is torch.nn.PairwiseDistance, a torch module, which cannot "
-                   "take tinyattn tensors")
-_EVERY = ("value", "grad", "fd", "gradgrad", "jvp", "vmap", "float32", "float16")
 
 # (entry, check) -> why it fails; checks: value, grad, fd, gradgrad, jvp, vmap, float32, float16
 KNOWN = {
@@ -38,7 +35,6 @@ KNOWN = {
     ("nn.functional.scaled_dot_product_attention", "gradgrad"): (
         "harness: torch has no second derivative of its CPU flash attention "
         "(_scaled_dot_product_flash_attention_for_cpu_backward)"),
-    **{("nn.functional.triplet_margin_with_distance_loss", check): _TORCH_DISTANCE for check in _EVERY},
     ("nn.functional.embedding", "vmap"): (
         "harness: max_norm renormalises the weight's rows in place (torch's too), so the two torch calls the vmap "
         "check stacks, and the batch it hands to vmap, see the weight at different moments"),

@@ -120,6 +120,9 @@ def ours(value, leaves=None):
         return tuple(value)
     if isinstance(value, torch.device):
         return str(value)
+    if isinstance(value, torch.nn.PairwiseDistance):  # a sample's distance_function: the same distance, ours
+        return functools.partial(tc.nn.functional.pairwise_distance, p=value.norm, eps=value.eps,
+                                 keepdim=value.keepdim)
     if isinstance(value, (list, tuple)) and not hasattr(value, "_fields"):
         return type(value)(ours(v, leaves) for v in value)
     if isinstance(value, dict):
