@@ -23,19 +23,16 @@ import os
 import re
 
 import numpy as np
+import opinfo
 import pytest
+import torch  # the test extra installs torch and expecttest, which op_db's module imports: nothing here skips
+from torch.testing._internal.common_methods_invocations import op_db
 
-torch = pytest.importorskip("torch")
-pytest.importorskip("expecttest")  # op_db's module imports it
-
-import opinfo  # noqa: E402
-from torch.testing._internal.common_methods_invocations import op_db  # noqa: E402
+import tinyattn.compat as tc
 
 # importing torch's test utilities freezes torch.backends' flags for the whole process (a setting of torch's own
 # suite); the compat project tests set them as scripts do, so the flags are unfrozen again
 torch.backends.flags_frozen.__globals__["__allow_nonbracketed_mutation_flag"] = True
-
-import tinyattn.compat as tc  # noqa: E402
 
 CHECKS = ("value", "grad", "fd", "gradgrad", "jvp", "vmap", "float32", "float16")
 SAMPLES_PER_CHECK = None if os.environ.get("TINYATTN_PROFILE") == "thorough" else 4
