@@ -8,10 +8,6 @@ ENTRIES = [
 
 # (entry, check) -> why it fails; checks: value, grad, fd, gradgrad, jvp, vmap, float32, float16
 KNOWN = {
-    ('argsort', 'float16'): "torch's default sort (stable=False) orders the many ties among 8000 float16 values its "
-    "own way; tinyattn's sort is always stable, so tied values' indices differ",
-    ('sort', 'float16'): "torch's default sort (stable=False) orders the many ties among 8000 float16 values its "
-    "own way; tinyattn's sort is always stable, so tied values' indices differ (the values agree)",
     ('logcumsumexp', 'jvp'): "harness: torch's own forward-mode formula errs by 3e-6 (relative) on a sample: the "
     "tangent of the first running value, which is exactly the input's tangent, comes out 0.0932603 for 0.0932606; "
     "tinyattn's is exact, and grad, fd and gradgrad agree",
