@@ -252,9 +252,9 @@ TIED_INDICES = {"sort", "argsort", "mode"}
 
 def picked(key, sample, out):
     """``out`` with its indices replaced by the input's elements at them (for ``TIED_INDICES``' entries)."""
-    x = sample.input.detach().numpy()
-    if key not in TIED_INDICES or x.ndim == 0:
+    if key not in TIED_INDICES or sample.input.ndim == 0:
         return out
+    x = sample.input.detach().numpy()
     dim = sample.args[0] if sample.args else sample.kwargs.get("dim", -1)
     if key == "argsort":
         return np.take_along_axis(x, as_array(out), axis=dim)
