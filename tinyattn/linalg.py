@@ -3,14 +3,10 @@
 Decompositions and solvers are not here (out of scope).
 """
 
-# reductions' norms
-# products
-from .products import linalg_cross as cross  # noqa: E402
-from .products import matrix_power, multi_dot, vander, vecdot  # noqa: E402
-from .reductions import linalg_norm as norm  # noqa: E402
-from .reductions import matrix_norm, vector_norm  # noqa: E402
-
-# shapes' views
+from .products import linalg_cross as cross
+from .products import matrix_power, multi_dot, vander, vecdot
+from .reductions import linalg_norm as norm
+from .reductions import matrix_norm, vector_norm
 from .shapes import diagonal as _diagonal
 
 
@@ -26,7 +22,4 @@ def diagonal(A, *, offset=0, dim1=-2, dim2=-1):
     return _diagonal(A, offset, dim1, dim2)
 
 
-__all__ = []
-__all__ += ["diagonal"]
-__all__ += ["multi_dot", "vecdot", "matrix_power", "cross", "vander"]  # products
-__all__ += ["vector_norm", "matrix_norm", "norm"]  # reductions' norms
+__all__ = ["vector_norm", "matrix_norm", "norm", "multi_dot", "vecdot", "matrix_power", "cross", "vander", "diagonal"]
