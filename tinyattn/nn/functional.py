@@ -45,7 +45,7 @@ from . import activations, distances, losses, normalization, padding
 from .activations import *  # noqa: F401,F403
 from .distances import *  # noqa: F401,F403
 from .losses import *  # noqa: F401,F403
-from .losses import legacy_reduction
+from .losses import _index_array, legacy_reduction
 from .normalization import *  # noqa: F401,F403
 from .padding import *  # noqa: F401,F403
 
@@ -371,21 +371,6 @@ def dropout(input, p=0.5, training=True, inplace=False):
 
 
 # ----------------------------------------------------------------------------- embedding
-
-
-def _index_array(indices, like, name):
-    """``indices`` (tensor, backend array, list) as an integer array on ``like``'s device."""
-    data = indices._data if isinstance(indices, Tensor) else indices
-    if not backend.is_array(data):
-        data = Tensor(data, device=like.device)._data
-    if data.dtype.kind not in "iu":
-        raise TypeError(f"{name}: indices must be integers (int64 as in PyTorch), got dtype {data.dtype}")
-    if backend.device_of(data) != like.device:
-        raise RuntimeError(
-            f"{name}: indices are on device {backend.device_of(data)!r}, the weight on {like.device!r}; "
-            "move them with .to(device)"
-        )
-    return data
 
 
 def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0, scale_grad_by_freq=False,

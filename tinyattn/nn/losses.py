@@ -105,13 +105,18 @@ def huber_loss(input, target, reduction="mean", delta=1.0, weight=None):
     return reduce_loss(losses, reduction, "huber_loss")
 
 
-def _class_index_array(target, like, name):
-    """``target`` (tensor, backend array, list) as an integer array on ``like``'s device."""
-    data = target._data if isinstance(target, Tensor) else target
+def _index_array(indices, like, name):
+    """``indices`` (tensor, backend array, list) as an integer array on ``like``'s device."""
+    data = indices._data if isinstance(indices, Tensor) else indices
     if not backend.is_array(data):
         data = Tensor(data, device=like.device)._data
     if data.dtype.kind not in "iu":
-        raise TypeError(f"{name}: class-index targets must be integers (int64 as in PyTorch), got dtype {data.dtype}")
+        raise TypeError(f"{name}: indices must be integers (int64 as in PyTorch), got dtype {data.dtype}")
+    if backend.device_of(data) != like.device:
+        raise RuntimeError(
+            f"{name}: indices are on device {backend.device_of(data)!r}, the weight on {like.device!r}; "
+            "move them with .to(device)"
+        )
     return data
 
 
@@ -132,7 +137,7 @@ def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, r
     reduction = legacy_reduction(size_average, reduce, reduction)
     if reduction not in ("none", "mean", "sum"):
         raise ValueError(f"nll_loss: reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
-    target_data = _class_index_array(target, input, "nll_loss")
+    target_data = _index_array(target, input, "nll_loss")
     target = target if isinstance(target, Tensor) else Tensor._wrap(target_data)
     if input.ndim == 0:
         raise ValueError("nll_loss: expected log-probabilities of shape (C,), (N, C) or (N, C, d…), got shape ()")
@@ -372,7 +377,7 @@ def multi_margin_loss(input, target, p=1, margin=1.0, weight=None, size_average=
         raise ValueError(f"multi_margin_loss: expected an input of 0, 1 or 2 dimensions, got shape {input.shape}")
     unbatched = input.ndim < 2
     scores = input.reshape(1, -1) if unbatched else input  # (N, C)
-    target_data = _class_index_array(target, input, "multi_margin_loss").reshape(-1)  # (N,)
+    target_data = _index_array(target, input, "multi_margin_loss").reshape(-1)  # (N,)
     num_classes = scores.shape[1]
     if target_data.shape[0] != scores.shape[0]:
         raise ValueError(f"multi_margin_loss: input {input.shape} needs one target per sample, got {target_data.shape}")
@@ -407,7 +412,7 @@ def multilabel_margin_loss(input, target, size_average=None, reduce=None, reduct
         raise ValueError(f"multilabel_margin_loss: expected an input of 0, 1 or 2 dimensions, got {input.shape}")
     unbatched = input.ndim < 2
     scores = input.reshape(1, -1) if unbatched else input  # (N, C)
-    target_data = _class_index_array(target, input, "multilabel_margin_loss").reshape(scores.shape)  # (N, C)
+    target_data = _index_array(target, input, "multilabel_margin_loss").reshape(scores.shape)  # (N, C)
     num_classes = scores.shape[1]
     if bool(((target_data < -1) | (target_data >= num_classes)).any()):
         raise IndexError(f"multilabel_margin_loss: a target is out of bounds for {num_classes} classes")
