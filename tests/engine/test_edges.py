@@ -185,6 +185,7 @@ def test_fill_in_the_graph_ignores_the_old_values(write):
     x, tx = tc.tensor(values, requires_grad=True), torch.tensor(values, requires_grad=True)
     y, ty = write(x * 1), write(tx * 1)
     np.testing.assert_array_equal(y.detach().numpy(), ty.detach().numpy())
-    y.sum().backward()
-    ty.sum().backward()
+    upstream = np.array([0.5, -2.0, 3.0])  # a gradient of zeros under any upstream: not ones alone
+    y.backward(tc.tensor(upstream, dtype=tc.float32))
+    ty.backward(torch.tensor(upstream, dtype=torch.float32))
     np.testing.assert_array_equal(x.grad.numpy(), tx.grad.numpy())

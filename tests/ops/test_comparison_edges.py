@@ -64,10 +64,10 @@ def test_clamp_gradients_to_tensor_bounds_as_torch(low, high):
 def test_maximum_splits_a_tie_and_keeps_nan():
     a, b = ta.tensor([1.0, 2.0, np.nan], requires_grad=True), ta.tensor([1.0, 3.0, 0.0], requires_grad=True)
     out = ta.maximum(a, b)
-    out.backward(ta.ones(3))
+    out.backward(ta.tensor([2.0, 3.0, 5.0]))
     assert np.isnan(out.numpy()[2]) and out.numpy()[0] == 1.0
-    np.testing.assert_array_equal(a.grad[:2], [0.5, 0.0])
-    np.testing.assert_array_equal(b.grad[:2], [0.5, 1.0])
+    np.testing.assert_array_equal(a.grad[:2], [1.0, 0.0])  # half of the upstream each at the tie
+    np.testing.assert_array_equal(b.grad[:2], [1.0, 3.0])
 
 
 @pytest.mark.parametrize("value", [None, "2", [1.0]])
