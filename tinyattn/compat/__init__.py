@@ -119,6 +119,7 @@ from .func import vmap  # noqa: E402  (torch.vmap is torch.func.vmap)
 from .functions import *  # noqa: F401,F403  (torch's functions beyond the native ones)
 from .functions import __all__ as _function_names
 from .functions import masked_fill, pow, randint  # noqa: F401
+from .nn import modules as _nn_modules  # noqa: F401  (torch.nn.modules: PyTorch's paths to compat.nn's classes)
 from .serialization import load, save  # noqa: E402
 
 float, double, half = float32, float64, _np.float16

@@ -1,7 +1,20 @@
 """Layers, losses and their functional forms: ``Module`` and PyTorch's layer names."""
 
 from . import functional, init, utils  # noqa: F401
-from .layers import GELU, Dropout, Embedding, LayerNorm, LazyLinear, Linear, ModuleList, ReLU, Sequential  # noqa: F401
+from .layers import (  # noqa: F401
+    GELU,
+    Bilinear,
+    CosineSimilarity,
+    Dropout,
+    Embedding,
+    LayerNorm,
+    LazyLinear,
+    Linear,
+    ModuleList,
+    PairwiseDistance,
+    ReLU,
+    Sequential,
+)
 from .module import Module, Parameter  # noqa: F401
 
 # isort: split
@@ -28,3 +41,80 @@ from .everyday import (  # noqa: F401
     Softmax,
     Tanh,
 )
+
+# isort: split
+# the families of layers: activations, losses, normalisation, dropout, padding, rearrangements, containers
+from .activation_layers import (  # noqa: F401
+    CELU,
+    ELU,
+    GLU,
+    SELU,
+    Hardshrink,
+    Hardsigmoid,
+    Hardswish,
+    Hardtanh,
+    LeakyReLU,
+    LogSigmoid,
+    Mish,
+    PReLU,
+    ReLU6,
+    RReLU,
+    Sigmoid,
+    SiLU,
+    Softmax2d,
+    Softmin,
+    Softplus,
+    Softshrink,
+    Softsign,
+    Tanhshrink,
+    Threshold,
+)
+from .containers import ParameterDict, ParameterList  # noqa: F401
+from .dropout_layers import AlphaDropout, Dropout1d, Dropout2d, Dropout3d, FeatureAlphaDropout  # noqa: F401
+from .loss_layers import (  # noqa: F401
+    BCELoss,
+    BCEWithLogitsLoss,
+    CosineEmbeddingLoss,
+    GaussianNLLLoss,
+    HingeEmbeddingLoss,
+    HuberLoss,
+    L1Loss,
+    MarginRankingLoss,
+    MultiLabelMarginLoss,
+    MultiLabelSoftMarginLoss,
+    MultiMarginLoss,
+    PoissonNLLLoss,
+    SmoothL1Loss,
+    SoftMarginLoss,
+    TripletMarginLoss,
+    TripletMarginWithDistanceLoss,
+)
+from .normalization_layers import (  # noqa: F401
+    BatchNorm1d,
+    BatchNorm2d,
+    BatchNorm3d,
+    GroupNorm,
+    InstanceNorm1d,
+    InstanceNorm2d,
+    InstanceNorm3d,
+    LocalResponseNorm,
+    RMSNorm,
+)
+from .padding_layers import (  # noqa: F401
+    CircularPad1d,
+    CircularPad2d,
+    CircularPad3d,
+    ConstantPad1d,
+    ConstantPad2d,
+    ConstantPad3d,
+    ReflectionPad1d,
+    ReflectionPad2d,
+    ReflectionPad3d,
+    ReplicationPad1d,
+    ReplicationPad2d,
+    ReplicationPad3d,
+    ZeroPad1d,
+    ZeroPad2d,
+    ZeroPad3d,
+)
+from .shape_layers import ChannelShuffle, PixelShuffle, PixelUnshuffle, Unflatten  # noqa: F401

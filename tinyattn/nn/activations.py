@@ -14,12 +14,12 @@ tensor([-0.1,  2. ])
 
 import numpy as np
 
-from .. import ops
+from .. import backend, ops
 from ..engine import Tensor
 
 __all__ = ["relu6", "leaky_relu", "elu", "celu", "selu", "silu", "mish", "hardswish", "hardsigmoid", "hardtanh",
            "hardshrink", "softshrink", "tanhshrink", "threshold", "logsigmoid", "softsign", "softplus", "glu",
-           "prelu", "tanh", "sigmoid"]
+           "prelu", "rrelu", "tanh", "sigmoid"]
 
 
 def _non_positive(input):
@@ -275,3 +275,21 @@ def prelu(input, weight):
     elif weight.ndim > input.ndim:
         weight = weight.reshape(())
     return ops.where(input > 0, input, weight * input)
+
+
+def rrelu(input, lower=1.0 / 8, upper=1.0 / 3, training=False, inplace=False):
+    """Randomized leaky ReLU (Xu et al., 2015): ``x`` where ``x ≥ 0``, else ``a · x``. While ``training``, each
+    element draws its own slope ``a ~ U(lower, upper)`` from the library's generator; otherwise
+    ``a = (lower + upper) / 2``.
+
+    >>> import tinyattn as ta
+    >>> rrelu(ta.tensor([-3.0, 2.0]), 0.25, 0.75)
+    tensor([-1.5,  2. ])
+    """
+    if not 0 <= lower <= upper:
+        raise ValueError(f"rrelu: expected 0 <= lower <= upper, got lower={lower}, upper={upper}")
+    if not training:
+        return leaky_relu(input, (lower + upper) / 2)
+    uniform = backend.random_uniform(input._data.shape, input.dtype, input.device)  # over the array as it lies
+    slope = Tensor._wrap(lower + (upper - lower) * uniform, input)  # (…): one slope per element
+    return ops.where(input >= 0, input, slope * input)

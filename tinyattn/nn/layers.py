@@ -85,6 +85,44 @@ class Linear(Module):
         return f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}"
 
 
+class Bilinear(Module):
+    """``y_k = x1ᵀ W_k x2 + b_k``: ``(…, in1_features)`` and ``(…, in2_features)`` to ``(…, out_features)``.
+
+    Initialised as PyTorch does: weight ``(out, in1, in2)`` and bias drawn from
+    ``U(-1/√in1_features, 1/√in1_features)``.
+
+    >>> import tinyattn as ta
+    >>> layer = Bilinear(3, 4, 5)
+    >>> layer.weight.shape, layer(ta.ones(2, 3), ta.ones(2, 4)).shape
+    ((5, 3, 4), (2, 5))
+    """
+
+    def __init__(self, in1_features, in2_features, out_features, bias=True, device=None, dtype=None):
+        super().__init__()
+        check.sizes("Bilinear", in1_features=in1_features, in2_features=in2_features, out_features=out_features)
+        self.in1_features, self.in2_features, self.out_features = in1_features, in2_features, out_features
+        device, dtype = _factory(device, dtype)
+        xp = backend.namespace_for(device)
+        self.weight = Parameter(xp.empty((out_features, in1_features, in2_features), dtype=dtype))
+        self.bias = Parameter(xp.empty((out_features,), dtype=dtype)) if bias else None
+        self.reset_parameters()
+
+    def reset_parameters(self):
+        """Fresh PyTorch-default values: ``U(-1/√in1_features, 1/√in1_features)``."""
+        bound = 1 / math.sqrt(self.in1_features) if self.in1_features > 0 else 0.0
+        for parameter in (self.weight, self.bias):
+            if parameter is not None:
+                data = parameter._data
+                data[...] = _uniform(data.shape, bound, data.dtype, backend.device_of(data))
+
+    def forward(self, input1, input2):
+        return F.bilinear(input1, input2, self.weight, self.bias)
+
+    def extra_repr(self):
+        return (f"in1_features={self.in1_features}, in2_features={self.in2_features}, "
+                f"out_features={self.out_features}, bias={self.bias is not None}")
+
+
 class LazyLinear(Linear):
     """``Linear`` whose ``in_features`` is the last size of the first input it sees, as PyTorch's.
 
@@ -211,7 +249,7 @@ class LayerNorm(Module):
 class Dropout(Module):
     """Inverted dropout with probability ``p`` while training; the identity after ``eval()``.
 
-    (tinyattn's dropout never works in place, so its repr always reads ``inplace=False``.)
+    (``inplace=`` is accepted and shown in the repr; tinyattn's dropout never works in place.)
 
     >>> import tinyattn as ta
     >>> drop = Dropout(0.5).eval()
@@ -219,17 +257,17 @@ class Dropout(Module):
     tensor([1., 1., 1.])
     """
 
-    def __init__(self, p=0.5):
+    def __init__(self, p=0.5, inplace=False):
         super().__init__()
         if not isinstance(p, numbers.Real) or not 0 <= p <= 1:
             raise ValueError(f"dropout probability has to be between 0 and 1, but got {p!r}")
-        self.p = p
+        self.p, self.inplace = p, inplace
 
     def forward(self, input):
         return F.dropout(input, self.p, self.training)
 
     def extra_repr(self):
-        return f"p={self.p}, inplace=False"
+        return f"p={self.p}, inplace={self.inplace}"
 
 
 class ReLU(Module):
@@ -240,8 +278,15 @@ class ReLU(Module):
     True
     """
 
+    def __init__(self, inplace=False):
+        super().__init__()
+        self.inplace = inplace  # (accepted and shown, as PyTorch shows it; the result is always a new tensor)
+
     def forward(self, input):
         return F.relu(input)
+
+    def extra_repr(self):
+        return "inplace=True" if self.inplace else ""
 
 
 class GELU(Module):
@@ -262,6 +307,38 @@ class GELU(Module):
 
     def extra_repr(self):
         return f"approximate={self.approximate!r}"
+
+
+class CosineSimilarity(Module):
+    """``x1 · x2 / max(‖x1‖ ‖x2‖, eps)`` along ``dim`` (``F.cosine_similarity``).
+
+    >>> import tinyattn as ta
+    >>> CosineSimilarity()(ta.tensor([[1.0, 0.0]]), ta.tensor([[1.0, 1.0]])).numpy().round(4)
+    array([0.7071], dtype=float32)
+    """
+
+    def __init__(self, dim=1, eps=1e-8):
+        super().__init__()
+        self.dim, self.eps = dim, eps
+
+    def forward(self, x1, x2):
+        return F.cosine_similarity(x1, x2, self.dim, self.eps)
+
+
+class PairwiseDistance(Module):
+    """``‖x1 - x2 + eps‖_p`` along the last dimension (``F.pairwise_distance``).
+
+    >>> import tinyattn as ta
+    >>> PairwiseDistance(eps=0.0)(ta.tensor([[0.0, 0.0]]), ta.tensor([[3.0, 4.0]]))
+    tensor([5.])
+    """
+
+    def __init__(self, p=2.0, eps=1e-6, keepdim=False):
+        super().__init__()
+        self.norm, self.eps, self.keepdim = p, eps, keepdim
+
+    def forward(self, x1, x2):
+        return F.pairwise_distance(x1, x2, self.norm, self.eps, self.keepdim)
 
 
 def _check_index(container, index):

@@ -17,8 +17,9 @@ import numpy as np
 
 from ..ops_extra import clamp
 from .distances import p_norm
+from .padding import pad
 
-__all__ = ["rms_norm", "group_norm", "batch_norm", "instance_norm", "normalize"]
+__all__ = ["rms_norm", "group_norm", "batch_norm", "instance_norm", "local_response_norm", "normalize"]
 
 
 def _in_float32(function, input, *tensors):
@@ -172,6 +173,28 @@ def instance_norm(input, running_mean=None, running_var=None, weight=None, bias=
     if running_var is not None:
         _update_running(running_var, (variance * (count / max(count - 1, 1))).mean(0), momentum)
     return _affine(output, weight, bias, shape)
+
+
+def local_response_norm(input, size, alpha=1e-4, beta=0.75, k=1.0):
+    """Each channel of ``input (N, C, …)`` divided by ``(k + α/n · Σ x²)^β``, the sum over the ``n = size``
+    channels around it (Krizhevsky et al., 2012), zeros past the edges: ``size // 2`` before, ``(size - 1) // 2``
+    after, as PyTorch pads them.
+
+    >>> import tinyattn as ta
+    >>> local_response_norm(ta.tensor([[[2.0], [0.0]]]), size=1, alpha=1.0, beta=1.0)
+    tensor([[[0.4],
+             [0. ]]])
+    """
+    if input.ndim < 3:
+        raise ValueError(f"Expected 3D or higher dimensionality input (got {input.ndim} dimensions)")
+    if input._data.size == 0:
+        return input
+    channels = input.shape[1]
+    squares = pad(input * input, (0, 0) * (input.ndim - 2) + (size // 2, (size - 1) // 2))  # (N, C + size - 1, …)
+    window = squares[:, 0:channels]
+    for offset in range(1, size):  # the sum over the window, one shifted slice at a time
+        window = window + squares[:, offset:offset + channels]  # (N, C, …)
+    return input / (window * (alpha / size) + k) ** beta
 
 
 def normalize(input, p=2.0, dim=1, eps=1e-12, out=None):

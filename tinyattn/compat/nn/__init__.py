@@ -15,11 +15,12 @@ from ... import checks as check
 from ... import nn as _native
 from ...creation import empty, full, zeros
 from ...nn.attention import multi_head_attention
-from ...nn.functional import linear
+from ...nn.functional import legacy_reduction, linear
 from ...nn.transformer import padding_to_zero, zeros_at_padding
 from ...ops import cat
 from ...ops_extra import triu
 from ..core.tensor import TWINS, Parameter, as_compat
+from ..refusals import refused
 from . import functional, init, utils  # noqa: F401
 from .module import Module
 from .rnn import GRU, LSTM, RNN  # noqa: F401
@@ -54,19 +55,95 @@ Softmax = _compat_layer(_native.Softmax)
 Tanh = _compat_layer(_native.Tanh)
 LazyLinear.cls_to_become = Linear
 
+# the layer families: activations, losses, normalisation, padding, dropout, rearrangements, distances, containers
+CELU = _compat_layer(_native.CELU)
+ELU = _compat_layer(_native.ELU)
+GLU = _compat_layer(_native.GLU)
+SELU = _compat_layer(_native.SELU)
+Hardshrink = _compat_layer(_native.Hardshrink)
+Hardsigmoid = _compat_layer(_native.Hardsigmoid)
+Hardswish = _compat_layer(_native.Hardswish)
+Hardtanh = _compat_layer(_native.Hardtanh)
+LeakyReLU = _compat_layer(_native.LeakyReLU)
+LogSigmoid = _compat_layer(_native.LogSigmoid)
+Mish = _compat_layer(_native.Mish)
+PReLU = _compat_layer(_native.PReLU)
+ReLU6 = _compat_layer(_native.ReLU6)
+RReLU = _compat_layer(_native.RReLU)
+Sigmoid = _compat_layer(_native.Sigmoid)
+SiLU = _compat_layer(_native.SiLU)
+Softmax2d = _compat_layer(_native.Softmax2d)
+Softmin = _compat_layer(_native.Softmin)
+Softplus = _compat_layer(_native.Softplus)
+Softshrink = _compat_layer(_native.Softshrink)
+Softsign = _compat_layer(_native.Softsign)
+Tanhshrink = _compat_layer(_native.Tanhshrink)
+Threshold = _compat_layer(_native.Threshold)
+BCELoss = _compat_layer(_native.BCELoss)
+BCEWithLogitsLoss = _compat_layer(_native.BCEWithLogitsLoss)
+CosineEmbeddingLoss = _compat_layer(_native.CosineEmbeddingLoss)
+GaussianNLLLoss = _compat_layer(_native.GaussianNLLLoss)
+HingeEmbeddingLoss = _compat_layer(_native.HingeEmbeddingLoss)
+HuberLoss = _compat_layer(_native.HuberLoss)
+L1Loss = _compat_layer(_native.L1Loss)
+MarginRankingLoss = _compat_layer(_native.MarginRankingLoss)
+MultiLabelMarginLoss = _compat_layer(_native.MultiLabelMarginLoss)
+MultiLabelSoftMarginLoss = _compat_layer(_native.MultiLabelSoftMarginLoss)
+MultiMarginLoss = _compat_layer(_native.MultiMarginLoss)
+PoissonNLLLoss = _compat_layer(_native.PoissonNLLLoss)
+SmoothL1Loss = _compat_layer(_native.SmoothL1Loss)
+SoftMarginLoss = _compat_layer(_native.SoftMarginLoss)
+TripletMarginLoss = _compat_layer(_native.TripletMarginLoss)
+TripletMarginWithDistanceLoss = _compat_layer(_native.TripletMarginWithDistanceLoss)
+BatchNorm1d = _compat_layer(_native.BatchNorm1d)
+BatchNorm2d = _compat_layer(_native.BatchNorm2d)
+BatchNorm3d = _compat_layer(_native.BatchNorm3d)
+GroupNorm = _compat_layer(_native.GroupNorm)
+InstanceNorm1d = _compat_layer(_native.InstanceNorm1d)
+InstanceNorm2d = _compat_layer(_native.InstanceNorm2d)
+InstanceNorm3d = _compat_layer(_native.InstanceNorm3d)
+LocalResponseNorm = _compat_layer(_native.LocalResponseNorm)
+RMSNorm = _compat_layer(_native.RMSNorm)
+CircularPad1d = _compat_layer(_native.CircularPad1d)
+CircularPad2d = _compat_layer(_native.CircularPad2d)
+CircularPad3d = _compat_layer(_native.CircularPad3d)
+ConstantPad1d = _compat_layer(_native.ConstantPad1d)
+ConstantPad2d = _compat_layer(_native.ConstantPad2d)
+ConstantPad3d = _compat_layer(_native.ConstantPad3d)
+ReflectionPad1d = _compat_layer(_native.ReflectionPad1d)
+ReflectionPad2d = _compat_layer(_native.ReflectionPad2d)
+ReflectionPad3d = _compat_layer(_native.ReflectionPad3d)
+ReplicationPad1d = _compat_layer(_native.ReplicationPad1d)
+ReplicationPad2d = _compat_layer(_native.ReplicationPad2d)
+ReplicationPad3d = _compat_layer(_native.ReplicationPad3d)
+ZeroPad1d = _compat_layer(_native.ZeroPad1d)
+ZeroPad2d = _compat_layer(_native.ZeroPad2d)
+ZeroPad3d = _compat_layer(_native.ZeroPad3d)
+AlphaDropout = _compat_layer(_native.AlphaDropout)
+Dropout1d = _compat_layer(_native.Dropout1d)
+Dropout2d = _compat_layer(_native.Dropout2d)
+Dropout3d = _compat_layer(_native.Dropout3d)
+FeatureAlphaDropout = _compat_layer(_native.FeatureAlphaDropout)
+Bilinear = _compat_layer(_native.Bilinear)
+CosineSimilarity = _compat_layer(_native.CosineSimilarity)
+PairwiseDistance = _compat_layer(_native.PairwiseDistance)
+ChannelShuffle = _compat_layer(_native.ChannelShuffle)
+PixelShuffle = _compat_layer(_native.PixelShuffle)
+PixelUnshuffle = _compat_layer(_native.PixelUnshuffle)
+Unflatten = _compat_layer(_native.Unflatten)
+ParameterDict = _compat_layer(_native.ParameterDict)
+ParameterList = _compat_layer(_native.ParameterList)
 
-class Sigmoid(Module):
-    """``σ(x) = 1 / (1 + e⁻ˣ)``, elementwise."""
 
-    def forward(self, input):
-        return input.sigmoid()
+class NLLLoss2d(NLLLoss):
+    """PyTorch's deprecated name for ``NLLLoss`` on ``(N, C, H, W)`` inputs (``NLLLoss`` takes them)."""
+
+    def __init__(self, weight=None, size_average=None, ignore_index=-100, reduce=None, reduction="mean"):
+        super().__init__(ignore_index, legacy_reduction(size_average, reduce, reduction), weight=weight)
 
 
-class SiLU(Module):
-    """``x · σ(x)`` (swish), elementwise."""
-
-    def forward(self, input):
-        return functional.silu(input)
+SyncBatchNorm = refused("torch.nn.SyncBatchNorm", "there is one process and no group to synchronise statistics "
+                        "over; use nn.BatchNorm1d, nn.BatchNorm2d or nn.BatchNorm3d")
 
 
 class Sequential(Module, _native.Sequential):
@@ -367,8 +444,6 @@ class Transformer(Module):
     def generate_square_subsequent_mask(sz, device=None, dtype=None):
         """PyTorch's float causal mask: ``-inf`` above the diagonal, ``0`` elsewhere."""
         return as_compat(triu(full((sz, sz), float("-inf"), dtype=dtype, device=device), diagonal=1))
-
-
 
 
 def __getattr__(name):

@@ -1,0 +1,44 @@
+"""``torch.nn.modules``: the classes of ``compat.nn``, also at PyTorch's paths (``torch.nn.modules.linear.Linear
+is torch.nn.Linear``), one submodule per file of PyTorch's package."""
+
+from . import (  # noqa: F401
+    activation,
+    adaptive,
+    batchnorm,
+    channelshuffle,
+    container,
+    distance,
+    dropout,
+    flatten,
+    fold,
+    instancenorm,
+    lazy,
+    linear,
+    loss,
+    module,
+    normalization,
+    padding,
+    pixelshuffle,
+    transformer,
+    upsampling,
+    utils,
+)
+from .activation import *  # noqa: F401,F403
+from .batchnorm import *  # noqa: F401,F403
+from .channelshuffle import *  # noqa: F401,F403
+from .container import *  # noqa: F401,F403
+from .distance import *  # noqa: F401,F403
+from .dropout import *  # noqa: F401,F403
+from .flatten import *  # noqa: F401,F403
+from .instancenorm import *  # noqa: F401,F403
+from .linear import *  # noqa: F401,F403
+from .loss import *  # noqa: F401,F403
+from .module import *  # noqa: F401,F403
+from .normalization import *  # noqa: F401,F403
+from .padding import *  # noqa: F401,F403
+from .pixelshuffle import *  # noqa: F401,F403
+from .transformer import *  # noqa: F401,F403
+
+
+def __getattr__(name):
+    raise AttributeError(f"tinyattn.compat.nn.modules has no `{name}` yet")

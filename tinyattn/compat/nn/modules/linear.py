@@ -1,0 +1,9 @@
+"""``torch.nn.modules.linear``: the linear layers, the classes of ``compat.nn`` at PyTorch's path."""
+
+from .. import Bilinear, Identity, LazyLinear, Linear  # noqa: F401
+
+__all__ = ["Bilinear", "Identity", "LazyLinear", "Linear"]
+
+
+def __getattr__(name):
+    raise AttributeError(f"tinyattn.compat.nn.modules.linear has no `{name}` yet")

@@ -1,0 +1,16 @@
+"""``torch.nn.modules.transformer``: the Transformer layers, the classes of ``compat.nn`` at PyTorch's path."""
+
+from .. import (  # noqa: F401
+    Transformer,
+    TransformerDecoder,
+    TransformerDecoderLayer,
+    TransformerEncoder,
+    TransformerEncoderLayer,
+)
+
+__all__ = ["Transformer", "TransformerDecoder", "TransformerDecoderLayer", "TransformerEncoder",
+           "TransformerEncoderLayer"]
+
+
+def __getattr__(name):
+    raise AttributeError(f"tinyattn.compat.nn.modules.transformer has no `{name}` yet")
