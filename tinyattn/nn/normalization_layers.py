@@ -34,28 +34,28 @@ class GroupNorm(Module):
     tensor([[-1.,  1.]], grad_fn=<Add>)
     """
 
-    def __init__(self, num_groups, num_channels, eps=1e-5, affine=True, device=None, dtype=None):
+    def __init__(self, num_groups, num_channels, eps=1e-5, affine=True, device=None, dtype=None, *, bias=True):
         super().__init__()
         if num_channels % num_groups:
-            raise ValueError("num_channels must be divisible by num_groups")
+            raise ValueError(f"num_channels ({num_channels}) must be divisible by num_groups ({num_groups})")
         self.num_groups, self.num_channels, self.eps, self.affine = num_groups, num_channels, eps, affine
         device, dtype = _factory(device, dtype)
         xp = backend.namespace_for(device)
-        if affine:
-            self.weight = Parameter(xp.ones((num_channels,), dtype=dtype))
-            self.bias = Parameter(xp.zeros((num_channels,), dtype=dtype))
-        else:
-            self.weight = self.bias = None
+        self.weight = Parameter(xp.ones((num_channels,), dtype=dtype)) if affine else None
+        self.bias = Parameter(xp.zeros((num_channels,), dtype=dtype)) if affine and bias else None
 
     def reset_parameters(self):
-        if self.affine:
-            self.weight._data[...], self.bias._data[...] = 1, 0
+        if self.weight is not None:
+            self.weight._data[...] = 1
+        if self.bias is not None:
+            self.bias._data[...] = 0
 
     def forward(self, input):
         return F.group_norm(input, self.num_groups, self.weight, self.bias, self.eps)
 
     def extra_repr(self):
-        return f"{self.num_groups}, {self.num_channels}, eps={self.eps}, affine={self.affine}"
+        return (f"{self.num_groups}, {self.num_channels}, eps={self.eps}, affine={self.affine}, "
+                f"bias={self.bias is not None}")
 
 
 class RMSNorm(Module):
@@ -91,22 +91,20 @@ class RMSNorm(Module):
 class _NormBase(Module):
     """Per-channel normalisation over ``num_features`` channels (dimension 1): the affine ``weight`` and ``bias``
     and, with ``track_running_stats``, the buffers ``running_mean`` (zeros), ``running_var`` (ones) and
-    ``num_batches_tracked`` (an int64 count), as PyTorch's ``_NormBase`` holds them."""
+    ``num_batches_tracked`` (an int64 count), as PyTorch's ``_NormBase`` holds them (``bias=False``: no
+    ``bias``)."""
 
     batched_ndim = None  # (N, C, …)'s number of dimensions for a 1d/2d/3d layer
 
     def __init__(self, num_features, eps=1e-5, momentum=0.1, affine=True, track_running_stats=True, device=None,
-                 dtype=None):
+                 dtype=None, *, bias=True):
         super().__init__()
         self.num_features, self.eps, self.momentum = num_features, eps, momentum
         self.affine, self.track_running_stats = affine, track_running_stats
         device, dtype = _factory(device, dtype)
         xp = backend.namespace_for(device)
-        if affine:
-            self.weight = Parameter(xp.ones((num_features,), dtype=dtype))
-            self.bias = Parameter(xp.zeros((num_features,), dtype=dtype))
-        else:
-            self.weight = self.bias = None
+        self.weight = Parameter(xp.ones((num_features,), dtype=dtype)) if affine else None
+        self.bias = Parameter(xp.zeros((num_features,), dtype=dtype)) if affine and bias else None
         if track_running_stats:
             self.register_buffer("running_mean", Tensor._wrap(xp.zeros((num_features,), dtype=dtype)))
             self.register_buffer("running_var", Tensor._wrap(xp.ones((num_features,), dtype=dtype)))
@@ -123,8 +121,10 @@ class _NormBase(Module):
     def reset_parameters(self):
         """The running statistics reset, ``weight`` back to ones and ``bias`` to zeros."""
         self.reset_running_stats()
-        if self.affine:
-            self.weight._data[...], self.bias._data[...] = 1, 0
+        if self.weight is not None:
+            self.weight._data[...] = 1
+        if self.bias is not None:
+            self.bias._data[...] = 0
 
     def _momentum(self):
         """The factor the running statistics move by now: ``momentum``, or ``1 / num_batches_tracked`` (a
@@ -143,7 +143,7 @@ class _NormBase(Module):
 
     def extra_repr(self):
         return (f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, affine={self.affine}, "
-                f"track_running_stats={self.track_running_stats}")
+                f"bias={self.bias is not None}, track_running_stats={self.track_running_stats}")
 
 
 class _BatchNorm(_NormBase):
@@ -205,8 +205,8 @@ class _InstanceNorm(_NormBase):
     taken as a batch of one. PyTorch's defaults: ``affine=False``, ``track_running_stats=False``."""
 
     def __init__(self, num_features, eps=1e-5, momentum=0.1, affine=False, track_running_stats=False, device=None,
-                 dtype=None):
-        super().__init__(num_features, eps, momentum, affine, track_running_stats, device, dtype)
+                 dtype=None, *, bias=True):
+        super().__init__(num_features, eps, momentum, affine, track_running_stats, device, dtype, bias=bias)
 
     def forward(self, input):
         self._check_input_dim(input)

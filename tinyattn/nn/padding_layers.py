@@ -92,7 +92,7 @@ class _ZeroPadNd(_ConstantPadNd):
         super().__init__(padding, 0.0)
 
     def extra_repr(self):
-        return f"padding={self.padding}"
+        return f"{self.padding}"
 
 
 class ZeroPad1d(_ZeroPadNd):

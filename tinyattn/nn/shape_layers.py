@@ -77,8 +77,8 @@ class ChannelShuffle(Module):
     """The channels of ``(N, C, *)`` in ``groups`` groups, interleaved (``F.channel_shuffle``).
 
     >>> import tinyattn as ta
-    >>> ChannelShuffle(2)(ta.arange(4.0).reshape(1, 4))
-    tensor([[0., 2., 1., 3.]])
+    >>> ChannelShuffle(2)(ta.arange(4.0).reshape(1, 4, 1)).reshape(4)
+    tensor([0., 2., 1., 3.])
     """
 
     def __init__(self, groups):

@@ -57,15 +57,17 @@ def pixel_unshuffle(input, downscale_factor):
 
 
 def channel_shuffle(input, groups):
-    """``(N, C, *)``'s channels, seen as ``groups`` rows of ``C / groups``, read column by column
-    (ShuffleNet, Zhang et al., 2018): ``(N, g, C/g, *) -> (N, C/g, g, *) -> (N, C, *)``.
+    """``(N, C, *)``'s channels (``*``: at least one dimension), seen as ``groups`` rows of ``C / groups``, read
+    column by column (ShuffleNet, Zhang et al., 2018): ``(N, g, C/g, *) -> (N, C/g, g, *) -> (N, C, *)``.
 
     >>> import tinyattn as ta
-    >>> channel_shuffle(ta.arange(4.0).reshape(1, 4), 2)
-    tensor([[0., 2., 1., 3.]])
+    >>> channel_shuffle(ta.arange(4.0).reshape(1, 4, 1), 2).reshape(4)
+    tensor([0., 2., 1., 3.])
     """
     g = _positive("channel_shuffle", "groups", groups)
-    if input.ndim < 2 or input.shape[1] % g:
+    if input.ndim < 3:
+        raise RuntimeError(f"channel_shuffle expects input with > 2 dims, but got input of shape {input.shape}")
+    if input.shape[1] % g:
         raise RuntimeError(f"channel_shuffle: the number of channels (dimension 1 of input {input.shape}) must be "
                            f"divisible by groups ({g})")
     n, channels, *rest = input.shape
@@ -77,7 +79,7 @@ def native_channel_shuffle(input, groups):
     """``channel_shuffle`` (PyTorch's name for its kernel).
 
     >>> import tinyattn as ta
-    >>> native_channel_shuffle(ta.arange(4.0).reshape(1, 4), 2)
-    tensor([[0., 2., 1., 3.]])
+    >>> native_channel_shuffle(ta.arange(4.0).reshape(1, 4, 1), 2).reshape(4)
+    tensor([0., 2., 1., 3.])
     """
     return channel_shuffle(input, groups)
