@@ -8,7 +8,8 @@ MODULES = ["tinyattn.compat", "tinyattn.compat.nn", "tinyattn.compat.nn.function
            "tinyattn.compat.nn.utils", "tinyattn.compat.optim", "tinyattn.compat.optim.lr_scheduler",
            "tinyattn.compat.autograd", "tinyattn.compat.cuda", "tinyattn.compat.backends", "tinyattn.compat.utils",
            "tinyattn.compat.utils.data", "tinyattn.compat.func", "tinyattn.compat.autograd.forward_ad",
-           "tinyattn.compat.autograd.functional"]
+           "tinyattn.compat.autograd.functional", "tinyattn.compat.nn.modules", "tinyattn.compat.nn.modules.linear",
+           "tinyattn.compat.nn.modules.loss", "tinyattn.compat.nn.modules.utils"]
 
 
 @pytest.mark.parametrize("module_name", MODULES)
