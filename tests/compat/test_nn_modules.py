@@ -30,7 +30,6 @@ NOT_YET = {
                "register_module_full_backward_hook", "register_module_full_backward_pre_hook",
                "register_module_module_registration_hook", "register_module_parameter_registration_hook"},
     "normalization": {"CrossMapLRN2d"},
-    "upsampling": {"Upsample", "UpsamplingBilinear2d", "UpsamplingNearest2d"},
 }
 
 

@@ -15,7 +15,7 @@ from typing import NamedTuple
 import numpy as np
 import pytest
 import torch
-from hypothesis import given
+from hypothesis import assume, given
 from hypothesis import strategies as st
 
 import tinyattn as ta
@@ -341,6 +341,39 @@ def _unflatten(draw, rng):
     return dict(dim=dim, unflattened_size=parts), [_values(rng, tuple(shape))]
 
 
+INTERPOLATION_DIMS = {"linear": 1, "bilinear": 2, "bicubic": 2, "trilinear": 3}
+FACTORS = st.sampled_from([0.5, 0.75, 1.0, 1.5, 2.0, 2.5, 3.0])
+
+
+def _torch_nearest_backward_differs(shape, sizes, factors):
+    """PyTorch's nearest backward takes ``j // 2`` where the output is twice the input whatever the scale factor,
+    while its forward reads ``⌊j / scale_factor⌋``: its gradient is not its forward's there (ours is)."""
+    return factors is not None and any(m == 2 * n and f != 2.0 for n, m, f in zip(shape[2:], sizes, factors))
+
+
+def _upsample(draw, rng):
+    mode = draw(st.sampled_from(["nearest", "nearest-exact", *INTERPOLATION_DIMS]))
+    spatial = INTERPOLATION_DIMS.get(mode) or draw(st.integers(1, 3))
+    shape = draw(tt.shapes(min_dims=2, max_dims=2, max_side=2)) + draw(
+        tt.shapes(min_dims=spatial, max_dims=spatial, max_side=4))
+    kwargs = dict(mode=mode)
+    if mode not in ("nearest", "nearest-exact"):
+        kwargs["align_corners"] = draw(st.booleans())
+    if draw(st.booleans()):
+        kwargs["size"] = tuple(draw(st.integers(1, 6)) for _ in range(spatial))
+        sizes, factors = kwargs["size"], None
+    else:
+        factors = tuple(draw(FACTORS) for _ in range(spatial))
+        factors = tuple(f if n * f >= 1 else 1.0 for n, f in zip(shape[2:], factors))
+        kwargs["scale_factor"] = factors[0] if len(set(factors)) == 1 and draw(st.booleans()) else factors
+        kwargs["recompute_scale_factor"] = draw(st.sampled_from([None, True]))
+        sizes = tuple(int(np.floor(n * f)) for n, f in zip(shape[2:], factors))
+        factors = None if kwargs["recompute_scale_factor"] else factors
+    if mode == "nearest":
+        assume(not _torch_nearest_backward_differs(shape, sizes, factors))
+    return kwargs, [_values(rng, shape)]
+
+
 OTHERS = [
     Case("GroupNorm", _group_norm), Case("RMSNorm", _rms_norm),
     Case("BatchNorm1d_2d_input", _batch_norm(2), lambda lib, kw: lib.BatchNorm1d(**kw)),
@@ -353,7 +386,7 @@ OTHERS = [
     *PADDINGS,
     Case("CosineSimilarity", _cosine_similarity), Case("PairwiseDistance", _pairwise_distance),
     Case("Bilinear", _bilinear), Case("PixelShuffle", _pixel_shuffle), Case("PixelUnshuffle", _pixel_unshuffle),
-    Case("ChannelShuffle", _channel_shuffle), Case("Unflatten", _unflatten),
+    Case("ChannelShuffle", _channel_shuffle), Case("Unflatten", _unflatten), Case("Upsample", _upsample),
     Case("RReLU_eval", lambda draw, rng: (dict(lower=0.1, upper=0.4), [_values(rng, _batch(draw))]),
          lambda lib, kw: lib.RReLU(**kw).eval()),
     Case("AlphaDropout_eval", lambda draw, rng: (dict(p=0.3), [_values(rng, _batch(draw))]),
@@ -551,7 +584,9 @@ REPRS = [
     ("Dropout3d", dict(p=0.1, inplace=True)), ("AlphaDropout", {}), ("FeatureAlphaDropout", dict(p=0.2)),
     ("Bilinear", dict(in1_features=2, in2_features=3, out_features=4)), ("CosineSimilarity", {}),
     ("PairwiseDistance", {}), ("PixelShuffle", dict(upscale_factor=2)), ("PixelUnshuffle", dict(downscale_factor=3)),
-    ("ChannelShuffle", dict(groups=2)), ("Unflatten", dict(dim=1, unflattened_size=(2, 3))), ("L1Loss", {}),
+    ("ChannelShuffle", dict(groups=2)), ("Upsample", dict(scale_factor=2, mode="bicubic")),
+    ("Upsample", dict(size=(3, 4))), ("Upsample", dict(scale_factor=(2, 3))), ("UpsamplingNearest2d", dict(size=3)),
+    ("UpsamplingBilinear2d", dict(scale_factor=2)), ("Unflatten", dict(dim=1, unflattened_size=(2, 3))), ("L1Loss", {}),
     ("BCEWithLogitsLoss", {}), ("TripletMarginLoss", {}),
 ]
 
@@ -559,6 +594,24 @@ REPRS = [
 @pytest.mark.parametrize("name, kwargs", REPRS, ids=[f"{n}{k}" for n, k in REPRS])
 def test_repr_is_torchs(name, kwargs):
     assert repr(getattr(nn, name)(**kwargs)) == repr(getattr(torch.nn, name)(**kwargs))
+
+
+def test_interpolate_refuses_what_it_does_not_do_as_torch_does():
+    import torch.nn.functional as torch_F
+
+    import tinyattn.nn.functional as F
+
+    x = np.ones((1, 1, 4))
+    for kwargs, error in [(dict(size=2, scale_factor=2.0), ValueError), (dict(mode="bilinear", size=2),
+                                                                          NotImplementedError),
+                          (dict(size=2, align_corners=True), ValueError)]:
+        with pytest.raises(error):
+            torch_F.interpolate(torch.tensor(x), **kwargs)
+        with pytest.raises(error):
+            F.interpolate(ta.tensor(x), **kwargs)
+    with pytest.raises(NotImplementedError, match="'area'"):
+        F.interpolate(ta.tensor(x), size=2, mode="area")
+    assert F.upsample_bilinear(ta.ones(1, 1, 2, 2), scale_factor=2).shape == (1, 1, 4, 4)
 
 
 def test_legacy_reduction_arguments_fold_into_reduction():

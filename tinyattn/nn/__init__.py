@@ -117,4 +117,12 @@ from .padding_layers import (  # noqa: F401
     ZeroPad2d,
     ZeroPad3d,
 )
-from .shape_layers import ChannelShuffle, PixelShuffle, PixelUnshuffle, Unflatten  # noqa: F401
+from .shape_layers import (  # noqa: F401
+    ChannelShuffle,
+    PixelShuffle,
+    PixelUnshuffle,
+    Unflatten,
+    Upsample,
+    UpsamplingBilinear2d,
+    UpsamplingNearest2d,
+)

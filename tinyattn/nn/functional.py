@@ -41,10 +41,11 @@ from ..pointwise import Erf
 
 # isort: split
 # the functions of the families (activations, losses, normalisation, distances, padding), in modules of their own
-from . import activations, distances, dropouts, losses, normalization, padding, shuffles
+from . import activations, distances, dropouts, interpolation, losses, normalization, padding, shuffles
 from .activations import *  # noqa: F401,F403
 from .distances import *  # noqa: F401,F403
 from .dropouts import *  # noqa: F401,F403
+from .interpolation import *  # noqa: F401,F403
 from .losses import *  # noqa: F401,F403
 from .losses import _index_array, legacy_reduction
 from .normalization import *  # noqa: F401,F403
@@ -54,8 +55,8 @@ from .shuffles import *  # noqa: F401,F403
 __all__ = [
     "relu", "gelu", "linear", "bilinear", "softmax", "log_softmax", "softmin", "layer_norm", "dropout", "embedding",
     "cross_entropy", "scaled_dot_product_attention", "causal_mask", "padding_mask", "one_hot",
-    *activations.__all__, *distances.__all__, *dropouts.__all__, *losses.__all__, *normalization.__all__,
-    *padding.__all__, *shuffles.__all__,
+    *activations.__all__, *distances.__all__, *dropouts.__all__, *interpolation.__all__, *losses.__all__,
+    *normalization.__all__, *padding.__all__, *shuffles.__all__,
 ]
 
 # ----------------------------------------------------------------------------- activations

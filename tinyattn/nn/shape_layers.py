@@ -1,5 +1,6 @@
-"""Floor 5: modules that rearrange without arithmetic: ``Unflatten``, ``PixelShuffle``, ``PixelUnshuffle``,
-``ChannelShuffle`` (``nn.shuffles``' functions), with PyTorch's arguments and ``repr``.
+"""Floor 5: modules that reshape or resize: ``Unflatten``, ``PixelShuffle``, ``PixelUnshuffle``, ``ChannelShuffle``
+(``nn.shuffles``' functions, no arithmetic) and ``Upsample`` with its two fixed-mode forms (``nn.interpolation``),
+with PyTorch's arguments and ``repr``.
 
 >>> import tinyattn as ta
 >>> from tinyattn import nn
@@ -90,3 +91,58 @@ class ChannelShuffle(Module):
 
     def extra_repr(self):
         return f"groups={self.groups}"
+
+
+class Upsample(Module):
+    """The spatial dimensions of ``(N, C, …)`` resized to ``size`` or by ``scale_factor`` (``F.interpolate``, in
+    ``mode`` ``"nearest"``, ``"nearest-exact"``, ``"linear"``, ``"bilinear"``, ``"bicubic"`` or ``"trilinear"``).
+
+    >>> import tinyattn as ta
+    >>> Upsample(scale_factor=2, mode="bilinear")
+    Upsample(scale_factor=2.0, mode='bilinear')
+    >>> Upsample(scale_factor=2)(ta.zeros(1, 3, 4, 5)).shape
+    (1, 3, 8, 10)
+    """
+
+    def __init__(self, size=None, scale_factor=None, mode="nearest", align_corners=None, recompute_scale_factor=None):
+        super().__init__()
+        self.name = type(self).__name__
+        self.size = size
+        if isinstance(scale_factor, tuple):
+            self.scale_factor = tuple(float(factor) for factor in scale_factor)
+        else:
+            self.scale_factor = float(scale_factor) if scale_factor else None
+        self.mode, self.align_corners, self.recompute_scale_factor = mode, align_corners, recompute_scale_factor
+
+    def forward(self, input):
+        return F.interpolate(input, self.size, self.scale_factor, self.mode, self.align_corners,
+                             recompute_scale_factor=self.recompute_scale_factor)
+
+    def extra_repr(self):
+        info = f"scale_factor={self.scale_factor!r}" if self.scale_factor is not None else f"size={self.size!r}"
+        return info + f", mode={self.mode!r}"
+
+
+class UpsamplingNearest2d(Upsample):
+    """``Upsample(size, scale_factor, mode="nearest")`` of ``(N, C, H, W)``.
+
+    >>> import tinyattn as ta
+    >>> UpsamplingNearest2d(scale_factor=2)(ta.ones(1, 1, 1, 1))
+    tensor([[[[1., 1.],
+              [1., 1.]]]])
+    """
+
+    def __init__(self, size=None, scale_factor=None):
+        super().__init__(size, scale_factor, mode="nearest")
+
+
+class UpsamplingBilinear2d(Upsample):
+    """``Upsample(size, scale_factor, mode="bilinear", align_corners=True)`` of ``(N, C, H, W)``.
+
+    >>> import tinyattn as ta
+    >>> UpsamplingBilinear2d(size=(1, 3))(ta.tensor([[[[0.0, 2.0]]]]))
+    tensor([[[[0., 1., 2.]]]])
+    """
+
+    def __init__(self, size=None, scale_factor=None):
+        super().__init__(size, scale_factor, mode="bilinear", align_corners=True)

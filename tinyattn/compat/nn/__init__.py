@@ -133,6 +133,9 @@ PixelUnshuffle = _compat_layer(_native.PixelUnshuffle)
 Unflatten = _compat_layer(_native.Unflatten)
 ParameterDict = _compat_layer(_native.ParameterDict)
 ParameterList = _compat_layer(_native.ParameterList)
+Upsample = _compat_layer(_native.Upsample)
+UpsamplingNearest2d = _compat_layer(_native.UpsamplingNearest2d)
+UpsamplingBilinear2d = _compat_layer(_native.UpsamplingBilinear2d)
 
 
 class NLLLoss2d(NLLLoss):

@@ -38,6 +38,7 @@ from .normalization import *  # noqa: F401,F403
 from .padding import *  # noqa: F401,F403
 from .pixelshuffle import *  # noqa: F401,F403
 from .transformer import *  # noqa: F401,F403
+from .upsampling import *  # noqa: F401,F403
 
 
 def __getattr__(name):

@@ -1,6 +1,8 @@
-"""``torch.nn.modules.upsampling``: upsampling (none yet), the classes of ``compat.nn`` at PyTorch's path."""
+"""``torch.nn.modules.upsampling``: the upsampling modules, the classes of ``compat.nn`` at PyTorch's path."""
 
-__all__ = []
+from .. import Upsample, UpsamplingBilinear2d, UpsamplingNearest2d  # noqa: F401
+
+__all__ = ["Upsample", "UpsamplingBilinear2d", "UpsamplingNearest2d"]
 
 
 def __getattr__(name):
