@@ -19,10 +19,8 @@ PATHS = ["activation", "adaptive", "batchnorm", "channelshuffle", "container", "
 # what torch has at a path that compat does not (yet): each a name a test would catch appearing
 NOT_YET = {
     "adaptive": {"AdaptiveLogSoftmaxWithLoss"},
-    "batchnorm": {"LazyBatchNorm1d", "LazyBatchNorm2d", "LazyBatchNorm3d"},
     "container": {"Container"},
     "fold": {"Fold", "Unfold"},
-    "instancenorm": {"LazyInstanceNorm1d", "LazyInstanceNorm2d", "LazyInstanceNorm3d"},
     "lazy": {"LazyModuleMixin"},
     "loss": {"CTCLoss", "LinearCrossEntropyLoss"},
     "module": {"register_module_backward_hook", "register_module_buffer_registration_hook",

@@ -618,3 +618,28 @@ def test_legacy_reduction_arguments_fold_into_reduction():
     assert nn.L1Loss(size_average=False).reduction == torch.nn.L1Loss(size_average=False).reduction == "sum"
     assert nn.BCELoss(reduce=False).reduction == "none"
     assert nn.MultiMarginLoss(size_average=True, reduce=True).reduction == "mean"
+
+
+@pytest.mark.parametrize("name, shape, kwargs", [
+    ("LazyBatchNorm1d", (4, 3), {}), ("LazyBatchNorm1d", (4, 3, 2), dict(momentum=None)),
+    ("LazyBatchNorm2d", (2, 5, 3, 3), dict(affine=False)), ("LazyBatchNorm3d", (2, 2, 2, 2, 2), {}),
+    ("LazyInstanceNorm1d", (2, 3, 5), dict(affine=True, track_running_stats=True)),
+    ("LazyInstanceNorm2d", (2, 3, 4, 4), {}), ("LazyInstanceNorm3d", (1, 2, 3, 2, 2), dict(affine=True)),
+])
+def test_lazy_norms_take_their_channels_from_the_first_input(name, shape, kwargs):
+    ours, theirs = getattr(nn, name)(**kwargs), getattr(torch.nn, name)(**kwargs)
+    held = list(ours.parameters())  # an optimizer built before the first call
+    batch = np.random.default_rng(0).standard_normal(shape)
+    out, out_torch = ours(ta.tensor(batch)), theirs(torch.tensor(batch, dtype=torch.float32))
+    np.testing.assert_allclose(out.numpy(), out_torch.detach().numpy(), rtol=1e-5, atol=1e-5)
+    assert type(ours).__name__ == type(theirs).__name__ == name.replace("Lazy", "")
+    assert repr(ours) == repr(theirs)
+    assert all(a is b for a, b in zip(held, ours.parameters())) and len(held) == len(list(theirs.parameters()))
+    for key, value in theirs.state_dict().items():
+        np.testing.assert_allclose(np.asarray(ours.state_dict()[key]), value.numpy(), rtol=1e-5, atol=1e-6,
+                                   err_msg=key)
+
+
+def test_a_lazy_instance_norm_counts_an_unbatched_inputs_channels():
+    norm = nn.LazyInstanceNorm1d(affine=True)
+    assert norm(ta.randn(3, 5)).shape == (3, 5) and norm.weight.shape == (3,)  # (C, L): C = 3

@@ -97,6 +97,12 @@ from .normalization_layers import (  # noqa: F401
     InstanceNorm1d,
     InstanceNorm2d,
     InstanceNorm3d,
+    LazyBatchNorm1d,
+    LazyBatchNorm2d,
+    LazyBatchNorm3d,
+    LazyInstanceNorm1d,
+    LazyInstanceNorm2d,
+    LazyInstanceNorm3d,
     LocalResponseNorm,
     RMSNorm,
 )

@@ -271,3 +271,107 @@ class LocalResponseNorm(Module):
 
     def extra_repr(self):
         return f"{self.size}, alpha={self.alpha}, beta={self.beta}, k={self.k}"
+
+
+class _LazyNorm:
+    """A per-channel normalisation whose ``num_features`` is the channel count of the first input it sees, as
+    PyTorch's lazy layers: until then ``weight``, ``bias`` and the running statistics are empty ``(0,)``; the first
+    call gives them their shape and initial values in place (the objects stay the same, so an optimizer built
+    before the call still holds them), and the module becomes ``cls_to_become``."""
+
+    cls_to_become = None
+
+    def __init__(self, eps=1e-5, momentum=0.1, affine=True, track_running_stats=True, device=None, dtype=None, *,
+                 bias=True):
+        super().__init__(0, eps, momentum, affine, track_running_stats, device, dtype, bias=bias)
+
+    def forward(self, input):
+        self.initialize_parameters(input)
+        return self.forward(input)  # the module is a cls_to_become from now on
+
+    def initialize_parameters(self, input):
+        """Shape the parameters and buffers for ``input``'s channels, then reset them to their initial values."""
+        self._check_input_dim(input)
+        batched = self.batched_ndim is None or input.ndim == self.batched_ndim  # (an instance norm's (C, …): 0)
+        self.num_features = input.shape[1 if batched else 0]
+        for tensor in (self.weight, self.bias, self.running_mean, self.running_var):
+            if tensor is not None:
+                tensor._data = backend.namespace(tensor._data).empty((self.num_features,), dtype=tensor.dtype)
+        self.reset_parameters()
+        self.__class__ = self.cls_to_become
+
+
+class LazyBatchNorm1d(_LazyNorm, BatchNorm1d):
+    """``BatchNorm1d`` whose ``num_features`` is the first input's channel count.
+
+    >>> import tinyattn as ta
+    >>> norm = LazyBatchNorm1d()
+    >>> norm(ta.randn(4, 3)).shape, norm
+    ((4, 3), BatchNorm1d(3, eps=1e-05, momentum=0.1, affine=True, bias=True, track_running_stats=True))
+    """
+
+    cls_to_become = BatchNorm1d
+
+
+class LazyBatchNorm2d(_LazyNorm, BatchNorm2d):
+    """``BatchNorm2d`` whose ``num_features`` is the first input's channel count.
+
+    >>> import tinyattn as ta
+    >>> norm = LazyBatchNorm2d()
+    >>> _ = norm(ta.randn(2, 5, 3, 3))
+    >>> type(norm).__name__, norm.running_mean.shape
+    ('BatchNorm2d', (5,))
+    """
+
+    cls_to_become = BatchNorm2d
+
+
+class LazyBatchNorm3d(_LazyNorm, BatchNorm3d):
+    """``BatchNorm3d`` whose ``num_features`` is the first input's channel count.
+
+    >>> import tinyattn as ta
+    >>> norm = LazyBatchNorm3d(affine=False)
+    >>> _ = norm(ta.randn(2, 4, 2, 2, 2))
+    >>> norm.num_features, norm.weight
+    (4, None)
+    """
+
+    cls_to_become = BatchNorm3d
+
+
+class LazyInstanceNorm1d(_LazyNorm, InstanceNorm1d):
+    """``InstanceNorm1d`` whose ``num_features`` is the first input's channel count (PyTorch's lazy defaults,
+    unlike ``InstanceNorm1d``'s: ``affine=True``, ``track_running_stats=True``).
+
+    >>> import tinyattn as ta
+    >>> norm = LazyInstanceNorm1d()
+    >>> _ = norm(ta.randn(2, 3, 5))
+    >>> norm.weight.shape
+    (3,)
+    """
+
+    cls_to_become = InstanceNorm1d
+
+
+class LazyInstanceNorm2d(_LazyNorm, InstanceNorm2d):
+    """``InstanceNorm2d`` whose ``num_features`` is the first input's channel count.
+
+    >>> import tinyattn as ta
+    >>> norm = LazyInstanceNorm2d()
+    >>> _ = norm(ta.randn(2, 3, 4, 4))
+    >>> norm.running_var.shape
+    (3,)
+    """
+
+    cls_to_become = InstanceNorm2d
+
+
+class LazyInstanceNorm3d(_LazyNorm, InstanceNorm3d):
+    """``InstanceNorm3d`` whose ``num_features`` is the first input's channel count.
+
+    >>> import tinyattn as ta
+    >>> LazyInstanceNorm3d()(ta.randn(3, 2, 2, 2)).shape
+    (3, 2, 2, 2)
+    """
+
+    cls_to_become = InstanceNorm3d

@@ -1,8 +1,22 @@
 """``torch.nn.modules.instancenorm``: instance normalisation, the classes of ``compat.nn`` at PyTorch's path."""
 
-from .. import InstanceNorm1d, InstanceNorm2d, InstanceNorm3d  # noqa: F401
+from .. import (  # noqa: F401
+    InstanceNorm1d,
+    InstanceNorm2d,
+    InstanceNorm3d,
+    LazyInstanceNorm1d,
+    LazyInstanceNorm2d,
+    LazyInstanceNorm3d,
+)
 
-__all__ = ["InstanceNorm1d", "InstanceNorm2d", "InstanceNorm3d"]
+__all__ = [
+    "InstanceNorm1d",
+    "InstanceNorm2d",
+    "InstanceNorm3d",
+    "LazyInstanceNorm1d",
+    "LazyInstanceNorm2d",
+    "LazyInstanceNorm3d",
+]
 
 
 def __getattr__(name):
