@@ -21,7 +21,11 @@ ENTRIES = [
     "nn.functional.pad.circular", "nn.functional.one_hot", "nn.functional.cosine_similarity",
     "nn.functional.pairwise_distance", "nn.functional.pdist", "cdist", "nn.functional.embedding",
     "nn.functional.linear", "nn.functional.bilinear", "nn.functional.scaled_dot_product_attention",
-    "nn.functional.dropout",
+    "nn.functional.dropout", "nn.functional.local_response_norm", "nn.functional.interpolate.nearest",
+    "nn.functional.interpolate.nearest-exact", "nn.functional.interpolate.linear", "nn.functional.interpolate.bilinear",
+    "nn.functional.interpolate.bicubic", "nn.functional.interpolate.trilinear", "nn.functional.upsample_bilinear",
+    "nn.functional.upsample_nearest", "nn.functional.pixel_shuffle", "nn.functional.pixel_unshuffle",
+    "nn.functional.channel_shuffle",
 ]
 
 _TARGET_JUMP = ("harness: the samples' targets are ±1 and require grad; a finite difference moves them off ±1, where "

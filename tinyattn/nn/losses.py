@@ -309,8 +309,10 @@ def poisson_nll_loss(input, target, log_input=True, full=False, size_average=Non
         raise ValueError(f"poisson_nll_loss: reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
     losses = input.exp() - target * input if log_input else input - target * (input + eps).log()
     if full:
-        stirling = target * target.log() - target + 0.5 * (2 * math.pi * target).log()
-        losses = losses + stirling.masked_fill(target <= 1, 0.0)
+        counted = target > 1
+        safe = ops.where(counted, target, 2.0)  # the log never sees a target of 0 (the "double where")
+        stirling = safe * safe.log() - safe + 0.5 * (2 * math.pi * safe).log()
+        losses = losses + ops.where(counted, stirling, 0.0)
     return reduce_loss(losses, reduction, "poisson_nll_loss")
 
 
