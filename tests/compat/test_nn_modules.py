@@ -18,7 +18,6 @@ PATHS = ["activation", "adaptive", "batchnorm", "channelshuffle", "container", "
 
 # what torch has at a path that compat does not (yet): each a name a test would catch appearing
 NOT_YET = {
-    "adaptive": {"AdaptiveLogSoftmaxWithLoss"},
     "container": {"Container"},
     "fold": {"Fold", "Unfold"},
     "lazy": {"LazyModuleMixin"},

@@ -643,3 +643,39 @@ def test_lazy_norms_take_their_channels_from_the_first_input(name, shape, kwargs
 def test_a_lazy_instance_norm_counts_an_unbatched_inputs_channels():
     norm = nn.LazyInstanceNorm1d(affine=True)
     assert norm(ta.randn(3, 5)).shape == (3, 5) and norm.weight.shape == (3,)  # (C, L): C = 3
+
+
+@given(data=st.data(), seed=st.integers(0, 2**32 - 1))
+def test_adaptive_log_softmax_matches_torch(data, seed):
+    rng = np.random.default_rng(seed)
+    in_features, n_classes = data.draw(st.integers(2, 8)), data.draw(st.integers(3, 12))
+    cutoffs = sorted(data.draw(st.sets(st.integers(1, n_classes - 1), min_size=1, max_size=3)))
+    kwargs = dict(div_value=data.draw(st.sampled_from([1.0, 2.0, 4.0])), head_bias=data.draw(st.booleans()))
+    theirs = torch.nn.AdaptiveLogSoftmaxWithLoss(in_features, n_classes, cutoffs, **kwargs).double()
+    ours = nn.AdaptiveLogSoftmaxWithLoss(in_features, n_classes, cutoffs, **kwargs).to(np.float64)
+    with torch.no_grad():
+        for param in theirs.parameters():
+            param.copy_(torch.from_numpy(rng.uniform(-1.5, 1.5, tuple(param.shape))))
+    ours.load_state_dict({k: v.numpy() for k, v in theirs.state_dict().items()})
+    assert repr(ours) == repr(theirs)
+    unbatched = data.draw(st.booleans())
+    n = data.draw(st.integers(1, 6))
+    batch = rng.standard_normal((in_features,) if unbatched else (n, in_features))
+    target = rng.integers(0, n_classes, () if unbatched else (n,))
+    x, x_torch = ta.tensor(batch, requires_grad=True), torch.tensor(batch, requires_grad=True)
+    result, reference = ours(x, ta.tensor(target)), theirs(x_torch, torch.tensor(target))
+    np.testing.assert_allclose(result.output.numpy(), reference.output.detach().numpy(), **TOLERANCE)
+    np.testing.assert_allclose(result.loss.item(), reference.loss.item(), **TOLERANCE)
+    upstream = np.asarray(rng.standard_normal(result.output.shape))
+    ((result.output * ta.tensor(upstream)).sum() + result.loss).backward()
+    ((reference.output * torch.tensor(upstream)).sum() + reference.loss).backward()
+    np.testing.assert_allclose(backend.to_numpy(x.grad), x_torch.grad.numpy(), **TOLERANCE)
+    for (name, param), (_, expected) in zip(ours.named_parameters(), theirs.named_parameters()):
+        if expected.grad is None:  # a cluster no target falls in is not computed, in either library
+            assert param.grad is None, name
+        else:
+            np.testing.assert_allclose(backend.to_numpy(param.grad), expected.grad.numpy(), **TOLERANCE, err_msg=name)
+    rows = batch.reshape(-1, in_features)  # (torch's log_prob and predict take (N, in_features) alone)
+    np.testing.assert_allclose(ours.log_prob(ta.tensor(rows)).numpy(),
+                               theirs.log_prob(torch.tensor(rows)).detach().numpy(), **TOLERANCE)
+    np.testing.assert_array_equal(ours.predict(ta.tensor(rows)).numpy(), theirs.predict(torch.tensor(rows)).numpy())

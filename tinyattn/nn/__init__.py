@@ -69,6 +69,7 @@ from .activation_layers import (  # noqa: F401
     Tanhshrink,
     Threshold,
 )
+from .adaptive import AdaptiveLogSoftmaxWithLoss  # noqa: F401
 from .containers import ParameterDict, ParameterList  # noqa: F401
 from .dropout_layers import AlphaDropout, Dropout1d, Dropout2d, Dropout3d, FeatureAlphaDropout  # noqa: F401
 from .loss_layers import (  # noqa: F401

@@ -146,6 +146,7 @@ Unflatten = _compat_layer(_native.Unflatten)
 ParameterDict = _compat_layer(_native.ParameterDict)
 ParameterList = _compat_layer(_native.ParameterList)
 Upsample = _compat_layer(_native.Upsample)
+AdaptiveLogSoftmaxWithLoss = _compat_layer(_native.AdaptiveLogSoftmaxWithLoss)
 UpsamplingNearest2d = _compat_layer(_native.UpsamplingNearest2d)
 UpsamplingBilinear2d = _compat_layer(_native.UpsamplingBilinear2d)
 

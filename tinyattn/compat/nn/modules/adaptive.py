@@ -1,6 +1,8 @@
-"""``torch.nn.modules.adaptive``: the adaptive softmax (none yet), the classes of ``compat.nn`` at PyTorch's path."""
+"""``torch.nn.modules.adaptive``: the adaptive softmax, the class of ``compat.nn`` at PyTorch's path."""
 
-__all__ = []
+from .. import AdaptiveLogSoftmaxWithLoss  # noqa: F401
+
+__all__ = ["AdaptiveLogSoftmaxWithLoss"]
 
 
 def __getattr__(name):
