@@ -18,7 +18,6 @@ PATHS = ["activation", "adaptive", "batchnorm", "channelshuffle", "container", "
 
 # what torch has at a path that compat does not (yet): each a name a test would catch appearing
 NOT_YET = {
-    "container": {"Container"},
     "fold": {"Fold", "Unfold"},
     "lazy": {"LazyModuleMixin"},
     "loss": {"CTCLoss", "LinearCrossEntropyLoss"},
@@ -91,6 +90,13 @@ def test_tuple_helpers_and_prefix_consumption_are_torchs():
     theirs.consume_prefix_in_state_dict_if_present(reference, "module.")
     assert list(state.items()) == list(reference.items()) == [("d", 3), ("a", 1), ("b.c", 2)]
     assert dict(state._metadata) == dict(reference._metadata)
+
+
+def test_the_deprecated_container_holds_its_keyword_modules():
+    held = compat.nn.Container(first=compat.nn.Linear(2, 3), second=compat.nn.ReLU())
+    reference = torch.nn.Container(first=torch.nn.Linear(2, 3), second=torch.nn.ReLU())
+    assert [n for n, _ in held.named_parameters()] == [n for n, _ in reference.named_parameters()]
+    assert repr(held) == repr(reference)
 
 
 def test_sync_batch_norm_is_refused_and_nll_loss_2d_is_nll_loss():

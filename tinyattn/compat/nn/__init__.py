@@ -170,6 +170,16 @@ class ModuleList(Module, _native.ModuleList):
     pass
 
 
+class Container(Module):
+    """PyTorch's deprecated ``nn.Container(**modules)``: a module holding the keyword arguments as submodules
+    (``Sequential`` or ``ModuleDict`` are the current forms)."""
+
+    def __init__(self, **kwargs):
+        super().__init__()
+        for name, module in kwargs.items():
+            self.add_module(name, module)
+
+
 class ModuleDict(Module):
     """Submodules by name, in insertion order."""
 

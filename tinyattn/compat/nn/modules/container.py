@@ -1,8 +1,8 @@
 """``torch.nn.modules.container``: the containers, the classes of ``compat.nn`` at PyTorch's path."""
 
-from .. import ModuleDict, ModuleList, ParameterDict, ParameterList, Sequential  # noqa: F401
+from .. import Container, ModuleDict, ModuleList, ParameterDict, ParameterList, Sequential  # noqa: F401
 
-__all__ = ["ModuleDict", "ModuleList", "ParameterDict", "ParameterList", "Sequential"]
+__all__ = ["Container", "ModuleDict", "ModuleList", "ParameterDict", "ParameterList", "Sequential"]
 
 
 def __getattr__(name):
