@@ -281,6 +281,7 @@ class _Refused:
 
     def __init__(self, name, instead):
         self.__name__, self._instead = f"torch.{name}", instead
+        self.refusal = instead  # what the inventory reads (compat.refusals)
 
     def __getattr__(self, attribute):
         if attribute.startswith("__"):
