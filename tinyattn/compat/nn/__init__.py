@@ -124,13 +124,21 @@ def _native_mask(attn_mask, key_padding_mask, batch, num_heads):
         masks.append(key_padding_mask.reshape(batch, 1, 1, key_padding_mask.shape[-1]))  # (B, 1, 1, S)
     masks = [~m if m.dtype == bool else m for m in masks]
     if len(masks) < 2:
-        return masks[0] if masks else None
+        return _rows_masked_as_floats(masks[0]) if masks else None
     first, second = masks
     if first.dtype == bool and second.dtype == bool:
-        return first & second
+        return _rows_masked_as_floats(first & second)
     float_mask = first if first.dtype != bool else second
     bool_mask = second if first.dtype != bool else first
     return float_mask.masked_fill(~bool_mask, float("-inf"))
+
+
+def _rows_masked_as_floats(allowed):
+    """A native boolean mask that leaves some query no key (which the native layers refuse, as PyTorch's convention
+    read the native way) as the float mask of the same meaning: ``0`` where allowed, ``-inf`` elsewhere."""
+    if allowed.dtype != bool or allowed.shape[-1] == 0 or bool(allowed.any(-1).all()):
+        return allowed
+    return zeros(*allowed.shape, device=allowed.device).masked_fill(~allowed, float("-inf"))
 
 
 def _with_extra_key(mask):
