@@ -9,6 +9,11 @@ compat for such a name raises an ``AttributeError`` that gives the reason; the i
 'quantization: tinyattn computes in floating point only'
 >>> out_of_scope("torch.nn.Linear") is None
 True
+>>> import tinyattn.compat as torch
+>>> torch.fft
+Traceback (most recent call last):
+...
+AttributeError: tinyattn.compat has no `fft`: out of scope (spectral ops (FFT, STFT, signal windows): ...)
 """
 
 from fnmatch import fnmatchcase
@@ -125,3 +130,13 @@ def out_of_scope(qualified_name):
         if fnmatchcase(qualified_name, pattern):
             return reason
     return None
+
+
+def missing(module_name, name):
+    """The ``AttributeError`` for a name compat's module ``module_name`` (``"tinyattn.compat.nn"``) lacks: with the
+    reason where torch's name is out of scope, else saying it is not there yet."""
+    torch_name = "torch" + module_name[len("tinyattn.compat"):] + "." + name
+    reason = out_of_scope(torch_name)
+    if reason is not None:
+        return AttributeError(f"{module_name} has no `{name}`: out of scope ({reason})", name=name)
+    return AttributeError(f"{module_name} has no `{name}` yet", name=name)
