@@ -64,7 +64,7 @@ OUT_OF_SCOPE = [
         "sparse*", "*indices_copy", "values_copy", "smm", "hsmm", "dsmm", "spmm", "sspaddmm", "saddmm", "hspmm",
         "resize_as_sparse_", "Tensor.to_sparse*", "Tensor.is_sparse*", "Tensor.coalesce", "Tensor.is_coalesced",
         "Tensor.indices", "Tensor.values", "Tensor.*indices", "Tensor.sparse_*", "Tensor.dense_dim", "Tensor.to_dense",
-        "Tensor.smm", "Tensor.sspaddmm", "Tensor.resize_as_sparse_", "nn.utils.*sparse*", "nn.init.sparse*",
+        "Tensor.smm", "Tensor.sspaddmm", "Tensor.resize_as_sparse_",
         "nn.modules.sparse.EmbeddingBag")],
     # complex numbers
     *[(f"torch.{n}", _COMPLEX) for n in (
