@@ -72,14 +72,15 @@ class Linear(Module):
 
     def forward(self, input):
         check.floating("Linear", "input", input)
-        check.one_dtype("Linear", ("input", input), ("weight", self.weight))
+        weight = self.weight  # read once: a parametrized weight is computed at each read
+        check.one_dtype("Linear", ("input", input), ("weight", weight))
         if input.ndim == 0 or input.shape[-1] != self.in_features:
             raise ValueError(
                 f"Linear(in_features={self.in_features}, out_features={self.out_features}): the input's last "
                 f"dimension has size {input.shape[-1] if input.ndim else None} (input shape {input.shape}), "
                 f"expected {self.in_features}"
             )
-        return F.linear_definition(input, self.weight, self.bias)  # F.linear's definition: the checks are made above
+        return F.linear_definition(input, weight, self.bias)  # F.linear's definition: the checks are made above
 
     def extra_repr(self):
         return f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}"
