@@ -33,6 +33,8 @@ _SPECTRAL = "spectral ops (FFT, STFT, signal windows): NumPy's numpy.fft gives t
 _SPECIAL = "special functions beyond the op set (gamma family, Bessel): scipy.special gives the values"
 _DEVICE = "an accelerator or device runtime other than CUDA (XPU, MTIA, MPS, IPU, Vulkan, XLA, MAIA)"
 _SUBSYSTEM = "a torch subsystem that is not about training a model in one Python process"
+_GLOBAL_HOOKS = ("hooks on every module of the process: a process-wide switch every call would read (tinyattn keeps "
+                 "none); register the hook on the modules themselves (register_forward_hook…)")
 
 OUT_OF_SCOPE = [
     # TorchScript, the dispatcher and torch's C++ types
@@ -116,6 +118,7 @@ OUT_OF_SCOPE = [
                                        "Tensor.mtia", "Tensor.is_xpu", "Tensor.is_ipu", "Tensor.is_mtia",
                                        "Tensor.is_maia", "Tensor.is_mps", "Tensor.is_vulkan", "Tensor.is_xla",
                                        "Tensor.is_meta", "accelerator", "AcceleratorError", "Stream", "Event")],
+    ("torch.nn.modules.module.register_module_*", _GLOBAL_HOOKS),
     # torch's other subsystems
     *[(f"torch.{n}", _SUBSYSTEM) for n in ("hub", "profiler", "monitor", "testing", "masked", "nested",
                                           "quasirandom", "multiprocessing", "futures", "torch_version",
