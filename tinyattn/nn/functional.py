@@ -41,18 +41,21 @@ from ..pointwise import Erf
 
 # isort: split
 # the functions of the families (activations, losses, normalisation, distances, padding), in modules of their own
-from . import activations, distances, losses, normalization, padding
+from . import activations, conv, distances, losses, normalization, padding, pooling
 from .activations import *  # noqa: F401,F403
+from .conv import *  # noqa: F401,F403
 from .distances import *  # noqa: F401,F403
 from .losses import *  # noqa: F401,F403
 from .losses import _index_array, legacy_reduction
 from .normalization import *  # noqa: F401,F403
 from .padding import *  # noqa: F401,F403
+from .pooling import *  # noqa: F401,F403
 
 __all__ = [
     "relu", "gelu", "linear", "bilinear", "softmax", "log_softmax", "softmin", "layer_norm", "dropout", "embedding",
     "cross_entropy", "scaled_dot_product_attention", "causal_mask", "padding_mask", "one_hot",
-    *activations.__all__, *distances.__all__, *losses.__all__, *normalization.__all__, *padding.__all__,
+    *activations.__all__, *conv.__all__, *distances.__all__, *losses.__all__, *normalization.__all__,
+    *padding.__all__, *pooling.__all__,
 ]
 
 # ----------------------------------------------------------------------------- activations
