@@ -22,7 +22,7 @@ from ...ops_extra import triu
 from ..core.tensor import TWINS, Parameter, as_compat
 from . import functional, init, utils  # noqa: F401
 from .module import Module
-from .rnn import GRU, LSTM, RNN  # noqa: F401
+from .rnn import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNBase, RNNCell, RNNCellBase  # noqa: F401
 
 
 def _compat_layer(native):
@@ -53,6 +53,28 @@ ReLU = _compat_layer(_native.ReLU)
 Softmax = _compat_layer(_native.Softmax)
 Tanh = _compat_layer(_native.Tanh)
 LazyLinear.cls_to_become = Linear
+
+# convolution and pooling
+Conv1d = _compat_layer(_native.Conv1d)
+Conv2d = _compat_layer(_native.Conv2d)
+Conv3d = _compat_layer(_native.Conv3d)
+ConvTranspose1d = _compat_layer(_native.ConvTranspose1d)
+ConvTranspose2d = _compat_layer(_native.ConvTranspose2d)
+ConvTranspose3d = _compat_layer(_native.ConvTranspose3d)
+Fold = _compat_layer(_native.Fold)
+Unfold = _compat_layer(_native.Unfold)
+MaxPool1d = _compat_layer(_native.MaxPool1d)
+MaxPool2d = _compat_layer(_native.MaxPool2d)
+MaxPool3d = _compat_layer(_native.MaxPool3d)
+AvgPool1d = _compat_layer(_native.AvgPool1d)
+AvgPool2d = _compat_layer(_native.AvgPool2d)
+AvgPool3d = _compat_layer(_native.AvgPool3d)
+AdaptiveAvgPool1d = _compat_layer(_native.AdaptiveAvgPool1d)
+AdaptiveAvgPool2d = _compat_layer(_native.AdaptiveAvgPool2d)
+AdaptiveAvgPool3d = _compat_layer(_native.AdaptiveAvgPool3d)
+AdaptiveMaxPool1d = _compat_layer(_native.AdaptiveMaxPool1d)
+AdaptiveMaxPool2d = _compat_layer(_native.AdaptiveMaxPool2d)
+AdaptiveMaxPool3d = _compat_layer(_native.AdaptiveMaxPool3d)
 
 
 class Sigmoid(Module):
