@@ -49,7 +49,7 @@ def _pool_size(size, kernel_size, stride, padding, dilation, ceil_mode):
     return out
 
 
-def _pool_positions(name, input, d, kernel_size, stride, padding, dilation, ceil_mode, half_of):
+def _pool_positions(name, input, d, kernel_size, stride, padding, dilation, ceil_mode):
     """The checked arguments' window positions, one ``(O, K)`` array per spatial dimension."""
     kernel_size = as_tuple(name, "kernel_size", kernel_size, d)
     stride = kernel_size if stride is None or stride == [] or stride == () else as_tuple(name, "stride", stride, d)
@@ -57,11 +57,10 @@ def _pool_positions(name, input, d, kernel_size, stride, padding, dilation, ceil
     if any(k <= 0 for k in kernel_size) or any(s <= 0 for s in stride) or any(dil <= 0 for dil in dilation):
         raise RuntimeError(f"{name}: kernel_size {kernel_size}, stride {stride} and dilation {dilation} must be "
                            "positive")
-    for p, k, dil in zip(padding, kernel_size, dilation):
-        extent = dil * (k - 1) + 1 if half_of == "extent" else k
-        if not 0 <= p <= extent // 2:
-            raise RuntimeError(f"{name}: pad should be at most half of effective kernel size, but got pad={p}, "
-                               f"kernel_size={k} and dilation={dil}")
+    for p, k in zip(padding, kernel_size):
+        if not 0 <= p <= k // 2:
+            raise RuntimeError(f"{name}: padding should be at most half of kernel size, but got padding={padding} "
+                               f"and kernel_size={kernel_size}")
     out = [_pool_size(s, k, st, p, dil, ceil_mode)
            for s, k, st, p, dil in zip(input.shape[2:], kernel_size, stride, padding, dilation)]
     if any(o <= 0 for o in out):
@@ -103,7 +102,7 @@ def _max_over_windows(input, positions, return_indices, unbatched):
 
 def _max_pool(name, d, input, kernel_size, stride, padding, dilation, ceil_mode, return_indices):
     input, unbatched = _batched(name, input, d)
-    positions, _ = _pool_positions(name, input, d, kernel_size, stride, padding, dilation, ceil_mode, "extent")
+    positions, _ = _pool_positions(name, input, d, kernel_size, stride, padding, dilation, ceil_mode)
     return _max_over_windows(input, positions, return_indices, unbatched)
 
 
@@ -146,7 +145,7 @@ def max_pool3d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode
 
 def _avg_pool(name, d, input, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override):
     input, unbatched = _batched(name, input, d)
-    positions, padding = _pool_positions(name, input, d, kernel_size, stride, padding, 1, ceil_mode, "kernel")
+    positions, padding = _pool_positions(name, input, d, kernel_size, stride, padding, 1, ceil_mode)
     N, C = input.shape[:2]
     out = [pos.shape[0] for pos in positions]
     sums = windows(input, positions, 0).sum(dim=tuple(range(2 + d, 2 + 2 * d)))  # (N, C, *O)
@@ -398,7 +397,10 @@ class AvgPool1d(_AvgPoolNd):
     dims = 1
 
     def __init__(self, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True):
-        super().__init__(kernel_size, stride, padding, ceil_mode, count_include_pad)
+        stride = kernel_size if stride is None else stride
+        super().__init__(*(as_tuple("AvgPool1d", name, value, 1) for name, value in
+                           (("kernel_size", kernel_size), ("stride", stride), ("padding", padding))),
+                         ceil_mode, count_include_pad)  # tuples of one, as PyTorch keeps them
 
 
 class AvgPool2d(_AvgPoolNd):
