@@ -26,5 +26,22 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     return output
 
 
+def _with_indices(pool):
+    def pool_with_indices(input, *args, **kwargs):
+        return pool(input, *args, **{**kwargs, "return_indices": True})
+
+    pool_with_indices.__name__ = pool_with_indices.__qualname__ = f"{pool.__name__}_with_indices"
+    pool_with_indices.__doc__ = f"``{pool.__name__}(…, return_indices=True)``: ``(values, indices)``."
+    return pool_with_indices
+
+
+max_pool1d_with_indices = _with_indices(_native.max_pool1d)
+max_pool2d_with_indices = _with_indices(_native.max_pool2d)
+max_pool3d_with_indices = _with_indices(_native.max_pool3d)
+adaptive_max_pool1d_with_indices = _with_indices(_native.adaptive_max_pool1d)
+adaptive_max_pool2d_with_indices = _with_indices(_native.adaptive_max_pool2d)
+adaptive_max_pool3d_with_indices = _with_indices(_native.adaptive_max_pool3d)
+
+
 def __getattr__(name):
     raise AttributeError(f"tinyattn.compat.nn.functional has no `{name}` yet")
