@@ -600,3 +600,105 @@ class Fold(Module):
     def extra_repr(self):
         return (f"output_size={self.output_size}, kernel_size={self.kernel_size}, dilation={self.dilation}, "
                 f"padding={self.padding}, stride={self.stride}")
+
+
+class _LazyConv:
+    """A convolution layer whose ``in_channels`` is the channel size of the first input it sees (as ``LazyLinear``):
+    until then ``weight`` has no input channels; the first call shapes it, draws PyTorch's initial values in place
+    (the ``Parameter`` objects stay the same) and turns the module into ``cls_to_become``."""
+
+    cls_to_become = None
+
+    def __init__(self, out_channels, kernel_size, *args, **kwargs):
+        super().__init__(0, out_channels, kernel_size, *args, **kwargs)
+
+    def forward(self, input, *args, **kwargs):
+        layer = self.cls_to_become
+        self.initialize_parameters(input)
+        return layer.forward(self, input, *args, **kwargs)  # the module is a plain layer from now on
+
+    def initialize_parameters(self, input):
+        """Read ``in_channels`` from ``input`` (``(N, C, *S)`` or unbatched ``(C, *S)``), shape ``weight`` and draw
+        both parameters afresh."""
+        name, d = type(self).__name__, self.dims
+        if not isinstance(input, Tensor) or input.ndim not in (d + 1, d + 2):
+            raise RuntimeError(f"{name}: expected a {d + 1}D (unbatched) or {d + 2}D (batched) input, got "
+                               f"{getattr(input, 'ndim', type(input).__name__)}D")
+        in_channels = input.shape[0 if input.ndim == d + 1 else 1]
+        if in_channels % self.groups:
+            raise ValueError(f"{name}: in_channels ({in_channels}) must be divisible by groups ({self.groups})")
+        self.in_channels = in_channels
+        weight = self.weight._data
+        shape = list(weight.shape)
+        shape[0 if self.transposed else 1] = in_channels if self.transposed else in_channels // self.groups
+        self.weight._data = backend.namespace(weight).empty(tuple(shape), dtype=weight.dtype)
+        self.reset_parameters()
+        self.__class__ = self.cls_to_become
+
+
+class LazyConv1d(_LazyConv, Conv1d):
+    """``Conv1d`` with ``in_channels`` read from the first input: ``LazyConv1d(out_channels, kernel_size, …)``.
+
+    >>> import tinyattn as ta
+    >>> conv = LazyConv1d(8, 3)
+    >>> conv(ta.randn(2, 5, 10)).shape, conv
+    ((2, 8, 8), Conv1d(5, 8, kernel_size=(3,), stride=(1,)))
+    """
+
+    cls_to_become = Conv1d
+
+
+class LazyConv2d(_LazyConv, Conv2d):
+    """``Conv2d`` with ``in_channels`` read from the first input.
+
+    >>> import tinyattn as ta
+    >>> LazyConv2d(4, 3, padding=1)(ta.randn(1, 3, 6, 6)).shape
+    (1, 4, 6, 6)
+    """
+
+    cls_to_become = Conv2d
+
+
+class LazyConv3d(_LazyConv, Conv3d):
+    """``Conv3d`` with ``in_channels`` read from the first input.
+
+    >>> import tinyattn as ta
+    >>> LazyConv3d(2, 2)(ta.randn(1, 3, 3, 3, 3)).shape
+    (1, 2, 2, 2, 2)
+    """
+
+    cls_to_become = Conv3d
+
+
+class LazyConvTranspose1d(_LazyConv, ConvTranspose1d):
+    """``ConvTranspose1d`` with ``in_channels`` read from the first input.
+
+    >>> import tinyattn as ta
+    >>> up = LazyConvTranspose1d(2, 2, stride=2)
+    >>> up(ta.randn(1, 3, 4)).shape, up.weight.shape
+    ((1, 2, 8), (3, 2, 2))
+    """
+
+    cls_to_become = ConvTranspose1d
+
+
+class LazyConvTranspose2d(_LazyConv, ConvTranspose2d):
+    """``ConvTranspose2d`` with ``in_channels`` read from the first input.
+
+    >>> import tinyattn as ta
+    >>> LazyConvTranspose2d(2, 2, stride=2)(ta.randn(1, 3, 4, 4)).shape
+    (1, 2, 8, 8)
+    """
+
+    cls_to_become = ConvTranspose2d
+
+
+class LazyConvTranspose3d(_LazyConv, ConvTranspose3d):
+    """``ConvTranspose3d`` with ``in_channels`` read from the first input.
+
+    >>> import tinyattn as ta
+    >>> LazyConvTranspose3d(1, 2, stride=2)(ta.randn(1, 2, 2, 2, 2)).shape
+    (1, 1, 4, 4, 4)
+    """
+
+    cls_to_become = ConvTranspose3d

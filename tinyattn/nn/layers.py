@@ -207,6 +207,68 @@ class Embedding(Module):
         return text
 
 
+class EmbeddingBag(Module):
+    """A lookup table that reduces each bag of indices to one row (``F.embedding_bag``): ``forward(input,
+    offsets=None, per_sample_weights=None)`` → ``(B, embedding_dim)``; ``mode`` ``"mean"`` (default), ``"sum"`` or
+    ``"max"``. ``weight`` is drawn from N(0, 1), its ``padding_idx`` row zeroed; indices at ``padding_idx`` are left
+    out of their bag.
+
+    >>> import tinyattn as ta
+    >>> bag = EmbeddingBag(10, 3, mode="sum")
+    >>> bag(ta.tensor([1, 2, 4, 5, 4]), offsets=ta.tensor([0, 2])).shape
+    (2, 3)
+    """
+
+    def __init__(self, num_embeddings, embedding_dim, max_norm=None, norm_type=2.0, scale_grad_by_freq=False,
+                 mode="mean", sparse=False, _weight=None, include_last_offset=False, padding_idx=None, device=None,
+                 dtype=None):
+        super().__init__()
+        if mode not in ("sum", "mean", "max"):
+            raise ValueError(f"EmbeddingBag: mode has to be one of sum, mean or max, got {mode!r}")
+        table = Embedding(num_embeddings, embedding_dim, padding_idx, max_norm, norm_type, scale_grad_by_freq,
+                          sparse, _weight, False, device, dtype)  # the same checks and initial values
+        self.num_embeddings, self.embedding_dim, self.padding_idx = num_embeddings, embedding_dim, table.padding_idx
+        self.max_norm, self.norm_type, self.scale_grad_by_freq = max_norm, norm_type, scale_grad_by_freq
+        self.mode, self.sparse, self.include_last_offset = mode, sparse, include_last_offset
+        self.weight = table.weight
+
+    reset_parameters = Embedding.reset_parameters
+
+    @classmethod
+    def from_pretrained(cls, embeddings, freeze=True, max_norm=None, norm_type=2.0, scale_grad_by_freq=False,
+                        mode="mean", sparse=False, include_last_offset=False, padding_idx=None):
+        """An ``EmbeddingBag`` whose table is ``embeddings`` (shared, not copied); ``freeze=True`` keeps it out of
+        training.
+
+        >>> import tinyattn as ta
+        >>> bag = EmbeddingBag.from_pretrained(ta.tensor([[1.0, 2.0], [3.0, 4.0]]), mode="max")
+        >>> bag(ta.tensor([[0, 1]]))
+        tensor([[3., 4.]])
+        """
+        if embeddings.ndim != 2:
+            raise ValueError(f"Embeddings parameter is expected to be 2-dimensional, got shape {embeddings.shape}")
+        rows, cols = embeddings.shape
+        bag = cls(rows, cols, max_norm, norm_type, scale_grad_by_freq, mode, sparse, embeddings, include_last_offset,
+                  padding_idx)
+        bag.weight.requires_grad = not freeze
+        return bag
+
+    def forward(self, input, offsets=None, per_sample_weights=None):
+        return F.embedding_bag(input, self.weight, offsets, self.max_norm, self.norm_type, self.scale_grad_by_freq,
+                               self.mode, self.sparse, per_sample_weights, self.include_last_offset, self.padding_idx)
+
+    def extra_repr(self):
+        text = f"{self.num_embeddings}, {self.embedding_dim}"
+        if self.max_norm is not None:
+            text += f", max_norm={self.max_norm}"
+        if self.norm_type != 2:
+            text += f", norm_type={self.norm_type}"
+        text += f", mode='{self.mode}'"
+        if self.padding_idx is not None:
+            text += f", padding_idx={self.padding_idx}"
+        return text
+
+
 class LayerNorm(Module):
     """``y = (x - E[x]) / √(Var[x] + eps) · weight + bias`` over the trailing ``normalized_shape``.
 

@@ -22,13 +22,15 @@ import numpy as np
 
 from .. import backend
 from ..engine import Tensor
+from ..ops import scatter
 from ..ops_extra import max as _max_along
 from .conv import as_tuple, window_positions, windows
 from .module import Module
 
 __all__ = ["max_pool1d", "max_pool2d", "max_pool3d", "avg_pool1d", "avg_pool2d", "avg_pool3d",
            "adaptive_max_pool1d", "adaptive_max_pool2d", "adaptive_max_pool3d",
-           "adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_avg_pool3d"]
+           "adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_avg_pool3d", "lp_pool1d", "lp_pool2d", "lp_pool3d",
+           "max_unpool1d", "max_unpool2d", "max_unpool3d"]
 
 
 def _batched(name, input, d):
@@ -305,6 +307,120 @@ def adaptive_max_pool3d(input, output_size, return_indices=False):
     return _adaptive_max("adaptive_max_pool3d", 3, input, output_size, return_indices)
 
 
+def _lp_pool(name, d, input, norm_type, kernel_size, stride, ceil_mode):
+    kernel_size = as_tuple(name, "kernel_size", kernel_size, d)
+    means = _avg_pool(name, d, input ** norm_type, kernel_size, stride, 0, ceil_mode, True, None)
+    return (means * math.prod(kernel_size)) ** (1.0 / norm_type)  # PyTorch's: the mean times the window's size
+
+
+def lp_pool1d(input, norm_type, kernel_size, stride=None, ceil_mode=False):
+    """The ``p``-norm of each window, ``(Σ xᵖ)^(1/p)`` with ``p = norm_type``: ``(N, C, L) -> (N, C, L_out)``, sizes
+    as ``avg_pool1d``'s (PyTorch's: the window's mean of ``xᵖ`` times its size, so a ``ceil_mode`` window past the
+    end counts as full).
+
+    >>> import tinyattn as ta
+    >>> import tinyattn.nn.functional as F
+    >>> F.lp_pool1d(ta.tensor([[[3.0, 4.0, 6.0, 8.0]]]), norm_type=2, kernel_size=2)
+    tensor([[[ 5., 10.]]])
+    """
+    return _lp_pool("lp_pool1d", 1, input, norm_type, kernel_size, stride, ceil_mode)
+
+
+def lp_pool2d(input, norm_type, kernel_size, stride=None, ceil_mode=False):
+    """``lp_pool1d`` along the last two dimensions.
+
+    >>> import tinyattn as ta
+    >>> import tinyattn.nn.functional as F
+    >>> F.lp_pool2d(ta.ones(1, 1, 4, 4), norm_type=1, kernel_size=2)
+    tensor([[[[4., 4.],
+              [4., 4.]]]])
+    """
+    return _lp_pool("lp_pool2d", 2, input, norm_type, kernel_size, stride, ceil_mode)
+
+
+def lp_pool3d(input, norm_type, kernel_size, stride=None, ceil_mode=False):
+    """``lp_pool1d`` along the last three dimensions.
+
+    >>> import tinyattn as ta
+    >>> import tinyattn.nn.functional as F
+    >>> F.lp_pool3d(ta.ones(1, 1, 2, 2, 2), norm_type=1, kernel_size=2)
+    tensor([[[[[8.]]]]])
+    """
+    return _lp_pool("lp_pool3d", 3, input, norm_type, kernel_size, stride, ceil_mode)
+
+
+def _max_unpool(name, d, input, indices, kernel_size, stride, padding, output_size):
+    """Each value of ``input`` ``(N, C, *S)`` put at its flat ``indices`` in zeros ``(N, C, *output_size)``."""
+    if not isinstance(indices, Tensor) or tuple(indices.shape) != tuple(getattr(input, "shape", ())):
+        raise RuntimeError(f"{name}: expected indices of the input's shape {tuple(getattr(input, 'shape', ()))}, "
+                           f"got {tuple(getattr(indices, 'shape', ()))}")
+    input, unbatched = _batched(name, input, d)
+    kernel_size = as_tuple(name, "kernel_size", kernel_size, d)
+    stride = kernel_size if stride is None else as_tuple(name, "stride", stride, d)
+    padding = as_tuple(name, "padding", padding, d)
+    if output_size is None:
+        output_size = [(s - 1) * st - 2 * p + k for s, st, p, k in zip(input.shape[2:], stride, padding, kernel_size)]
+    output_size = tuple(int(s) for s in tuple(output_size)[-d:])
+    N, C, size = input.shape[0], input.shape[1], math.prod(output_size)
+    flat = backend.to_numpy(indices._data).reshape(N, C, -1)  # (N, C, ∏S)
+    if flat.size and (flat.min() < 0 or flat.max() >= size):
+        raise RuntimeError(f"{name}: found an index out of range for the output size {output_size}: "
+                           f"{int(flat.min())} to {int(flat.max())}")
+    n, c = np.indices(flat.shape[:2])[..., None]  # (N, C, 1) each
+    first = np.zeros(flat.shape, dtype=bool)  # the first element of each group that shares an index
+    order = np.argsort(flat, axis=-1, kind="stable")
+    ordered = np.take_along_axis(flat, order, axis=-1)
+    np.put_along_axis(first, order, np.concatenate([np.ones_like(ordered[..., :1], dtype=bool),
+                                                    ordered[..., 1:] != ordered[..., :-1]], axis=-1), axis=-1)
+    xp = backend.namespace(input._data)
+    index = (xp.asarray(np.broadcast_to(n, flat.shape)), xp.asarray(np.broadcast_to(c, flat.shape)), xp.asarray(flat))
+    values = input.reshape(N, C, -1)  # (N, C, ∏S)
+    output = scatter(values, (N, C, size), index)  # (N, C, ∏output_size)
+    if not first.all():  # overlapping windows repeat an index: torch writes one value there, yet sends the
+        repeats = values.detach() * Tensor._wrap(xp.asarray(~first, dtype=input.dtype))  # gradient to every one
+        output = output - scatter(repeats, (N, C, size), index)
+    output = output.reshape(N, C, *output_size)  # (N, C, *output_size)
+    return output.squeeze(0) if unbatched else output
+
+
+def max_unpool1d(input, indices, kernel_size, stride=None, padding=0, output_size=None):
+    """``max_pool1d``'s partial inverse: every value put back at its index (``max_pool1d(…, return_indices=True)``'s),
+    zeros elsewhere: ``(N, C, L) -> (N, C, L_out)``, ``L_out = (L - 1)·stride - 2·padding + kernel_size`` unless
+    ``output_size`` says otherwise.
+
+    >>> import tinyattn as ta
+    >>> import tinyattn.nn.functional as F
+    >>> values, indices = F.max_pool1d(ta.tensor([[[1.0, 3.0, 2.0, 5.0]]]), 2, return_indices=True)
+    >>> F.max_unpool1d(values, indices, 2)
+    tensor([[[0., 3., 0., 5.]]])
+    """
+    return _max_unpool("max_unpool1d", 1, input, indices, kernel_size, stride, padding, output_size)
+
+
+def max_unpool2d(input, indices, kernel_size, stride=None, padding=0, output_size=None):
+    """``max_unpool1d`` along the last two dimensions (the indices into the flattened ``H_out·W_out``).
+
+    >>> import tinyattn as ta
+    >>> import tinyattn.nn.functional as F
+    >>> values, indices = F.max_pool2d(ta.arange(16.0).reshape(1, 1, 4, 4), 2, return_indices=True)
+    >>> F.max_unpool2d(values, indices, 2)[0, 0, 1]
+    tensor([0., 5., 0., 7.])
+    """
+    return _max_unpool("max_unpool2d", 2, input, indices, kernel_size, stride, padding, output_size)
+
+
+def max_unpool3d(input, indices, kernel_size, stride=None, padding=0, output_size=None):
+    """``max_unpool1d`` along the last three dimensions.
+
+    >>> import tinyattn as ta
+    >>> import tinyattn.nn.functional as F
+    >>> values, indices = F.max_pool3d(ta.arange(8.0).reshape(1, 1, 2, 2, 2), 2, return_indices=True)
+    >>> F.max_unpool3d(values, indices, 2).sum().item()
+    7.0
+    """
+    return _max_unpool("max_unpool3d", 3, input, indices, kernel_size, stride, padding, output_size)
+
+
 # ----------------------------------------------------------------------------- the layers
 
 
@@ -516,3 +632,108 @@ class AdaptiveMaxPool3d(_AdaptivePoolNd):
     """
 
     dims, maximum = 3, True
+
+
+class _LPPoolNd(Module):
+    dims = 1
+
+    def __init__(self, norm_type, kernel_size, stride=None, ceil_mode=False):
+        super().__init__()
+        self.norm_type, self.kernel_size, self.stride, self.ceil_mode = norm_type, kernel_size, stride, ceil_mode
+
+    def forward(self, input):
+        pool = (lp_pool1d, lp_pool2d, lp_pool3d)[self.dims - 1]
+        return pool(input, float(self.norm_type), self.kernel_size, self.stride, self.ceil_mode)
+
+    def extra_repr(self):
+        return f"norm_type={self.norm_type}, kernel_size={self.kernel_size}, stride={self.stride}, " \
+               f"ceil_mode={self.ceil_mode}"
+
+
+class LPPool1d(_LPPoolNd):
+    """``F.lp_pool1d`` as a module: ``LPPool1d(norm_type, kernel_size, stride=None, ceil_mode=False)``.
+
+    >>> import tinyattn as ta
+    >>> LPPool1d(2, 3)(ta.randn(2, 4, 9)).shape
+    (2, 4, 3)
+    """
+
+    dims = 1
+
+
+class LPPool2d(_LPPoolNd):
+    """``F.lp_pool2d`` as a module.
+
+    >>> import tinyattn as ta
+    >>> LPPool2d(2, 2)(ta.randn(1, 3, 4, 4)).shape
+    (1, 3, 2, 2)
+    """
+
+    dims = 2
+
+
+class LPPool3d(_LPPoolNd):
+    """``F.lp_pool3d`` as a module.
+
+    >>> import tinyattn as ta
+    >>> LPPool3d(1, 2)(ta.randn(1, 1, 2, 2, 2)).shape
+    (1, 1, 1, 1, 1)
+    """
+
+    dims = 3
+
+
+class _MaxUnpoolNd(Module):
+    dims = 1
+
+    def __init__(self, kernel_size, stride=None, padding=0):
+        super().__init__()
+        d = self.dims
+        name = type(self).__name__
+        self.kernel_size = as_tuple(name, "kernel_size", kernel_size, d)
+        self.stride = as_tuple(name, "stride", kernel_size if stride is None else stride, d)
+        self.padding = as_tuple(name, "padding", padding, d)
+
+    def forward(self, input, indices, output_size=None):
+        unpool = (max_unpool1d, max_unpool2d, max_unpool3d)[self.dims - 1]
+        return unpool(input, indices, self.kernel_size, self.stride, self.padding, output_size)
+
+    def extra_repr(self):
+        return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
+
+
+class MaxUnpool1d(_MaxUnpoolNd):
+    """``F.max_unpool1d`` as a module: ``MaxUnpool1d(kernel_size, stride=None, padding=0)``;
+    ``forward(input, indices, output_size=None)``.
+
+    >>> import tinyattn as ta
+    >>> values, indices = MaxPool1d(2, return_indices=True)(ta.randn(1, 2, 6))
+    >>> MaxUnpool1d(2)(values, indices).shape
+    (1, 2, 6)
+    """
+
+    dims = 1
+
+
+class MaxUnpool2d(_MaxUnpoolNd):
+    """``F.max_unpool2d`` as a module.
+
+    >>> import tinyattn as ta
+    >>> values, indices = MaxPool2d(2, return_indices=True)(ta.randn(1, 2, 4, 4))
+    >>> MaxUnpool2d(2)(values, indices).shape
+    (1, 2, 4, 4)
+    """
+
+    dims = 2
+
+
+class MaxUnpool3d(_MaxUnpoolNd):
+    """``F.max_unpool3d`` as a module.
+
+    >>> import tinyattn as ta
+    >>> values, indices = MaxPool3d(2, return_indices=True)(ta.randn(1, 1, 2, 2, 2))
+    >>> MaxUnpool3d(2)(values, indices).shape
+    (1, 1, 2, 2, 2)
+    """
+
+    dims = 3

@@ -2,6 +2,7 @@
 
 from ...nn import functional as _native
 from ...nn.functional import scaled_dot_product_attention as _native_sdpa
+from ..refusals import refused
 
 for _name in _native.__all__:
     globals()[_name] = getattr(_native, _name)
@@ -41,6 +42,14 @@ max_pool3d_with_indices = _with_indices(_native.max_pool3d)
 adaptive_max_pool1d_with_indices = _with_indices(_native.adaptive_max_pool1d)
 adaptive_max_pool2d_with_indices = _with_indices(_native.adaptive_max_pool2d)
 adaptive_max_pool3d_with_indices = _with_indices(_native.adaptive_max_pool3d)
+
+
+fractional_max_pool2d = fractional_max_pool2d_with_indices = refused(
+    "torch.nn.functional.fractional_max_pool2d", "pooling over pseudo-random regions is not built; use max_pool2d or "
+    "adaptive_max_pool2d")
+fractional_max_pool3d = fractional_max_pool3d_with_indices = refused(
+    "torch.nn.functional.fractional_max_pool3d", "pooling over pseudo-random regions is not built; use max_pool3d or "
+    "adaptive_max_pool3d")
 
 
 def __getattr__(name):
