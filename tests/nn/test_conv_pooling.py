@@ -165,7 +165,7 @@ def test_unfold_and_fold_match_torch(data):
     rng = np.random.default_rng(data.draw(st.integers(0, 2**16)))
     kw = dict(kernel_size=kernel, dilation=dilation, padding=padding, stride=stride)
     x = rng.standard_normal((2, 3, *size))
-    _agree(lambda x: F.unfold(x, **kw), lambda x: TF.unfold(x, **kw), [x], rng.integers(2**16))
+    _agree(lambda x: F.unfold(x, **kw), lambda x: TF.unfold(x, **kw), [x], rng.integers(2**16), some_gradient=False)
     blocks = TF.unfold(torch.tensor(x), **kw).shape
     cols = rng.standard_normal(tuple(blocks))
     _agree(lambda c: F.fold(c, size, **kw), lambda c: TF.fold(c, size, **kw), [cols], rng.integers(2**16),
@@ -296,3 +296,85 @@ def test_embedding_padding_idx_gets_no_gradient_as_torch(padding_idx):
     np.testing.assert_allclose(ours.weight.grad, theirs.weight.grad.numpy(), atol=1e-12)
     np.testing.assert_array_equal(ours.weight.grad[padding_idx], 0)
     assert np.abs(ours.weight.grad).max() > 0
+
+
+@pytest.mark.parametrize("d", [1, 2])
+@given(data=st.data(), norm_type=st.sampled_from([1.0, 2.0, 3.0, 1.5]))
+def test_lp_pool_matches_torch(d, data, norm_type):
+    case = data.draw(pool_cases(d, dilated=False))
+    for unused in ("dilation", "padding"):
+        del case[unused]
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**16)))
+    x = np.abs(rng.standard_normal((2, 3, *case.pop("size")))) + 0.1  # positive: no kink of xᵖ at 0
+    if d == 1:  # torch's lp_pool1d takes ints only
+        case["kernel_size"], case["stride"] = case["kernel_size"][0], case["stride"][0]
+    ours_pool, theirs_pool = (F.lp_pool1d, F.lp_pool2d)[d - 1], (TF.lp_pool1d, TF.lp_pool2d)[d - 1]
+    _agree(lambda x: ours_pool(x, norm_type, **case), lambda x: theirs_pool(x, norm_type, **case), [x],
+           rng.integers(2**16))
+
+
+@pytest.mark.parametrize("d", [1, 2])
+@given(data=st.data())
+def test_max_unpool_matches_torch_overlapping_windows_included(d, data):
+    case = data.draw(pool_cases(d, dilated=False))
+    del case["dilation"], case["ceil_mode"]
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**16)))
+    size = case.pop("size")
+    x = torch.tensor(rng.standard_normal((2, 3, *size)))
+    pool, unpool = (TF.max_pool1d, TF.max_pool2d)[d - 1], (TF.max_unpool1d, TF.max_unpool2d)[d - 1]
+    values, indices = pool(x, **case, return_indices=True)
+    ours_unpool = (F.max_unpool1d, F.max_unpool2d)[d - 1]
+    _agree(lambda v: ours_unpool(v, ta.tensor(indices.numpy()), **case, output_size=size),
+           lambda v: unpool(v, indices, **case, output_size=size), [values.numpy()], rng.integers(2**16))
+
+
+@pytest.mark.parametrize("mode", ["sum", "mean", "max"])
+@pytest.mark.parametrize("padding_idx", [None, 2])
+@pytest.mark.parametrize("layout", ["2d", "offsets", "include_last_offset"])
+def test_embedding_bag_matches_torch(mode, padding_idx, layout):
+    rng = np.random.default_rng(11)
+    table = rng.standard_normal((7, 3))
+    if layout == "2d":
+        index, offsets = rng.integers(0, 7, (3, 4)), None
+    else:  # an empty bag in the middle
+        index = rng.integers(0, 7, 9)
+        offsets = np.array([0, 2, 2, 7]) if layout == "offsets" else np.array([0, 3, 3, 9])
+    weights = rng.standard_normal(index.shape) if mode == "sum" else None
+    kw = dict(mode=mode, padding_idx=padding_idx, include_last_offset=layout == "include_last_offset")
+
+    def run(lib, fn, table, *weights):
+        offs = None if offsets is None else lib.tensor(offsets)
+        return fn(lib.tensor(index), table, offs, per_sample_weights=weights[0] if weights else None, **kw)
+
+    arrays = [table] + ([weights] if weights is not None else [])
+    _agree(lambda *a: run(ta, F.embedding_bag, *a), lambda *a: run(torch, TF.embedding_bag, *a), arrays, 12)
+
+
+def test_embedding_bag_layer_matches_torch():
+    theirs = torch.nn.EmbeddingBag(6, 4, mode="max", padding_idx=0).double()
+    ours = nn.EmbeddingBag(6, 4, mode="max", padding_idx=0, dtype=np.float64)
+    assert repr(ours) == repr(theirs)
+    np.testing.assert_array_equal(ours.weight.numpy()[0], 0)
+    ours.load_state_dict({k: v.numpy() for k, v in theirs.state_dict().items()})
+    index = np.array([[1, 0, 3], [5, 5, 2]])
+    np.testing.assert_allclose(ours(ta.tensor(index)).numpy(), theirs(torch.tensor(index)).detach().numpy())
+    frozen = nn.EmbeddingBag.from_pretrained(ta.tensor(np.eye(3)), mode="sum")
+    assert not frozen.weight.requires_grad
+    np.testing.assert_array_equal(frozen(ta.tensor([[0, 2]])).numpy(), [[1.0, 0.0, 1.0]])
+
+
+@pytest.mark.parametrize("lazy, plain, shape", [(nn.LazyConv1d, nn.Conv1d, (2, 6, 9)),
+                                                (nn.LazyConv2d, nn.Conv2d, (2, 4, 6, 6)),
+                                                (nn.LazyConvTranspose1d, nn.ConvTranspose1d, (2, 4, 5)),
+                                                (nn.LazyConvTranspose2d, nn.ConvTranspose2d, (4, 5, 5))])
+def test_lazy_convolutions_take_their_channels_from_the_first_input(lazy, plain, shape):
+    layer = lazy(6, 3, groups=2)
+    weight = layer.weight
+    out = layer(ta.randn(*shape))
+    assert type(layer) is plain and layer.weight is weight  # the same Parameter, reshaped
+    in_channels = shape[1] if len(shape) == plain.dims + 2 else shape[0]  # batched, or unbatched
+    expected = torch.nn.__dict__[plain.__name__](in_channels, 6, 3, groups=2)
+    assert layer.weight.shape == tuple(expected.weight.shape) and repr(layer) == repr(expected)
+    assert out.shape == tuple(expected(torch.randn(*shape)).shape)
+    with pytest.raises(ValueError, match="divisible"):
+        lazy(6, 3, groups=4)(ta.randn(1, 3, 8))

@@ -184,3 +184,25 @@ def test_compat_embedding_from_pretrained_is_the_compat_class():
     _close(embedding.weight.grad, theirs.weight.grad)
     assert embedding.weight.grad.numpy()[1].tolist() == [0.0, 0.0, 0.0]
     assert not ct.nn.Embedding.from_pretrained(ct.tensor(table)).weight.requires_grad
+
+
+@pytest.mark.parametrize("path", ["conv", "pooling", "rnn", "sparse"])
+def test_torch_nn_modules_paths_hold_torch_names(path):
+    import importlib
+
+    ours = importlib.import_module(f"tinyattn.compat.nn.modules.{path}")
+    theirs = importlib.import_module(f"torch.nn.modules.{path}")
+    assert sorted(ours.__all__) == sorted(theirs.__all__)
+    for name in theirs.__all__:
+        assert getattr(ours, name) is getattr(ct.nn, name)
+
+
+def test_compat_lazy_convolution_becomes_compat_conv_and_fractional_pooling_is_refused():
+    layer = ct.nn.LazyConv1d(4, 3)
+    layer(ct.randn(2, 3, 7))
+    assert type(layer) is ct.nn.Conv1d and isinstance(layer.weight, ct.nn.Parameter)
+    assert layer.weight.shape == (4, 3, 3)
+    with pytest.raises(NotImplementedError, match="FractionalMaxPool2d .*MaxPool2d"):
+        ct.nn.FractionalMaxPool2d(2)
+    with pytest.raises(NotImplementedError, match="fractional_max_pool2d"):
+        ct.nn.functional.fractional_max_pool2d(ct.randn(1, 1, 4, 4), 2)
