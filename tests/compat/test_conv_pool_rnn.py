@@ -37,7 +37,8 @@ def test_pack_and_pad_match_torch(batch):
     theirs = TR.pack_padded_sequence(theirs_x, lengths, batch_first=batch_first, enforce_sorted=enforce_sorted)
     _close(ours.data, theirs.data)
     assert ours.batch_sizes.tolist() == theirs.batch_sizes.tolist()
-    for mine, torchs in ((ours.sorted_indices, theirs.sorted_indices), (ours.unsorted_indices, theirs.unsorted_indices)):
+    for mine, torchs in ((ours.sorted_indices, theirs.sorted_indices),
+                         (ours.unsorted_indices, theirs.unsorted_indices)):
         assert (mine is None) == (torchs is None) and (mine is None or mine.tolist() == torchs.tolist())
     ours_padded, ours_lengths = ours_rnn.pad_packed_sequence(ours, batch_first=batch_first, padding_value=-2.0,
                                                              total_length=max(lengths) + 1)

@@ -314,7 +314,8 @@ def unfold(input, kernel_size, dilation=1, padding=0, stride=1):
     dilation, stride = as_tuple("unfold", "dilation", dilation, 2), as_tuple("unfold", "stride", stride, 2)
     padding = as_tuple("unfold", "padding", padding, 2)
     N, C, H, W = input.shape
-    out = [sliding_size("unfold", s, k, st, dil, p, p) for s, k, st, dil, p in zip((H, W), K, stride, dilation, padding)]
+    out = [sliding_size("unfold", s, k, st, dil, p, p)
+           for s, k, st, dil, p in zip((H, W), K, stride, dilation, padding)]
     positions = [window_positions(s, k, st, dil, p, o)
                  for s, k, st, dil, p, o in zip((H, W), K, stride, dilation, padding, out)]
     cols = windows(input, positions, 0)  # (N, C, O_h, O_w, K_h, K_w)
@@ -514,10 +515,10 @@ class _ConvTranspose(_ConvNd):
             smallest = [(s - 1) * st - 2 * p + dil * (k - 1) + 1 for s, st, p, dil, k
                         in zip(input.shape[-d:], self.stride, self.padding, self.dilation, self.kernel_size)]
             output_padding = tuple(w - s for w, s in zip(wanted, smallest))
+            largest = tuple(s + max(st, dil) - 1 for s, st, dil in zip(smallest, self.stride, self.dilation))
             if any(not 0 <= op < max(st, dil) for op, st, dil in zip(output_padding, self.stride, self.dilation)):
                 raise ValueError(f"{type(self).__name__}: requested an output size of {wanted}, but the valid sizes "
-                                 f"run from {tuple(smallest)} to "
-                                 f"{tuple(s + max(st, dil) - 1 for s, st, dil in zip(smallest, self.stride, self.dilation))}")
+                                 f"run from {tuple(smallest)} to {largest}")
         conv = (conv_transpose1d, conv_transpose2d, conv_transpose3d)[d - 1]
         return conv(input, self.weight, self.bias, self.stride, self.padding, output_padding, self.groups,
                     self.dilation)

@@ -86,7 +86,6 @@ def _flat_positions(positions, spatial):
 
 def _max_over_windows(input, positions, return_indices, unbatched):
     """The largest element of each window (``-inf`` outside the input) and, if asked, its flat index."""
-    d = len(positions)
     N, C = input.shape[:2]
     out = [pos.shape[0] for pos in positions]
     cols = windows(input, positions, -math.inf).reshape(N, C, *out, -1)  # (N, C, *O, ∏K)
@@ -148,8 +147,6 @@ def max_pool3d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode
 def _avg_pool(name, d, input, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override):
     input, unbatched = _batched(name, input, d)
     positions, padding = _pool_positions(name, input, d, kernel_size, stride, padding, 1, ceil_mode)
-    N, C = input.shape[:2]
-    out = [pos.shape[0] for pos in positions]
     sums = windows(input, positions, 0).sum(dim=tuple(range(2 + d, 2 + 2 * d)))  # (N, C, *O)
     if divisor_override:
         averages = sums / divisor_override
