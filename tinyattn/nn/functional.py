@@ -497,7 +497,7 @@ def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2, scale
     membership[bag_of[counted], np.flatnonzero(counted)] = 1
     if mode == "mean":
         membership /= np.maximum(membership.sum(axis=1, keepdims=True), 1)
-    return ops.matmul(Tensor._wrap(xp.asarray(membership), weight), rows)  # (B, embedding_dim)
+    return ops.matmul(Tensor._wrap(xp.asarray(membership)), rows)  # (B, embedding_dim)
 
 
 # ----------------------------------------------------------------------------- cross entropy

@@ -95,8 +95,9 @@ def _max_over_windows(input, positions, return_indices, unbatched):
     if not return_indices:
         return values
     xp = backend.namespace(picked._data)
-    flat = xp.broadcast_to(xp.asarray(_flat_positions(positions, input.shape[2:])), (N, C, *out, cols.shape[-1]))
-    indices = xp.take_along_axis(flat, picked._data[..., None], axis=-1)[..., 0]  # (N, C, *O)
+    picked = picked._data  # (N, C, *O), with vmap's batch axes in front inside vmap
+    flat = xp.broadcast_to(xp.asarray(_flat_positions(positions, input.shape[2:])), (*picked.shape, cols.shape[-1]))
+    indices = xp.take_along_axis(flat, picked[..., None], axis=-1)[..., 0]  # (N, C, *O)
     indices = Tensor._wrap(indices.astype(np.int64), input)
     return values, indices.squeeze(0) if unbatched else indices
 
