@@ -1,7 +1,18 @@
 """Layers, losses and their functional forms: ``Module`` and PyTorch's layer names."""
 
 from . import functional, init, utils  # noqa: F401
-from .layers import GELU, Dropout, Embedding, LayerNorm, LazyLinear, Linear, ModuleList, ReLU, Sequential  # noqa: F401
+from .layers import (  # noqa: F401
+    GELU,
+    Dropout,
+    Embedding,
+    EmbeddingBag,
+    LayerNorm,
+    LazyLinear,
+    Linear,
+    ModuleList,
+    ReLU,
+    Sequential,
+)
 from .module import Module, Parameter  # noqa: F401
 
 # isort: split
@@ -27,4 +38,43 @@ from .everyday import (  # noqa: F401
     NLLLoss,
     Softmax,
     Tanh,
+)
+
+# isort: split
+# convolution and pooling
+from .conv import (  # noqa: F401
+    Conv1d,
+    Conv2d,
+    Conv3d,
+    ConvTranspose1d,
+    ConvTranspose2d,
+    ConvTranspose3d,
+    Fold,
+    LazyConv1d,
+    LazyConv2d,
+    LazyConv3d,
+    LazyConvTranspose1d,
+    LazyConvTranspose2d,
+    LazyConvTranspose3d,
+    Unfold,
+)
+from .pooling import (  # noqa: F401
+    AdaptiveAvgPool1d,
+    AdaptiveAvgPool2d,
+    AdaptiveAvgPool3d,
+    AdaptiveMaxPool1d,
+    AdaptiveMaxPool2d,
+    AdaptiveMaxPool3d,
+    AvgPool1d,
+    AvgPool2d,
+    AvgPool3d,
+    LPPool1d,
+    LPPool2d,
+    LPPool3d,
+    MaxPool1d,
+    MaxPool2d,
+    MaxPool3d,
+    MaxUnpool1d,
+    MaxUnpool2d,
+    MaxUnpool3d,
 )

@@ -1,4 +1,4 @@
-"""``torch.nn.utils``: gradient clipping, parameters as one vector, and ``rnn`` (padding sequences).
+"""``torch.nn.utils``: gradient clipping, parameters as one vector, and ``rnn`` (padded and packed sequences).
 
 >>> import tinyattn.compat as torch
 >>> w = torch.nn.Parameter(torch.ones(3))
