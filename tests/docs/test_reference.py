@@ -43,6 +43,8 @@ NAMESPACES = [
     ("tinyattn.viz", None),
     ("tinyattn.interop", None),
     ("tinyattn.pretrained", None),
+    ("tinyattn.distributions", None),
+    ("tinyattn.distributions.constraints", None),
 ]
 
 INTERNAL = {

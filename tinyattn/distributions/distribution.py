@@ -305,9 +305,17 @@ class Distribution:
         return f"{type(self).__name__}({shown})"
 
 
+def parameter_of(distribution):
+    """A tensor ``distribution`` holds (its own, or one of a distribution it wraps): what values are made beside."""
+    for value in distribution.__dict__.values():
+        if isinstance(value, Tensor):
+            return value
+    return next(parameter_of(v) for v in distribution.__dict__.values() if isinstance(v, Distribution))
+
+
 def checked(distribution, value):
     """``value`` as a tensor beside ``distribution``'s first parameter, validated (``_validate_sample``)."""
-    like = next(v for v in distribution.__dict__.values() if isinstance(v, Tensor))
+    like = parameter_of(distribution)
     value = as_value(value, like)
     distribution._validate_sample(value)
     return value

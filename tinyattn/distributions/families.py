@@ -693,8 +693,14 @@ class Dirichlet(Distribution):
 
     @property
     def mode(self):
+        """``(α - 1)₊ / Σ (α - 1)₊``; where every ``αᵢ < 1``, torch's choice: the one-hot vector of that ratio's
+        argmax (0/0 everywhere: the first index)."""
         shifted = (self.concentration - 1).clamp(min=0)
-        return shifted / shifted.sum(-1, keepdim=True)
+        with np.errstate(invalid="ignore"):  # 0/0 where every αᵢ < 1: replaced below
+            mode = shifted / shifted.sum(-1, keepdim=True)
+        k = self.concentration.shape[-1]
+        one_hot = (mode.argmax(-1, keepdim=True) == Tensor._wrap(np.arange(k), mode)).to(mode.dtype)
+        return where((self.concentration < 1).all(-1, keepdim=True), one_hot, mode)
 
     @property
     def variance(self):
@@ -782,11 +788,12 @@ def cholesky(A):
             [1., 1.]])
     """
     n = A.shape[-1]
+    A = (A + A.mT) / 2
     rows = Tensor._wrap(np.arange(n), A)
     columns = []
     for j in range(n):
         s = A[..., :, j]  # (…, n)
-        for k, column in enumerate(columns):
+        for column in columns:
             s = s - column * column[..., j:j + 1]
         diagonal = s[..., j:j + 1].sqrt()  # (…, 1)
         safe = where(rows >= j, s, 0.0)  # above the diagonal: zeros, with zero gradients
@@ -920,8 +927,8 @@ class MultivariateNormal(Distribution):
 def _precision_to_scale_tril(P):
     """``L`` with ``L Lᵀ = P⁻¹``, torch's route: with ``J`` the reversal, ``J P J = Lf Lfᵀ`` (Cholesky), so
     ``P = U Uᵀ`` with ``U = J Lf J`` upper-triangular, and ``L = U⁻ᵀ``, the inverse of the lower ``Uᵀ``."""
-    Lf = cholesky(P.flip(-2, -1))
-    L_inv = Lf.flip(-2, -1).mT  # Uᵀ, lower-triangular
+    Lf = cholesky(P.flip((-2, -1)))
+    L_inv = Lf.flip((-2, -1)).mT  # Uᵀ, lower-triangular
     identity = Tensor._wrap(np.eye(P.shape[-1], dtype=P.dtype), P)
     return solve_lower(L_inv.unsqueeze(-3), identity).mT  # row c of the solve: column c of (Uᵀ)⁻¹
 
