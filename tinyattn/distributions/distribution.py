@@ -82,6 +82,14 @@ def broadcast_all(*values):
     >>> scale
     tensor([1., 1.], dtype=float64)
     """
+    converted = as_tensors(*values)
+    shape = np.broadcast_shapes(*(t.shape for t in converted))
+    return tuple(t if t.shape == shape else t.expand(*shape) for t in converted)
+
+
+def as_tensors(*values):
+    """``values`` (tensors, numbers or arrays) as float tensors, each of its own shape (``broadcast_all``'s
+    conversion without its broadcast)."""
     tensors = [v for v in values if isinstance(v, Tensor)]
     like = tensors[0] if tensors else None
     floats = [t.dtype for t in tensors if t.dtype.kind == "f"]
@@ -95,8 +103,7 @@ def broadcast_all(*values):
             if like is not None:
                 array = backend.to_device(array, like.device)
             converted.append(Tensor._wrap(array, like))
-    shape = np.broadcast_shapes(*(t.shape for t in converted))
-    return tuple(t if t.shape == shape else t.expand(*shape) for t in converted)
+    return converted
 
 
 def as_value(value, like):

@@ -17,6 +17,7 @@ from . import constraints
 from .distribution import (
     _LOG_2PI,
     Distribution,
+    as_tensors,
     as_value,
     broadcast_all,
     checked,
@@ -843,14 +844,15 @@ class MultivariateNormal(Distribution):
     has_rsample = True
 
     def __init__(self, loc, covariance_matrix=None, precision_matrix=None, scale_tril=None, validate_args=None):
-        if not isinstance(loc, Tensor):
-            (loc,) = broadcast_all(loc)
-        if loc.ndim < 1:
+        if len(loc.shape if isinstance(loc, Tensor) else np.shape(loc)) < 1:
             raise ValueError("loc must be at least one-dimensional.")
         if (covariance_matrix is not None) + (scale_tril is not None) + (precision_matrix is not None) != 1:
             raise ValueError("Exactly one of covariance_matrix or precision_matrix or scale_tril may be specified.")
         given = scale_tril if scale_tril is not None else \
             covariance_matrix if covariance_matrix is not None else precision_matrix
+        loc, given = as_tensors(loc, given)
+        scale_tril, covariance_matrix, precision_matrix = (given if m is not None else None
+                                                           for m in (scale_tril, covariance_matrix, precision_matrix))
         name = "scale_tril" if scale_tril is not None else \
             "covariance_matrix" if covariance_matrix is not None else "precision_matrix"
         if given.ndim < 2:

@@ -1,0 +1,62 @@
+"""``torch.distributions``: the native ``tinyattn.distributions``, with compat tensors out.
+
+Each family here is the native one (a subclass of it, so ``isinstance`` and ``kl_divergence``'s
+registry see one family), whose parameters given as Python numbers, lists or arrays become compat
+tensors: everything computed from them (``sample``, ``log_prob``, ``entropy``, the moments) is then a
+compat tensor, as it is when the parameters are compat tensors already. ``validate_args`` is on by
+default, as in torch. The transformed distributions (``TransformedDistribution`` and the transforms),
+the relaxed, mixture and matrix families are not here yet.
+
+>>> import tinyattn.compat as torch
+>>> dist = torch.distributions.Normal(0.0, 1.0)
+>>> type(dist.sample()).__name__, dist.sample((3,)).shape
+('Tensor', (3,))
+>>> type(dist.sample()).__module__
+'tinyattn.compat.core.tensor'
+>>> policy = torch.distributions.Categorical(logits=torch.zeros(4, requires_grad=True))
+>>> policy.log_prob(torch.tensor(2)).exp().item()
+0.25
+"""
+
+from ... import distributions as _native
+from ...engine import Tensor as _NativeTensor
+from ..core.tensor import as_compat
+from . import constraints  # noqa: F401
+
+__all__ = ["Distribution", "Bernoulli", "Beta", "Binomial", "Categorical", "Dirichlet", "Exponential", "Gamma",
+           "Independent", "Laplace", "MultivariateNormal", "Normal", "OneHotCategorical", "Poisson", "Uniform",
+           "kl_divergence", "register_kl", "constraints"]
+
+Distribution = _native.Distribution
+kl_divergence = _native.kl_divergence
+register_kl = _native.register_kl
+
+
+def _compat_family(native):
+    """``native`` (a family) whose parameters made from numbers, lists or arrays are compat tensors."""
+
+    def __init__(self, *args, **kwargs):
+        native.__init__(self, *args, **kwargs)
+        if not any(isinstance(a, _NativeTensor) for a in (*args, *kwargs.values())):
+            for value in list(self.__dict__.values()):  # made here from numbers: nobody else holds them
+                if isinstance(value, _NativeTensor):
+                    as_compat(value)
+            for value in self.__dict__.values():  # a wrapped family (OneHotCategorical's Categorical)
+                if isinstance(value, _native.Distribution):
+                    for item in value.__dict__.values():
+                        if isinstance(item, _NativeTensor):
+                            as_compat(item)
+
+    family = type(native.__name__, (native,), {"__init__": __init__, "__doc__": native.__doc__,
+                                               "__module__": __name__})
+    return family
+
+
+for _name in __all__:
+    _value = getattr(_native, _name)
+    if isinstance(_value, type) and _value is not _native.Distribution:
+        globals()[_name] = _compat_family(_value)
+
+
+def __getattr__(name):
+    raise AttributeError(f"tinyattn.compat.distributions has no `{name}` yet")
