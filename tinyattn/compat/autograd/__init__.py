@@ -16,6 +16,8 @@ again, to any order, as in torch.
 (12.0, 12.0, 'Tensor')
 """
 
+import contextlib
+
 from ... import autograd as _native
 from ... import backend
 from ... import testing as _testing
@@ -23,6 +25,7 @@ from ...creation import ones_like
 from ...engine import Tensor as _NativeTensor
 from ...engine import enable_grad, inference_mode, no_grad, set_grad_enabled
 from ..core.tensor import as_compat
+from ..refusals import refused
 from . import forward_ad, function, functional
 from .function import Function, FunctionCtx
 
@@ -32,7 +35,8 @@ is_anomaly_enabled = _native.is_anomaly_enabled
 
 __all__ = ["Function", "FunctionCtx", "Variable", "grad", "backward", "gradcheck", "gradgradcheck", "GradcheckError",
            "detect_anomaly", "set_detect_anomaly", "is_anomaly_enabled", "function", "no_grad", "enable_grad",
-           "set_grad_enabled", "inference_mode", "forward_ad", "functional"]
+           "set_grad_enabled", "inference_mode", "forward_ad", "functional", "set_multithreading_enabled",
+           "enforce_grad_layout_policy", "NestedIOFunction", "grad_mode", "variable"]
 
 
 def _sequence(tensors):
@@ -148,6 +152,32 @@ def Variable(data, requires_grad=False, volatile=False):
     if requires_grad:
         data.requires_grad_(True)
     return data
+
+
+class set_multithreading_enabled(contextlib.ContextDecorator):
+    """torch's switch of the multithreaded backward; the walk here runs on the calling thread either way."""
+
+    def __init__(self, mode):
+        self.mode = bool(mode)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+class enforce_grad_layout_policy(set_multithreading_enabled):
+    """torch's switch of the gradients' stride layout; gradients here are arrays of the parameter's own layout."""
+
+    def __init__(self, enable=True):
+        super().__init__(enable)
+
+
+NestedIOFunction = refused("torch.autograd.NestedIOFunction",
+                           "the legacy nested-input Function is not kept; write a torch.autograd.Function")
+
+from . import grad_mode, variable  # noqa: E402,F401  (they import names defined above)
 
 
 def __getattr__(name):
