@@ -8,8 +8,8 @@ bfloat16 (the mean of 100,000 × 0.01 comes out 4e-05; torch's bfloat16 mean, ac
 functions run 5 to 40 times slower than in float32. So ``autocast`` runs its block unchanged when it
 is disabled, or when it asks for CUDA where no GPU is present (torch warns and disables itself there
 too); asked to cast on the CPU it refuses, rather than compute in another precision than the one
-requested. ``custom_fwd`` and ``custom_bwd`` (for ``autograd.Function``\ s written for autocast)
-return the function as it is: no autocast region is ever entered here.
+requested. ``custom_fwd`` and ``custom_bwd`` (the decorators of an ``autograd.Function`` written
+for autocast) return the function as it is: no autocast region is ever entered here.
 ``GradScaler`` scales the loss and unscales the gradients exactly as torch's does, skipping the
 step on infinite or NaN gradients; disabled (``enabled=False``, or CUDA absent) it passes
 everything through.
