@@ -16,8 +16,6 @@ again, to any order, as in torch.
 (12.0, 12.0, 'Tensor')
 """
 
-import contextlib
-
 from ... import autograd as _native
 from ... import backend
 from ... import testing as _testing
@@ -26,8 +24,10 @@ from ...engine import Tensor as _NativeTensor
 from ...engine import enable_grad, inference_mode, no_grad, set_grad_enabled
 from ..core.tensor import as_compat
 from ..refusals import refused
-from . import forward_ad, function, functional
+from . import forward_ad, function, functional, grad_mode, variable
 from .function import Function, FunctionCtx
+from .grad_mode import enforce_grad_layout_policy, set_multithreading_enabled  # noqa: F401
+from .variable import Variable  # noqa: F401
 
 detect_anomaly = _native.detect_anomaly
 set_detect_anomaly = _native.set_detect_anomaly
@@ -146,38 +146,8 @@ def gradgradcheck(func, inputs, grad_outputs=None, *, eps=1e-6, atol=1e-5, rtol=
                     raise_exception)
 
 
-def Variable(data, requires_grad=False, volatile=False):
-    """``Variable(t)``: the tensor itself, as in torch since 0.4 (``requires_grad=True`` sets it on ``t``;
-    ``volatile`` has no effect there either: use ``torch.no_grad()``)."""
-    if requires_grad:
-        data.requires_grad_(True)
-    return data
-
-
-class set_multithreading_enabled(contextlib.ContextDecorator):
-    """torch's switch of the multithreaded backward; the walk here runs on the calling thread either way."""
-
-    def __init__(self, mode):
-        self.mode = bool(mode)
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return False
-
-
-class enforce_grad_layout_policy(set_multithreading_enabled):
-    """torch's switch of the gradients' stride layout; gradients here are arrays of the parameter's own layout."""
-
-    def __init__(self, enable=True):
-        super().__init__(enable)
-
-
 NestedIOFunction = refused("torch.autograd.NestedIOFunction",
                            "the legacy nested-input Function is not kept; write a torch.autograd.Function")
-
-from . import grad_mode, variable  # noqa: E402,F401  (they import names defined above)
 
 
 def __getattr__(name):
