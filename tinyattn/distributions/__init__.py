@@ -19,6 +19,20 @@ reward``), a VAE's ``rsample``, an entropy bonus. Draws come from the library's 
 """
 
 from . import constraints  # noqa: F401
+from .derived import (
+    Cauchy,
+    Chi2,
+    Geometric,
+    Gumbel,
+    HalfNormal,
+    LogNormal,
+    MixtureSameFamily,
+    Multinomial,
+    OneHotCategoricalStraightThrough,
+    RelaxedBernoulli,
+    RelaxedOneHotCategorical,
+    StudentT,
+)
 from .distribution import Distribution
 from .families import (
     Bernoulli,
@@ -40,4 +54,6 @@ from .kl import kl_divergence, register_kl
 
 __all__ = ["Distribution", "Bernoulli", "Beta", "Binomial", "Categorical", "Dirichlet", "Exponential", "Gamma",
            "Independent", "Laplace", "MultivariateNormal", "Normal", "OneHotCategorical", "Poisson", "Uniform",
+           "Cauchy", "Chi2", "Geometric", "Gumbel", "HalfNormal", "LogNormal", "MixtureSameFamily", "Multinomial",
+           "OneHotCategoricalStraightThrough", "RelaxedBernoulli", "RelaxedOneHotCategorical", "StudentT",
            "kl_divergence", "register_kl", "constraints"]

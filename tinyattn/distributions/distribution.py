@@ -12,7 +12,7 @@ from scipy import special
 
 from .. import backend
 from ..engine import Function, Tensor
-from ..grad_mode import no_grad
+from ..grad_mode import enable_grad, no_grad
 from . import constraints
 
 _LOG_2PI = math.log(2 * math.pi)
@@ -148,7 +148,8 @@ def probs_to_logits(probs, is_binary=False):
 
 
 class lazy_property:
-    """An attribute computed at its first access and kept (``probs`` from ``logits`` and the reverse)."""
+    """An attribute computed at its first access and kept (``probs`` from ``logits`` and the reverse), computed
+    with grad mode on (as torch's), so that a first access inside ``no_grad`` (a ``sample``) keeps its graph."""
 
     def __init__(self, compute):
         self.compute, self.__doc__, self.name = compute, compute.__doc__, compute.__name__
@@ -156,7 +157,8 @@ class lazy_property:
     def __get__(self, instance, owner=None):
         if instance is None:
             return self
-        value = self.compute(instance)
+        with enable_grad():
+            value = self.compute(instance)
         instance.__dict__[self.name] = value
         return value
 

@@ -9,8 +9,10 @@ Gamma family draw without a gradient (``sample``).
 import math
 
 import numpy as np
+from scipy import special
 
-from ..engine import Tensor
+from .. import backend
+from ..engine import Function, Tensor
 from ..grad_mode import no_grad
 from ..ops import stack, where
 from . import constraints
@@ -618,9 +620,32 @@ class Binomial(Distribution):
 # ----------------------------------------------------------------------------- the Gamma family
 
 
+class StandardGamma(Function):
+    """A draw ``x ~ Gamma(α, 1)`` whose gradient is the implicit reparameterisation (Figurnov et al., 2018):
+    holding the CDF ``P(α, x)`` fixed, ``dx/dα = -(∂P/∂α) / p(x; α)``; ``∂P/∂α`` by a central difference of
+    SciPy's regularised incomplete gamma function (accurate to ~1e-9 relative; torch's own formula agrees to
+    ~1e-4). A primitive: the draw is a rejection sampler, no composition of differentiable operations."""
+
+    def forward(self, alpha):
+        host = backend.to_numpy(alpha).astype(np.float64)
+        x = np.maximum(host_generator().standard_gamma(host), np.finfo(alpha.dtype).tiny)
+        self.alpha, self.x = host, x
+        return backend.to_device(x.astype(alpha.dtype), backend.device_of(alpha))
+
+    def backward(self, grad):
+        alpha, x = self.alpha, self.x
+        h = 1e-5 * np.maximum(alpha, 1.0)
+        dP = (special.gammainc(alpha + h, x) - special.gammainc(np.maximum(alpha - h, alpha / 2), x)) / \
+            (alpha + h - np.maximum(alpha - h, alpha / 2))
+        log_pdf = (alpha - 1) * np.log(x) - x - special.gammaln(alpha)
+        dx_dalpha = -dP / np.exp(log_pdf)
+        return (grad * backend.to_device(dx_dalpha.astype(grad.dtype), backend.device_of(grad)),)
+
+
 class Gamma(Distribution):
     """The Gamma distribution of shape ``concentration`` (α) and ``rate`` (β):
-    ``log p(x) = α log β + (α - 1) log x - β x - log Γ(α)``. Draws (``sample``) carry no gradient.
+    ``log p(x) = α log β + (α - 1) log x - β x - log Γ(α)``. ``rsample`` is ``StandardGamma(α) / β``, its
+    gradient the implicit reparameterisation.
 
     >>> import tinyattn as ta
     >>> from tinyattn.distributions import Gamma
@@ -631,6 +656,7 @@ class Gamma(Distribution):
 
     arg_constraints = {"concentration": constraints.positive, "rate": constraints.positive}
     support = constraints.nonnegative
+    has_rsample = True
 
     def __init__(self, concentration, rate, validate_args=None):
         self.concentration, self.rate = broadcast_all(concentration, rate)
@@ -648,12 +674,9 @@ class Gamma(Distribution):
     def variance(self):
         return self.concentration / self.rate ** 2
 
-    def sample(self, sample_shape=()):
+    def rsample(self, sample_shape=()):
         shape = self._extended_shape(sample_shape)
-        alpha = self.concentration.detach().expand(*shape).numpy()
-        gamma = host_generator().standard_gamma(alpha).astype(alpha.dtype)
-        tiny = np.finfo(alpha.dtype).tiny
-        return from_host(np.maximum(gamma, tiny), self.rate) / self.rate.detach()
+        return StandardGamma.apply(self.concentration.expand(*shape)) / self.rate.expand(*shape)
 
     def log_prob(self, value):
         value = checked(self, value)
@@ -670,7 +693,8 @@ class Gamma(Distribution):
 
 class Dirichlet(Distribution):
     """The Dirichlet distribution on the simplex, of ``concentration`` α (last dimension: the event):
-    ``log p(x) = Σ (αᵢ - 1) log xᵢ + log Γ(Σ αᵢ) - Σ log Γ(αᵢ)``. Draws carry no gradient.
+    ``log p(x) = Σ (αᵢ - 1) log xᵢ + log Γ(Σ αᵢ) - Σ log Γ(αᵢ)``. ``rsample`` normalises ``StandardGamma``
+    draws, its gradient through theirs (an unbiased pathwise gradient; torch's ``_dirichlet_grad`` is another).
 
     >>> import tinyattn as ta
     >>> from tinyattn.distributions import Dirichlet
@@ -681,6 +705,7 @@ class Dirichlet(Distribution):
 
     arg_constraints = {"concentration": constraints.positive}
     support = constraints.simplex
+    has_rsample = True
 
     def __init__(self, concentration, validate_args=None):
         (self.concentration,) = broadcast_all(concentration)
@@ -708,11 +733,9 @@ class Dirichlet(Distribution):
         total = self.concentration.sum(-1, keepdim=True)
         return self.concentration * (total - self.concentration) / (total ** 2 * (total + 1))
 
-    def sample(self, sample_shape=()):
-        shape = self._extended_shape(sample_shape)
-        alpha = self.concentration.detach().expand(*shape).numpy()
-        gamma = np.maximum(host_generator().standard_gamma(alpha), np.finfo(alpha.dtype).tiny)
-        return from_host(gamma / gamma.sum(-1, keepdims=True), self.concentration)
+    def rsample(self, sample_shape=()):
+        gamma = StandardGamma.apply(self.concentration.expand(*self._extended_shape(sample_shape)))
+        return gamma / gamma.sum(-1, keepdim=True)
 
     def log_prob(self, value):
         value = checked(self, value)
@@ -739,6 +762,7 @@ class Beta(Distribution):
 
     arg_constraints = {"concentration1": constraints.positive, "concentration0": constraints.positive}
     support = constraints.unit_interval
+    has_rsample = True
 
     def __init__(self, concentration1, concentration0, validate_args=None):
         self.concentration1, self.concentration0 = broadcast_all(concentration1, concentration0)
@@ -763,8 +787,8 @@ class Beta(Distribution):
         total = self.concentration1 + self.concentration0
         return self.concentration1 * self.concentration0 / (total ** 2 * (total + 1))
 
-    def sample(self, sample_shape=()):
-        return self._dirichlet.sample(sample_shape)[..., 0]
+    def rsample(self, sample_shape=()):
+        return self._dirichlet.rsample(sample_shape)[..., 0]
 
     def log_prob(self, value):
         value = checked(self, value)

@@ -4,8 +4,8 @@ Each family here is the native one (a subclass of it, so ``isinstance`` and ``kl
 registry see one family), whose parameters given as Python numbers, lists or arrays become compat
 tensors: everything computed from them (``sample``, ``log_prob``, ``entropy``, the moments) is then a
 compat tensor, as it is when the parameters are compat tensors already. ``validate_args`` is on by
-default, as in torch. The transformed distributions (``TransformedDistribution`` and the transforms),
-the relaxed, mixture and matrix families are not here yet.
+default, as in torch. The transformed distributions (``TransformedDistribution`` and the transforms)
+and the matrix families (``Wishart``, ``LKJCholesky``, ``LowRankMultivariateNormal``) are not here yet.
 
 >>> import tinyattn.compat as torch
 >>> dist = torch.distributions.Normal(0.0, 1.0)
@@ -25,6 +25,8 @@ from . import constraints  # noqa: F401
 
 __all__ = ["Distribution", "Bernoulli", "Beta", "Binomial", "Categorical", "Dirichlet", "Exponential", "Gamma",
            "Independent", "Laplace", "MultivariateNormal", "Normal", "OneHotCategorical", "Poisson", "Uniform",
+           "Cauchy", "Chi2", "Geometric", "Gumbel", "HalfNormal", "LogNormal", "MixtureSameFamily", "Multinomial",
+           "OneHotCategoricalStraightThrough", "RelaxedBernoulli", "RelaxedOneHotCategorical", "StudentT",
            "kl_divergence", "register_kl", "constraints"]
 
 Distribution = _native.Distribution
