@@ -462,3 +462,85 @@ def test_reinforce_step_lowers_the_loss_of_the_rewarded_action():
     assert logits.grad[2] < 0 and logits.grad[0] > 0
     with pytest.raises(NotImplementedError, match="rsample"):
         policy.rsample()
+
+
+# ----------------------------------------------------------------------------- transforms
+
+TRANSFORMS = {  # name: (ours, theirs, a domain sample)
+    "Exp": (lambda M: M.ExpTransform(), real),
+    "Affine": (lambda M: M.AffineTransform(0.5, -2.0), real),
+    "Sigmoid": (lambda M: M.SigmoidTransform(), real),
+    "Tanh": (lambda M: M.TanhTransform(), real),
+    "Softplus": (lambda M: M.SoftplusTransform(), real),
+    "Power": (lambda M: M.PowerTransform(2.5), positive),
+    "Compose": (lambda M: M.ComposeTransform([M.AffineTransform(0.1, 0.5), M.TanhTransform()]), real),
+}
+
+
+@pytest.mark.parametrize("name", TRANSFORMS)
+def test_transforms_match_torch(name):
+    make, domain = TRANSFORMS[name]
+    x = domain(5)
+    ours, theirs = make(D), make(td)
+    y, y_t = ours(ta.tensor(x)), theirs(torch.tensor(x))
+    close(y, y_t)
+    close(ours.inv(ta.tensor(y_t.numpy())), theirs.inv(y_t), rtol=1e-7)
+    close(ours.log_abs_det_jacobian(ta.tensor(x), y), theirs.log_abs_det_jacobian(torch.tensor(x), y_t))
+
+
+@pytest.mark.parametrize("name", TRANSFORMS)
+def test_transformed_log_prob_and_gradients_match_torch(name):
+    make, domain = TRANSFORMS[name]
+    loc, scale = real(3), positive(3)
+    base = "LogNormal" if domain is positive else "Normal"
+    our_params = [ta.tensor(loc.copy(), requires_grad=True), ta.tensor(scale.copy(), requires_grad=True)]
+    their_params = [torch.tensor(loc.copy(), requires_grad=True), torch.tensor(scale.copy(), requires_grad=True)]
+    ours = D.TransformedDistribution(getattr(D, base)(*our_params), [make(D)])
+    theirs = td.TransformedDistribution(getattr(td, base)(*their_params), [make(td)])
+    value = values_of(theirs, n=2)
+    upstream = RNG.standard_normal(tuple(value.shape))
+    log_prob, log_prob_t = ours.log_prob(ta.tensor(value.numpy())), theirs.log_prob(value)
+    close(log_prob, log_prob_t, rtol=1e-7)
+    (log_prob * ta.tensor(upstream)).sum().backward()
+    (log_prob_t * torch.tensor(upstream)).sum().backward()
+    for a, b in zip(our_params, their_params):
+        np.testing.assert_allclose(a.grad, b.grad.numpy(), rtol=1e-7, atol=1e-10)
+
+
+def test_tanh_squashed_policy_as_soft_actor_critic_writes_it(monkeypatch):
+    """``rsample`` an action, score it with the cached pre-tanh value: values and gradients as torch's, given the
+    same noise."""
+    mu, log_std = real(4, 2), real(4, 2) * 0.3
+    ours_p = [ta.tensor(mu.copy(), requires_grad=True), ta.tensor(log_std.copy(), requires_grad=True)]
+    theirs_p = [torch.tensor(mu.copy(), requires_grad=True), torch.tensor(log_std.copy(), requires_grad=True)]
+    ours = D.TransformedDistribution(D.Normal(ours_p[0], ours_p[1].exp()), [D.TanhTransform(cache_size=1)])
+    ta.manual_seed(11)
+    action = ours.rsample()
+    ta.manual_seed(11)
+    eps = ta.randn(4, 2, dtype=ta.float64).numpy()
+    import torch.distributions.normal as normal_module
+
+    monkeypatch.setattr(normal_module, "_standard_normal", lambda shape, dtype, device: torch.tensor(eps))
+    theirs = td.TransformedDistribution(td.Normal(theirs_p[0], theirs_p[1].exp()), [td.TanhTransform(cache_size=1)])
+    action_t = theirs.rsample()
+    close(action, action_t)
+    weights = RNG.standard_normal(4)
+    ours_loss = (ours.log_prob(action).sum(-1) * ta.tensor(weights)).sum() + (action ** 2).sum()
+    theirs_loss = (theirs.log_prob(action_t).sum(-1) * torch.tensor(weights)).sum() + (action_t ** 2).sum()
+    close(ours_loss, theirs_loss)
+    ours_loss.backward()
+    theirs_loss.backward()
+    for a, b in zip(ours_p, theirs_p):
+        np.testing.assert_allclose(a.grad, b.grad.numpy(), rtol=1e-8, atol=1e-10)
+
+
+def test_transformed_cdf_and_icdf_match_torch():
+    base = (ta.tensor([0.2, -0.3], dtype=ta.float64), 1.5)
+    base_t = (torch.tensor([0.2, -0.3], dtype=torch.float64), 1.5)
+    for transforms in (lambda M: [M.ExpTransform()], lambda M: [M.AffineTransform(1.0, -2.0)]):
+        ours = D.TransformedDistribution(D.Normal(*base), transforms(D))
+        theirs = td.TransformedDistribution(td.Normal(*base_t), transforms(td))
+        value = values_of(theirs)
+        close(ours.cdf(ta.tensor(value.numpy())), theirs.cdf(value))
+        close(ours.icdf(ta.tensor([0.25, 0.75], dtype=ta.float64)), theirs.icdf(torch.tensor([0.25, 0.75],
+                                                                                           dtype=torch.float64)))

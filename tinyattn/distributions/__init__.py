@@ -18,7 +18,7 @@ reward``), a VAE's ``rsample``, an entropy bonus. Draws come from the library's 
 0.5
 """
 
-from . import constraints  # noqa: F401
+from . import constraints, transforms  # noqa: F401
 from .derived import (
     Cauchy,
     Chi2,
@@ -51,9 +51,24 @@ from .families import (
     Uniform,
 )
 from .kl import kl_divergence, register_kl
+from .transforms import (
+    AbsTransform,
+    AffineTransform,
+    ComposeTransform,
+    ExpTransform,
+    PowerTransform,
+    SigmoidTransform,
+    SoftplusTransform,
+    TanhTransform,
+    Transform,
+    TransformedDistribution,
+    identity_transform,
+)
 
 __all__ = ["Distribution", "Bernoulli", "Beta", "Binomial", "Categorical", "Dirichlet", "Exponential", "Gamma",
            "Independent", "Laplace", "MultivariateNormal", "Normal", "OneHotCategorical", "Poisson", "Uniform",
            "Cauchy", "Chi2", "Geometric", "Gumbel", "HalfNormal", "LogNormal", "MixtureSameFamily", "Multinomial",
            "OneHotCategoricalStraightThrough", "RelaxedBernoulli", "RelaxedOneHotCategorical", "StudentT",
-           "kl_divergence", "register_kl", "constraints"]
+           "TransformedDistribution", "Transform", "ComposeTransform", "ExpTransform", "AffineTransform",
+           "SigmoidTransform", "TanhTransform", "SoftplusTransform", "PowerTransform", "AbsTransform",
+           "identity_transform", "kl_divergence", "register_kl", "constraints", "transforms"]

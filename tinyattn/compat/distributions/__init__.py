@@ -4,8 +4,8 @@ Each family here is the native one (a subclass of it, so ``isinstance`` and ``kl
 registry see one family), whose parameters given as Python numbers, lists or arrays become compat
 tensors: everything computed from them (``sample``, ``log_prob``, ``entropy``, the moments) is then a
 compat tensor, as it is when the parameters are compat tensors already. ``validate_args`` is on by
-default, as in torch. The transformed distributions (``TransformedDistribution`` and the transforms)
-and the matrix families (``Wishart``, ``LKJCholesky``, ``LowRankMultivariateNormal``) are not here yet.
+default, as in torch. The transforms (``torch.distributions.transforms``) are the native ones; the
+matrix families (``Wishart``, ``LKJCholesky``, ``LowRankMultivariateNormal``) are not here yet.
 
 >>> import tinyattn.compat as torch
 >>> dist = torch.distributions.Normal(0.0, 1.0)
@@ -21,17 +21,17 @@ and the matrix families (``Wishart``, ``LKJCholesky``, ``LowRankMultivariateNorm
 from ... import distributions as _native
 from ...engine import Tensor as _NativeTensor
 from ..core.tensor import as_compat
-from . import constraints  # noqa: F401
+from . import constraints, transforms  # noqa: F401
 
 __all__ = ["Distribution", "Bernoulli", "Beta", "Binomial", "Categorical", "Dirichlet", "Exponential", "Gamma",
            "Independent", "Laplace", "MultivariateNormal", "Normal", "OneHotCategorical", "Poisson", "Uniform",
            "Cauchy", "Chi2", "Geometric", "Gumbel", "HalfNormal", "LogNormal", "MixtureSameFamily", "Multinomial",
            "OneHotCategoricalStraightThrough", "RelaxedBernoulli", "RelaxedOneHotCategorical", "StudentT",
-           "kl_divergence", "register_kl", "constraints"]
+           "TransformedDistribution", "Transform", "ComposeTransform", "ExpTransform", "AffineTransform",
+           "SigmoidTransform", "TanhTransform", "SoftplusTransform", "PowerTransform", "AbsTransform",
+           "identity_transform", "kl_divergence", "register_kl", "constraints", "transforms"]
 
 Distribution = _native.Distribution
-kl_divergence = _native.kl_divergence
-register_kl = _native.register_kl
 
 
 def _compat_family(native):
@@ -56,8 +56,10 @@ def _compat_family(native):
 
 for _name in __all__:
     _value = getattr(_native, _name)
-    if isinstance(_value, type) and _value is not _native.Distribution:
+    if isinstance(_value, type) and issubclass(_value, _native.Distribution) and _value is not _native.Distribution:
         globals()[_name] = _compat_family(_value)
+    elif _name not in globals():  # the transforms, kl_divergence and register_kl: the native ones
+        globals()[_name] = _value
 
 
 def __getattr__(name):
