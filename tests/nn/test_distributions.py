@@ -89,7 +89,6 @@ PATHWISE = ["Normal", "Uniform", "Exponential", "Laplace", "MultivariateNormal(c
             "HalfNormal", "LogNormal", "Cauchy", "RelaxedBernoulli", "RelaxedOneHotCategorical"]
 # reparameterised otherwise: the Gamma family's implicit gradient, the straight-through estimator
 REPARAMETERISED = PATHWISE + ["Gamma", "Beta", "Dirichlet", "Chi2", "StudentT", "OneHotCategoricalStraightThrough"]
-NO_ENTROPY_HERE = ("Poisson", "Binomial", "Multinomial")  # torch has one (a sum over the support)
 
 
 def build(name, requires_grad=True):
@@ -126,10 +125,9 @@ def test_log_prob_moments_and_shapes_match_torch(name):
                 got = getattr(ours, moment)
                 got() if callable(got) else got
             continue
-        if moment == "entropy" and name in NO_ENTROPY_HERE:
-            continue
         got = getattr(ours, moment)
-        close(got() if callable(got) else got, expected)
+        # torch's Multinomial entropy takes log n! in float32 (torch.tensor(total_count)): ~5e-8 off
+        close(got() if callable(got) else got, expected, rtol=1e-7 if name == "Multinomial" else 1e-9)
     assert ours.has_rsample == (name in REPARAMETERISED) == theirs.has_rsample
 
 
@@ -141,7 +139,7 @@ def test_log_prob_and_entropy_gradients_match_torch(name):
     upstream = RNG.standard_normal(tuple(log_prob_t.shape))
     loss_t = (log_prob_t * torch.tensor(upstream)).sum()
     loss = (ours.log_prob(ta.tensor(value.numpy())) * ta.tensor(upstream)).sum()
-    if _has_entropy(theirs) and name not in NO_ENTROPY_HERE:
+    if _has_entropy(theirs):
         entropy_t = theirs.entropy()
         upstream2 = RNG.standard_normal(tuple(entropy_t.shape))
         loss_t = loss_t + (entropy_t * torch.tensor(upstream2)).sum()
@@ -499,12 +497,15 @@ def test_transformed_log_prob_and_gradients_match_torch(name):
     theirs = td.TransformedDistribution(getattr(td, base)(*their_params), [make(td)])
     value = values_of(theirs, n=2)
     upstream = RNG.standard_normal(tuple(value.shape))
+    # torch keeps PowerTransform's exponent as a float32 tensor (1 / 2.5 off by 6e-9): its log_prob is ~5e-8 off a
+    # 40-digit reference, which ours matches to float64
+    rtol = 1e-6 if name == "Power" else 1e-8
     log_prob, log_prob_t = ours.log_prob(ta.tensor(value.numpy())), theirs.log_prob(value)
-    close(log_prob, log_prob_t, rtol=1e-7)
+    close(log_prob, log_prob_t, rtol=rtol)
     (log_prob * ta.tensor(upstream)).sum().backward()
     (log_prob_t * torch.tensor(upstream)).sum().backward()
     for a, b in zip(our_params, their_params):
-        np.testing.assert_allclose(a.grad, b.grad.numpy(), rtol=1e-7, atol=1e-10)
+        np.testing.assert_allclose(a.grad, b.grad.numpy(), rtol=rtol, atol=1e-10)
 
 
 def test_tanh_squashed_policy_as_soft_actor_critic_writes_it(monkeypatch):

@@ -28,7 +28,7 @@ from .distribution import (
     parameter_of,
     probs_to_logits,
 )
-from .families import Categorical, Gamma, Normal, OneHotCategorical
+from .families import Binomial, Categorical, Gamma, Normal, OneHotCategorical
 
 __all__ = ["Gumbel", "HalfNormal", "LogNormal", "Cauchy", "StudentT", "Chi2", "Geometric", "Multinomial",
            "OneHotCategoricalStraightThrough", "RelaxedBernoulli", "RelaxedOneHotCategorical", "MixtureSameFamily"]
@@ -450,6 +450,16 @@ class Multinomial(Distribution):
         counts = host_generator().multinomial(self.total_count, flat / flat.sum(-1, keepdims=True),
                                               size=(sample_size, flat.shape[0]))
         return from_host(counts.reshape(shape), self.probs)
+
+    def entropy(self):
+        """torch's closed form: ``n H(categorical) - log n! + Σᵢ E[log xᵢ!]``, each count ``xᵢ`` binomial."""
+        n = self.total_count
+        binomial = Binomial(n, probs=self.probs, validate_args=False)
+        support = binomial.enumerate_support(expand=False)[1:]  # (n, 1, …): 1 … n
+        binomial_probs = binomial.log_prob(support).exp()  # (n, *batch_shape, K)
+        weights = lgamma(support + 1)
+        term2 = (binomial_probs * weights).sum(-1).sum(0)
+        return n * self._categorical.entropy() - math.lgamma(n + 1) + term2
 
     def log_prob(self, value):
         value = checked(self, value)

@@ -608,6 +608,14 @@ class Binomial(Distribution):
         normaliser = n * positive_part + n * (-logits.abs()).exp().log1p() - lgamma(n + 1)
         return value * logits - lgamma(value + 1) - lgamma(n - value + 1) - normaliser
 
+    def entropy(self):
+        """``-Σₖ p(k) log p(k)`` over the support ``0 … n`` (one ``total_count`` for the whole batch)."""
+        total = int(self.total_count.max().item())
+        if not bool((self.total_count == total).all()):
+            raise NotImplementedError("Inhomogeneous total count not supported by `entropy`.")
+        log_prob = self.log_prob(self.enumerate_support(False))  # (n + 1, *batch_shape)
+        return -(log_prob.exp() * log_prob).sum(0)
+
     def enumerate_support(self, expand=True):
         total = int(self.total_count.max().item())
         if not bool((self.total_count == total).all()):
