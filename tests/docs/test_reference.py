@@ -45,6 +45,8 @@ NAMESPACES = [
     ("tinyattn.viz", None),
     ("tinyattn.interop", None),
     ("tinyattn.pretrained", None),
+    ("tinyattn.distributions", None),
+    ("tinyattn.distributions.constraints", None),
 ]
 
 INTERNAL = {
