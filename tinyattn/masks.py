@@ -65,6 +65,25 @@ def split_mask(attn_mask):
     return (attn_mask,), None
 
 
+def layer_mask(attn_mask, layer):
+    """A layer's ``attn_mask`` (``per_batch_mask``), refused where it can only be PyTorch's convention read the
+    other way: a 2-D boolean ``(Lq, Lk)`` mask, the same for every sequence, under which some query may attend no
+    key. PyTorch's boolean masks mark the *masked* keys, so its causal mask (``True`` above the diagonal) leaves the
+    last query no key, and its ``(B, S)`` padding mask, where ``B == Lq`` lets it broadcast, leaves each unpadded
+    sequence's row none; a shared mask that silences a query in every sequence has no other use. Masks per sequence
+    (3-D, 4-D) keep the rule that a query with no key gives zeros (an empty sequence)."""
+    attn_mask = per_batch_mask(attn_mask)
+    allowed = getattr(attn_mask, "_data", attn_mask)
+    if (getattr(allowed, "dtype", None) == np.bool_ and allowed.ndim == 2 and allowed.shape[-1]
+            and not allowed.any(-1).all()):
+        raise ValueError(
+            f"{layer}: the boolean attn_mask of shape {tuple(allowed.shape)} leaves a query no key to attend in every "
+            "sequence. tinyattn's boolean masks mark with True the keys that MAY be attended; PyTorch's mark the "
+            "masked ones, so a PyTorch-style mask must be inverted (~mask), or given to tinyattn.compat's layers, "
+            "which take PyTorch's conventions. To silence a query on purpose, use a float mask with -inf there.")
+    return attn_mask
+
+
 def per_batch_mask(attn_mask):
     """A 3-D ``(B, Lq, Lk)`` mask as ``(B, 1, Lq, Lk)``, the same for every head; others as they are."""
     if getattr(attn_mask, "ndim", None) == 3:  # (anything else, a list say, goes on to checked_mask's error)

@@ -1151,7 +1151,8 @@ def _sizes(args):
 
 
 def reshape(x, *shape):
-    """``x`` with the same elements in a new ``shape`` (also ``view``); one size may be -1, inferred.
+    """``x`` with the same elements in a new ``shape``; one size may be -1, inferred. A view of ``x``'s array where
+    its strides allow, else a copy (``view`` is the form that never copies).
 
     Args:
         x: the tensor.
@@ -1159,8 +1160,8 @@ def reshape(x, *shape):
 
     >>> import tinyattn as ta
     >>> x = ta.arange(6)
-    >>> x.reshape(2, 3).shape, x.view(-1, 2).shape, ta.reshape(x, (3, 2)).shape
-    ((2, 3), (3, 2), (3, 2))
+    >>> x.reshape(2, 3).shape, ta.reshape(x, (3, 2)).shape, x.reshape(2, 3).T.reshape(-1).tolist()
+    ((2, 3), (3, 2), [0, 3, 1, 4, 2, 5])
     """
     shape = _sizes(shape)
     inferred = 0
@@ -1174,6 +1175,31 @@ def reshape(x, *shape):
     if inferred and 0 in shape:
         raise ValueError(f"reshape: shape {shape} is ambiguous: -1 cannot be inferred beside a size of 0")
     return Reshape.apply(x, shape=shape)
+
+
+def view(x, *shape):
+    """``x``'s array in a new ``shape``, never a copy, as PyTorch's ``view``: a write through the result reaches
+    ``x``. Where ``x``'s strides cannot give the shape without copying (a transposed matrix flattened), it raises
+    PyTorch's error; ``reshape`` copies there, and ``contiguous()`` first makes any shape viewable.
+
+    Args:
+        x: the tensor.
+        shape: sizes as ``view(2, 3)`` or ``view((2, 3))``; one size may be -1, inferred.
+
+    >>> import tinyattn as ta
+    >>> x = ta.zeros(2, 3)
+    >>> x.view(-1, 2).shape, x.T.contiguous().view(-1).shape
+    ((3, 2), (6,))
+    >>> x.T.view(-1)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    RuntimeError: view size is not compatible with input tensor's size and stride ... Use .reshape(...) instead.
+    """
+    out = reshape(x, *shape)
+    if out._data.size and not backend.namespace(x._data).may_share_memory(out._data, x._data):
+        raise RuntimeError("view size is not compatible with input tensor's size and stride (at least one dimension "
+                           "spans across two contiguous subspaces). Use .reshape(...) instead.")
+    return out
 
 
 def transpose(x, dim0, dim1):
@@ -1534,7 +1560,7 @@ Tensor.matmul = matmul
 Tensor.exp, Tensor.log, Tensor.sqrt, Tensor.tanh = exp, log, sqrt, tanh
 Tensor.sigmoid, Tensor.relu, Tensor.abs = sigmoid, relu, abs
 Tensor.sum, Tensor.mean, Tensor.amax, Tensor.var = sum, mean, amax, var
-Tensor.reshape = Tensor.view = reshape
+Tensor.reshape, Tensor.view = reshape, view
 Tensor.transpose, Tensor.permute = transpose, permute
 Tensor.swapaxes = Tensor.swapdims = transpose  # PyTorch's (and NumPy's) other names for it
 Tensor.unsqueeze, Tensor.squeeze, Tensor.expand, Tensor.flatten = unsqueeze, squeeze, expand, flatten

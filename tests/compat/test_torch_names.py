@@ -511,8 +511,8 @@ def test_what_compat_does_not_do_says_what_to_do_instead():
     assert compat.distributed.is_available() is False
     with pytest.raises(RuntimeError, match="one process"):
         compat.distributed.init_process_group("nccl")
-    with pytest.raises(NotImplementedError, match="pad_sequence"):
-        compat.nn.utils.rnn.pack_padded_sequence(compat.ones(2, 1), [2])
+    with pytest.raises(NotImplementedError, match="use nn.MaxPool2d"):
+        compat.nn.FractionalMaxPool2d(2)
 
 
 # ----------------------------------------------------------------------------- nn

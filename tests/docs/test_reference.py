@@ -31,6 +31,8 @@ NAMESPACES = [
     ("tinyattn.nn", None),
     ("tinyattn.nn.functional", None),
     ("tinyattn.nn.init", None),
+    ("tinyattn.nn.parametrize", None),
+    ("tinyattn.nn.parametrizations", None),
     ("tinyattn.nn.utils", None),
     ("tinyattn.optim", None),
     ("tinyattn.optim.lr_scheduler", None),
@@ -43,6 +45,8 @@ NAMESPACES = [
     ("tinyattn.viz", None),
     ("tinyattn.interop", None),
     ("tinyattn.pretrained", None),
+    ("tinyattn.distributions", None),
+    ("tinyattn.distributions.constraints", None),
 ]
 
 INTERNAL = {

@@ -99,14 +99,17 @@ def fused_matches_composed(layer, inputs, upstream, extra=(), **masks):
 
 def self_mask(kind, B, L, rng, device):
     """Our self-attention mask of ``kind`` (``True`` = may attend; a float one needs no gradient);
-    queries without any key happen (padding length 0, blank rows)."""
+    queries without any key happen (padding length 0, blank rows of a 3-D mask or of a float one; a 2-D boolean
+    mask with a blank row is refused by the layers, as PyTorch's convention read the other way)."""
     if kind == "none":
         return None
     if kind == "padding":
         return F.padding_mask(rng.integers(0, L + 1, size=B), L).to(device)  # (B, 1, 1, L)
     if kind in ("bool2d", "bool3d"):
         allowed = rng.random((L, L) if kind == "bool2d" else (B, L, L)) < 0.6  # 3-D: per batch element
-        if rng.random() < 0.5:
+        if kind == "bool2d":
+            allowed[np.arange(L), rng.integers(L, size=L)] = True  # every query some key
+        elif rng.random() < 0.5:
             allowed[..., rng.integers(L), :] = False  # a query with no key
         return ta.tensor(allowed, device=device)
     additive = rng.standard_normal((L, L))  # float2d

@@ -48,6 +48,8 @@ ADAPTED = {
     "where": lambda input, condition, other: tc.where(condition, input, other),
     "zero_": lambda input: tc.zero_(input.clone()),
     "nn.functional.embedding": lambda weight, input, **options: tc.nn.functional.embedding(input, weight, **options),
+    "nn.functional.embedding_bag": lambda weight, input, *args, **options: tc.nn.functional.embedding_bag(
+        input, weight, *args, **options),
 }
 
 

@@ -109,7 +109,7 @@ from .. import (
 )
 from .. import creation as _creation
 from .. import ops_extra as _ops_extra
-from . import amp, autograd, backends, cuda, func, nn, optim, serialization, utils  # noqa: F401
+from . import amp, autograd, backends, cuda, distributed, distributions, func, nn, optim, serialization, utils  # noqa: F401
 from .amp import autocast  # noqa: E402
 from .autograd import is_anomaly_enabled  # noqa: E402
 from .core import methods as _methods

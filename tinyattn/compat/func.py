@@ -25,9 +25,13 @@ import functools
 
 from .. import func as _native
 from ..engine import Tensor as _NativeTensor
+from ..ops import stack
 from .core.tensor import as_compat_tree
+from .refusals import refused
 
-__all__ = ["grad", "grad_and_value", "vjp", "jvp", "jacrev", "jacfwd", "hessian", "vmap", "functional_call"]
+__all__ = ["grad", "grad_and_value", "vjp", "jvp", "jacrev", "jacfwd", "hessian", "vmap", "functional_call",
+           "linearize", "stack_module_state", "functionalize", "debug_unwrap", "rearrange",
+           "replace_all_batch_norm_modules_"]
 
 
 def _returning_compat(transform):
@@ -114,6 +118,67 @@ def functional_call(module, parameter_and_buffer_dicts, args=(), kwargs=None, *,
         [parameter_and_buffer_dicts]
     dicts = [_in_native_names(module, d) for d in dicts]
     return as_compat_tree(_native.functional_call(module, dicts, args, kwargs, tie_weights=tie_weights, strict=strict))
+
+
+def linearize(func, *primals):
+    """``(func(*primals), jvp_fn)``, ``jvp_fn(*tangents)`` giving the Jacobian-vector product at ``primals``
+    (torch's ``linearize``; each call of ``jvp_fn`` runs forward mode again, where torch replays a traced graph)."""
+    output = as_compat_tree(func(*primals))
+
+    def jvp_fn(*tangents):
+        return jvp(func, primals, tangents)[1]
+
+    return output, jvp_fn
+
+
+def _stacked_leaf(tensors, name):
+    requires = [t.requires_grad for t in tensors]
+    if any(requires) and not all(requires):
+        raise RuntimeError(f"Expected {name} from each model to have the same .requires_grad")
+    result = as_compat_tree(stack([t.detach() for t in tensors]))
+    if all(requires):
+        result.requires_grad_(True)
+    return result
+
+
+def stack_module_state(models):
+    """``(params, buffers)``: each parameter and buffer of ``models`` (modules of one class, in one mode) stacked
+    along a new first dimension, by name; stacked parameters are new leaves requiring grad (for
+    ``vmap(functional_call)`` over an ensemble), as torch's."""
+    models = list(models)
+    if not models:
+        raise RuntimeError("stack_module_state: Expected at least one model, got 0.")
+    if not (all(m.training for m in models) or not any(m.training for m in models)):
+        raise RuntimeError("stack_module_state: Expected all models to have the same training/eval mode.")
+    if not all(type(m) is type(models[0]) for m in models):
+        raise RuntimeError("stack_module_state: Expected all models to be of the same class.")
+    tables = [dict(m.named_parameters()) for m in models]
+    params = {name: _stacked_leaf([table[name] for table in tables], name) for name in tables[0]}
+    tables = [dict(m.named_buffers()) for m in models]
+    buffers = {name: _stacked_leaf([table[name] for table in tables], name) for name in tables[0]}
+    return params, buffers
+
+
+def functionalize(func, *, remove="mutations"):
+    """``func`` itself: torch's ``functionalize`` rewrites the in-place operations of a traced program into
+    out-of-place ones with the same results and the same writes to the inputs; compat traces no program, and
+    running ``func`` as it is gives exactly those results."""
+    if remove not in ("mutations", "mutations_and_views"):
+        raise RuntimeError(f"functionalize(f, remove='mutations'): received invalid argument for remove={remove}. "
+                           "Valid options are:\n     remove='mutations': all inplace and out= operators will be "
+                           "removed from the program, and replaced with their out-of-place equivalents.\n     "
+                           "remove='mutations_and_views': In addition to the above, all aliasing operators {view} "
+                           "will be replaced with their non-aliasing counterparts, {view}_copy.\n")
+    return func
+
+
+debug_unwrap = refused("torch.func.debug_unwrap", "compat's transforms hand the function no wrapped tensor to "
+                                                  "unwrap; print the tensor inside the transform instead")
+rearrange = refused("torch.func.rearrange", "einops-style patterns are not parsed here; write the reshape and "
+                                            "permute (or install einops)")
+replace_all_batch_norm_modules_ = refused(
+    "torch.func.replace_all_batch_norm_modules_",
+    "compat does not patch batch-norm modules in place; build them with track_running_stats=False")
 
 
 def __getattr__(name):

@@ -37,7 +37,6 @@ __all__ = [
     "short", "finfo", "iinfo", "get_default_dtype", "set_default_dtype", "set_float32_matmul_precision",
     "get_float32_matmul_precision", "use_deterministic_algorithms", "are_deterministic_algorithms_enabled",
     "set_printoptions", "FloatTensor", "LongTensor", "BoolTensor", "IntTensor", "DoubleTensor", "jit", "onnx",
-    "distributed",
 ]
 
 pow = methods.pow
@@ -281,12 +280,11 @@ class _Refused:
 
     def __init__(self, name, instead):
         self.__name__, self._instead = f"torch.{name}", instead
+        self.refusal = instead  # what the inventory reads (compat.refusals)
 
     def __getattr__(self, attribute):
         if attribute.startswith("__"):
             raise AttributeError(attribute)
-        if self.__name__ == "torch.distributed" and attribute in ("is_available", "is_initialized"):
-            return lambda: False
         raise RuntimeError(f"{self.__name__}.{attribute}: {self._instead}")
 
 
@@ -294,8 +292,6 @@ jit = _Refused("jit", "tinyattn.compat does not trace or script models; call the
                       "state_dict() with torch.save")
 onnx = _Refused("onnx", "tinyattn.compat does not export models; export from PyTorch after loading the weights there "
                         "(tinyattn.interop.to_torch maps the state_dict)")
-distributed = _Refused("distributed", "tinyattn.compat runs in one process; run without torchrun/DDP "
-                                      "(distributed.is_available() is False)")
 
 
 

@@ -30,4 +30,7 @@ def refused(qualified_name, why, error=NotImplementedError):
 
 def is_refused(value):
     """Whether ``value`` is a refusal made by ``refused``."""
-    return isinstance(getattr(value, "refusal", None), str)
+    try:
+        return isinstance(getattr(value, "refusal", None), str)
+    except Exception:  # an object whose every attribute raises (a refused torch submodule) is not one
+        return False

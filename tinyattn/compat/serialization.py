@@ -27,14 +27,24 @@ Linear(in_features=3, out_features=2, bias=True)
 """
 
 import contextlib
+import enum
 import pickle
+import shutil
+import tempfile
+import warnings
 
 import numpy as np
 
 from .. import serialization as _native
 from .nn.module import Module, class_path
+from .refusals import refused
 
-__all__ = ["save", "load", "safe_globals", "add_safe_globals", "get_safe_globals", "clear_safe_globals"]
+__all__ = ["save", "load", "safe_globals", "add_safe_globals", "get_safe_globals", "clear_safe_globals",
+           "LoadEndianness", "SourceChangeWarning", "check_module_version_greater_or_equal", "mkdtemp",
+           "get_crc32_options", "set_crc32_options", "get_default_load_endianness", "set_default_load_endianness",
+           "get_default_mmap_options", "set_default_mmap_options", "StorageType", "default_restore_location",
+           "get_unsafe_globals_in_checkpoint", "location_tag", "normalize_storage_type", "register_package",
+           "skip_data", "storage_to_tensor_type", "validate_cuda_device", "validate_hpu_device"]
 
 _SAFE_GLOBALS = []  # classes allowed everywhere (add_safe_globals)
 _SCOPED = []  # classes allowed inside the active safe_globals blocks
@@ -153,3 +163,90 @@ def get_safe_globals():
 
 def clear_safe_globals():
     _SAFE_GLOBALS.clear()
+
+
+# ----------------------------------------------------------------------------- torch's settings and helpers
+
+
+class LoadEndianness(enum.Enum):
+    NATIVE, LITTLE, BIG = 1, 2, 3
+
+
+class SourceChangeWarning(Warning):
+    """torch's warning that a pickled module's source changed since it was saved (never raised here: no pickle)."""
+
+
+_SETTINGS = {"crc32": True, "endianness": None, "mmap_flags": None}
+
+
+def get_crc32_options():
+    """Whether ``save`` computes checksums: always, here (the archive's manifest carries one per array)."""
+    return _SETTINGS["crc32"]
+
+
+def set_crc32_options(compute_crc32):
+    """Stored for ``get_crc32_options``; the ``.npz`` manifest keeps its checksums either way."""
+    _SETTINGS["crc32"] = bool(compute_crc32)
+
+
+def get_default_load_endianness():
+    return _SETTINGS["endianness"]
+
+
+def set_default_load_endianness(endianness):
+    """Stored for ``get_default_load_endianness``; the ``.npz`` arrays carry their own byte order."""
+    if endianness is not None and not isinstance(endianness, LoadEndianness):
+        raise TypeError("Invalid argument type in function set_default_load_endianness")
+    _SETTINGS["endianness"] = endianness
+
+
+def get_default_mmap_options():
+    return _SETTINGS["mmap_flags"]
+
+
+def set_default_mmap_options(flags):
+    """Stored for ``get_default_mmap_options``; ``load`` reads the archive whole (no ``mmap``)."""
+    _SETTINGS["mmap_flags"] = flags
+
+
+def check_module_version_greater_or_equal(module, req_version_tuple, error_if_malformed=True):
+    """Whether ``module.__version__`` (``"x.y.z"``) is at least ``req_version_tuple``, as torch's."""
+    try:
+        parts = module.__version__.split(".")
+        version = tuple(type(field)(parts[i]) for i, field in enumerate(req_version_tuple))
+        return version >= req_version_tuple
+    except Exception as error:
+        message = (f"'{module.__name__}' module version string is malformed '{module.__version__}' and cannot be "
+                   f"compared with tuple {req_version_tuple}")
+        if error_if_malformed:
+            raise RuntimeError(message) from error
+        warnings.warn(message + ", but continuing assuming that requirement is met", stacklevel=2)
+        return True
+
+
+@contextlib.contextmanager
+def mkdtemp():
+    """A temporary directory's path for the block, removed after it."""
+    path = tempfile.mkdtemp()
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path)
+
+
+_STORAGES = "compat's checkpoints hold arrays, not torch storages"
+StorageType = refused("torch.serialization.StorageType", _STORAGES)
+default_restore_location = refused("torch.serialization.default_restore_location", _STORAGES + "; pass map_location")
+location_tag = refused("torch.serialization.location_tag", _STORAGES)
+normalize_storage_type = refused("torch.serialization.normalize_storage_type", _STORAGES)
+storage_to_tensor_type = refused("torch.serialization.storage_to_tensor_type", _STORAGES)
+register_package = refused("torch.serialization.register_package",
+                           "load's devices are 'cpu' and 'cuda' alone; pass map_location")
+validate_cuda_device = refused("torch.serialization.validate_cuda_device", _STORAGES + "; pass map_location")
+validate_hpu_device = refused("torch.serialization.validate_hpu_device", "compat reaches no HPU")
+get_unsafe_globals_in_checkpoint = refused(
+    "torch.serialization.get_unsafe_globals_in_checkpoint",
+    "compat's checkpoints are .npz archives without pickle: the classes a whole model needs are named in its "
+    "error at load; a torch pickle is not read here")
+skip_data = refused("torch.serialization.skip_data", "compat's save writes the arrays always; save a state_dict "
+                                                     "of the parts you need")

@@ -41,7 +41,7 @@ import math
 
 from .. import nn
 from ..engine import Tensor, transforming
-from ..masks import checked_mask, per_batch_mask, split_mask
+from ..masks import checked_mask, layer_mask, split_mask
 from ..nn import functional as F
 from ..nn.attention import multi_head_attention
 from ..nn.transformer import residual
@@ -176,16 +176,16 @@ class MultiHeadAttention(nn.MultiHeadAttention):
         if transforming():
             return nn.MultiHeadAttention.forward(self, query, key, value, attn_mask, is_causal, need_weights, kv_cache)
         dropout_p = self.dropout if self.training else 0.0
+        attn_mask = layer_mask(attn_mask, "MultiHeadAttention")  # the reference's check, on the same mask
         if kv_cache is None and not router.why_not_packed_self_attention(self, query, key, value, attn_mask,
                                                                          is_causal, need_weights):
             q, k, v = self.q_proj, self.k_proj, self.v_proj
             params = (q.weight, k.weight, v.weight) + ((q.bias, k.bias, v.bias) if q.bias is not None else ())
             qkv = InProjection.apply(query, *params, num_heads=self.num_heads)  # (3, B, H, L, D)
-            heads = packed_self_attention(qkv, per_batch_mask(attn_mask), dropout_p, is_causal)  # (B, L, E)
+            heads = packed_self_attention(qkv, attn_mask, dropout_p, is_causal)  # (B, L, E)
             return self.out_proj(heads), None
         query, key, value = self.inputs(query, key, value)
         q, k, v = self.q_proj(query), self.k_proj(key), self.v_proj(value)  # (B, Lq, E), (B, Lk, E) twice
-        attn_mask = per_batch_mask(attn_mask)
         if kv_cache is None and not need_weights:
             heads = heads_attention(q, k, v, self.num_heads, attn_mask, dropout_p, is_causal)  # (B, Lq, E) or None
             if heads is not None:

@@ -7,6 +7,7 @@ from .layers import (  # noqa: F401
     CosineSimilarity,
     Dropout,
     Embedding,
+    EmbeddingBag,
     LayerNorm,
     LazyLinear,
     Linear,
@@ -132,4 +133,43 @@ from .shape_layers import (  # noqa: F401
     Upsample,
     UpsamplingBilinear2d,
     UpsamplingNearest2d,
+)
+
+# isort: split
+# convolution and pooling
+from .conv import (  # noqa: F401
+    Conv1d,
+    Conv2d,
+    Conv3d,
+    ConvTranspose1d,
+    ConvTranspose2d,
+    ConvTranspose3d,
+    Fold,
+    LazyConv1d,
+    LazyConv2d,
+    LazyConv3d,
+    LazyConvTranspose1d,
+    LazyConvTranspose2d,
+    LazyConvTranspose3d,
+    Unfold,
+)
+from .pooling import (  # noqa: F401
+    AdaptiveAvgPool1d,
+    AdaptiveAvgPool2d,
+    AdaptiveAvgPool3d,
+    AdaptiveMaxPool1d,
+    AdaptiveMaxPool2d,
+    AdaptiveMaxPool3d,
+    AvgPool1d,
+    AvgPool2d,
+    AvgPool3d,
+    LPPool1d,
+    LPPool2d,
+    LPPool3d,
+    MaxPool1d,
+    MaxPool2d,
+    MaxPool3d,
+    MaxUnpool1d,
+    MaxUnpool2d,
+    MaxUnpool3d,
 )

@@ -25,7 +25,7 @@ import math
 
 from .. import backend
 from .. import checks as check
-from ..masks import per_batch_mask
+from ..masks import layer_mask
 from ..ops import cat
 from . import functional as F
 from .layers import Linear
@@ -96,6 +96,9 @@ class MultiHeadAttention(Module):
     ``(B, 1, 1, Lk)``) broadcast as they are; a 3-D ``(B, Lq, Lk)`` mask is read per batch
     element and unsqueezed to ``(B, 1, Lq, Lk)`` (it is *not* PyTorch's ``(B·H, Lq, Lk)``).
     ``is_causal=True`` adds the causal mask (query ``i`` attends keys ``j <= i``) to ``attn_mask``.
+    A 2-D boolean mask that leaves some query no key in every sequence raises a ``ValueError``: it can only be
+    PyTorch's convention (``True`` = masked) read the other way (its causal mask, its ``(B, S)`` padding mask), so
+    such masks cannot invert silently; a query silenced on purpose is a float mask's ``-inf``.
     Dropout (probability ``dropout``) acts on the weights in training mode only.
 
     Initialisation, as PyTorch's ``nn.MultiheadAttention``: the input projections are
@@ -144,7 +147,8 @@ class MultiHeadAttention(Module):
         query, key, value = self.inputs(query, key, value)
         dropout_p = self.dropout if self.training else 0.0
         q, k, v = self.q_proj(query), self.k_proj(key), self.v_proj(value)  # (B, Lq, E), (B, Lk, E), (B, Lk, E)
-        return multi_head_attention(q, k, v, self.num_heads, self.out_proj, per_batch_mask(attn_mask), dropout_p,
+        attn_mask = layer_mask(attn_mask, "MultiHeadAttention")  # a boolean mask leaving a query no key: refused
+        return multi_head_attention(q, k, v, self.num_heads, self.out_proj, attn_mask, dropout_p,
                                     is_causal, need_weights, kv_cache)  # (B, Lq, E), weights or None
 
     def inputs(self, query, key, value):

@@ -33,7 +33,7 @@ import numbers
 
 import numpy as np
 
-from .. import backend, modes, ops
+from .. import backend, modes, ops, ops_extra
 from .. import checks as check
 from ..engine import OUTPUT, Function, Tensor
 from ..masks import checked_mask
@@ -41,8 +41,9 @@ from ..pointwise import Erf
 
 # isort: split
 # the functions of the families (activations, losses, normalisation, distances, padding), in modules of their own
-from . import activations, distances, dropouts, interpolation, losses, normalization, padding, shuffles
+from . import activations, conv, distances, dropouts, interpolation, losses, normalization, padding, pooling, shuffles
 from .activations import *  # noqa: F401,F403
+from .conv import *  # noqa: F401,F403
 from .distances import *  # noqa: F401,F403
 from .dropouts import *  # noqa: F401,F403
 from .interpolation import *  # noqa: F401,F403
@@ -50,13 +51,15 @@ from .losses import *  # noqa: F401,F403
 from .losses import _index_array, legacy_reduction
 from .normalization import *  # noqa: F401,F403
 from .padding import *  # noqa: F401,F403
+from .pooling import *  # noqa: F401,F403
 from .shuffles import *  # noqa: F401,F403
 
 __all__ = [
     "relu", "gelu", "linear", "bilinear", "softmax", "log_softmax", "softmin", "layer_norm", "dropout", "embedding",
+    "embedding_bag",
     "cross_entropy", "scaled_dot_product_attention", "causal_mask", "padding_mask", "one_hot",
-    *activations.__all__, *distances.__all__, *dropouts.__all__, *interpolation.__all__, *losses.__all__,
-    *normalization.__all__, *padding.__all__, *shuffles.__all__,
+    *activations.__all__, *conv.__all__, *distances.__all__, *dropouts.__all__, *interpolation.__all__,
+    *losses.__all__, *normalization.__all__, *padding.__all__, *pooling.__all__, *shuffles.__all__,
 ]
 
 # ----------------------------------------------------------------------------- activations
@@ -423,6 +426,81 @@ def _renormalize_rows(weight, index, max_norm, norm_type):
     norms = xp.sum(xp.abs(picked) ** norm_type, axis=1) ** (1.0 / norm_type)  # (rows,)
     scale = xp.where(norms > max_norm, max_norm / (norms + 1e-7), 1.0).astype(weight.dtype)
     weight._data[rows] = picked * scale[:, None]
+
+
+def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2, scale_grad_by_freq=False, mode="mean",
+                  sparse=False, per_sample_weights=None, include_last_offset=False, padding_idx=None):
+    """The rows of bags of indices reduced to one row per bag (``mode`` ``"sum"``, ``"mean"`` or ``"max"``, the
+    last per feature): ``(B, embedding_dim)``, without the ``(…, embedding_dim)`` rows held per index for the sum
+    and the mean (a ``(B, T)`` membership matrix times the rows picked).
+
+    ``input``: ``(B, N)`` (each row a bag of ``N``), or 1-D with ``offsets`` ``(B,)``, the start of each bag in
+    it (``include_last_offset``: ``B + 1`` offsets, the last one the end of the last bag). Indices at
+    ``padding_idx`` are left out of their bag (and of its count, for the mean); an empty bag gives zeros.
+    ``per_sample_weights`` (``input``'s shape, ``mode="sum"`` only) scale each row before the sum.
+
+    >>> import tinyattn as ta
+    >>> import tinyattn.nn.functional as F
+    >>> table = ta.tensor([[1.0, 0.0], [0.0, 2.0], [3.0, 3.0]])
+    >>> F.embedding_bag(ta.tensor([0, 1, 2, 2]), table, offsets=ta.tensor([0, 3]), mode="sum")
+    tensor([[4., 5.],
+            [3., 3.]])
+    """
+    if mode not in ("sum", "mean", "max"):
+        raise ValueError(f"embedding_bag: mode has to be one of sum, mean or max, got {mode!r}")
+    flat = backend.to_numpy(_index_array(input, weight, "embedding_bag"))
+    if flat.ndim == 2:
+        if offsets is not None:
+            raise ValueError("embedding_bag: if input is 2D, then offsets has to be None, as input is treated as a "
+                             "mini-batch of fixed length sequences")
+        bags, per_bag = flat.shape
+        starts = np.arange(bags) * per_bag
+    elif flat.ndim == 1:
+        if offsets is None:
+            raise ValueError("embedding_bag: offsets has to be a 1D Tensor but got None")
+        starts = np.asarray(backend.to_numpy(offsets._data) if isinstance(offsets, Tensor) else offsets,
+                            dtype=np.int64).reshape(-1)
+        if include_last_offset:
+            starts = starts[:-1]
+        bags = starts.size
+        if bags and starts[0] != 0:
+            raise ValueError(f"embedding_bag: offsets[0] has to be 0, i.e., the first sequence in the mini-batch has "
+                             f"to start from position 0. However, got {int(starts[0])}")
+    else:
+        raise ValueError(f"embedding_bag: input has to be 1D or 2D Tensor, but got Tensor of dimension {flat.ndim}")
+    if per_sample_weights is not None and mode != "sum":
+        raise NotImplementedError(f"embedding_bag: per_sample_weights was not None. per_sample_weights is only "
+                                  f"supported for mode='sum' (got mode='{mode}'). Please open a feature request on "
+                                  "GitHub.")
+    index = flat.reshape(-1)  # (T,)
+    T = index.size
+    padding_idx = check.embedding_args(weight, padding_idx)
+    rows = embedding(Tensor._wrap(backend.namespace(weight._data).asarray(index)), weight, None, max_norm,
+                     norm_type, scale_grad_by_freq)  # (T, embedding_dim)
+    if per_sample_weights is not None:
+        rows = rows * per_sample_weights.reshape(T, 1)
+    bag_of = np.searchsorted(starts, np.arange(T), side="right") - 1  # (T,): the bag each index falls in
+    counted = (index != padding_idx) if padding_idx is not None else np.ones(T, dtype=bool)  # (T,)
+    xp = backend.namespace(weight._data)
+    if mode == "max":
+        sizes = np.bincount(bag_of[counted], minlength=bags) if T else np.zeros(bags, dtype=np.int64)
+        width = max(int(sizes.max()) if bags else 0, 1)
+        slots = np.zeros((bags, width), dtype=np.int64)  # (B, K): the rows of each bag, padded with row 0
+        valid = np.zeros((bags, width), dtype=bool)
+        for bag in range(bags):
+            members = np.flatnonzero((bag_of == bag) & counted)
+            slots[bag, :members.size], valid[bag, :members.size] = members, True
+        if T == 0:
+            return Tensor._wrap(xp.zeros((bags, weight.shape[1]), dtype=weight.dtype), weight)
+        grouped = rows[xp.asarray(slots)]  # (B, K, embedding_dim)
+        grouped = ops.where(Tensor._wrap(xp.asarray(valid[..., None])), grouped, -math.inf)
+        largest = ops_extra.max(grouped, dim=1).values  # (B, embedding_dim)
+        return ops.where(Tensor._wrap(xp.asarray(valid.any(axis=1)[:, None])), largest, 0.0)
+    membership = np.zeros((bags, T), dtype=weight.dtype)  # (B, T): 1 where index t is counted in bag b
+    membership[bag_of[counted], np.flatnonzero(counted)] = 1
+    if mode == "mean":
+        membership /= np.maximum(membership.sum(axis=1, keepdims=True), 1)
+    return ops.matmul(Tensor._wrap(xp.asarray(membership)), rows)  # (B, embedding_dim)
 
 
 # ----------------------------------------------------------------------------- cross entropy

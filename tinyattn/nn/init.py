@@ -1,6 +1,8 @@
 """Initialisation: fill a parameter in place, without recording a graph (PyTorch's ``torch.nn.init``).
 
-Each function draws from the backend's generator (``ta.manual_seed``) and returns the tensor it filled.
+Each function draws from the backend's generator (``ta.manual_seed``), or from ``generator`` (a
+``numpy.random.Generator``) where one is given, and returns the tensor it filled. The names without the trailing
+underscore (``normal``, ``xavier_uniform``…) are PyTorch's deprecated aliases: they warn and call the new ones.
 
 >>> import tinyattn as ta
 >>> _ = ta.manual_seed(0)
@@ -11,12 +13,37 @@ Each function draws from the backend's generator (``ta.manual_seed``) and return
 """
 
 import math
+import warnings
 
+import numpy as np
+
+from .. import backend
+from ..creation import tensor as _tensor_of
 from ..engine import no_grad
 
 
+def _fill_with_draws(tensor, generator, draw):
+    """``tensor`` filled with ``draw(rng, shape)`` (float64 NumPy draws) from ``generator``, on its device."""
+    if not isinstance(generator, np.random.Generator):
+        raise TypeError(f"generator must be a numpy.random.Generator or None, got {type(generator).__name__}")
+    values = draw(generator, tuple(tensor.shape)).astype(tensor.dtype)
+    return tensor.copy_(_tensor_of(values, device=tensor.device))
+
+
+def _normal(tensor, mean, std, generator):
+    if generator is None:
+        return tensor.normal_(mean, std)
+    return _fill_with_draws(tensor, generator, lambda rng, shape: rng.normal(mean, std, shape))
+
+
+def _uniform(tensor, a, b, generator):
+    if generator is None:
+        return tensor.uniform_(a, b)
+    return _fill_with_draws(tensor, generator, lambda rng, shape: rng.uniform(a, b, shape))
+
+
 @no_grad
-def normal_(tensor, mean=0.0, std=1.0):
+def normal_(tensor, mean=0.0, std=1.0, generator=None):
     """Draws from the normal distribution ``N(mean, std²)``.
 
     >>> import tinyattn as ta
@@ -24,11 +51,11 @@ def normal_(tensor, mean=0.0, std=1.0):
     >>> bool(abs(x.std().item() - 0.1) < 0.01)
     True
     """
-    return tensor.normal_(mean, std)
+    return _normal(tensor, mean, std, generator)
 
 
 @no_grad
-def uniform_(tensor, a=0.0, b=1.0):
+def uniform_(tensor, a=0.0, b=1.0, generator=None):
     """Draws from the uniform distribution on ``[a, b)``.
 
     >>> import tinyattn as ta
@@ -36,7 +63,7 @@ def uniform_(tensor, a=0.0, b=1.0):
     >>> bool(x.min() >= -2.0), bool(x.max() < 2.0)
     (True, True)
     """
-    return tensor.uniform_(a, b)
+    return _uniform(tensor, a, b, generator)
 
 
 @no_grad
@@ -73,7 +100,7 @@ def constant_(tensor, val):
 
 
 @no_grad
-def xavier_uniform_(tensor, gain=1.0):
+def xavier_uniform_(tensor, gain=1.0, generator=None):
     """Uniform in ``±gain·√(6 / (fan_in + fan_out))`` (Glorot and Bengio).
 
     >>> import tinyattn as ta
@@ -83,11 +110,11 @@ def xavier_uniform_(tensor, gain=1.0):
     """
     fan_out, fan_in = _fans(tensor)
     bound = gain * math.sqrt(6.0 / (fan_in + fan_out))
-    return tensor.uniform_(-bound, bound)
+    return _uniform(tensor, -bound, bound, generator)
 
 
 @no_grad
-def xavier_normal_(tensor, gain=1.0):
+def xavier_normal_(tensor, gain=1.0, generator=None):
     """Normal with standard deviation ``gain·√(2 / (fan_in + fan_out))`` (Glorot and Bengio).
 
     >>> import tinyattn as ta
@@ -96,7 +123,7 @@ def xavier_normal_(tensor, gain=1.0):
     True
     """
     fan_out, fan_in = _fans(tensor)
-    return tensor.normal_(0.0, gain * math.sqrt(2.0 / (fan_in + fan_out)))
+    return _normal(tensor, 0.0, gain * math.sqrt(2.0 / (fan_in + fan_out)), generator)
 
 
 def calculate_gain(nonlinearity, param=None):
@@ -140,7 +167,7 @@ def kaiming_uniform_(tensor, a=0, mode="fan_in", nonlinearity="leaky_relu", gene
     True
     """
     bound = math.sqrt(3.0) * _kaiming_std(tensor, a, mode, nonlinearity)
-    return tensor.uniform_(-bound, bound)
+    return _uniform(tensor, -bound, bound, generator)
 
 
 @no_grad
@@ -152,7 +179,7 @@ def kaiming_normal_(tensor, a=0, mode="fan_in", nonlinearity="leaky_relu", gener
     >>> bool(abs(w.std().item() - 0.141) < 0.005)
     True
     """
-    return tensor.normal_(0.0, _kaiming_std(tensor, a, mode, nonlinearity))
+    return _normal(tensor, 0.0, _kaiming_std(tensor, a, mode, nonlinearity), generator)
 
 
 @no_grad
@@ -164,12 +191,120 @@ def trunc_normal_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None):
     >>> bool(w.min() >= -0.5), bool(w.max() <= 0.5)
     (True, True)
     """
-    values = tensor.detach().clone().normal_(mean, std)
+    values = _normal(tensor.detach().clone(), mean, std, generator)
     outside = (values < a) | (values > b)
     while bool(outside.any()):
-        values = values.masked_fill(outside, 0.0) + outside * values.detach().clone().normal_(mean, std)
+        values = values.masked_fill(outside, 0.0) + outside * _normal(values.detach().clone(), mean, std, generator)
         outside = (values < a) | (values > b)
     return tensor.copy_(values)
+
+
+@no_grad
+def eye_(tensor):
+    """Fills a 2-D tensor with the identity matrix (ones on the diagonal, also where it is not square).
+
+    >>> import tinyattn as ta
+    >>> ta.nn.init.eye_(ta.zeros(2, 3))
+    tensor([[1., 0., 0.],
+            [0., 1., 0.]])
+    """
+    if tensor.ndim != 2:
+        raise ValueError(f"eye_: only 2-D tensors are supported, got shape {tuple(tensor.shape)}")
+    return tensor.copy_(_tensor_of(np.eye(*tensor.shape, dtype=tensor.dtype), device=tensor.device))
+
+
+@no_grad
+def dirac_(tensor, groups=1):
+    """Fills a ``(out, in, *kernel)`` convolution weight (3-, 4- or 5-D) with the Dirac delta: each of the first
+    ``min(out/groups, in)`` output channels of every group passes its input channel through at the kernel's centre.
+
+    >>> import tinyattn as ta
+    >>> ta.nn.init.dirac_(ta.zeros(2, 2, 3))[:, :, 1]
+    tensor([[1., 0.],
+            [0., 1.]])
+    """
+    if tensor.ndim not in (3, 4, 5):
+        raise ValueError(f"dirac_: only 3, 4 and 5-D tensors are supported, got shape {tuple(tensor.shape)}")
+    if tensor.shape[0] % groups != 0:
+        raise ValueError(f"dirac_: dim 0 ({tensor.shape[0]}) must be divisible by groups ({groups})")
+    out_per_group = tensor.shape[0] // groups
+    values = np.zeros(tensor.shape, dtype=tensor.dtype)
+    centre = tuple(k // 2 for k in tensor.shape[2:])
+    for g in range(groups):
+        for d in range(min(out_per_group, tensor.shape[1])):
+            values[(g * out_per_group + d, d, *centre)] = 1
+    return tensor.copy_(_tensor_of(values, device=tensor.device))
+
+
+@no_grad
+def orthogonal_(tensor, gain=1, generator=None):
+    """Fills with a (semi-)orthogonal matrix (Saxe et al.): the ``Q`` of a normal draw's QR decomposition, its signs
+    fixed by ``R``'s diagonal, times ``gain``; dimensions after the first are flattened.
+
+    >>> import tinyattn as ta
+    >>> w = ta.nn.init.orthogonal_(ta.zeros(3, 5))
+    >>> bool(((w @ w.T) - ta.eye(3)).abs().max() < 1e-5)
+    True
+    """
+    if tensor.ndim < 2:
+        raise ValueError("Only tensors with 2 or more dimensions are supported")
+    if tensor.numel() == 0:
+        return tensor
+    rows, cols = tensor.shape[0], tensor.numel() // tensor.shape[0]
+    flat = backend.to_numpy(_normal(tensor.new_zeros(rows, cols).double(), 0.0, 1.0, generator)._data)
+    flat = flat.T if rows < cols else flat
+    q, r = np.linalg.qr(flat)
+    q = q * np.sign(np.diag(r))
+    q = q.T if rows < cols else q
+    return tensor.copy_(_tensor_of((gain * q).reshape(tensor.shape).astype(tensor.dtype), device=tensor.device))
+
+
+@no_grad
+def sparse_(tensor, sparsity, std=0.01, generator=None):
+    """Fills a 2-D tensor as a sparse matrix (Martens): normal draws ``N(0, std²)``, then in every column the
+    fraction ``sparsity`` of its rows set to zero (the tensor stays dense).
+
+    >>> import tinyattn as ta
+    >>> w = ta.nn.init.sparse_(ta.zeros(10, 3), sparsity=0.3)
+    >>> (w == 0).sum(0).tolist()
+    [3, 3, 3]
+    """
+    if tensor.ndim != 2:
+        raise ValueError("Only tensors with 2 dimensions are supported")
+    rows, cols = tensor.shape
+    zeros_per_column = int(math.ceil(sparsity * rows))
+    _normal(tensor, 0.0, std, generator)
+    keep = np.ones((rows, cols), dtype=bool)
+    for column in range(cols):  # each column's zeroed rows: the smallest of its uniform draws' ranks
+        draws = backend.to_numpy(_uniform(tensor.new_zeros(rows).double(), 0.0, 1.0, generator)._data)
+        keep[np.argsort(draws, kind="stable")[:zeros_per_column], column] = False
+    return tensor.mul_(_tensor_of(keep.astype(tensor.dtype), device=tensor.device))
+
+
+_ALIAS_EXAMPLE_ARGUMENTS = {"dirac": "ta.zeros(2, 2, 3)", "constant": "ta.zeros(2, 2), 0.1",
+                            "sparse": "ta.zeros(2, 2), 0.5"}
+
+
+def _deprecated(new):
+    """PyTorch's deprecated alias of ``new`` without the underscore: it warns, then calls ``new``."""
+    name = new.__name__[:-1]
+
+    def alias(*args, **kwargs):
+        warnings.warn(f"`nn.init.{name}` is now deprecated in favor of `nn.init.{new.__name__}`.", FutureWarning,
+                      stacklevel=2)
+        return new(*args, **kwargs)
+
+    alias.__name__ = alias.__qualname__ = name
+    alias.__doc__ = f"""PyTorch's deprecated ``{name}``: warns, then ``{new.__name__}``.
+
+    >>> import warnings, tinyattn as ta
+    >>> with warnings.catch_warnings(record=True) as caught:
+    ...     warnings.simplefilter("always")
+    ...     _ = ta.nn.init.{name}({_ALIAS_EXAMPLE_ARGUMENTS.get(name, "ta.zeros(2, 2)")})
+    >>> caught[0].category.__name__
+    'FutureWarning'
+    """
+    return alias
 
 
 def _fans(tensor):
@@ -180,5 +315,12 @@ def _fans(tensor):
     return tensor.shape[0] * receptive, tensor.shape[1] * receptive
 
 
+normal, uniform, constant = _deprecated(normal_), _deprecated(uniform_), _deprecated(constant_)
+xavier_uniform, xavier_normal = _deprecated(xavier_uniform_), _deprecated(xavier_normal_)
+kaiming_uniform, kaiming_normal = _deprecated(kaiming_uniform_), _deprecated(kaiming_normal_)
+eye, dirac, orthogonal, sparse = _deprecated(eye_), _deprecated(dirac_), _deprecated(orthogonal_), _deprecated(sparse_)
+
 __all__ = ["normal_", "uniform_", "zeros_", "ones_", "constant_", "xavier_uniform_", "xavier_normal_",
-           "calculate_gain", "kaiming_uniform_", "kaiming_normal_", "trunc_normal_"]
+           "calculate_gain", "kaiming_uniform_", "kaiming_normal_", "trunc_normal_", "eye_", "dirac_", "orthogonal_",
+           "sparse_", "normal", "uniform", "constant", "xavier_uniform", "xavier_normal", "kaiming_uniform",
+           "kaiming_normal", "eye", "dirac", "orthogonal", "sparse"]

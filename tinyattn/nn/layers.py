@@ -72,14 +72,15 @@ class Linear(Module):
 
     def forward(self, input):
         check.floating("Linear", "input", input)
-        check.one_dtype("Linear", ("input", input), ("weight", self.weight))
+        weight = self.weight  # read once: a parametrized weight is computed at each read
+        check.one_dtype("Linear", ("input", input), ("weight", weight))
         if input.ndim == 0 or input.shape[-1] != self.in_features:
             raise ValueError(
                 f"Linear(in_features={self.in_features}, out_features={self.out_features}): the input's last "
                 f"dimension has size {input.shape[-1] if input.ndim else None} (input shape {input.shape}), "
                 f"expected {self.in_features}"
             )
-        return F.linear_definition(input, self.weight, self.bias)  # F.linear's definition: the checks are made above
+        return F.linear_definition(input, weight, self.bias)  # F.linear's definition: the checks are made above
 
     def extra_repr(self):
         return f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}"
@@ -166,6 +167,10 @@ class Embedding(Module):
 
     ``weight`` is drawn from N(0, 1); the row ``padding_idx`` (if given) starts at zero and
     receives no gradient. Out-of-range indices raise ``IndexError``, float indices ``TypeError``.
+    ``max_norm``: each row looked up whose ``norm_type``-norm exceeds it is first rescaled to that norm,
+    in ``weight`` itself (``F.embedding``). ``_weight`` (PyTorch's name): a ``(num_embeddings,
+    embedding_dim)`` table to use as it is, shared, and not re-drawn; ``_freeze=True`` makes it a
+    parameter with ``requires_grad=False``. ``Embedding.from_pretrained`` is the public way to both.
 
     >>> import tinyattn as ta
     >>> table = Embedding(10, 3, padding_idx=0)
@@ -173,7 +178,8 @@ class Embedding(Module):
     ((1, 3, 3), [0.0, 0.0, 0.0])
     """
 
-    def __init__(self, num_embeddings, embedding_dim, padding_idx=None, device=None, dtype=None):
+    def __init__(self, num_embeddings, embedding_dim, padding_idx=None, max_norm=None, norm_type=2.0,
+                 scale_grad_by_freq=False, sparse=False, _weight=None, _freeze=False, device=None, dtype=None):
         super().__init__()
         check.sizes("Embedding", num_embeddings=num_embeddings, embedding_dim=embedding_dim)
         if padding_idx is not None:
@@ -184,11 +190,38 @@ class Embedding(Module):
                     f"(-{num_embeddings} to {num_embeddings - 1})"
                 )
             padding_idx %= num_embeddings
+        if scale_grad_by_freq:
+            raise NotImplementedError("Embedding: scale_grad_by_freq=True is not supported")
         self.num_embeddings, self.embedding_dim, self.padding_idx = num_embeddings, embedding_dim, padding_idx
+        self.max_norm, self.norm_type, self.scale_grad_by_freq, self.sparse = max_norm, norm_type, False, sparse
+        if _weight is not None:
+            if tuple(_weight.shape) != (num_embeddings, embedding_dim):
+                raise ValueError(f"Embedding: _weight must have shape ({num_embeddings}, {embedding_dim}), "
+                                 f"got {tuple(_weight.shape)}")
+            self.weight = Parameter(_weight, requires_grad=not _freeze)
+            return
         device, dtype = _factory(device, dtype)
         xp = backend.namespace_for(device)
-        self.weight = Parameter(xp.empty((num_embeddings, embedding_dim), dtype=dtype))
+        self.weight = Parameter(xp.empty((num_embeddings, embedding_dim), dtype=dtype), requires_grad=not _freeze)
         self.reset_parameters()
+
+    @classmethod
+    def from_pretrained(cls, embeddings, freeze=True, padding_idx=None, max_norm=None, norm_type=2.0,
+                        scale_grad_by_freq=False, sparse=False):
+        """An ``Embedding`` whose table is ``embeddings`` ``(num_embeddings, embedding_dim)`` (a tensor, shared, not
+        copied); ``freeze=True`` keeps it out of training (``requires_grad=False``). The row ``padding_idx`` keeps
+        its values (it is not zeroed) but receives no gradient.
+
+        >>> import tinyattn as ta
+        >>> table = Embedding.from_pretrained(ta.tensor([[1.0, 2.0], [3.0, 4.0]]))
+        >>> table(ta.tensor([1])), table.weight.requires_grad
+        (tensor([[3., 4.]]), False)
+        """
+        if embeddings.ndim != 2:
+            raise ValueError(f"Embeddings parameter is expected to be 2-dimensional, got shape {embeddings.shape}")
+        rows, cols = embeddings.shape
+        return cls(rows, cols, padding_idx=padding_idx, max_norm=max_norm, norm_type=norm_type,
+                   scale_grad_by_freq=scale_grad_by_freq, sparse=sparse, _weight=embeddings, _freeze=freeze)
 
     def reset_parameters(self):
         """Fresh N(0, 1) values, with the padding row zeroed."""
@@ -198,11 +231,81 @@ class Embedding(Module):
             weight[self.padding_idx] = 0
 
     def forward(self, input):
-        return F.embedding(input, self.weight, self.padding_idx)
+        return F.embedding(input, self.weight, self.padding_idx, self.max_norm, self.norm_type)
 
     def extra_repr(self):
         text = f"{self.num_embeddings}, {self.embedding_dim}"
-        return text if self.padding_idx is None else text + f", padding_idx={self.padding_idx}"
+        if self.padding_idx is not None:
+            text += f", padding_idx={self.padding_idx}"
+        if self.max_norm is not None:
+            text += f", max_norm={self.max_norm}"
+        if self.norm_type != 2:
+            text += f", norm_type={self.norm_type}"
+        if self.sparse:
+            text += ", sparse=True"
+        return text
+
+
+class EmbeddingBag(Module):
+    """A lookup table that reduces each bag of indices to one row (``F.embedding_bag``): ``forward(input,
+    offsets=None, per_sample_weights=None)`` → ``(B, embedding_dim)``; ``mode`` ``"mean"`` (default), ``"sum"`` or
+    ``"max"``. ``weight`` is drawn from N(0, 1), its ``padding_idx`` row zeroed; indices at ``padding_idx`` are left
+    out of their bag.
+
+    >>> import tinyattn as ta
+    >>> bag = EmbeddingBag(10, 3, mode="sum")
+    >>> bag(ta.tensor([1, 2, 4, 5, 4]), offsets=ta.tensor([0, 2])).shape
+    (2, 3)
+    """
+
+    def __init__(self, num_embeddings, embedding_dim, max_norm=None, norm_type=2.0, scale_grad_by_freq=False,
+                 mode="mean", sparse=False, _weight=None, include_last_offset=False, padding_idx=None, device=None,
+                 dtype=None):
+        super().__init__()
+        if mode not in ("sum", "mean", "max"):
+            raise ValueError(f"EmbeddingBag: mode has to be one of sum, mean or max, got {mode!r}")
+        table = Embedding(num_embeddings, embedding_dim, padding_idx, max_norm, norm_type, scale_grad_by_freq,
+                          sparse, _weight, False, device, dtype)  # the same checks and initial values
+        self.num_embeddings, self.embedding_dim, self.padding_idx = num_embeddings, embedding_dim, table.padding_idx
+        self.max_norm, self.norm_type, self.scale_grad_by_freq = max_norm, norm_type, scale_grad_by_freq
+        self.mode, self.sparse, self.include_last_offset = mode, sparse, include_last_offset
+        self.weight = table.weight
+
+    reset_parameters = Embedding.reset_parameters
+
+    @classmethod
+    def from_pretrained(cls, embeddings, freeze=True, max_norm=None, norm_type=2.0, scale_grad_by_freq=False,
+                        mode="mean", sparse=False, include_last_offset=False, padding_idx=None):
+        """An ``EmbeddingBag`` whose table is ``embeddings`` (shared, not copied); ``freeze=True`` keeps it out of
+        training.
+
+        >>> import tinyattn as ta
+        >>> bag = EmbeddingBag.from_pretrained(ta.tensor([[1.0, 2.0], [3.0, 4.0]]), mode="max")
+        >>> bag(ta.tensor([[0, 1]]))
+        tensor([[3., 4.]])
+        """
+        if embeddings.ndim != 2:
+            raise ValueError(f"Embeddings parameter is expected to be 2-dimensional, got shape {embeddings.shape}")
+        rows, cols = embeddings.shape
+        bag = cls(rows, cols, max_norm, norm_type, scale_grad_by_freq, mode, sparse, embeddings, include_last_offset,
+                  padding_idx)
+        bag.weight.requires_grad = not freeze
+        return bag
+
+    def forward(self, input, offsets=None, per_sample_weights=None):
+        return F.embedding_bag(input, self.weight, offsets, self.max_norm, self.norm_type, self.scale_grad_by_freq,
+                               self.mode, self.sparse, per_sample_weights, self.include_last_offset, self.padding_idx)
+
+    def extra_repr(self):
+        text = f"{self.num_embeddings}, {self.embedding_dim}"
+        if self.max_norm is not None:
+            text += f", max_norm={self.max_norm}"
+        if self.norm_type != 2:
+            text += f", norm_type={self.norm_type}"
+        text += f", mode='{self.mode}'"
+        if self.padding_idx is not None:
+            text += f", padding_idx={self.padding_idx}"
+        return text
 
 
 class LayerNorm(Module):

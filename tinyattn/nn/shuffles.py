@@ -9,7 +9,7 @@ tensor([[[[0., 1.],
           [2., 3.]]]])
 """
 
-__all__ = ["pixel_shuffle", "pixel_unshuffle", "channel_shuffle", "native_channel_shuffle"]
+__all__ = ["pixel_shuffle", "pixel_unshuffle", "channel_shuffle"]
 
 
 def _positive(name, argument, value):
@@ -74,12 +74,3 @@ def channel_shuffle(input, groups):
     x = input.reshape(n, g, channels // g, *rest).transpose(1, 2)  # (N, C/g, g, *)
     return x.reshape(n, channels, *rest)
 
-
-def native_channel_shuffle(input, groups):
-    """``channel_shuffle`` (PyTorch's name for its kernel).
-
-    >>> import tinyattn as ta
-    >>> native_channel_shuffle(ta.arange(4.0).reshape(1, 4, 1), 2).reshape(4)
-    tensor([0., 2., 1., 3.])
-    """
-    return channel_shuffle(input, groups)

@@ -23,8 +23,11 @@ from ...creation import ones_like
 from ...engine import Tensor as _NativeTensor
 from ...engine import enable_grad, inference_mode, no_grad, set_grad_enabled
 from ..core.tensor import as_compat
-from . import forward_ad, function, functional
+from ..refusals import refused
+from . import forward_ad, function, functional, grad_mode, variable
 from .function import Function, FunctionCtx
+from .grad_mode import enforce_grad_layout_policy, set_multithreading_enabled  # noqa: F401
+from .variable import Variable  # noqa: F401
 
 detect_anomaly = _native.detect_anomaly
 set_detect_anomaly = _native.set_detect_anomaly
@@ -32,7 +35,8 @@ is_anomaly_enabled = _native.is_anomaly_enabled
 
 __all__ = ["Function", "FunctionCtx", "Variable", "grad", "backward", "gradcheck", "gradgradcheck", "GradcheckError",
            "detect_anomaly", "set_detect_anomaly", "is_anomaly_enabled", "function", "no_grad", "enable_grad",
-           "set_grad_enabled", "inference_mode", "forward_ad", "functional"]
+           "set_grad_enabled", "inference_mode", "forward_ad", "functional", "set_multithreading_enabled",
+           "enforce_grad_layout_policy", "NestedIOFunction", "grad_mode", "variable"]
 
 
 def _sequence(tensors):
@@ -142,12 +146,8 @@ def gradgradcheck(func, inputs, grad_outputs=None, *, eps=1e-6, atol=1e-5, rtol=
                     raise_exception)
 
 
-def Variable(data, requires_grad=False, volatile=False):
-    """``Variable(t)``: the tensor itself, as in torch since 0.4 (``requires_grad=True`` sets it on ``t``;
-    ``volatile`` has no effect there either: use ``torch.no_grad()``)."""
-    if requires_grad:
-        data.requires_grad_(True)
-    return data
+NestedIOFunction = refused("torch.autograd.NestedIOFunction",
+                           "the legacy nested-input Function is not kept; write a torch.autograd.Function")
 
 
 def __getattr__(name):

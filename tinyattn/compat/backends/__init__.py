@@ -1,7 +1,8 @@
-"""``torch.backends``: the flags scripts set for cuDNN, TF32 and Apple's MPS.
+"""``torch.backends``: the flags scripts set for cuDNN, TF32, Apple's MPS and the CPU libraries.
 
-compat runs no cuDNN or TF32 kernels, so the flags change nothing here; they hold what a script
-sets, as torch's do on a machine without those kernels.
+compat runs no cuDNN, TF32, oneDNN, MKL, NNPACK or OpenMP kernels of its own, so the flags change
+nothing here; they hold what a script sets, and each ``is_available()`` says ``False``, as torch's do
+on a machine without those kernels.
 
 >>> import tinyattn.compat as torch
 >>> torch.backends.cudnn.benchmark = True
@@ -10,9 +11,25 @@ sets, as torch's do on a machine without those kernels.
 False
 """
 
-from . import cuda, cudnn, mps  # noqa: F401
+from . import (  # noqa: F401
+    cpu,
+    cuda,
+    cudnn,
+    cusparselt,
+    kleidiai,
+    mha,
+    miopen,
+    mkl,
+    mkldnn,
+    mps,
+    nnpack,
+    openmp,
+    opt_einsum,
+    quantized,
+)
 
-__all__ = ["cuda", "cudnn", "mps"]
+__all__ = ["cpu", "cuda", "cudnn", "cusparselt", "kleidiai", "mha", "miopen", "mkl", "mkldnn", "mps", "nnpack",
+           "openmp", "opt_einsum", "quantized"]
 
 
 def __getattr__(name):

@@ -23,7 +23,7 @@ from ..core.tensor import TWINS, Parameter, as_compat
 from ..refusals import refused
 from . import functional, init, utils  # noqa: F401
 from .module import Module
-from .rnn import GRU, LSTM, RNN  # noqa: F401
+from .rnn import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNBase, RNNCell, RNNCellBase  # noqa: F401
 
 
 def _compat_layer(native):
@@ -41,6 +41,7 @@ GELU = _compat_layer(_native.GELU)
 CrossEntropyLoss = _compat_layer(_native.CrossEntropyLoss)
 Dropout = _compat_layer(_native.Dropout)
 Embedding = _compat_layer(_native.Embedding)
+EmbeddingBag = _compat_layer(_native.EmbeddingBag)
 Flatten = _compat_layer(_native.Flatten)
 Identity = _compat_layer(_native.Identity)
 KLDivLoss = _compat_layer(_native.KLDivLoss)
@@ -150,6 +151,49 @@ AdaptiveLogSoftmaxWithLoss = _compat_layer(_native.AdaptiveLogSoftmaxWithLoss)
 UpsamplingNearest2d = _compat_layer(_native.UpsamplingNearest2d)
 UpsamplingBilinear2d = _compat_layer(_native.UpsamplingBilinear2d)
 
+# convolution and pooling
+Conv1d = _compat_layer(_native.Conv1d)
+Conv2d = _compat_layer(_native.Conv2d)
+Conv3d = _compat_layer(_native.Conv3d)
+ConvTranspose1d = _compat_layer(_native.ConvTranspose1d)
+ConvTranspose2d = _compat_layer(_native.ConvTranspose2d)
+ConvTranspose3d = _compat_layer(_native.ConvTranspose3d)
+LazyConv1d = _compat_layer(_native.LazyConv1d)
+LazyConv2d = _compat_layer(_native.LazyConv2d)
+LazyConv3d = _compat_layer(_native.LazyConv3d)
+LazyConvTranspose1d = _compat_layer(_native.LazyConvTranspose1d)
+LazyConvTranspose2d = _compat_layer(_native.LazyConvTranspose2d)
+LazyConvTranspose3d = _compat_layer(_native.LazyConvTranspose3d)
+for _lazy, _layer in ((LazyConv1d, Conv1d), (LazyConv2d, Conv2d), (LazyConv3d, Conv3d),
+                      (LazyConvTranspose1d, ConvTranspose1d), (LazyConvTranspose2d, ConvTranspose2d),
+                      (LazyConvTranspose3d, ConvTranspose3d)):
+    _lazy.cls_to_become = _layer  # the first call turns it into compat's layer, not the native one
+Fold = _compat_layer(_native.Fold)
+Unfold = _compat_layer(_native.Unfold)
+MaxPool1d = _compat_layer(_native.MaxPool1d)
+MaxPool2d = _compat_layer(_native.MaxPool2d)
+MaxPool3d = _compat_layer(_native.MaxPool3d)
+AvgPool1d = _compat_layer(_native.AvgPool1d)
+AvgPool2d = _compat_layer(_native.AvgPool2d)
+AvgPool3d = _compat_layer(_native.AvgPool3d)
+AdaptiveAvgPool1d = _compat_layer(_native.AdaptiveAvgPool1d)
+AdaptiveAvgPool2d = _compat_layer(_native.AdaptiveAvgPool2d)
+AdaptiveAvgPool3d = _compat_layer(_native.AdaptiveAvgPool3d)
+AdaptiveMaxPool1d = _compat_layer(_native.AdaptiveMaxPool1d)
+AdaptiveMaxPool2d = _compat_layer(_native.AdaptiveMaxPool2d)
+AdaptiveMaxPool3d = _compat_layer(_native.AdaptiveMaxPool3d)
+LPPool1d = _compat_layer(_native.LPPool1d)
+LPPool2d = _compat_layer(_native.LPPool2d)
+LPPool3d = _compat_layer(_native.LPPool3d)
+MaxUnpool1d = _compat_layer(_native.MaxUnpool1d)
+MaxUnpool2d = _compat_layer(_native.MaxUnpool2d)
+MaxUnpool3d = _compat_layer(_native.MaxUnpool3d)
+FractionalMaxPool2d = refused("torch.nn.FractionalMaxPool2d", "pooling over pseudo-random regions is not built; use "
+                              "nn.MaxPool2d or nn.AdaptiveMaxPool2d")
+FractionalMaxPool3d = refused("torch.nn.FractionalMaxPool3d", "pooling over pseudo-random regions is not built; use "
+                              "nn.MaxPool3d or nn.AdaptiveMaxPool3d")
+
+
 
 class NLLLoss2d(NLLLoss):
     """PyTorch's deprecated name for ``NLLLoss`` on ``(N, C, H, W)`` inputs (``NLLLoss`` takes them)."""
@@ -227,13 +271,21 @@ def _native_mask(attn_mask, key_padding_mask, batch, num_heads):
         masks.append(key_padding_mask.reshape(batch, 1, 1, key_padding_mask.shape[-1]))  # (B, 1, 1, S)
     masks = [~m if m.dtype == bool else m for m in masks]
     if len(masks) < 2:
-        return masks[0] if masks else None
+        return _rows_masked_as_floats(masks[0]) if masks else None
     first, second = masks
     if first.dtype == bool and second.dtype == bool:
-        return first & second
+        return _rows_masked_as_floats(first & second)
     float_mask = first if first.dtype != bool else second
     bool_mask = second if first.dtype != bool else first
     return float_mask.masked_fill(~bool_mask, float("-inf"))
+
+
+def _rows_masked_as_floats(allowed):
+    """A native boolean mask that leaves some query no key (which the native layers refuse, as PyTorch's convention
+    read the native way) as the float mask of the same meaning: ``0`` where allowed, ``-inf`` elsewhere."""
+    if allowed.dtype != bool or allowed.shape[-1] == 0 or bool(allowed.any(-1).all()):
+        return allowed
+    return zeros(*allowed.shape, device=allowed.device).masked_fill(~allowed, float("-inf"))
 
 
 def _with_extra_key(mask):

@@ -1,8 +1,9 @@
-"""``torch.utils``: ``data`` (datasets, samplers and the loader) and ``checkpoint`` (gradient checkpointing)."""
+"""``torch.utils``: ``data`` (datasets, samplers and the loader), ``checkpoint`` (gradient checkpointing) and
+``tensorboard`` (``SummaryWriter``, through tensorboardX)."""
 
-from . import checkpoint, data  # noqa: F401
+from . import checkpoint, data, tensorboard  # noqa: F401
 
-__all__ = ["checkpoint", "data"]
+__all__ = ["checkpoint", "data", "tensorboard"]
 
 
 def __getattr__(name):

@@ -23,10 +23,19 @@ argument requires grad; the non-reentrant one also when none does, as here).
 ((2, 4), (4, 4))
 """
 
-from ... import utils as _native
-from ..core.tensor import as_compat
+import contextlib
+import enum
+import warnings
 
-__all__ = ["checkpoint", "checkpoint_sequential"]
+from ... import utils as _native
+from ...engine import Tensor as _NativeTensor
+from ..core.tensor import as_compat
+from ..refusals import refused
+
+__all__ = ["checkpoint", "checkpoint_sequential", "CheckpointError", "CheckpointPolicy", "DefaultDeviceType",
+           "check_backward_validity", "detach_variable", "get_device_states", "set_device_states", "noop_context_fn",
+           "set_checkpoint_debug_enabled", "set_checkpoint_early_stop", "SAC_IGNORED_OPS", "CheckpointFunction",
+           "SelectiveCheckpointContext", "create_selective_checkpoint_contexts", "GraphExecGroup"]
 
 
 def checkpoint(function, *args, use_reentrant=None, context_fn=None, determinism_check="default", debug=False,
@@ -59,6 +68,97 @@ def checkpoint_sequential(functions, segments, input, use_reentrant=None, **kwar
         end = start + size
         input = checkpoint(run(start, end), input, use_reentrant=use_reentrant, preserve_rng_state=preserve)
     return run(end, len(functions))(input)
+
+
+class CheckpointError(RuntimeError):
+    """torch's error of a recomputation that differs from the first run."""
+
+
+class CheckpointPolicy(enum.Enum):
+    """Selective checkpointing's choices per operation (named here; selective checkpointing is refused)."""
+
+    MUST_SAVE, PREFER_SAVE, MUST_RECOMPUTE, PREFER_RECOMPUTE, MUST_CPU_OFFLOAD, PREFER_CPU_OFFLOAD = range(6)
+
+
+SAC_IGNORED_OPS = set()  # the operations selective checkpointing ignores: none here (there is none)
+
+
+class DefaultDeviceType:
+    """The device whose random state ``checkpoint`` keeps: the library's generators cover every device at once."""
+
+    _default_device_type = "cuda"
+
+    @staticmethod
+    def set_device_type(device="cuda"):
+        DefaultDeviceType._default_device_type = device
+
+    @staticmethod
+    def get_device_type():
+        return DefaultDeviceType._default_device_type
+
+
+def check_backward_validity(inputs):
+    """Warn when no tensor among ``inputs`` requires grad (then the checkpointed gradients are ``None``)."""
+    if not any(isinstance(inp, _NativeTensor) and inp.requires_grad for inp in inputs):
+        warnings.warn("None of the inputs have requires_grad=True. Gradients will be None", stacklevel=2)
+
+
+def detach_variable(inputs):
+    """``inputs`` (a tuple) with each tensor detached, keeping its ``requires_grad``, as torch's."""
+    if not isinstance(inputs, tuple):
+        raise RuntimeError(f"Only tuple of tensors is supported. Got Unsupported input type: {type(inputs).__name__}")
+    out = []
+    for inp in inputs:
+        if not isinstance(inp, _NativeTensor):
+            out.append(inp)
+            continue
+        detached = as_compat(inp.detach())
+        detached.requires_grad = inp.requires_grad
+        out.append(detached)
+    return tuple(out)
+
+
+def get_device_states(*args):
+    """``(devices, states)`` of the GPUs the tensors in ``args`` are on: none on the host (the library's generators
+    are saved whole by ``checkpoint`` itself)."""
+    if any(isinstance(a, _NativeTensor) and a.device != "cpu" for a in args):
+        raise NotImplementedError("torch.utils.checkpoint.get_device_states is not supported by tinyattn.compat for "
+                                  "GPU tensors: the library's generators are one state, which checkpoint keeps")
+    return [], []
+
+
+def set_device_states(devices, states, *, device_type=None):
+    """Put back states ``get_device_states`` gave: none to put back on the host."""
+    if devices or states:
+        raise NotImplementedError("torch.utils.checkpoint.set_device_states is not supported by tinyattn.compat "
+                                  "for GPU states (see get_device_states)")
+
+
+def noop_context_fn():
+    """``checkpoint``'s default ``context_fn``: two contexts that do nothing."""
+    return contextlib.nullcontext(), contextlib.nullcontext()
+
+
+@contextlib.contextmanager
+def set_checkpoint_debug_enabled(enabled):
+    """torch's switch of the recomputation's debug trace; nothing is traced here."""
+    yield
+
+
+@contextlib.contextmanager
+def set_checkpoint_early_stop(enable):
+    """torch's switch of stopping the recomputation early; the recomputation here runs the function whole."""
+    yield
+
+
+_SELECTIVE = "selective activation checkpointing (per-operation save/recompute policies) is not done here; " \
+             "checkpoint recomputes the whole function"
+CheckpointFunction = refused("torch.utils.checkpoint.CheckpointFunction",
+                             "the reentrant autograd.Function is not kept; call checkpoint(function, *args)")
+SelectiveCheckpointContext = refused("torch.utils.checkpoint.SelectiveCheckpointContext", _SELECTIVE)
+create_selective_checkpoint_contexts = refused("torch.utils.checkpoint.create_selective_checkpoint_contexts",
+                                               _SELECTIVE)
+GraphExecGroup = refused("torch.utils.checkpoint.GraphExecGroup", _SELECTIVE)
 
 
 def __getattr__(name):

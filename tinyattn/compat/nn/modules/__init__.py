@@ -1,12 +1,14 @@
 """``torch.nn.modules``: the classes of ``compat.nn``, also at PyTorch's paths (``torch.nn.modules.linear.Linear
 is torch.nn.Linear``), one submodule per file of PyTorch's package."""
 
+from ...scope import missing
 from . import (  # noqa: F401
     activation,
     adaptive,
     batchnorm,
     channelshuffle,
     container,
+    conv,
     distance,
     dropout,
     flatten,
@@ -19,6 +21,9 @@ from . import (  # noqa: F401
     normalization,
     padding,
     pixelshuffle,
+    pooling,
+    rnn,
+    sparse,
     transformer,
     upsampling,
     utils,
@@ -28,9 +33,11 @@ from .adaptive import *  # noqa: F401,F403
 from .batchnorm import *  # noqa: F401,F403
 from .channelshuffle import *  # noqa: F401,F403
 from .container import *  # noqa: F401,F403
+from .conv import *  # noqa: F401,F403
 from .distance import *  # noqa: F401,F403
 from .dropout import *  # noqa: F401,F403
 from .flatten import *  # noqa: F401,F403
+from .fold import *  # noqa: F401,F403
 from .instancenorm import *  # noqa: F401,F403
 from .linear import *  # noqa: F401,F403
 from .loss import *  # noqa: F401,F403
@@ -38,9 +45,12 @@ from .module import *  # noqa: F401,F403
 from .normalization import *  # noqa: F401,F403
 from .padding import *  # noqa: F401,F403
 from .pixelshuffle import *  # noqa: F401,F403
+from .pooling import *  # noqa: F401,F403
+from .rnn import *  # noqa: F401,F403
+from .sparse import *  # noqa: F401,F403
 from .transformer import *  # noqa: F401,F403
 from .upsampling import *  # noqa: F401,F403
 
 
 def __getattr__(name):
-    raise AttributeError(f"tinyattn.compat.nn.modules has no `{name}` yet")
+    raise missing(__name__, name)

@@ -1,5 +1,6 @@
 """``torch.nn.modules.activation``: the activation modules, the classes of ``compat.nn`` at PyTorch's path."""
 
+from ...scope import missing
 from .. import (  # noqa: F401
     CELU,
     ELU,
@@ -39,4 +40,4 @@ __all__ = ["CELU", "ELU", "GELU", "GLU", "Hardshrink", "Hardsigmoid", "Hardswish
 
 
 def __getattr__(name):
-    raise AttributeError(f"tinyattn.compat.nn.modules.activation has no `{name}` yet")
+    raise missing(__name__, name)

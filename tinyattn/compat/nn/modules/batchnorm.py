@@ -1,5 +1,6 @@
 """``torch.nn.modules.batchnorm``: batch normalisation, the classes of ``compat.nn`` at PyTorch's path."""
 
+from ...scope import missing
 from .. import (  # noqa: F401
     BatchNorm1d,
     BatchNorm2d,
@@ -22,4 +23,4 @@ __all__ = [
 
 
 def __getattr__(name):
-    raise AttributeError(f"tinyattn.compat.nn.modules.batchnorm has no `{name}` yet")
+    raise missing(__name__, name)

@@ -1,9 +1,10 @@
 """``torch.nn.modules.flatten``: flattening and unflattening, the classes of ``compat.nn`` at PyTorch's path."""
 
+from ...scope import missing
 from .. import Flatten, Unflatten  # noqa: F401
 
 __all__ = ["Flatten", "Unflatten"]
 
 
 def __getattr__(name):
-    raise AttributeError(f"tinyattn.compat.nn.modules.flatten has no `{name}` yet")
+    raise missing(__name__, name)

@@ -1,7 +1,10 @@
-"""``torch.nn.modules.fold``: folding and unfolding (none yet), the classes of ``compat.nn`` at PyTorch's path."""
+"""``torch.nn.modules.fold``: folding and unfolding, the classes of ``compat.nn`` at PyTorch's path."""
 
-__all__ = []
+from ...scope import missing
+from .. import Fold, Unfold  # noqa: F401
+
+__all__ = ["Fold", "Unfold"]
 
 
 def __getattr__(name):
-    raise AttributeError(f"tinyattn.compat.nn.modules.fold has no `{name}` yet")
+    raise missing(__name__, name)

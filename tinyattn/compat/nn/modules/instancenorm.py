@@ -1,5 +1,6 @@
 """``torch.nn.modules.instancenorm``: instance normalisation, the classes of ``compat.nn`` at PyTorch's path."""
 
+from ...scope import missing
 from .. import (  # noqa: F401
     InstanceNorm1d,
     InstanceNorm2d,
@@ -20,4 +21,4 @@ __all__ = [
 
 
 def __getattr__(name):
-    raise AttributeError(f"tinyattn.compat.nn.modules.instancenorm has no `{name}` yet")
+    raise missing(__name__, name)

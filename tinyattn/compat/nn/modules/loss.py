@@ -1,5 +1,6 @@
 """``torch.nn.modules.loss``: the losses, the classes of ``compat.nn`` at PyTorch's path."""
 
+from ...scope import missing
 from .. import (  # noqa: F401
     BCELoss,
     BCEWithLogitsLoss,
@@ -32,4 +33,4 @@ __all__ = ["BCELoss", "BCEWithLogitsLoss", "CosineEmbeddingLoss", "CrossEntropyL
 
 
 def __getattr__(name):
-    raise AttributeError(f"tinyattn.compat.nn.modules.loss has no `{name}` yet")
+    raise missing(__name__, name)

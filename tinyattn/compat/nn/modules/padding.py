@@ -1,5 +1,6 @@
 """``torch.nn.modules.padding``: the padding modules, the classes of ``compat.nn`` at PyTorch's path."""
 
+from ...scope import missing
 from .. import (  # noqa: F401
     CircularPad1d,
     CircularPad2d,
@@ -24,4 +25,4 @@ __all__ = ["CircularPad1d", "CircularPad2d", "CircularPad3d", "ConstantPad1d", "
 
 
 def __getattr__(name):
-    raise AttributeError(f"tinyattn.compat.nn.modules.padding has no `{name}` yet")
+    raise missing(__name__, name)

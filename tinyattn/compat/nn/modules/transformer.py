@@ -1,5 +1,6 @@
 """``torch.nn.modules.transformer``: the Transformer layers, the classes of ``compat.nn`` at PyTorch's path."""
 
+from ...scope import missing
 from .. import (  # noqa: F401
     Transformer,
     TransformerDecoder,
@@ -13,4 +14,4 @@ __all__ = ["Transformer", "TransformerDecoder", "TransformerDecoderLayer", "Tran
 
 
 def __getattr__(name):
-    raise AttributeError(f"tinyattn.compat.nn.modules.transformer has no `{name}` yet")
+    raise missing(__name__, name)

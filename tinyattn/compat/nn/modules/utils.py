@@ -4,6 +4,8 @@
 import collections.abc
 from itertools import repeat
 
+from ...scope import missing
+
 __all__ = ["consume_prefix_in_state_dict_if_present"]
 
 
@@ -47,4 +49,4 @@ def consume_prefix_in_state_dict_if_present(state_dict, prefix):
 
 
 def __getattr__(name):
-    raise AttributeError(f"tinyattn.compat.nn.modules.utils has no `{name}` yet")
+    raise missing(__name__, name)

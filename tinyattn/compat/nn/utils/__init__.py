@@ -1,4 +1,4 @@
-"""``torch.nn.utils``: gradient clipping, parameters as one vector, and ``rnn`` (padding sequences).
+"""``torch.nn.utils``: gradient clipping, parameters as one vector, and ``rnn`` (padded and packed sequences).
 
 >>> import tinyattn.compat as torch
 >>> w = torch.nn.Parameter(torch.ones(3))
@@ -8,6 +8,7 @@
 tensor([ 1. , -1.5,  1.5])
 """
 
+import inspect
 import math
 import warnings
 
@@ -15,13 +16,20 @@ import numpy as np
 
 from ....creation import tensor
 from ....engine import Tensor as _NativeTensor
+from ....nn import parametrizations as _parametrizations
 from ....nn.utils import clip_grad_norm_ as _native_clip_grad_norm_
 from ....ops import cat
 from ...core.tensor import as_compat
-from . import rnn  # noqa: F401
+from ...refusals import refused
+from ...scope import missing
+from . import parametrizations, parametrize, rnn, stateless  # noqa: F401
+from .fusion import fuse_conv_bn_eval, fuse_conv_bn_weights, fuse_linear_bn_eval, fuse_linear_bn_weights  # noqa: F401
 
 __all__ = ["clip_grad_norm_", "clip_grad_norm", "clip_grad_value_", "parameters_to_vector", "vector_to_parameters",
-           "rnn"]
+           "rnn", "parametrize", "parametrizations", "stateless", "weight_norm", "remove_weight_norm",
+           "spectral_norm", "remove_spectral_norm", "get_total_norm", "clip_grads_with_norm_", "skip_init",
+           "convert_conv2d_weight_memory_format", "convert_conv3d_weight_memory_format", "fuse_conv_bn_eval",
+           "fuse_conv_bn_weights", "fuse_linear_bn_eval", "fuse_linear_bn_weights"]
 
 
 def _parameters(parameters):
@@ -78,5 +86,72 @@ def vector_to_parameters(vec, parameters):
         start += n
 
 
+def get_total_norm(tensors, norm_type=2.0, error_if_nonfinite=False, foreach=None):
+    """The ``norm_type``-norm of the norms of ``tensors`` (all of them as one vector), a 0-d tensor, as torch's.
+
+    >>> import tinyattn.compat as torch
+    >>> torch.nn.utils.get_total_norm([torch.tensor([3.0]), torch.tensor([4.0])])
+    tensor(5.)
+    """
+    tensors = _parameters(tensors)
+    if not tensors:
+        return as_compat(tensor(0.0))
+    norm_type = float(norm_type)
+    norms = [t.detach().abs().max() if norm_type == math.inf else (t.detach().abs() ** norm_type).sum()
+             for t in tensors]
+    total = max(norms, key=float) if norm_type == math.inf else sum(norms[1:], norms[0]) ** (1.0 / norm_type)
+    if error_if_nonfinite and not math.isfinite(float(total)):
+        raise RuntimeError(f"The total norm of order {norm_type} for gradients from `parameters` is non-finite, so "
+                           "it cannot be clipped. To disable this error and scale the gradients by the non-finite "
+                           "norm anyway, set `error_if_nonfinite=False`")
+    return as_compat(total)
+
+
+def clip_grads_with_norm_(parameters, max_norm, total_norm, foreach=None):
+    """Scale the gradients by ``max_norm / (total_norm + 1e-6)`` where that is below 1 (the second half of
+    ``clip_grad_norm_``, given the norm ``get_total_norm`` computed)."""
+    coefficient = float(max_norm) / (float(total_norm) + 1e-6)
+    if coefficient < 1.0:
+        for p in _parameters(parameters):
+            if p._grad is not None:
+                p._grad *= coefficient
+
+
+def weight_norm(module, name="weight", dim=0):
+    """torch's deprecated hook form of weight normalisation (``<name>_g``, ``<name>_v``); warns as torch does."""
+    warnings.warn("`torch.nn.utils.weight_norm` is deprecated in favor of "
+                  "`torch.nn.utils.parametrizations.weight_norm`.", FutureWarning, stacklevel=2)
+    return _parametrizations.weight_norm_hook(module, name, dim)
+
+
+def remove_weight_norm(module, name="weight"):
+    """Undo ``weight_norm``."""
+    return _parametrizations.remove_weight_norm_hook(module, name)
+
+
+def spectral_norm(module, name="weight", n_power_iterations=1, eps=1e-12, dim=None):
+    """torch's hook form of spectral normalisation (``<name>_orig``, ``<name>_u``, ``<name>_v``)."""
+    return _parametrizations.spectral_norm_hook(module, name, n_power_iterations, eps, dim)
+
+
+def remove_spectral_norm(module, name="weight"):
+    """Undo ``spectral_norm``."""
+    return _parametrizations.remove_spectral_norm_hook(module, name)
+
+
+def skip_init(module_cls, *args, **kwargs):
+    """``module_cls(*args, **kwargs)``. torch builds it on the meta device to skip the initialisation, leaving its
+    values undefined; here the initialisation runs, which gives values as undefined to the caller, at its cost."""
+    if "device" not in inspect.signature(module_cls).parameters:
+        raise RuntimeError("Module must support a 'device' arg to skip initialization")
+    return module_cls(*args, **kwargs)
+
+
+_MEMORY_FORMATS = ("memory formats (channels_last): a NumPy array's strides are NumPy's own; tinyattn has no "
+                   "layout to convert")
+convert_conv2d_weight_memory_format = refused("torch.nn.utils.convert_conv2d_weight_memory_format", _MEMORY_FORMATS)
+convert_conv3d_weight_memory_format = refused("torch.nn.utils.convert_conv3d_weight_memory_format", _MEMORY_FORMATS)
+
+
 def __getattr__(name):
-    raise AttributeError(f"tinyattn.compat.nn.utils has no `{name}` yet")
+    raise missing(__name__, name)

@@ -1,0 +1,3 @@
+"""``torch.backends.miopen``: AMD's MIOpen, not used; flags only."""
+
+immediate = False

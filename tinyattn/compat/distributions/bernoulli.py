@@ -1,0 +1,5 @@
+"""``torch.distributions.bernoulli``: ``Bernoulli``."""
+
+from . import Bernoulli  # noqa: F401
+
+__all__ = ["Bernoulli"]

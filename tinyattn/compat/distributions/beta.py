@@ -1,0 +1,5 @@
+"""``torch.distributions.beta``: ``Beta``."""
+
+from . import Beta  # noqa: F401
+
+__all__ = ["Beta"]

@@ -1,0 +1,5 @@
+"""``torch.distributions.distribution``: ``Distribution``."""
+
+from . import Distribution  # noqa: F401
+
+__all__ = ["Distribution"]

@@ -1,0 +1,5 @@
+"""``torch.distributions.exponential``: ``Exponential``."""
+
+from . import Exponential  # noqa: F401
+
+__all__ = ["Exponential"]

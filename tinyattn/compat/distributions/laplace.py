@@ -1,0 +1,5 @@
+"""``torch.distributions.laplace``: ``Laplace``."""
+
+from . import Laplace  # noqa: F401
+
+__all__ = ["Laplace"]

@@ -1,0 +1,5 @@
+"""``torch.distributions.one_hot_categorical``: ``OneHotCategorical``."""
+
+from . import OneHotCategorical  # noqa: F401
+
+__all__ = ["OneHotCategorical"]

@@ -1,0 +1,145 @@
+"""What compat leaves out on purpose, and why: torch's names that this package does not and will not provide.
+
+Each entry is a pattern over torch's qualified names (``fnmatch``: ``*`` matches anything) and the reason. Asking
+compat for such a name raises an ``AttributeError`` that gives the reason; the inventory
+(``tests/compat/inventory.py``) counts these names as *out of scope*.
+
+>>> from tinyattn.compat.scope import out_of_scope
+>>> out_of_scope("torch.quantize_per_tensor")
+'quantization: tinyattn computes in floating point only'
+>>> out_of_scope("torch.nn.Linear") is None
+True
+>>> import tinyattn.compat as torch
+>>> torch.fft
+Traceback (most recent call last):
+...
+AttributeError: tinyattn.compat has no `fft`: out of scope (spectral ops (FFT, STFT, signal windows): ...)
+"""
+
+from fnmatch import fnmatchcase
+
+_JIT = "TorchScript's and the dispatcher's internals: tinyattn runs Python and never traces or scripts a model"
+_QUANT = "quantization: tinyattn computes in floating point only"
+_SPARSE = "sparse layouts: tinyattn's arrays are dense (NumPy's)"
+_COMPLEX = "complex numbers: tinyattn's ops and gradients are written for real tensors"
+_STORAGE = "storages: a tinyattn tensor is a NumPy array, whose memory NumPy owns"
+_KERNELS = "one backend's kernel (cuDNN, MIOpen, oneDNN, FBGEMM) or ATen's internal form of an op: call the op itself"
+_COPIES = "the `_copy` forms that functionalization uses: the view op, then `.clone()`, gives the same"
+_SYMBOLIC = "symbolic shapes for torch.export and torch.compile's tracing: compat's shapes are Python ints"
+_DTYPES = "a dtype NumPy has no arithmetic for (sub-byte, float8, packed bits)"
+_DECOMP = ("a linear-algebra decomposition or solver: tinyattn differentiates the products and norms attention uses; "
+           "numpy.linalg gives the values without gradients")
+_SPECTRAL = "spectral ops (FFT, STFT, signal windows): NumPy's numpy.fft gives the values without gradients"
+_SPECIAL = "special functions beyond the op set (gamma family, Bessel): scipy.special gives the values"
+_DEVICE = "an accelerator or device runtime other than CUDA (XPU, MTIA, MPS, IPU, Vulkan, XLA, MAIA)"
+_SUBSYSTEM = "a torch subsystem that is not about training a model in one Python process"
+_GLOBAL_HOOKS = ("hooks on every module of the process: a process-wide switch every call would read (tinyattn keeps "
+                 "none); register the hook on the modules themselves (register_forward_hook…)")
+
+OUT_OF_SCOPE = [
+    # TorchScript, the dispatcher and torch's C++ types
+    *[(f"torch.{n}", _JIT) for n in (
+        "*Type", "Script*", "Graph", "GraphExecutorState", "Node", "Block", "Value", "Use", "Code",
+        "CompilationUnit", "ConcreteModuleType*", "FunctionSchema", "Argument", "ArgumentSpec", "CompleteArgumentSpec",
+        "AliasDb", "FileCheck", "ErrorReport", "JITException", "CallStack", "Gradient", "ExecutionPlan",
+        "IODescriptor", "InferredType", "LiteScriptModule", "StaticModule", "TracingState", "DeepCopyMemoTable",
+        "DeserializationStorageContext", "SerializationStorageContext", "PyTorchFileReader", "PyTorchFileWriter",
+        "import_ir_module*", "parse_ir", "parse_schema", "parse_type_comment", "merge_type_from_type_comment",
+        "unify_type_list", "fork", "wait", "Future", "Capsule", "OperatorInfo", "Tag", "DispatchKey*",
+        "ExcludeDispatchKeyGuard", "DisableTorchFunction*", "AggregationType", "AVG", "SUM", "BenchmarkConfig",
+        "BenchmarkExecutionStats", "ThroughputBenchmark", "LockingLogger", "NoopLogger", "cpp", "classes", "ops",
+        "library", "fx", "export", "compiler", "jit", "package", "overrides", "return_types", "_*",
+        "Tensor.__torch_dispatch__", "Tensor.__torch_function__", "Tensor.as_subclass", "Tensor.module_load",
+        "Tensor.output_nr", "Tensor.name", "Tensor.grad_dtype", "Tensor.volatile", "Tensor.reinforce",
+        "nn.functional.boolean_dispatch", "nn.functional.handle_torch_function", "nn.functional.has_torch_function*",
+        "nn.functional.BroadcastingList*", "nn.functional.assert_int_or_pair", "nn.functional.DType",
+        "nn.functional.TYPE_CHECKING", "nn.functional.*_notes", "nn.functional.Tensor",
+        "func.debug_unwrap", "func.functionalize", "autograd.enforce_grad_layout_policy")],
+    # quantization
+    *[(f"torch.{n}", _QUANT) for n in (
+        "quantiz*", "dequantize", "fake_quantize*", "q_*", "qint*", "quint*", "qscheme", "int_repr", "choose_qparams*",
+        "empty_quantized", "ao", "Tensor.q_*", "Tensor.dequantize", "Tensor.int_repr", "Tensor.qscheme",
+        "Tensor.is_quantized", "nn.quantiz*", "nn.qat", "nn.intrinsic", "nn.functional.scaled_*mm",
+        "nn.functional.grouped_mm", "nn.functional.ScalingType", "nn.functional.SwizzleType")],
+    # sparse layouts
+    *[(f"torch.{n}", _SPARSE) for n in (
+        "sparse*", "*indices_copy", "values_copy", "smm", "hsmm", "dsmm", "spmm", "sspaddmm", "saddmm", "hspmm",
+        "resize_as_sparse_", "Tensor.to_sparse*", "Tensor.is_sparse*", "Tensor.coalesce", "Tensor.is_coalesced",
+        "Tensor.indices", "Tensor.values", "Tensor.*indices", "Tensor.sparse_*", "Tensor.dense_dim", "Tensor.to_dense",
+        "Tensor.smm", "Tensor.sspaddmm", "Tensor.resize_as_sparse_",
+        "nn.modules.sparse.EmbeddingBag")],
+    # complex numbers
+    *[(f"torch.{n}", _COMPLEX) for n in (
+        "complex*", "cfloat", "cdouble", "chalf", "polar", "view_as_complex*", "view_as_real*", "conj*",
+        "resolve_conj", "resolve_neg", "is_conj", "is_neg", "angle", "imag", "real", "Tensor.__complex__",
+        "Tensor.cfloat", "Tensor.cdouble", "Tensor.chalf", "Tensor.conj*", "Tensor.resolve_*", "Tensor.is_conj",
+        "Tensor.is_neg", "Tensor.angle", "Tensor.imag", "Tensor.real", "Tensor.H", "Tensor.mH", "Tensor.adjoint",
+        "adjoint")],
+    # storages
+    *[(f"torch.{n}", _STORAGE) for n in (
+        "*Storage", "storage", "is_storage", "from_file", "Tensor.storage*", "Tensor.untyped_storage",
+        "Tensor.data_ptr", "Tensor.const_data_ptr", "Tensor.set_", "Tensor.is_set_to", "Tensor.share_memory_",
+        "Tensor.is_shared", "Tensor.record_stream", "Tensor.__cuda_array_interface__", "Tensor.__dlpack*",
+        "Tensor.resize*", "Tensor.new_empty_strided", "empty_strided", "empty_permuted", "Tensor.dim_order")],
+    # backend kernels and ATen internals
+    *[(f"torch.{n}", _KERNELS) for n in (
+        "cudnn_*", "miopen_*", "mkldnn_*", "fbgemm_*", "native_*", "batch_norm_*", "conv_tbc", "convolution",
+        "affine_grid_generator", "grid_sampler*", "embedding_renorm_", "rnn_relu*", "rnn_tanh*", "lstm", "lstm_cell",
+        "gru", "gru_cell", "quantized_*", "feature_dropout*", "feature_alpha_dropout_", "alpha_dropout_",
+        "Tensor.to_mkldnn", "Tensor.is_mkldnn", "nn.functional.native_channel_shuffle", "nn.functional.conv_tbc",
+        "hash_tensor", "Tensor.hash_tensor", "thread_safe_generator")],
+    (r"torch.*_copy", _COPIES), ("torch.Tensor.narrow_copy", _COPIES),
+    # symbolic shapes
+    *[(f"torch.{n}", _SYMBOLIC) for n in ("Sym*", "sym_*", "cond")],
+    # dtypes NumPy cannot compute in
+    *[(f"torch.{n}", _DTYPES) for n in ("float8_*", "float4_*", "bits*", "bit", "int1", "int2", "int3", "int4",
+                                        "int5", "int6", "int7", "uint1", "uint2", "uint3", "uint4", "uint5",
+                                        "uint6", "uint7")],
+    # decompositions and solvers
+    *[(f"torch.{n}", _DECOMP) for n in (
+        "svd", "qr", "cholesky*", "det", "slogdet", "logdet", "inverse", "pinverse", "lu*", "triangular_solve",
+        "lobpcg", "geqrf", "orgqr", "ormqr", "matrix_exp", "Tensor.svd", "Tensor.qr", "Tensor.cholesky*",
+        "Tensor.det", "Tensor.slogdet", "Tensor.logdet", "Tensor.inverse", "Tensor.pinverse", "Tensor.lu*",
+        "Tensor.triangular_solve", "Tensor.geqrf", "Tensor.orgqr", "Tensor.ormqr", "Tensor.matrix_exp",
+        "Tensor.eig", "Tensor.symeig", "Tensor.lstsq", "Tensor.solve", "linalg.LinAlgError", "linalg.cholesky*",
+        "linalg.cond", "linalg.det", "linalg.eig*", "linalg.householder_product", "linalg.inv*", "linalg.ldl_*",
+        "linalg.lstsq", "linalg.lu*", "linalg.matrix_exp", "linalg.matrix_rank", "linalg.pinv", "linalg.qr",
+        "linalg.slogdet", "linalg.solve*", "linalg.svd*", "linalg.tensorinv", "linalg.tensorsolve",
+        "linalg.common_notes")],
+    # spectral
+    *[(f"torch.{n}", _SPECTRAL) for n in ("fft", "signal", "stft", "istft", "*_window", "Tensor.stft",
+                                         "Tensor.istft")],
+    # special functions
+    *[(f"torch.{n}", _SPECIAL) for n in ("special", "i0*", "igamma*", "polygamma", "mvlgamma", "digamma",
+                                        "Tensor.i0*", "Tensor.igamma*", "Tensor.polygamma*", "Tensor.mvlgamma*",
+                                        "Tensor.digamma*")],
+    # other devices
+    *[(f"torch.{n}", _DEVICE) for n in ("xpu", "mtia", "mps", "is_vulkan_available", "Tensor.xpu", "Tensor.ipu",
+                                       "Tensor.mtia", "Tensor.is_xpu", "Tensor.is_ipu", "Tensor.is_mtia",
+                                       "Tensor.is_maia", "Tensor.is_mps", "Tensor.is_vulkan", "Tensor.is_xla",
+                                       "Tensor.is_meta", "accelerator", "AcceleratorError", "Stream", "Event")],
+    ("torch.nn.modules.module.register_module_*", _GLOBAL_HOOKS),
+    # torch's other subsystems
+    *[(f"torch.{n}", _SUBSYSTEM) for n in ("hub", "profiler", "monitor", "testing", "masked", "nested",
+                                          "quasirandom", "multiprocessing", "futures", "torch_version",
+                                          "Tensor.is_nested", "Tensor.to_padded_tensor", "Tensor.map_",
+                                          "Tensor.map2_", "Tensor.apply_")],
+]
+
+
+def out_of_scope(qualified_name):
+    """The reason ``qualified_name`` (``"torch.fft"``, ``"torch.Tensor.to_sparse"``) is out of scope, or ``None``."""
+    for pattern, reason in OUT_OF_SCOPE:
+        if fnmatchcase(qualified_name, pattern):
+            return reason
+    return None
+
+
+def missing(module_name, name):
+    """The ``AttributeError`` for a name compat's module ``module_name`` (``"tinyattn.compat.nn"``) lacks: with the
+    reason where torch's name is out of scope, else saying it is not there yet."""
+    torch_name = "torch" + module_name[len("tinyattn.compat"):] + "." + name
+    reason = out_of_scope(torch_name)
+    if reason is not None:
+        return AttributeError(f"{module_name} has no `{name}`: out of scope ({reason})", name=name)
+    return AttributeError(f"{module_name} has no `{name}` yet", name=name)
