@@ -1,4 +1,9 @@
-"""``torch.utils.data``: datasets, samplers, ``DataLoader`` and its default collation.
+"""``torch.utils.data``: the native ``ta.utils.data`` (datasets, samplers, ``DataLoader``), whose batches here are
+compat tensors. A ``torch.Generator`` drives the random samplers, ``random_split`` and ``shuffle=True``.
+
+Batches are loaded in the calling process whatever ``num_workers`` says (the same batches, in the same order,
+as torch's workers deliver them from a map-style dataset); ``pin_memory`` changes nothing on the host.
+``DistributedSampler`` is refused: there is one process, whose sampler is the whole dataset's.
 
 >>> import tinyattn.compat as torch
 >>> from tinyattn.compat.utils.data import DataLoader, TensorDataset
@@ -8,13 +13,28 @@
 [([0.0, 1.0, 2.0, 3.0], [0, 1, 0, 1]), ([4.0, 5.0, 6.0, 7.0], [0, 1, 0, 1])]
 """
 
+from ...refusals import refused
 from .dataloader import DataLoader, default_collate, default_convert, get_worker_info
-from .dataset import ConcatDataset, Dataset, IterableDataset, Subset, TensorDataset, random_split
-from .sampler import BatchSampler, RandomSampler, Sampler, SequentialSampler, SubsetRandomSampler
+from .dataset import (
+    ChainDataset,
+    ConcatDataset,
+    Dataset,
+    IterableDataset,
+    StackDataset,
+    Subset,
+    TensorDataset,
+    random_split,
+)
+from .sampler import BatchSampler, RandomSampler, Sampler, SequentialSampler, SubsetRandomSampler, WeightedRandomSampler
 
-__all__ = ["Dataset", "IterableDataset", "TensorDataset", "ConcatDataset", "Subset", "random_split", "Sampler",
-           "SequentialSampler", "RandomSampler", "SubsetRandomSampler", "BatchSampler", "DataLoader",
-           "default_collate", "default_convert", "get_worker_info"]
+__all__ = ["Dataset", "IterableDataset", "TensorDataset", "StackDataset", "ConcatDataset", "ChainDataset", "Subset",
+           "random_split", "Sampler", "SequentialSampler", "RandomSampler", "SubsetRandomSampler",
+           "WeightedRandomSampler", "BatchSampler", "DistributedSampler", "DataLoader", "default_collate",
+           "default_convert", "get_worker_info"]
+
+DistributedSampler = refused(
+    "torch.utils.data.DistributedSampler",
+    "there is one process and no process group to split the dataset across; use RandomSampler or a Subset")
 
 
 def __getattr__(name):
