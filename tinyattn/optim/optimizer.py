@@ -182,8 +182,13 @@ class Optimizer:
                     f"but its groups list parameters {sorted(params, key=repr)}"
                 )
             param = params[index]
-            state[param] = {name: _state_value(value, param, index, name) for name, value in values.items()}
+            state[param] = {name: self._loaded_state_value(value, param, index, name) for name, value in values.items()}
         self.state, self.param_groups = state, param_groups
+
+    def _loaded_state_value(self, value, param, index, name):
+        """One loaded state entry, checked and put on ``param``'s device: an array of the parameter's shape or a
+        number (an optimizer whose state holds other shapes says so here)."""
+        return _state_value(value, param, index, name)
 
     def __repr__(self):
         lines = [f"{type(self).__name__} ("]
@@ -213,8 +218,9 @@ def grad_of(p):
     return p._grad
 
 
-def _state_value(value, param, index, name):
-    """A copy of one loaded state entry on ``param``'s device (and dtype, if floating-point)."""
+def _state_value(value, param, index, name, shape=None):
+    """A copy of one loaded state entry on ``param``'s device (and dtype, if floating-point), of ``shape`` (the
+    parameter's by default) if it is an array."""
     if isinstance(value, Tensor):
         value = value._data
     if isinstance(value, np.generic):  # a NumPy scalar step would make the update's scalars float64
@@ -226,10 +232,11 @@ def _state_value(value, param, index, name):
             f"loaded state dict's {name!r} for parameter {index} is a {type(value).__name__}; "
             "expected an array or a number"
         )
-    if tuple(value.shape) != param.shape:
+    shape = param.shape if shape is None else tuple(shape)
+    if tuple(value.shape) != shape:
         raise ValueError(
             f"loaded state dict's {name!r} for parameter {index} has shape {tuple(value.shape)}, "
-            f"the parameter has shape {param.shape}"
+            f"expected {shape}" + (" (the parameter's)" if shape == param.shape else "")
         )
     dtype = param.dtype if value.dtype.kind == "f" else value.dtype
     return backend.to_device(value, param.device).astype(dtype)  # astype copies
