@@ -1,9 +1,9 @@
 """Optimizers and learning-rate schedules, with PyTorch's names, arguments and update formulas.
 
 Every optimizer of ``torch.optim`` for dense tensors: ``SGD``, ``Adam``, ``AdamW``, ``Adamax``, ``NAdam``,
-``RAdam``, ``Adagrad``, ``Adadelta``, ``RMSprop``, ``Rprop``, ``ASGD``, ``Adafactor`` and the closure-driven
-``LBFGS``. Each updates ``p.data`` in place from ``p.grad``; parameters whose gradient is ``None`` are
-skipped. ``lr_scheduler`` changes the groups' ``lr`` between steps.
+``RAdam``, ``Adagrad``, ``Adadelta``, ``RMSprop``, ``Rprop``, ``ASGD``, ``Adafactor``, ``Muon`` and the
+closure-driven ``LBFGS``. Each updates ``p.data`` in place from ``p.grad``; parameters whose gradient is ``None``
+are skipped. ``lr_scheduler`` changes the groups' ``lr`` between steps.
 
 >>> import tinyattn as ta
 >>> from tinyattn import optim
@@ -24,9 +24,10 @@ from .adam import Adam, AdamW
 from .adam_variants import Adamax, NAdam, RAdam
 from .asgd import ASGD
 from .lbfgs import LBFGS
+from .muon import Muon
 from .optimizer import Optimizer
 from .rmsprop import RMSprop, Rprop
 from .sgd import SGD
 
 __all__ = ["Optimizer", "SGD", "Adam", "AdamW", "Adamax", "NAdam", "RAdam", "Adagrad", "Adadelta", "RMSprop", "Rprop",
-           "ASGD", "Adafactor", "LBFGS", "lr_scheduler"]
+           "ASGD", "Adafactor", "Muon", "LBFGS", "lr_scheduler"]

@@ -17,12 +17,12 @@ RuntimeError: AdamW(fused=True): fused optimizers are CUDA kernels, which tinyat
 """
 
 from ... import optim as _native
-from ...optim import LBFGS, Optimizer
+from ...optim import LBFGS, Muon, Optimizer
 from ..refusals import refused
 from . import lr_scheduler
 
 __all__ = ["Optimizer", "SGD", "Adam", "AdamW", "Adamax", "NAdam", "RAdam", "Adagrad", "Adadelta", "RMSprop", "Rprop",
-           "ASGD", "Adafactor", "LBFGS", "SparseAdam", "lr_scheduler"]
+           "ASGD", "Adafactor", "Muon", "LBFGS", "SparseAdam", "lr_scheduler"]
 
 SparseAdam = refused("torch.optim.SparseAdam", "tensors here are dense and gradients are dense; use torch.optim.Adam "
                      "(the same update on every coordinate)")
