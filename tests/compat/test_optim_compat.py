@@ -76,3 +76,18 @@ def test_sparse_adam_is_refused_and_schedulers_are_all_there():
                                                                                                "Plateau"))]
     missing = [n for n in schedulers if not hasattr(compat.optim.lr_scheduler, n)]
     assert not missing and compat.optim.lr_scheduler._LRScheduler is compat.optim.lr_scheduler.LRScheduler
+
+
+def test_swa_utils_average_compat_models_as_torch():
+    rng = np.random.default_rng(2)
+    weights = [rng.standard_normal((1, 2)).astype(np.float32) for _ in range(3)]
+    results = []
+    for lib in (torch, compat):
+        model = lib.nn.Linear(2, 1, bias=False)
+        averaged = lib.optim.swa_utils.AveragedModel(model, multi_avg_fn=lib.optim.swa_utils.get_ema_multi_avg_fn(0.9))
+        for weight in weights:
+            with lib.no_grad():
+                model.weight.copy_(lib.tensor(weight))
+            averaged.update_parameters(model)
+        results.append(averaged(lib.ones(1, 2)).detach().numpy())
+    np.testing.assert_allclose(results[1], results[0], rtol=1e-6)

@@ -34,6 +34,7 @@ NAMESPACES = [
     ("tinyattn.nn.utils", None),
     ("tinyattn.optim", None),
     ("tinyattn.optim.lr_scheduler", None),
+    ("tinyattn.optim.swa_utils", None),
     ("tinyattn.autograd", None),
     ("tinyattn.autograd.functional", None),
     ("tinyattn.autograd.forward_ad", None),

@@ -3,7 +3,7 @@
 Every optimizer of ``torch.optim`` for dense tensors: ``SGD``, ``Adam``, ``AdamW``, ``Adamax``, ``NAdam``,
 ``RAdam``, ``Adagrad``, ``Adadelta``, ``RMSprop``, ``Rprop``, ``ASGD``, ``Adafactor``, ``Muon`` and the
 closure-driven ``LBFGS``. Each updates ``p.data`` in place from ``p.grad``; parameters whose gradient is ``None``
-are skipped. ``lr_scheduler`` changes the groups' ``lr`` between steps.
+are skipped. ``lr_scheduler`` changes the groups' ``lr`` between steps; ``swa_utils`` averages a model's weights.
 
 >>> import tinyattn as ta
 >>> from tinyattn import optim
@@ -17,7 +17,7 @@ are skipped. ``lr_scheduler`` changes the groups' ``lr`` between steps.
 0.375
 """
 
-from . import lr_scheduler
+from . import lr_scheduler, swa_utils
 from .adafactor import Adafactor
 from .adagrad import Adadelta, Adagrad
 from .adam import Adam, AdamW
@@ -30,4 +30,4 @@ from .rmsprop import RMSprop, Rprop
 from .sgd import SGD
 
 __all__ = ["Optimizer", "SGD", "Adam", "AdamW", "Adamax", "NAdam", "RAdam", "Adagrad", "Adadelta", "RMSprop", "Rprop",
-           "ASGD", "Adafactor", "Muon", "LBFGS", "lr_scheduler"]
+           "ASGD", "Adafactor", "Muon", "LBFGS", "lr_scheduler", "swa_utils"]

@@ -19,10 +19,10 @@ RuntimeError: AdamW(fused=True): fused optimizers are CUDA kernels, which tinyat
 from ... import optim as _native
 from ...optim import LBFGS, Muon, Optimizer
 from ..refusals import refused
-from . import lr_scheduler
+from . import lr_scheduler, swa_utils
 
 __all__ = ["Optimizer", "SGD", "Adam", "AdamW", "Adamax", "NAdam", "RAdam", "Adagrad", "Adadelta", "RMSprop", "Rprop",
-           "ASGD", "Adafactor", "Muon", "LBFGS", "SparseAdam", "lr_scheduler"]
+           "ASGD", "Adafactor", "Muon", "LBFGS", "SparseAdam", "lr_scheduler", "swa_utils"]
 
 SparseAdam = refused("torch.optim.SparseAdam", "tensors here are dense and gradients are dense; use torch.optim.Adam "
                      "(the same update on every coordinate)")
