@@ -268,3 +268,34 @@ def test_muon_matches_torch(seed, shape, lr, weight_decay, momentum, nesterov, a
     assert np.all((singular_values > 0.6) & (singular_values < 1.25))  # orthogonalised: every value near 1
     with pytest.raises(ValueError, match="2D"):
         optim.Muon([ta.ones(3, requires_grad=True)])
+
+
+@pytest.mark.parametrize("name", ["Adagrad", "RMSprop", "NAdam"])
+def test_swap_in_params_and_state_steps_them_and_restores_the_live_ones_as_torch(name):
+    ours_class, torch_class, _ = OPTIMIZERS[name]
+    rng = np.random.default_rng(5)
+    live, swapped, grads = ([rng.standard_normal(shape) for shape in SHAPES] for _ in range(3))
+    results = []
+    with torch_float64():
+        for lib, make in ((ta, ours_class), (torch, torch_class)):
+            params = [lib.tensor(v.copy(), requires_grad=True) for v in live]
+            opt = make([{"params": params[:1]}, {"params": params[1:], "lr": 0.05}], lr=0.1)
+            for p, g in zip(params, grads):
+                p.grad = g.copy() if lib is ta else torch.tensor(g)
+            opt.step()
+            before = (opt.state_dict(), [p.detach().numpy().copy() for p in params])
+            others = {str(i): lib.tensor(v.copy(), requires_grad=True) for i, v in enumerate(swapped)}
+            for p, g in zip(others.values(), grads):
+                p.grad = 2 * g if lib is ta else torch.tensor(2 * g)
+            state = opt.state_dict()
+            state["param_groups"][1]["lr"] = 0.3
+            swap = (optim if lib is ta else torch.optim).swap_in_optimizer_params_and_state
+            with swap(opt, others, state):
+                opt.step()
+            after = (opt.state_dict(), [p.detach().numpy() for p in params])
+            assert [g["lr"] for g in after[0]["param_groups"]] == [0.1, 0.05]
+            for a, b in zip(before[1], after[1]):
+                np.testing.assert_array_equal(a, b)
+            results.append([p.detach().numpy() for p in others.values()])
+    for ours, theirs in zip(*results):
+        np.testing.assert_allclose(ours, theirs, **TOLERANCE)

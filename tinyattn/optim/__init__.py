@@ -25,9 +25,9 @@ from .adam_variants import Adamax, NAdam, RAdam
 from .asgd import ASGD
 from .lbfgs import LBFGS
 from .muon import Muon
-from .optimizer import Optimizer
+from .optimizer import Optimizer, swap_in_optimizer_params_and_state
 from .rmsprop import RMSprop, Rprop
 from .sgd import SGD
 
 __all__ = ["Optimizer", "SGD", "Adam", "AdamW", "Adamax", "NAdam", "RAdam", "Adagrad", "Adadelta", "RMSprop", "Rprop",
-           "ASGD", "Adafactor", "Muon", "LBFGS", "lr_scheduler", "swa_utils"]
+           "ASGD", "Adafactor", "Muon", "LBFGS", "swap_in_optimizer_params_and_state", "lr_scheduler", "swa_utils"]

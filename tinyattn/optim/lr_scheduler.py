@@ -168,7 +168,7 @@ _LRScheduler = LRScheduler
 def _copied(value):
     if isinstance(value, collections.Counter):
         return collections.Counter(value)
-    return list(value) if isinstance(value, (list, tuple)) and not isinstance(value, tuple) else value
+    return list(value) if isinstance(value, list) else value
 
 
 class LambdaLR(LRScheduler):

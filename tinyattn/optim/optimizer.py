@@ -25,6 +25,7 @@ across the groups::
 [1]
 """
 
+import contextlib
 import copy
 import numbers
 
@@ -240,3 +241,54 @@ def _state_value(value, param, index, name, shape=None):
         )
     dtype = param.dtype if value.dtype.kind == "f" else value.dtype
     return backend.to_device(value, param.device).astype(dtype)  # astype copies
+
+
+@contextlib.contextmanager
+def swap_in_optimizer_params_and_state(optimizer, swapin_parameters, swapin_optim_state):
+    """Inside the ``with`` block, ``optimizer`` works on other parameters and state; on leaving, its own come back.
+
+    ``swapin_parameters`` maps names to tensors, in the order of the optimizer's parameters across its groups
+    (``model.named_parameters()``'s, usually); ``swapin_optim_state`` is shaped as ``optimizer.state_dict()``:
+    its ``"state"`` by parameter index, its ``"param_groups"`` with each group's options and indices. The arrays
+    of that state are used as they are, so a ``step()`` inside updates them (and the swapped-in parameters) in
+    place; the live parameters, state and options are not touched.
+
+    >>> import tinyattn as ta
+    >>> from tinyattn import optim
+    >>> w = ta.ones(2, requires_grad=True)
+    >>> opt = optim.SGD([w], lr=0.5, momentum=0.9)
+    >>> w.grad = ta.ones(2).data
+    >>> opt.step()
+    >>> other = ta.zeros(2, requires_grad=True)
+    >>> other.grad = ta.ones(2).data
+    >>> saved = opt.state_dict()
+    >>> with optim.swap_in_optimizer_params_and_state(opt, {"w": other}, saved):
+    ...     opt.step()
+    >>> other.tolist(), w.tolist(), saved["state"][0]["momentum_buffer"].tolist()
+    ([-0.949999988079071, -0.949999988079071], [0.5, 0.5], [1.899999976158142, 1.899999976158142])
+    """
+    params = list(swapin_parameters.values())
+    counts = [len(group["params"]) for group in optimizer.param_groups]
+    saved_groups = swapin_optim_state["param_groups"]
+    if len(params) != sum(counts) or [len(g["params"]) for g in saved_groups] != counts:
+        raise ValueError(f"swap_in_optimizer_params_and_state: the optimizer's groups hold {counts} parameters; got "
+                         f"{len(params)} parameters and a state whose groups hold "
+                         f"{[len(g['params']) for g in saved_groups]}")
+    live_groups = [dict(group) for group in optimizer.param_groups]
+    live_state = optimizer.state
+    state, start = {}, 0
+    for group, saved, count in zip(optimizer.param_groups, saved_groups, counts):
+        group.update({key: value for key, value in saved.items() if key != "params"})
+        group["params"] = params[start:start + count]
+        for index, p in zip(saved["params"], group["params"]):
+            if index in swapin_optim_state["state"]:
+                state[p] = swapin_optim_state["state"][index]
+        start += count
+    optimizer.state = state
+    try:
+        yield
+    finally:
+        for group, live in zip(optimizer.param_groups, live_groups):
+            group.clear()
+            group.update(live)
+        optimizer.state = live_state

@@ -17,12 +17,13 @@ RuntimeError: AdamW(fused=True): fused optimizers are CUDA kernels, which tinyat
 """
 
 from ... import optim as _native
-from ...optim import LBFGS, Muon, Optimizer
+from ...optim import LBFGS, Muon, Optimizer, swap_in_optimizer_params_and_state
 from ..refusals import refused
 from . import lr_scheduler, swa_utils
 
 __all__ = ["Optimizer", "SGD", "Adam", "AdamW", "Adamax", "NAdam", "RAdam", "Adagrad", "Adadelta", "RMSprop", "Rprop",
-           "ASGD", "Adafactor", "Muon", "LBFGS", "SparseAdam", "lr_scheduler", "swa_utils"]
+           "ASGD", "Adafactor", "Muon", "LBFGS", "SparseAdam", "swap_in_optimizer_params_and_state", "lr_scheduler",
+           "swa_utils"]
 
 SparseAdam = refused("torch.optim.SparseAdam", "tensors here are dense and gradients are dense; use torch.optim.Adam "
                      "(the same update on every coordinate)")
