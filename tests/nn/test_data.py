@@ -252,3 +252,6 @@ def test_compat_re_exports_the_native_classes_and_refuses_distributed_sampling()
     assert issubclass(compat_data.DataLoader, data.DataLoader)
     with pytest.raises(NotImplementedError, match="DistributedSampler"):
         compat_data.DistributedSampler(range(4))
+    for name in ("IterDataPipe", "MapDataPipe", "functional_datapipe", "runtime_validation"):
+        with pytest.raises(NotImplementedError, match="DataPipes are deprecated"):
+            getattr(compat_data, name)()
