@@ -792,12 +792,5 @@ def test_sequential_schedules_give_torchs_rates():
         with pytest.raises(ValueError, match="one more than the number of milestone"):
             lib.optim.lr_scheduler.SequentialLR(optimizer, [lib.optim.lr_scheduler.StepLR(optimizer, 2)], [1])
         with pytest.raises(ValueError, match="momentum or beta1"):
-            lib.optim.lr_scheduler.OneCycleLR(lib.optim.Adagrad([lib.nn.Parameter(lib.ones(1))])
-                                              if lib is torch else _NoMomentum(), max_lr=1.0, total_steps=5)
-
-
-class _NoMomentum:
-    """An optimizer without momentum or betas (compat has no Adagrad)."""
-
-    defaults = {"lr": 0.1}
-    param_groups = [{"lr": 0.1, "params": []}]
+            lib.optim.lr_scheduler.OneCycleLR(lib.optim.Adagrad([lib.nn.Parameter(lib.ones(1))]), max_lr=1.0,
+                                              total_steps=5)

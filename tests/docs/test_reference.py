@@ -1,10 +1,10 @@
 """The API reference covers the public API.
 
 Every callable a user reaches (``ta.*`` but the dtypes, ``Tensor``'s methods and properties, ``ta.nn``,
-``ta.nn.functional``, ``ta.nn.init``, ``ta.optim``, ``ta.autograd``, ``ta.func``, ``ta.utils``, ``ta.testing``,
-``ta.viz``, ``ta.interop``, ``ta.pretrained``) has a docstring, the docstring has a ``>>>`` example, and the callable is
-rendered on one of the pages under ``docs/api/`` by a ``::: path`` entry (a class's members by the entry's
-``members:`` list, or, without one, every public member the class defines). Each test names all the
+``ta.nn.functional``, ``ta.nn.init``, ``ta.optim``, ``ta.autograd``, ``ta.func``, ``ta.utils``, ``ta.utils.data``,
+``ta.testing``, ``ta.viz``, ``ta.interop``, ``ta.pretrained``) has a docstring, the docstring has a ``>>>`` example,
+and the callable is rendered on one of the pages under ``docs/api/`` by a ``::: path`` entry (a class's members by
+the entry's ``members:`` list, or, without one, every public member the class defines). Each test names all the
 callables that fail it, not only the first.
 
 A name that a floor offers to the floors above it (the fast layer, compat) rather than to users is listed in
@@ -36,11 +36,13 @@ NAMESPACES = [
     ("tinyattn.nn.utils", None),
     ("tinyattn.optim", None),
     ("tinyattn.optim.lr_scheduler", None),
+    ("tinyattn.optim.swa_utils", None),
     ("tinyattn.autograd", None),
     ("tinyattn.autograd.functional", None),
     ("tinyattn.autograd.forward_ad", None),
     ("tinyattn.func", None),
     ("tinyattn.utils", None),
+    ("tinyattn.utils.data", None),
     ("tinyattn.testing", None),
     ("tinyattn.viz", None),
     ("tinyattn.interop", None),

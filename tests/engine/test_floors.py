@@ -7,8 +7,8 @@ sideways within its floor, and the modules' imports form no cycle.
     3 ops and their helpers        the differentiable primitives, creation, masks, argument checks, autograd, and
                                    the op set by family (pointwise, comparison, reductions, sorting, shapes,
                                    indexing, products, linalg)
-    4 the reference layer          nn (functional and the layers), optim, interop, serialization, testing,
-                                   distributions
+    4 the reference layer          nn (functional and the layers), optim, utils (checkpointing, data), interop,
+                                   serialization, testing, distributions
     5 the fast layer               fast (compile, router, tuning, nodes, blocks, kernels, pool)
     6 on top                       compat, pretrained, viz, and the package's own __init__
 
@@ -36,7 +36,7 @@ FLOORS = {
     "tinyattn.indexing": 3, "tinyattn.products": 3, "tinyattn.linalg": 3,
     "tinyattn.autograd.functional": 6,  # Jacobians and Hessians, built on ta.func (vmap) as torch's are
     "tinyattn.nn": 4, "tinyattn.optim": 4, "tinyattn.interop": 4, "tinyattn.serialization": 4,
-    "tinyattn.testing": 4, "tinyattn.distributions": 4,
+    "tinyattn.testing": 4, "tinyattn.utils": 4, "tinyattn.checkpointing": 4, "tinyattn.distributions": 4,
     "tinyattn.fast": 5,
     "tinyattn.compat": 6, "tinyattn.pretrained": 6, "tinyattn.viz": 6, "tinyattn": 6,
 }

@@ -25,6 +25,7 @@ across the groups::
 [1]
 """
 
+import contextlib
 import copy
 import numbers
 
@@ -182,8 +183,13 @@ class Optimizer:
                     f"but its groups list parameters {sorted(params, key=repr)}"
                 )
             param = params[index]
-            state[param] = {name: _state_value(value, param, index, name) for name, value in values.items()}
+            state[param] = {name: self._loaded_state_value(value, param, index, name) for name, value in values.items()}
         self.state, self.param_groups = state, param_groups
+
+    def _loaded_state_value(self, value, param, index, name):
+        """One loaded state entry, checked and put on ``param``'s device: an array of the parameter's shape or a
+        number (an optimizer whose state holds other shapes says so here)."""
+        return _state_value(value, param, index, name)
 
     def __repr__(self):
         lines = [f"{type(self).__name__} ("]
@@ -213,8 +219,9 @@ def grad_of(p):
     return p._grad
 
 
-def _state_value(value, param, index, name):
-    """A copy of one loaded state entry on ``param``'s device (and dtype, if floating-point)."""
+def _state_value(value, param, index, name, shape=None):
+    """A copy of one loaded state entry on ``param``'s device (and dtype, if floating-point), of ``shape`` (the
+    parameter's by default) if it is an array."""
     if isinstance(value, Tensor):
         value = value._data
     if isinstance(value, np.generic):  # a NumPy scalar step would make the update's scalars float64
@@ -226,10 +233,62 @@ def _state_value(value, param, index, name):
             f"loaded state dict's {name!r} for parameter {index} is a {type(value).__name__}; "
             "expected an array or a number"
         )
-    if tuple(value.shape) != param.shape:
+    shape = param.shape if shape is None else tuple(shape)
+    if tuple(value.shape) != shape:
         raise ValueError(
             f"loaded state dict's {name!r} for parameter {index} has shape {tuple(value.shape)}, "
-            f"the parameter has shape {param.shape}"
+            f"expected {shape}" + (" (the parameter's)" if shape == param.shape else "")
         )
     dtype = param.dtype if value.dtype.kind == "f" else value.dtype
     return backend.to_device(value, param.device).astype(dtype)  # astype copies
+
+
+@contextlib.contextmanager
+def swap_in_optimizer_params_and_state(optimizer, swapin_parameters, swapin_optim_state):
+    """Inside the ``with`` block, ``optimizer`` works on other parameters and state; on leaving, its own come back.
+
+    ``swapin_parameters`` maps names to tensors, in the order of the optimizer's parameters across its groups
+    (``model.named_parameters()``'s, usually); ``swapin_optim_state`` is shaped as ``optimizer.state_dict()``:
+    its ``"state"`` by parameter index, its ``"param_groups"`` with each group's options and indices. The arrays
+    of that state are used as they are, so a ``step()`` inside updates them (and the swapped-in parameters) in
+    place; the live parameters, state and options are not touched.
+
+    >>> import tinyattn as ta
+    >>> from tinyattn import optim
+    >>> w = ta.ones(2, requires_grad=True)
+    >>> opt = optim.SGD([w], lr=0.5, momentum=0.9)
+    >>> w.grad = ta.ones(2).data
+    >>> opt.step()
+    >>> other = ta.zeros(2, requires_grad=True)
+    >>> other.grad = ta.ones(2).data
+    >>> saved = opt.state_dict()
+    >>> with optim.swap_in_optimizer_params_and_state(opt, {"w": other}, saved):
+    ...     opt.step()
+    >>> other.tolist(), w.tolist(), saved["state"][0]["momentum_buffer"].tolist()
+    ([-0.949999988079071, -0.949999988079071], [0.5, 0.5], [1.899999976158142, 1.899999976158142])
+    """
+    params = list(swapin_parameters.values())
+    counts = [len(group["params"]) for group in optimizer.param_groups]
+    saved_groups = swapin_optim_state["param_groups"]
+    if len(params) != sum(counts) or [len(g["params"]) for g in saved_groups] != counts:
+        raise ValueError(f"swap_in_optimizer_params_and_state: the optimizer's groups hold {counts} parameters; got "
+                         f"{len(params)} parameters and a state whose groups hold "
+                         f"{[len(g['params']) for g in saved_groups]}")
+    live_groups = [dict(group) for group in optimizer.param_groups]
+    live_state = optimizer.state
+    state, start = {}, 0
+    for group, saved, count in zip(optimizer.param_groups, saved_groups, counts):
+        group.update({key: value for key, value in saved.items() if key != "params"})
+        group["params"] = params[start:start + count]
+        for index, p in zip(saved["params"], group["params"]):
+            if index in swapin_optim_state["state"]:
+                state[p] = swapin_optim_state["state"][index]
+        start += count
+    optimizer.state = state
+    try:
+        yield
+    finally:
+        for group, live in zip(optimizer.param_groups, live_groups):
+            group.clear()
+            group.update(live)
+        optimizer.state = live_state

@@ -43,6 +43,11 @@ class Generator:
     def initial_seed(self):
         return self._initial_seed
 
+    def random(self, size=None):
+        """Uniform float64 draws in ``[0, 1)`` of shape ``size`` (NumPy's ``Generator.random``): what the native
+        samplers, ``random_split`` and ``shuffle=True`` draw from."""
+        return self.rng.random(size)
+
     def get_state(self):
         """The stream's state, as a dict ``set_state`` takes (torch gives a byte tensor)."""
         return {"seed": self._initial_seed, "bit_generator": dict(self.rng.bit_generator.state)}
