@@ -59,8 +59,9 @@ _REPEATED_INDEX = (
 KNOWN.update({
     **{(f"nn.functional.max_unpool{d}d", check): _REPEATED_INDEX for d in (1, 2, 3) for check in ("fd", "jvp", "vmap")},
     ("nn.functional.conv_transpose3d", "float16"): (
-        "NumPy's float16 matmul rounds its partial sums to float16 (torch's CPU kernel accumulates in float32): on "
-        "81-term sums that cancel near zero the two differ beyond float16's tolerance"),
+        "torch's float16 transposed convolution on the CPU is the less accurate one: on sample 0, against the float64 "
+        "result, torch's largest error is 0.32 and ours (float32 accumulation) 0.085, so the two differ beyond "
+        "float16's tolerance on 4 of 648 elements"),
 })
 
 # entry -> (error type, a regular expression its message matches): samples refused on purpose

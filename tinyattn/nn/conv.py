@@ -135,7 +135,10 @@ def convolution(input, weight, bias, stride, paddings, dilation, groups, name):
     cols = cols.reshape(N, g, C_in // g, L, math.prod(K))  # (N, g, C_in/g, L, K)
     cols = cols.permute(0, 1, 3, 2, 4).reshape(N, g, L, CK)  # (N, g, L, C_in/g·K)
     w = weight.reshape(g, C_out // g, CK).transpose(1, 2)  # (g, C_in/g·K, C_out/g)
-    y = ops.matmul(cols, w)  # (N, g, L, C_out/g)
+    if cols.dtype == np.float16:  # a sum of C_in/g·K float16 products: accumulated in float32, as torch's kernels do
+        y = ops.matmul(cols.float(), w.float()).to(np.float16)  # (N, g, L, C_out/g)
+    else:
+        y = ops.matmul(cols, w)  # (N, g, L, C_out/g)
     y = y.permute(0, 1, 3, 2).reshape(N, C_out, *out)  # (N, C_out, *O)
     if bias is not None:
         y = y + bias.reshape(C_out, *([1] * d))
