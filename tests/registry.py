@@ -79,6 +79,7 @@ import tinyattn as ta
 import tinyattn.compat as compat
 import tinyattn.nn.functional as F
 from tinyattn import testing as tt
+from tinyattn.distributions.distribution import digamma, lgamma
 from tinyattn.ops_extra import cumsum  # not in the native namespace yet (compat has it)
 
 TF = torch.nn.functional
@@ -521,6 +522,10 @@ ROWS = [
          ("Softmax", "MatMul")),
     # pointwise: the primitives of tinyattn/pointwise.py
     Spec("erfc", one(), ta.erfc, torch.erfc, "api order2 jvp vmap", ("Erfc",)),
+    # the distributions' special functions
+    Spec("lgamma", one(elements=tt.positive_arrays), lgamma, torch.lgamma, "api order2 jvp vmap", ("LogGamma",)),
+    Spec("digamma", one(elements=tt.positive_arrays), digamma, torch.digamma, "api order2 jvp vmap",
+         ("Polygamma",)),
     Spec("erfinv", one(elements=_inside_one), ta.erfinv, torch.erfinv, "api order2 jvp vmap", ("Erfinv",)),
     Spec("asin", one(elements=_inside_one), ta.asin, torch.asin, "api order2 jvp vmap", ("Asin",)),
     Spec("acos", one(elements=_inside_one), ta.acos, torch.acos, "api order2 jvp vmap", ("Acos",)),

@@ -41,6 +41,12 @@ EXCLUDED = {
     "NoGradElementwise": dict.fromkeys(("row", "jvp"), "never recorded: its inputs come detached, for its result (a "
                                        "comparison's, a bit operation's) carries no gradient and no tangent; "
                                        "tests/ops/test_opinfo.py checks its values and vmap"),
+    "StandardGamma": {
+        "row": "a random draw, no function of its input to compare: tests/nn/test_distributions.py checks its "
+               "gradient against torch's _standard_gamma_grad and the unbiasedness of the draws' gradients",
+        "jvp": "its implicit derivative is given to reverse mode alone (rsample's use); a tangent raises by name",
+        "batching": "a draw inside vmap raises by name: no batching rule",
+    },
     "Checkpoint": {"jvp": "never recorded while a forward-mode level is open: checkpoint runs the function as written",
                    "batching": "checkpoint inside vmap raises by name: no batching rule yet"},
 }

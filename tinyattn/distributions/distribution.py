@@ -21,27 +21,49 @@ _LOG_2PI = math.log(2 * math.pi)
 # ----------------------------------------------------------------------------- special functions
 
 
+def _polygamma(n, x):
+    """ψ⁽ⁿ⁾ of a tensor (recorded, ``Polygamma``) or of an array (a constant): backward runs on either."""
+    if isinstance(x, Tensor):
+        return Polygamma.apply(x, n=n)
+    return special.polygamma(n, backend.to_numpy(x)).astype(x.dtype, copy=False)
+
+
 class LogGamma(Function):
-    """``log Γ(x)``, elementwise; d/dx = ψ(x) (the digamma function). A primitive: Γ is no composition of the
-    library's elementary operations. First-order: its gradient is a constant array."""
+    """``log Γ(x)``, elementwise; d/dx = ψ(x), the digamma function (``Polygamma`` with ``n = 0``). A primitive: Γ is
+    no composition of the library's elementary operations."""
+
+    differentiable, saved_as = True, {"x": 0}
 
     def forward(self, x):
         self.x = x
         return special.gammaln(backend.to_numpy(x)).astype(x.dtype, copy=False)
 
     def backward(self, grad):
-        return (grad * special.digamma(self.x).astype(grad.dtype, copy=False),)
+        return (grad * _polygamma(0, self.x),)
+
+    @staticmethod
+    def jvp(tangents, inputs, out):  # d log Γ(x) = ψ(x)·dx
+        (dx,), (x,) = tangents, inputs
+        return dx * Polygamma.apply(x, n=0)
 
 
-class Digamma(Function):
-    """``ψ(x) = d/dx log Γ(x)``, elementwise; d/dx = ψ′(x) (the trigamma function). A primitive, as ``LogGamma``."""
+class Polygamma(Function):
+    """``ψ⁽ⁿ⁾(x)``, the n-th derivative of the digamma function ``ψ = (log Γ)′`` (``n = 0``: ψ itself);
+    d/dx = ψ⁽ⁿ⁺¹⁾(x), so every order of derivative is one more ``Polygamma``. A primitive, as ``LogGamma``."""
 
-    def forward(self, x):
-        self.x = x
-        return special.digamma(backend.to_numpy(x)).astype(x.dtype, copy=False)
+    differentiable, saved_as = True, {"x": 0}
+
+    def forward(self, x, n=0):
+        self.x, self.n = x, n
+        return special.polygamma(n, backend.to_numpy(x)).astype(x.dtype, copy=False)
 
     def backward(self, grad):
-        return (grad * special.polygamma(1, self.x).astype(grad.dtype, copy=False),)
+        return (grad * _polygamma(self.n + 1, self.x),)
+
+    @staticmethod
+    def jvp(tangents, inputs, out, n=0):  # d ψ⁽ⁿ⁾(x) = ψ⁽ⁿ⁺¹⁾(x)·dx
+        (dx,), (x,) = tangents, inputs
+        return dx * Polygamma.apply(x, n=n + 1)
 
 
 def lgamma(x):
@@ -56,14 +78,14 @@ def lgamma(x):
 
 
 def digamma(x):
-    """``ψ(x)``, the derivative of ``log Γ``, differentiable (see ``Digamma``).
+    """``ψ(x)``, the derivative of ``log Γ``, differentiable to any order (see ``Polygamma``).
 
     >>> import tinyattn as ta
     >>> from tinyattn.distributions.distribution import digamma
     >>> round(digamma(ta.tensor([1.0])).item(), 6)  # -γ, Euler's constant
     -0.577216
     """
-    return Digamma.apply(x)
+    return Polygamma.apply(x, n=0)
 
 
 # ----------------------------------------------------------------------------- arguments

@@ -30,6 +30,7 @@ import weakref
 import numpy as np
 
 from .. import backend, modes
+from ..distributions.distribution import LogGamma, Polygamma
 from ..engine import OnceDifferentiable, Tensor
 from ..inplace import SetItem
 from ..nn.functional import LayerNorm, LogSoftmax, Softmax
@@ -384,6 +385,7 @@ RULES = {
     **dict.fromkeys((Add, Sub, Mul, Div, Pow, Where, Neg, Exp, Log, Sqrt, Tanh, Sigmoid, ReLU, Abs, To, Sin, Cos,
                      Clamp, Clone, OnceDifferentiable, NoGradElementwise), elementwise),
     **dict.fromkeys((Erf, Erfc, Erfinv, Asin, Acos, Atan, Atan2, Log1p, Expm1), elementwise),  # pointwise's
+    **dict.fromkeys((LogGamma, Polygamma), elementwise),  # the distributions' special functions
     Sum: reduction, Amax: reduction,
     Softmax: along_dim("dim"), LogSoftmax: along_dim("dim"), Cumsum: along_dim("dim"), LayerNorm: along_dim("axes"),
     Reshape: reshape, Permute: permute, Expand: expand,
