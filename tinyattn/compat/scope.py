@@ -66,8 +66,7 @@ OUT_OF_SCOPE = [
         "sparse*", "*indices_copy", "values_copy", "smm", "hsmm", "dsmm", "spmm", "sspaddmm", "saddmm", "hspmm",
         "resize_as_sparse_", "Tensor.to_sparse*", "Tensor.is_sparse*", "Tensor.coalesce", "Tensor.is_coalesced",
         "Tensor.indices", "Tensor.values", "Tensor.*indices", "Tensor.sparse_*", "Tensor.dense_dim", "Tensor.to_dense",
-        "Tensor.smm", "Tensor.sspaddmm", "Tensor.resize_as_sparse_",
-        "nn.modules.sparse.EmbeddingBag")],
+        "Tensor.smm", "Tensor.sspaddmm", "Tensor.resize_as_sparse_")],
     # complex numbers
     *[(f"torch.{n}", _COMPLEX) for n in (
         "complex*", "cfloat", "cdouble", "chalf", "polar", "view_as_complex*", "view_as_real*", "conj*",
@@ -119,6 +118,26 @@ OUT_OF_SCOPE = [
                                        "Tensor.is_maia", "Tensor.is_mps", "Tensor.is_vulkan", "Tensor.is_xla",
                                        "Tensor.is_meta", "accelerator", "AcceleratorError", "Stream", "Event")],
     ("torch.nn.modules.module.register_module_*", _GLOBAL_HOOKS),
+    # nn's remaining corners
+    *[(f"torch.{n}", "speech recognition's alignment loss (CTC's forward-backward recursion): not built; tinyattn's "
+       "models and examples are text and sequence models")
+      for n in ("nn.CTCLoss", "nn.modules.CTCLoss", "nn.modules.loss.CTCLoss", "nn.functional.ctc_loss")],
+    *[(f"torch.{n}", "Lua Torch's cross-map local response norm: nn.LocalResponseNorm is the same normalisation")
+      for n in ("nn.CrossMapLRN2d", "nn.modules.CrossMapLRN2d", "nn.modules.normalization.CrossMapLRN2d")],
+    *[(f"torch.{n}", "torch's fused linear-and-cross-entropy (new in 2.13): nn.Linear then F.cross_entropy computes "
+       "the same") for n in ("nn.LinearCrossEntropy*", "nn.modules.LinearCrossEntropy*",
+                             "nn.modules.loss.LinearCrossEntropy*", "nn.modules.linear_cross_entropy_options.*",
+                             "nn.functional.linear_cross_entropy")],
+    *[(f"torch.{n}", "torch's uninitialised-tensor machinery for lazy modules: tinyattn's lazy layers (LazyLinear, "
+       "the lazy convolutions and norms) size their parameters at the first call without it")
+      for n in ("nn.UninitializedParameter", "nn.UninitializedBuffer", "nn.modules.lazy.LazyModuleMixin")],
+    *[(f"torch.{n}", "spatial transformer networks' sampling grids (vision): not built")
+      for n in ("nn.functional.affine_grid", "nn.functional.grid_sample", "nn.functional.GRID_SAMPLE_*")],
+    ("torch.nn.common_types", "type aliases for annotations (_size_2_t…): nothing runs them"),
+    ("torch.nn.factory_kwargs", "torch's internal helper for device/dtype keyword arguments"),
+    ("torch.nn.grad", "the convolutions' hand-written input and weight gradients: autograd gives them"),
+    ("torch.backends.python_native", "torch's registry of Python-native kernel overrides: tinyattn's ops are Python"),
+    ("torch.utils.data._DatasetKind", "a private name torch lists in __all__"),
     # torch's other subsystems
     *[(f"torch.{n}", _SUBSYSTEM) for n in ("hub", "profiler", "monitor", "testing", "masked", "nested",
                                           "quasirandom", "multiprocessing", "futures", "torch_version",

@@ -16,7 +16,7 @@ from .layers import (  # noqa: F401
     ReLU,
     Sequential,
 )
-from .module import Module, Parameter  # noqa: F401
+from .module import Buffer, Module, Parameter  # noqa: F401
 
 # isort: split
 # the attention and Transformer layers (built on the ones above)

@@ -58,6 +58,25 @@ class Parameter(Tensor):
         return "Parameter containing:\n" + super().__repr__()
 
 
+class Buffer(Tensor):
+    """A tensor that registers itself as a buffer when assigned to a module's attribute, ``persistent`` as
+    ``register_buffer``'s (PyTorch's ``nn.Buffer``).
+
+    >>> import tinyattn as ta
+    >>> import tinyattn.nn as nn
+    >>> m = nn.Module()
+    >>> m.steps, m.table = nn.Buffer(ta.zeros(1)), nn.Buffer(ta.ones(2), persistent=False)
+    >>> list(m.state_dict()), [name for name, _ in m.named_buffers()], type(m.steps).__name__
+    (['steps'], ['steps', 'table'], 'Tensor')
+    """
+
+    __slots__ = ("persistent",)
+
+    def __init__(self, data, *, persistent=True):
+        super().__init__(data)
+        self.persistent = persistent
+
+
 _REGISTRATIONS = [0]  # counts registrations anywhere; a cached parameter list is valid while it is unchanged
 
 IncompatibleKeys = namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])
@@ -144,6 +163,11 @@ class Module:
             raise AttributeError(
                 f"cannot assign {name!r} before Module.__init__() has run: call super().__init__() first"
             )
+        if isinstance(value, Buffer):
+            for table in (self._parameters, self._modules):
+                table.pop(name, None)
+            self.register_buffer(name, value.detach(), persistent=value.persistent)  # a plain tensor, as registered
+            return
         if isinstance(value, (Parameter, Module)):
             for table in (self._parameters, self._buffers, self._modules):
                 table.pop(name, None)

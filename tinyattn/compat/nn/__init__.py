@@ -21,8 +21,11 @@ from ...ops import cat
 from ...ops_extra import triu
 from ..core.tensor import TWINS, Parameter, as_compat
 from ..refusals import refused
-from . import functional, init, utils  # noqa: F401
+from ..scope import missing
+from . import attention, functional, init, parallel, parameter, utils  # noqa: F401
 from .module import Module
+from .parallel import DataParallel  # noqa: F401
+from .parameter import Buffer  # noqa: F401
 from .rnn import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNBase, RNNCell, RNNCellBase  # noqa: F401
 
 
@@ -525,4 +528,4 @@ class Transformer(Module):
 
 
 def __getattr__(name):
-    raise AttributeError(f"tinyattn.compat.nn has no `{name}` yet")
+    raise missing(__name__, name)
