@@ -123,12 +123,8 @@ from .serialization import load, save  # noqa: E402
 
 float, double, half = float32, float64, _np.float16
 int = int32  # torch.int (not in __all__: a star import would hide Python's int)
-Size = tuple
-
-
-def device(type):
-    """PyTorch's ``torch.device("cpu")``: here the device's name, which every ``device=`` accepts."""
-    return str(type)
+from .core.devices import device  # noqa: E402
+from .core.tensor import Size  # noqa: E402
 
 
 def _making_compat(make):
@@ -173,6 +169,27 @@ for _family in _FAMILIES:
         globals()[_name] = _methods.numpy_names(_function) if _methods.takes_dim(_function) else _function
 
 
+concatenate = cat  # torch's NumPy-style names for the same functions
+row_stack = vstack  # noqa: F405
+
+# every operation torch has as a function and as a method, in both forms; the in-place forms of the methods
+from .core import forms as _forms  # noqa: E402
+
+for _name in ("max", "min", "gather", "permute", "reshape"):  # the method's torch keywords (other=, dims=…)
+    globals()[_name] = _forms.function_form(Tensor, _name)
+for _name, _keywords in dict(dot=dict(tensor="other"),
+                             dsplit=dict(indices="indices_or_sections", sections="indices_or_sections"),
+                             hsplit=dict(indices="indices_or_sections", sections="indices_or_sections"),
+                             vsplit=dict(indices="indices_or_sections", sections="indices_or_sections"),
+                             tensor_split=dict(indices="indices_or_sections", sections="indices_or_sections",
+                                               tensor_indices_or_sections="indices_or_sections")).items():
+    globals()[_name] = _methods.torch_keywords(globals()[_name], **_keywords)
+    setattr(Tensor, _name, _methods.torch_keywords(getattr(Tensor, _name), **_keywords))
+split = _methods.torch_keywords(split, tensor="x")
+_forms.torch_parameter_names(globals())  # torch.exp(input=t)
+_FORMS = _forms.complete(globals(), Tensor)
+
+
 def __getattr__(name):
     raise AttributeError(f"tinyattn.compat has no `{name}` yet")
 
@@ -189,4 +206,5 @@ __all__ = [
     "amp", "autocast", "backends", "cuda", "serialization", "utils", "is_anomaly_enabled", "func", "vmap",
     *_function_names, "linalg", *[name for name in _FAMILY_NAMES if name not in _function_names],
     *[name for name in _creation.__all__ if name not in _function_names and name not in _FAMILY_NAMES],
+    "concatenate", "row_stack", *_FORMS,
 ]

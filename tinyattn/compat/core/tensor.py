@@ -22,10 +22,13 @@ tensor([0., 0.])
 (0.0, 'Tensor')
 """
 
+import math
+import operator
+
 from ... import backend
 from ...engine import Tensor as _NativeTensor
 from ...nn.module import Parameter as _NativeParameter
-from . import methods
+from . import devices, methods
 
 
 def _array_of(name, value, owner):
@@ -70,6 +73,37 @@ def _set_grad(self, value):
     self._grad = array
 
 
+class Size(tuple):
+    """``torch.Size``: a tensor's shape, a tuple of ints printed as torch prints it (``torch.Size([2, 3])``).
+
+    >>> Size([2, 3]), Size([2, 3]).numel(), Size([2, 3]) == (2, 3)
+    (torch.Size([2, 3]), 6, True)
+    """
+
+    __slots__ = ()
+
+    def __new__(cls, sizes=()):
+        sizes = tuple(sizes)
+        for size in sizes:
+            if not isinstance(size, int) and not hasattr(size, "__index__"):
+                raise TypeError(f"torch.Size() takes an iterable of 'int' (item {len(sizes)} is "
+                                f"'{type(size).__name__}')")
+        return super().__new__(cls, (operator.index(size) for size in sizes))
+
+    def __repr__(self):
+        return f"torch.Size({list(self)})"
+
+    def __getitem__(self, index):
+        item = super().__getitem__(index)
+        return Size(item) if isinstance(index, slice) else item
+
+    def __add__(self, other):
+        return Size(tuple(self) + tuple(other))
+
+    def numel(self):
+        return math.prod(self)
+
+
 class Tensor(_NativeTensor):
     """The native tensor whose ``.data`` and ``.grad`` are tensors sharing its arrays (see the module)."""
 
@@ -78,6 +112,14 @@ class Tensor(_NativeTensor):
 
     data = property(_get_data, _set_data, doc="A tensor sharing this tensor's array, cut from the graph.")
     grad = property(_get_grad, _set_grad, doc="``None``, or a tensor sharing the accumulated gradient's array.")
+
+    shape = property(lambda self: Size(self._data.shape), doc="The tensor's ``torch.Size``.")
+    device = property(lambda self: devices.device(_NativeTensor.device.fget(self)),
+                      doc="The tensor's ``torch.device`` (a ``str``: ``'cpu'`` or ``'cuda'``).")
+
+    def size(self, dim=None):
+        """``torch.Size`` of the tensor, or the size of dimension ``dim``."""
+        return Size(self._data.shape) if dim is None else _NativeTensor.size(self, dim)
 
     def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
         """torch's ``backward``; under ``create_graph`` the implicit gradient of a one-element tensor is a
