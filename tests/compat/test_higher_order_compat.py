@@ -496,7 +496,7 @@ def test_grad_of_an_unused_input_raises_naming_it_unless_allow_unused():
         return lib.autograd.grad((x * 2).sum(), [x, z])
 
     assert "appears to not have been used in the graph" in _error(torch, unused)
-    assert re.search(r"inputs\[1\] \(shape (\(3,\)|torch\.Size\(\[3\]\))\) was not used", _error(compat, unused))
+    assert re.search(r"inputs\[1\] \(shape \(3,\)\) was not used", _error(compat, unused))
 
     def allowed(lib):
         x, z = lib.tensor(V, requires_grad=True), lib.tensor(V, requires_grad=True)

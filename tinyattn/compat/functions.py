@@ -238,9 +238,12 @@ def promote_types(type1, type2):
     integer, float, complex) the higher one's dtype wins as it is (``int64`` and ``float16`` give ``float16``,
     where NumPy gives ``float64``); within one category, NumPy's promotion."""
     type1, type2 = np.dtype(type1), np.dtype(type2)
-    if _category(type1) != _category(type2):
-        return builtins.max(type1, type2, key=_category)
-    return np.promote_types(type1, type2)
+    if _category(type1) == _category(type2):
+        return np.promote_types(type1, type2)
+    higher, lower = sorted((type1, type2), key=_category, reverse=True)
+    if higher.kind == "c" and lower == np.float64:  # a complex of float64's precision
+        return np.dtype(np.complex128)
+    return higher
 
 
 def result_type(tensor1, tensor2):
@@ -295,11 +298,9 @@ def is_same_size(input, other):
     return methods.is_same_size(input, other)
 
 
-def range(start=0, end=None, step=1, *, dtype=None, device=None, requires_grad=False):
+def range(start, end, step=1, *, dtype=None, device=None, requires_grad=False):
     """Deprecated in torch: ``start, start + step, …`` up to ``end`` *inclusive* (``arange`` excludes it), float32
     by default; warns as torch does."""
-    if end is None:
-        start, end = 0, start
     warnings.warn("torch.range is deprecated and will be removed in a future release because its behavior is "
                   "inconsistent with Python's range builtin. Instead, use torch.arange, which produces values in "
                   "[start, end).", UserWarning, stacklevel=2)

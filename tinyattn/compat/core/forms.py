@@ -21,7 +21,7 @@ where it cannot (``long_tensor.sqrt_()``). The in-place forms that change the sh
 >>> torch.relu_(torch.tensor([-1.0, 2.0]))
 tensor([0., 2.])
 >>> torch.tensor([1.0, 2.0]).unsqueeze_(0).shape
-torch.Size([1, 2])
+(1, 2)
 """
 
 import functools
@@ -120,6 +120,7 @@ def reshaping_in_place(cls, name):
         own_base = self._view is None  # the view's base is this tensor itself: it stays its array's owner
         self._data, self._ctx, self.requires_grad = view._data, view._ctx, view.requires_grad
         self._view, self._tangents = (None if own_base else view._view), view._tangents
+        self._version[0] += 1  # torch counts a change of shape as a write
         return self
 
     method.__name__ = method.__qualname__ = f"{name}_"

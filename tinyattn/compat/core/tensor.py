@@ -113,13 +113,8 @@ class Tensor(_NativeTensor):
     data = property(_get_data, _set_data, doc="A tensor sharing this tensor's array, cut from the graph.")
     grad = property(_get_grad, _set_grad, doc="``None``, or a tensor sharing the accumulated gradient's array.")
 
-    shape = property(lambda self: Size(self._data.shape), doc="The tensor's ``torch.Size``.")
     device = property(lambda self: devices.device(_NativeTensor.device.fget(self)),
                       doc="The tensor's ``torch.device`` (a ``str``: ``'cpu'`` or ``'cuda'``).")
-
-    def size(self, dim=None):
-        """``torch.Size`` of the tensor, or the size of dimension ``dim``."""
-        return Size(self._data.shape) if dim is None else _NativeTensor.size(self, dim)
 
     def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
         """torch's ``backward``; under ``create_graph`` the implicit gradient of a one-element tensor is a
