@@ -391,3 +391,40 @@ def test_device_errors_and_tensors_device():
     x = compat.ones(2)
     assert repr(x.device) == repr(torch.ones(2).device) and x.device.type == "cpu" and x.device == "cpu"
     assert compat.ones(2, device=compat.device("cpu")).device == "cpu"
+
+
+# ----------------------------------------------------------------------------- repr
+
+
+@pytest.mark.parametrize("values, dtype", [([1.0, 2.0], "float32"), ([[1.0, -2.0], [3.0, 4.0]], "float64"),
+                                           ([1, 2, 3], "int64"), ([[1, 2]], "int32"), ([1.0, 2.0], "float16"),
+                                           ([1, 200], "uint8"), ([True, False], "bool"), (3.0, "float64"),
+                                           (7, "int16"), ([], "float32"), ([], "int64"), ([], "float64")])
+def test_tensors_print_as_torchs(values, dtype):
+    ours_dtype, their_dtype = getattr(compat, dtype), getattr(torch, dtype)
+    assert repr(compat.tensor(values, dtype=ours_dtype)) == repr(torch.tensor(values, dtype=their_dtype))
+    assert repr(compat.zeros(2, 0, dtype=ours_dtype)) == repr(torch.zeros(2, 0, dtype=their_dtype))
+
+
+@pytest.mark.parametrize("make", [lambda lib, x: x, lambda lib, x: x * 2, lambda lib, x: x + 1,
+                                  lambda lib, x: x.exp(), lambda lib, x: x.sum(), lambda lib, x: x.relu(),
+                                  lambda lib, x: lib.cat([x, x]), lambda lib, x: x.tanh(),
+                                  lambda lib, x: x.reshape(2, 1), lambda lib, x: x.detach(),
+                                  lambda lib, x: x.double() * 1])
+def test_autograd_suffixes_print_as_torchs(make):
+    ours = make(compat, compat.tensor([0.0, 0.0], requires_grad=True))
+    theirs = make(torch, torch.tensor([0.0, 0.0], requires_grad=True))
+    assert repr(ours) == repr(theirs)
+
+
+def test_resize_keeps_torchs_meaning_where_the_element_count_stays_and_refuses_elsewhere():
+    for lib in (torch, compat):
+        x = lib.arange(6.0)
+        assert x.resize_(2, 3) is x and tuple(x.shape) == (2, 3)
+        assert x.tolist() == [[0.0, 1.0, 2.0], [3.0, 4.0, 5.0]]
+        x.resize_as_(lib.zeros(3, 2))
+        assert tuple(x.shape) == (3, 2)
+        with pytest.raises(RuntimeError):
+            lib.ones(2, requires_grad=True).resize_(1, 2)
+    with pytest.raises(RuntimeError, match="same number of elements"):
+        compat.arange(6.0).resize_(4)

@@ -114,7 +114,7 @@ def reshaping_in_place(cls, name):
     @functools.wraps(out_of_place)
     def method(self, *args, **kwargs):
         if is_grad_enabled() and self.requires_grad and self.is_leaf:
-            raise RuntimeError(f"{name}_: a leaf tensor that requires grad cannot be changed in place; do it "
+            raise RuntimeError(f"{method.__name__}: a leaf tensor that requires grad cannot be changed in place; do it "
                                "inside `with torch.no_grad():`, or work on a clone()")
         view = out_of_place(self, *args, **kwargs)
         own_base = self._view is None  # the view's base is this tensor itself: it stays its array's owner
@@ -136,9 +136,30 @@ def _keywords(fn):
     return {p.name for p in parameters if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
 
 
+def resize_(self, *sizes):
+    """torch's ``resize_`` where it keeps the number of elements (the tensor becomes its reshaped view, as
+    ``reshape`` would make it); a change of that number, which in torch reallocates or exposes the storage's
+    other elements, raises: make a new tensor (``torch.empty``/``zeros``) or use ``reshape``."""
+    shape = tuple(sizes[0]) if len(sizes) == 1 and isinstance(sizes[0], (tuple, list)) else sizes
+    count = 1
+    for size in shape:
+        count *= int(size)
+    if count != self.numel():
+        raise RuntimeError(f"resize_: tinyattn.compat resizes only to the same number of elements; {self.shape} "
+                           f"has {self.numel()}, {shape} has {count}: make a new tensor (torch.zeros(...)) instead")
+    return reshaping_in_place(type(self), "reshape")(self, *shape)
+
+
+def resize_as_(self, the_template):
+    return resize_(self, the_template.shape)
+
+
 def attach_in_place(cls):
     """Give ``cls`` each in-place form torch has whose out-of-place form ``cls`` has and that it lacks, or that
     takes fewer of torch's keywords than the out-of-place form (``div_`` without ``rounding_mode``)."""
+    for name, method in (("resize_", resize_), ("resize_as_", resize_as_)):
+        if not _has(cls, name):
+            setattr(cls, name, method)
     for name_ in sorted(IN_PLACE | RESHAPING_IN_PLACE):
         name = name_[:-1]
         if not _has(cls, name):

@@ -25,6 +25,8 @@ tensor([0., 0.])
 import math
 import operator
 
+import numpy as np
+
 from ... import backend
 from ...engine import Tensor as _NativeTensor
 from ...nn.module import Parameter as _NativeParameter
@@ -71,6 +73,21 @@ def _set_grad(self, value):
         raise RuntimeError(f"assigned grad has shape {tuple(array.shape)} and dtype {array.dtype}, "
                            f"expected the tensor's shape {self.shape} and dtype {self.dtype}")
     self._grad = array
+
+
+def dtype_name(dtype):
+    """torch's name of a NumPy dtype: ``torch.float64``, ``torch.bool``."""
+    return f"torch.{np.dtype(dtype).name}"
+
+
+# the native nodes whose torch counterpart has another name (the rest: ``Mul`` is torch's ``MulBackward0``)
+_TORCH_NODE_NAMES = {"ReLU": "Relu", "Concatenate": "Cat", "Reshape": "View"}
+
+
+def grad_fn_name(node):
+    """torch's name for the node that made a tensor: ``MulBackward0`` for the native ``Mul``."""
+    name = type(node).__name__
+    return f"{_TORCH_NODE_NAMES.get(name, name)}Backward0"
 
 
 class Size(tuple):
@@ -122,6 +139,25 @@ class Tensor(_NativeTensor):
         if create_graph and gradient is None and self.numel() == 1:
             gradient = _NativeTensor._wrap(backend.namespace(self._data).ones_like(self._data), self)
         super().backward(gradient, retain_graph, create_graph, inputs)
+
+    def __repr__(self):
+        """As torch prints a tensor: the values (NumPy's printing, under ``set_printoptions``), then the device
+        when not the host's, the size of an empty tensor, the dtype when not float32, int64 or bool (an
+        empty tensor's when not float32), and ``grad_fn=<MulBackward0>`` or ``requires_grad=True``."""
+        array = backend.to_numpy(self._data)
+        empty = array.size == 0
+        body = "[]" if empty else np.array2string(array, separator=", ", prefix="tensor(")
+        suffixes = [] if self.device == "cpu" else [f"device='{self.device}:0'" if ":" not in self.device
+                                                    else f"device='{self.device}'"]
+        if empty and array.ndim != 1:
+            suffixes.append(f"size={tuple(array.shape)}")
+        if array.dtype != np.float32 and (empty or array.dtype not in (np.int64, np.bool_)):
+            suffixes.append(f"dtype={dtype_name(array.dtype)}")
+        if self._ctx is not None:
+            suffixes.append(f"grad_fn=<{grad_fn_name(self._ctx)}>")
+        elif self.requires_grad:
+            suffixes.append("requires_grad=True")
+        return f"tensor({body}{''.join(', ' + suffix for suffix in suffixes)})"
 
     def __array__(self, dtype=None, copy=None):
         """``numpy.asarray(t)``, as torch's CPU tensors allow (a copy from the GPU)."""
