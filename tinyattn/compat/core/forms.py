@@ -56,7 +56,7 @@ matmul matrix_exp matrix_power max maximum mean median min minimum mm mode movea
 multinomial multiply mv mvlgamma nan_to_num nan_to_num_ nanmean nanmedian nanquantile nansum narrow
 narrow_copy ne neg neg_ negative negative_ nextafter nonzero nonzero_static norm not_equal numel orgqr ormqr
 outer permute pinverse polygamma positive pow prelu prod put qr quantile rad2deg rad2deg_ ravel reciprocal
-reciprocal_ relu relu_ remainder renorm repeat_interleave reshape resolve_conj resolve_neg roll
+reciprocal_ relu relu_ remainder renorm repeat_interleave reshape resize_as_ resolve_conj resolve_neg roll
 rot90 round round_ rsqrt rsqrt_ scatter scatter_add scatter_reduce select select_scatter sgn sigmoid sigmoid_
 sign signbit sin sin_ sinc sinc_ sinh sinh_ slice_inverse slice_scatter slogdet smm softmax solve sort split
 split_with_sizes sqrt sqrt_ square square_ squeeze sspaddmm std stft sub subtract sum svd swapaxes swapdims
@@ -136,10 +136,12 @@ def _keywords(fn):
     return {p.name for p in parameters if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
 
 
-def resize_(self, *sizes):
+def resize_(self, *sizes, size=None):
     """torch's ``resize_`` where it keeps the number of elements (the tensor becomes its reshaped view, as
     ``reshape`` would make it); a change of that number, which in torch reallocates or exposes the storage's
     other elements, raises: make a new tensor (``torch.empty``/``zeros``) or use ``reshape``."""
+    if size is not None:
+        sizes = (size,)
     shape = tuple(sizes[0]) if len(sizes) == 1 and isinstance(sizes[0], (tuple, list)) else sizes
     count = 1
     for size in shape:
