@@ -1,5 +1,5 @@
-"""Every keyword torch accepts, compat accepts: for each name compat implements in ``torch``, ``torch.Tensor``
-and ``torch.nn.functional``, the keyword parameters of torch's signature against compat's.
+"""Every keyword torch accepts, compat accepts: for each name compat implements in ``torch``, ``torch.Tensor``,
+``torch.nn.functional`` and ``torch.linalg``, the keyword parameters of torch's signature against compat's.
 
 torch's Python functions have a signature. Its builtins have none: their keywords are the argument names of
 the ATen operator schemas they are generated from (``aten::add.Tensor(Tensor self, Tensor other, *, Scalar
@@ -28,7 +28,6 @@ EXEMPT = {
     ("F", "log_softmax"): ({"_stacklevel"}, "a private argument of torch's warning machinery"),
     ("F", "relu"): ({"inplace"}, "compat.nn.functional's relu has no in-place form yet (use torch.relu_)"),
     ("Tensor", "expand"): ({"implicit"}, "a TorchScript-internal flag that changes nothing in eager code"),
-    ("Tensor", "view"): ({"dtype"}, "reinterpreting a tensor's bytes as another dtype is not implemented"),
     # names an ATen schema gives that torch's own Python binding refuses (checked by calling torch)
     ("Tensor", "to"): ({"other"}, "t.to(other=u) raises in torch: its binding names the argument differently"),
     ("torch", "searchsorted"): ({"values"}, "torch.searchsorted(s, values=v) raises in torch"),
@@ -44,7 +43,7 @@ def _doc_keywords(obj, name):
     found, keywords = False, set()
     for line in (obj.__doc__ or "").strip().splitlines():
         head = line.strip().split(" -> ")[0]
-        match = re.fullmatch(rf"(?:Tensor\.|torch\.)?{re.escape(name)}\((.*)\)", head)
+        match = re.fullmatch(rf"(?:torch\.)?(?:Tensor\.|linalg\.)?{re.escape(name)}\((.*)\)", head)
         if not match:
             if found:
                 break
@@ -85,12 +84,12 @@ def _schema_keywords(space, name):
 
 def torch_keywords(space, name):
     """The keywords torch's ``name`` accepts in ``space`` ("torch", "Tensor", "F"), or ``None`` if unknown."""
-    owner = {"torch": torch, "Tensor": torch.Tensor, "F": TF}[space]
+    owner = {"torch": torch, "Tensor": torch.Tensor, "F": TF, "linalg": torch.linalg}[space]
     obj = getattr(owner, name)
     keywords = _signature_keywords(obj)
     if keywords is not None:
         return None if keywords == "any" else keywords
-    if space != "F":
+    if space in ("torch", "Tensor"):
         keywords = _schema_keywords(space, name)
         if keywords is not None:
             return keywords
@@ -105,7 +104,8 @@ def torch_keywords(space, name):
 
 
 def _implemented():
-    for space, ours, theirs in (("torch", compat, torch), ("Tensor", compat.Tensor, torch.Tensor), ("F", CF, TF)):
+    for space, ours, theirs in (("torch", compat, torch), ("Tensor", compat.Tensor, torch.Tensor), ("F", CF, TF),
+                                ("linalg", compat.linalg, torch.linalg)):
         for name in dir(ours):
             if name.startswith("_") or not hasattr(theirs, name):
                 continue
@@ -143,7 +143,7 @@ def test_every_keyword_torch_accepts_compat_accepts(space, name):
     expected = torch_keywords(space, name)
     if expected is None:
         pytest.skip(f"torch's {name} has neither a signature nor one in its docstring")
-    owner = {"torch": compat, "Tensor": compat.Tensor, "F": CF}[space]
+    owner = {"torch": compat, "Tensor": compat.Tensor, "F": CF, "linalg": compat.linalg}[space]
     accepted = _signature_keywords(getattr(owner, name))
     if accepted is None or accepted == "any":
         pytest.skip(f"compat's {name} takes any keyword")

@@ -428,3 +428,17 @@ def test_resize_keeps_torchs_meaning_where_the_element_count_stays_and_refuses_e
             lib.ones(2, requires_grad=True).resize_(1, 2)
     with pytest.raises(RuntimeError, match="same number of elements"):
         compat.arange(6.0).resize_(4)
+
+
+@pytest.mark.parametrize("source, target", [("float32", "int32"), ("float64", "int64"), ("int32", "float32"),
+                                            ("float32", "uint8"), ("int64", "int32"), ("uint8", "bool")])
+def test_view_as_another_dtype_reads_the_same_bytes_as_torch(source, target):
+    values = np.array([[1.5, -2.0, 0.25, 8.0]]).astype(source) if source != "uint8" else np.array([[1, 0, 1, 1]])
+    ours = compat.tensor(values.astype(source)).view(getattr(compat, target))
+    theirs = torch.tensor(values.astype(source)).view(getattr(torch, target))
+    assert ours.shape == tuple(theirs.shape) and str(ours.dtype) == str(theirs.dtype).split(".")[1]
+    np.testing.assert_array_equal(_np(ours), _np(theirs))
+    base = compat.tensor(values.astype(source))
+    viewed = base.view(dtype=getattr(compat, target))
+    base.zero_()  # a write to the base shows through the view, as in torch
+    assert not _np(viewed).any()

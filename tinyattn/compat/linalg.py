@@ -7,6 +7,10 @@
 
 from ..linalg import *  # noqa: F401,F403
 from ..linalg import __all__  # noqa: F401
+from ..linalg import norm as _norm
+from .core.methods import torch_keywords
+
+norm = torch_keywords(_norm, input="A")  # torch.linalg.norm(input=…), where vector_norm and matrix_norm take x, A
 
 
 def __getattr__(name):

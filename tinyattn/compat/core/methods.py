@@ -248,6 +248,30 @@ def _keyword_forms(cls):
         """``non_blocking`` changes nothing: compat's copies are synchronous."""
         return native["type"](self, dtype)
 
+    view_of_shape = torch_keywords(native["view"], size="shape")
+
+    def view(self, *shape, size=None, dtype=None):
+        """``view(*shape)`` (or ``size=``), or ``view(dtype)``: the same bytes read as another dtype (the last
+        dimension scaled by the ratio of the item sizes), sharing the array and its version counter, without
+        a gradient."""
+        if len(shape) == 1 and _is_dtype(shape[0]):
+            dtype, shape = shape[0], ()
+        if dtype is None:
+            return view_of_shape(self, *shape, size=size)
+        if shape or size is not None:
+            raise TypeError("view() takes a shape or a dtype, not both")
+        dtype = np.dtype(dtype)
+        if self.requires_grad and dtype.kind in "fc" and dtype != self._data.dtype:
+            raise RuntimeError(f"view({dtype}): tinyattn.compat gives no gradient through a reinterpretation of "
+                               f"{self._data.dtype} bytes; detach() the tensor first")
+        try:
+            array = self._data.view(dtype)
+        except ValueError as error:
+            raise RuntimeError(f"view({dtype}) of a {self._data.dtype} tensor of shape {self.shape}: {error}") from None
+        result = _cut(array, self)
+        result._version = self._version
+        return result
+
     def is_pinned(self, device=None):
         return False
 
@@ -257,7 +281,7 @@ def _keyword_forms(cls):
 
     return dict(
         reshape=torch_keywords(native["reshape"], shape="shape"),
-        view=torch_keywords(native["view"], size="shape"),
+        view=view,
         permute=torch_keywords(native["permute"], dims="dims"),
         expand=torch_keywords(native["expand"], size="shape"),
         repeat=torch_keywords(native["repeat"], repeats="sizes"),
@@ -270,6 +294,10 @@ def _keyword_forms(cls):
         gather=gather, max=extremum("max", "maximum"), min=extremum("min", "minimum"), copy_=copy_,
         uniform_=uniform_, normal_=normal_, new_tensor=new_tensor, type=type, is_pinned=is_pinned, numpy=numpy,
     )
+
+
+def _is_dtype(value):
+    return isinstance(value, np.dtype) or isinstance(value, type) and issubclass(value, np.generic)
 
 
 def _bounds(args, kwargs, low_names, high_names, defaults, name):
