@@ -442,3 +442,39 @@ def test_view_as_another_dtype_reads_the_same_bytes_as_torch(source, target):
     viewed = base.view(dtype=getattr(compat, target))
     base.zero_()  # a write to the base shows through the view, as in torch
     assert not _np(viewed).any()
+
+
+def test_real_tensors_complex_views_and_python_protocols_match_torch():
+    values = np.arange(6.0).reshape(2, 3) - 2.5
+    ours, theirs = compat.tensor(values), torch.tensor(values)
+    for name in ("conj", "resolve_conj", "resolve_neg", "adjoint"):
+        np.testing.assert_array_equal(_np(getattr(ours, name)()), _np(getattr(theirs, name)()), err_msg=name)
+        np.testing.assert_array_equal(_np(getattr(compat, name)(ours)), _np(getattr(torch, name)(theirs)))
+    for name in ("mH", "H", "real"):
+        np.testing.assert_array_equal(_np(getattr(ours, name)), _np(getattr(theirs, name)), err_msg=name)
+    assert compat.real(ours) is ours
+    for t in (theirs, ours):
+        with pytest.raises(RuntimeError, match="non-complex"):
+            _ = t.imag
+    assert (0.5 in ours) == (0.5 in theirs) and (-2.5 in ours) == (-2.5 in theirs)
+    assert [_np(r).tolist() for r in reversed(ours)] == [_np(r).tolist() for r in reversed(theirs)]
+    assert ours.stride() == theirs.stride() and ours.T.stride() == theirs.T.stride() and ours.stride(1) == 1
+    np.testing.assert_array_equal(_np(abs(ours)), _np(abs(theirs)))
+    np.testing.assert_array_equal(_np(ours.narrow_copy(1, 1, 2)), _np(theirs.narrow_copy(1, 1, 2)))
+    square = np.array([[1.0, 2.0], [0.5, -1.0]])
+    np.testing.assert_allclose(_np(compat.matrix_power(compat.tensor(square), 3)),
+                               _np(torch.matrix_power(torch.tensor(square), 3)))
+    np.testing.assert_allclose(_np(compat.tensor(square).matrix_power(2)), _np(torch.tensor(square).matrix_power(2)))
+
+
+@pytest.mark.parametrize("operator", ["**=", "%=", "//=", "&=", "|=", "^=", "<<=", ">>="])
+def test_in_place_operators_match_torch(operator):
+    results = []
+    for lib in (torch, compat):
+        x = lib.tensor([5, 6, 13])
+        before = x
+        namespace = {"x": x}
+        exec(f"x {operator} 2", namespace)
+        assert namespace["x"] is before
+        results.append(_np(namespace["x"]).tolist())
+    assert results[1] == results[0]

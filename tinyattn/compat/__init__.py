@@ -110,6 +110,7 @@ from .. import (
 from .. import creation as _creation
 from .. import ops_extra as _ops_extra
 from . import amp, autograd, backends, cuda, func, nn, optim, serialization, utils  # noqa: F401
+from . import functions as _functions_module
 from .amp import autocast  # noqa: E402
 from .autograd import is_anomaly_enabled  # noqa: E402
 from .core import methods as _methods
@@ -169,6 +170,10 @@ for _family in _FAMILIES:
         globals()[_name] = _methods.numpy_names(_function) if _methods.takes_dim(_function) else _function
 
 
+# torch.matrix_power is torch.linalg.matrix_power, its matrix named input
+matrix_power = _methods.torch_keywords(linalg.matrix_power, input="A")
+real, imag = _functions_module.real, _functions_module.imag
+hardshrink, prelu = nn.functional.hardshrink, nn.functional.prelu  # torch's top-level names for them
 concatenate = cat  # torch's NumPy-style names for the same functions
 row_stack = vstack  # noqa: F405
 
@@ -206,5 +211,5 @@ __all__ = [
     "amp", "autocast", "backends", "cuda", "serialization", "utils", "is_anomaly_enabled", "func", "vmap",
     *_function_names, "linalg", *[name for name in _FAMILY_NAMES if name not in _function_names],
     *[name for name in _creation.__all__ if name not in _function_names and name not in _FAMILY_NAMES],
-    "concatenate", "row_stack", *_FORMS,
+    "concatenate", "row_stack", "matrix_power", "real", "imag", "hardshrink", "prelu", *_FORMS,
 ]

@@ -298,6 +298,15 @@ def is_same_size(input, other):
     return methods.is_same_size(input, other)
 
 
+def real(input):
+    """The tensor itself: compat's tensors are real (``torch.real`` of a real tensor)."""
+    return input.real
+
+
+def imag(input):
+    return input.imag
+
+
 def range(start, end, step=1, *, dtype=None, device=None, requires_grad=False):
     """Deprecated in torch: ``start, start + step, …`` up to ``end`` *inclusive* (``arange`` excludes it), float32
     by default; warns as torch does."""

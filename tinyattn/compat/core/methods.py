@@ -314,6 +314,63 @@ def _bounds(args, kwargs, low_names, high_names, defaults, name):
     return tuple(defaults[i] if v is None else v for i, v in enumerate(values))
 
 
+# ----------------------------------------------------------------------------- real tensors' complex views
+
+
+def _real_only(name):
+    """``name`` of a real tensor: the tensor itself (torch's ``conj``, ``resolve_conj``… of a real tensor)."""
+
+    def identity(self):
+        if self._data.dtype.kind == "c":
+            raise TypeError(f"{name}(): tinyattn.compat computes with real tensors only (got {self._data.dtype})")
+        return self
+
+    identity.__name__ = identity.__qualname__ = name
+    return identity
+
+
+def adjoint(self):
+    """The conjugate transpose of the last two dimensions: for a real tensor, ``mT``."""
+    _real_only("adjoint")(self)
+    return self.transpose(-2, -1)
+
+
+def imag(self):
+    raise RuntimeError("imag is not implemented for tensors with non-complex dtypes.")
+
+
+def narrow_copy(self, dim, start, length):
+    return self.narrow(dim, start, length).clone()
+
+
+# ----------------------------------------------------------------------------- Python protocols torch adds
+
+
+def __contains__(self, element):
+    """``element in t``: whether any element equals it (torch's rule)."""
+    if not isinstance(element, (_NativeTensor, builtins.int, builtins.float, builtins.bool)):
+        raise RuntimeError(f"Tensor.__contains__ only supports Tensor or scalar, but you passed in a "
+                           f"{type(element).__name__}.")
+    return builtins.bool((self == element).any())
+
+
+def __reversed__(self):
+    return self if self.ndim == 0 else self.flip(0)
+
+
+def stride(self, dim=None):
+    """The steps, in elements, between neighbours along each dimension (NumPy's byte strides over the item
+    size)."""
+    strides = tuple(step // self._data.itemsize for step in self._data.strides)
+    return strides if dim is None else strides[_dim(dim, self.ndim, "stride")]
+
+
+def data_ptr(self):
+    """The address of the first element (NumPy's or CuPy's array pointer)."""
+    data = self._data
+    return int(data.ctypes.data if isinstance(data, np.ndarray) else data.data.ptr)
+
+
 # ----------------------------------------------------------------------------- what kind of tensor it is
 
 
@@ -360,6 +417,11 @@ _CONSTANT_ATTRIBUTES = dict(is_sparse=False, is_sparse_csr=False, is_quantized=F
                             is_mkldnn=False, is_nested=False)
 
 
+def _calling(method_name):
+    """A method that calls the tensor's ``method_name`` (looked up at the call: made after this one)."""
+    return lambda self, other: getattr(self, method_name)(other)
+
+
 def _answering(answer):
     """A method that gives ``answer`` whatever the tensor."""
     return lambda self: answer
@@ -384,6 +446,16 @@ def attach(cls):
         swapaxes=swapaxes, swapdims=swapdims,
     )
     methods.update(_keyword_forms(cls))
+    methods.update({name: _real_only(name) for name in ("conj", "resolve_conj", "resolve_neg", "conj_physical")})
+    methods.update(adjoint=adjoint, narrow_copy=narrow_copy, __contains__=__contains__,
+                   __reversed__=__reversed__, stride=stride, data_ptr=data_ptr, __abs__=lambda self: self.abs())
+    # the in-place operators torch has beyond += -= *= /=: the in-place methods (made by ``forms``)
+    for operator_name, method_name in (("__ipow__", "pow_"), ("__imod__", "remainder_"),
+                                       ("__ifloordiv__", "floor_divide_"), ("__iand__", "bitwise_and_"),
+                                       ("__ior__", "bitwise_or_"), ("__ixor__", "bitwise_xor_"),
+                                       ("__ilshift__", "bitwise_left_shift_"),
+                                       ("__irshift__", "bitwise_right_shift_")):
+        methods[operator_name] = _calling(method_name)
     methods.update(is_signed=is_signed, is_complex=is_complex, is_nonzero=is_nonzero, is_same_size=is_same_size,
                    get_device=get_device, cfloat=lambda self: self.to(np.complex64),
                    cdouble=lambda self: self.to(np.complex128))
@@ -400,6 +472,9 @@ def attach(cls):
     for name, method in methods.items():
         setattr(cls, name, numpy_names(method) if takes_dim(method) else method)
     # attributes torch's tensors carry
+    cls.real = property(_real_only("real"), doc="The tensor itself: compat's tensors are real.")
+    cls.imag = property(imag, doc="An error, as torch's for a real tensor.")
+    cls.mH = cls.H = property(adjoint, doc="The conjugate transpose of the last two dimensions (``mT`` here).")
     for attribute, answer in _CONSTANT_ATTRIBUTES.items():
         setattr(cls, attribute, property(_answering(answer)))
     cls.is_cpu = property(lambda self: self.device == "cpu", doc="Whether the tensor is in host memory.")
