@@ -180,3 +180,13 @@ def test_torch_names_for_the_native_parameters_work():
     assert y.tolist() == [1.0, 1.0, 1.0]
     with pytest.raises(TypeError, match="input"):
         compat.exp(input=x, x=x)
+
+
+@pytest.mark.parametrize("call", [lambda t, x: t.add(x, 1, out=x), lambda t, x: t.exp(x, out=x),
+                                  lambda t, x: t.cat([x, x], out=x.clone()), lambda t, x: t.matmul(x, x, out=x.clone()),
+                                  lambda t, x: t.sum(x, 0, out=x), lambda t, x: t.clamp_min(x, 0.0, out=x)])
+def test_out_is_refused_in_words(call):
+    x = torch.ones(2, 2)
+    call(torch, x)  # torch takes it
+    with pytest.raises(TypeError, match="does not write results into a given tensor"):
+        call(compat, compat.ones(2, 2))

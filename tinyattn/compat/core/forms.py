@@ -222,10 +222,32 @@ def torch_parameter_names(namespace):
             namespace[name] = methods.torch_keywords(value, input="x")
 
 
+def refusing_out(function):
+    """``function`` raising a ``TypeError`` that says what to do when given torch's ``out=`` (compat writes no
+    result into a given tensor), where its signature has no ``out``."""
+    try:
+        parameters = inspect.signature(function).parameters
+    except (TypeError, ValueError):
+        return function
+    if "out" in parameters or any(p.kind is p.VAR_KEYWORD for p in parameters.values()):
+        return function
+
+    @functools.wraps(function)
+    def without_out(*args, **kwargs):
+        if "out" in kwargs:
+            raise TypeError(f"{function.__name__}(): tinyattn.compat does not write results into a given tensor "
+                            f"(out=); assign the result instead (y = torch.{function.__name__}(...)), or copy it "
+                            "in with y.copy_(...)")
+        return function(*args, **kwargs)
+
+    return without_out
+
+
 def complete(namespace, cls):
     """Give ``cls`` the method form of each function in ``namespace`` (compat's module dict) that torch has in
     both forms, then the in-place forms torch has (``attach_in_place``), then ``namespace`` the function form of
-    each such method; returns the names added to ``namespace``."""
+    each such method, every function form refusing ``out=`` in words (``refusing_out``); returns the names
+    added to ``namespace``."""
     for name in sorted(FUNCTIONS_AND_METHODS):  # methods first, so that they get their in-place forms too
         if name in namespace and not _has(cls, name) and _is_operation(namespace[name]):
             setattr(cls, name, method_form(namespace[name]))
@@ -235,4 +257,7 @@ def complete(namespace, cls):
         if name not in namespace and _has(cls, name) and _is_operation(getattr(cls, name)):
             namespace[name] = function_form(cls, name)
             added.append(name)
+    for name in sorted(FUNCTIONS_AND_METHODS):  # the operations' function forms refuse out= in words
+        if name in namespace and _is_operation(namespace[name]):
+            namespace[name] = refusing_out(namespace[name])
     return added
