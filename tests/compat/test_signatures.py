@@ -190,3 +190,16 @@ def test_out_is_refused_in_words(call):
     call(torch, x)  # torch takes it
     with pytest.raises(TypeError, match="does not write results into a given tensor"):
         call(compat, compat.ones(2, 2))
+
+
+@pytest.mark.parametrize("method", ["view", "reshape", "expand", "new_zeros", "permute", "repeat"])
+def test_methods_taking_sizes_take_them_as_torch_in_every_spelling(method):
+    args = {"permute": (1, 0), "repeat": (1, 2), "expand": (3, 2, 3)}.get(method, (3, 2))
+    keyword = {"view": "size", "reshape": "shape", "expand": "size", "new_zeros": "size", "permute": "dims",
+               "repeat": "repeats"}[method]
+    shapes = []
+    for lib in (torch, compat):
+        x = lib.ones(2, 3)
+        calls = [getattr(x, method)(*args), getattr(x, method)(args), getattr(x, method)(**{keyword: args})]
+        shapes.append([tuple(t.shape) for t in calls])
+    assert shapes[1] == shapes[0]

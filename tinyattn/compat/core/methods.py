@@ -100,6 +100,8 @@ def torch_keywords(fn, **names):
             if theirs not in kwargs or theirs == ours and kinds[ours] is not inspect.Parameter.VAR_POSITIONAL:
                 continue
             value = kwargs.pop(theirs)
+            if kinds[ours] is inspect.Parameter.VAR_POSITIONAL and value is None:  # (the signature's default)
+                continue
             if kinds[ours] is inspect.Parameter.VAR_POSITIONAL:  # its sequence, after the ones before it
                 args = (*args, *(value if isinstance(value, (tuple, list)) else (value,)))
             elif ours in kwargs:
@@ -257,7 +259,7 @@ def _keyword_forms(cls):
         if len(shape) == 1 and _is_dtype(shape[0]):
             dtype, shape = shape[0], ()
         if dtype is None:
-            return view_of_shape(self, *shape, size=size)
+            return view_of_shape(self, *shape) if size is None else view_of_shape(self, size=size)
         if shape or size is not None:
             raise TypeError("view() takes a shape or a dtype, not both")
         dtype = np.dtype(dtype)
