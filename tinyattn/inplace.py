@@ -216,6 +216,21 @@ def _write(t, compute, name):
     return t
 
 
+def rewrite(t, compute, name):
+    """Replace ``t``'s value by ``compute(old)`` in place, under the rules above (a leaf that requires grad is
+    refused, the version counter rises, a view's base sees the write); ``compute`` gets the old value as a
+    tensor and returns a tensor of a shape that broadcasts to ``t``'s. ``name`` names the operation in errors.
+    The one door through which the floors above write their own in-place operations (compat's ``exp_``…).
+
+    >>> import tinyattn as ta
+    >>> from tinyattn.inplace import rewrite
+    >>> x = ta.tensor([1.0, 4.0])
+    >>> rewrite(x, lambda old: old.sqrt(), "sqrt_") is x, x
+    (True, tensor([1., 2.]))
+    """
+    return _write(t, compute, name)
+
+
 def _as_value(value, like):
     return value if isinstance(value, Tensor) else _lift(value, like)
 

@@ -110,6 +110,7 @@ from .. import (
 from .. import creation as _creation
 from .. import ops_extra as _ops_extra
 from . import amp, autograd, backends, cuda, distributed, distributions, func, nn, optim, serialization, utils  # noqa: F401
+from . import functions as _functions_module
 from .amp import autocast  # noqa: E402
 from .autograd import is_anomaly_enabled  # noqa: E402
 from .core import methods as _methods
@@ -124,12 +125,8 @@ from .serialization import load, save  # noqa: E402
 
 float, double, half = float32, float64, _np.float16
 int = int32  # torch.int (not in __all__: a star import would hide Python's int)
-Size = tuple
-
-
-def device(type):
-    """PyTorch's ``torch.device("cpu")``: here the device's name, which every ``device=`` accepts."""
-    return str(type)
+from .core.devices import device  # noqa: E402
+from .core.tensor import Size  # noqa: E402
 
 
 def _making_compat(make):
@@ -174,6 +171,36 @@ for _family in _FAMILIES:
         globals()[_name] = _methods.numpy_names(_function) if _methods.takes_dim(_function) else _function
 
 
+# torch.matrix_power is torch.linalg.matrix_power, its matrix named input
+matrix_power = _methods.torch_keywords(linalg.matrix_power, input="A")
+real, imag = _functions_module.real, _functions_module.imag
+hardshrink, prelu = nn.functional.hardshrink, nn.functional.prelu  # torch's top-level names for them
+concatenate = cat  # torch's NumPy-style names for the same functions
+row_stack = vstack  # noqa: F405
+
+# every operation torch has as a function and as a method, in both forms; the in-place forms of the methods
+from .core import forms as _forms  # noqa: E402
+
+for _name in ("max", "min", "gather", "permute", "reshape"):  # the method's torch keywords (other=, dims=…)
+    globals()[_name] = _forms.function_form(Tensor, _name)
+for _name, _keywords in dict(dot=dict(tensor="other"),
+                             dsplit=dict(indices="indices_or_sections", sections="indices_or_sections"),
+                             hsplit=dict(indices="indices_or_sections", sections="indices_or_sections"),
+                             vsplit=dict(indices="indices_or_sections", sections="indices_or_sections"),
+                             tensor_split=dict(indices="indices_or_sections", sections="indices_or_sections",
+                                               tensor_indices_or_sections="indices_or_sections")).items():
+    globals()[_name] = _methods.torch_keywords(globals()[_name], **_keywords)
+    setattr(Tensor, _name, _methods.torch_keywords(getattr(Tensor, _name), **_keywords))
+split = _methods.torch_keywords(split, tensor="x")
+_forms.torch_parameter_names(globals())  # torch.exp(input=t)
+_FORMS = _forms.complete(globals(), Tensor)
+for _name, _value in list(globals().items()):  # the native functions refuse out= in words too (torch.cat)
+    if not _name.startswith("_") and callable(_value) and not isinstance(_value, type) and \
+            getattr(_value, "__module__", "").startswith("tinyattn.") and \
+            not getattr(_value, "__module__", "").startswith("tinyattn.compat"):
+        globals()[_name] = _forms.refusing_out(_value)
+
+
 def __getattr__(name):
     raise AttributeError(f"tinyattn.compat has no `{name}` yet")
 
@@ -190,4 +217,5 @@ __all__ = [
     "amp", "autocast", "backends", "cuda", "serialization", "utils", "is_anomaly_enabled", "func", "vmap",
     *_function_names, "linalg", *[name for name in _FAMILY_NAMES if name not in _function_names],
     *[name for name in _creation.__all__ if name not in _function_names and name not in _FAMILY_NAMES],
+    "concatenate", "row_stack", "matrix_power", "real", "imag", "hardshrink", "prelu", *_FORMS,
 ]

@@ -15,6 +15,7 @@ Linear(in_features=2, out_features=2, bias=True)  # compiled: fast.Linear
 import builtins
 import numbers
 import sys
+import warnings
 
 import numpy as np
 
@@ -37,6 +38,9 @@ __all__ = [
     "short", "finfo", "iinfo", "get_default_dtype", "set_default_dtype", "set_float32_matmul_precision",
     "get_float32_matmul_precision", "use_deterministic_algorithms", "are_deterministic_algorithms_enabled",
     "set_printoptions", "FloatTensor", "LongTensor", "BoolTensor", "IntTensor", "DoubleTensor", "jit", "onnx",
+    "uint16", "uint32", "uint64", "complex64", "complex128", "cfloat", "cdouble", "strided", "layout",
+    "promote_types", "result_type", "can_cast", "is_signed", "is_complex", "is_nonzero", "is_same_size", "range",
+    "pi", "e", "inf", "nan", "newaxis",
 ]
 
 pow = methods.pow
@@ -214,6 +218,114 @@ def _legacy(data, dtype):
     return as_compat(_creation.zeros(*data, dtype=dtype))
 
 
+uint16, uint32, uint64 = np.uint16, np.uint32, np.uint64
+complex64, complex128 = np.complex64, np.complex128
+cfloat, cdouble = complex64, complex128
+strided = methods.strided
+layout = methods.Layout
+
+_CATEGORY = {"b": 0, "u": 1, "i": 1, "f": 2, "c": 3}  # bool < integers < floats < complex, as torch ranks them
+_DEFAULT_OF_CATEGORY = {0: np.dtype(np.bool_), 1: np.dtype(np.int64), 2: np.dtype(np.float32),
+                        3: np.dtype(np.complex64)}
+
+
+def _category(d):
+    return _CATEGORY[np.dtype(d).kind]
+
+
+def promote_types(type1, type2):
+    """The smallest dtype both ``type1`` and ``type2`` cast to, by torch's rule: of two categories (bool,
+    integer, float, complex) the higher one's dtype wins as it is (``int64`` and ``float16`` give ``float16``,
+    where NumPy gives ``float64``); within one category, NumPy's promotion."""
+    type1, type2 = np.dtype(type1), np.dtype(type2)
+    if _category(type1) == _category(type2):
+        return np.promote_types(type1, type2)
+    higher, lower = sorted((type1, type2), key=_category, reverse=True)
+    if higher.kind == "c" and lower == np.float64:  # a complex of float64's precision
+        return np.dtype(np.complex128)
+    return higher
+
+
+def result_type(tensor1, tensor2):
+    """The dtype an operation of ``tensor1`` and ``tensor2`` (tensors or Python numbers) gives, by torch's rule:
+    tensors with dimensions decide; a 0-d tensor or a Python number counts only where its category is higher,
+    and then a 0-d tensor by its dtype, a number by its category's default (``float32`` for a float)."""
+    ranked = []  # (priority: 2 dimensioned tensor, 1 zero-dim tensor, 0 Python number; dtype)
+    for operand in (tensor1, tensor2):
+        if isinstance(operand, _NativeTensor):
+            ranked.append((2 if operand.ndim else 1, np.dtype(operand.dtype)))
+        elif isinstance(operand, (builtins.bool, numbers.Number)):
+            kind = "b" if isinstance(operand, builtins.bool) else "i" if isinstance(operand, numbers.Integral) \
+                else "f" if isinstance(operand, numbers.Real) else "c"
+            ranked.append((0, _DEFAULT_OF_CATEGORY[_CATEGORY[kind]]))
+        else:
+            raise TypeError(f"result_type(): expected a Tensor or a number, got {type(operand).__name__}")
+    result = None
+    for priority in (2, 1, 0):
+        for rank, d in ranked:
+            if rank != priority:
+                continue
+            if result is None:
+                result = d
+            elif _category(d) > _category(result) and priority == 0 and result == np.float64:
+                result = np.dtype(np.complex128)  # a complex number with a float64 tensor
+            elif _category(d) > _category(result):
+                result = d
+            elif _category(d) == _category(result) and priority == 2:
+                result = np.promote_types(result, d)
+    return result
+
+
+def can_cast(from_, to):
+    """Whether torch casts ``from_`` to ``to`` implicitly (an in-place operation's result into its tensor): never
+    down a category (a float into an integer, anything but bool into bool), always within or up one."""
+    return _category(from_) <= _category(to)
+
+
+def is_signed(input):
+    return methods.is_signed(input)
+
+
+def is_complex(input):
+    return methods.is_complex(input)
+
+
+def is_nonzero(input):
+    return methods.is_nonzero(input)
+
+
+def is_same_size(input, other):
+    return methods.is_same_size(input, other)
+
+
+def real(input):
+    """The tensor itself: compat's tensors are real (``torch.real`` of a real tensor)."""
+    return input.real
+
+
+def imag(input):
+    return input.imag
+
+
+def range(start, end, step=1, *, dtype=None, device=None, requires_grad=False):
+    """Deprecated in torch: ``start, start + step, …`` up to ``end`` *inclusive* (``arange`` excludes it), float32
+    by default; warns as torch does."""
+    warnings.warn("torch.range is deprecated and will be removed in a future release because its behavior is "
+                  "inconsistent with Python's range builtin. Instead, use torch.arange, which produces values in "
+                  "[start, end).", UserWarning, stacklevel=2)
+    if step == 0:
+        raise RuntimeError("step must be nonzero")
+    count = builtins.int(np.floor((end - start) / step)) + 1
+    if count < 0:
+        raise RuntimeError("upper bound and larger bound inconsistent with step sign")
+    values = start + step * np.arange(count, dtype=np.float64)
+    return as_compat(_creation.tensor(values, dtype=dtype or np.float32, device=device, requires_grad=requires_grad))
+
+
+# constants torch names
+pi, e, inf, nan, newaxis = np.pi, np.e, np.inf, np.nan, None
+
+
 # ----------------------------------------------------------------------------- global settings
 
 
@@ -262,7 +374,8 @@ def set_printoptions(precision=None, threshold=None, edgeitems=None, linewidth=N
 # ----------------------------------------------------------------------------- compile
 
 
-def compile(model=None, *, fullgraph=False, dynamic=None, backend=None, mode=None, options=None, disable=False):
+def compile(model=None, *, fullgraph=False, dynamic=None, backend=None, mode=None, options=None, disable=False,
+            name=None, recompile_limit=None, isolate_recompiles=False, shapes_spec=None):
     """``torch.compile``: ``ta.compile(model)``, the model with each submodule that has a fused form replaced by
     it (parameters shared), or a library function's fused form; used bare or with keyword arguments, a decorator.
     Its keyword arguments are accepted and change nothing, but ``disable=True``, which returns the model itself,

@@ -9,7 +9,7 @@ its tensors compat tensors.
 ...     y = fwAD.make_dual(x, torch.ones_like(x)) ** 3           # d(x³) = 3x²·dx
 ...     primal, tangent = fwAD.unpack_dual(y)
 >>> tangent, type(tangent).__name__
-(tensor([ 3., 12.], dtype=float64), 'Tensor')
+(tensor([ 3., 12.], dtype=torch.float64), 'Tensor')
 """
 
 from ...autograd import forward_ad as _native

@@ -5,7 +5,7 @@ arguments and nesting: ``tinyattn.autograd.functional``, the results compat tens
 >>> x = torch.tensor([1.0, 2.0], dtype=torch.float64)
 >>> torch.autograd.functional.hessian(lambda t: (t ** 3).sum(), x)      # diag(6x)
 tensor([[ 6.,  0.],
-        [ 0., 12.]], dtype=float64)
+        [ 0., 12.]], dtype=torch.float64)
 """
 
 import functools

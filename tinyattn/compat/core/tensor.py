@@ -22,10 +22,15 @@ tensor([0., 0.])
 (0.0, 'Tensor')
 """
 
+import math
+import operator
+
+import numpy as np
+
 from ... import backend
 from ...engine import Tensor as _NativeTensor
 from ...nn.module import Parameter as _NativeParameter
-from . import methods
+from . import devices, methods
 
 
 def _array_of(name, value, owner):
@@ -70,6 +75,52 @@ def _set_grad(self, value):
     self._grad = array
 
 
+def dtype_name(dtype):
+    """torch's name of a NumPy dtype: ``torch.float64``, ``torch.bool``."""
+    return f"torch.{np.dtype(dtype).name}"
+
+
+# the native nodes whose torch counterpart has another name (the rest: ``Mul`` is torch's ``MulBackward0``)
+_TORCH_NODE_NAMES = {"ReLU": "Relu", "Concatenate": "Cat", "Reshape": "View"}
+
+
+def grad_fn_name(node):
+    """torch's name for the node that made a tensor: ``MulBackward0`` for the native ``Mul``."""
+    name = type(node).__name__
+    return f"{_TORCH_NODE_NAMES.get(name, name)}Backward0"
+
+
+class Size(tuple):
+    """``torch.Size``: a tensor's shape, a tuple of ints printed as torch prints it (``torch.Size([2, 3])``).
+
+    >>> Size([2, 3]), Size([2, 3]).numel(), Size([2, 3]) == (2, 3)
+    (torch.Size([2, 3]), 6, True)
+    """
+
+    __slots__ = ()
+
+    def __new__(cls, sizes=()):
+        sizes = tuple(sizes)
+        for size in sizes:
+            if not isinstance(size, int) and not hasattr(size, "__index__"):
+                raise TypeError(f"torch.Size() takes an iterable of 'int' (item {len(sizes)} is "
+                                f"'{type(size).__name__}')")
+        return super().__new__(cls, (operator.index(size) for size in sizes))
+
+    def __repr__(self):
+        return f"torch.Size({list(self)})"
+
+    def __getitem__(self, index):
+        item = super().__getitem__(index)
+        return Size(item) if isinstance(index, slice) else item
+
+    def __add__(self, other):
+        return Size(tuple(self) + tuple(other))
+
+    def numel(self):
+        return math.prod(self)
+
+
 class Tensor(_NativeTensor):
     """The native tensor whose ``.data`` and ``.grad`` are tensors sharing its arrays (see the module)."""
 
@@ -79,12 +130,34 @@ class Tensor(_NativeTensor):
     data = property(_get_data, _set_data, doc="A tensor sharing this tensor's array, cut from the graph.")
     grad = property(_get_grad, _set_grad, doc="``None``, or a tensor sharing the accumulated gradient's array.")
 
+    device = property(lambda self: devices.device(_NativeTensor.device.fget(self)),
+                      doc="The tensor's ``torch.device`` (a ``str``: ``'cpu'`` or ``'cuda'``).")
+
     def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
         """torch's ``backward``; under ``create_graph`` the implicit gradient of a one-element tensor is a
         compat tensor, so that every gradient the walk makes from it is one too."""
         if create_graph and gradient is None and self.numel() == 1:
             gradient = _NativeTensor._wrap(backend.namespace(self._data).ones_like(self._data), self)
         super().backward(gradient, retain_graph, create_graph, inputs)
+
+    def __repr__(self):
+        """As torch prints a tensor: the values (NumPy's printing, under ``set_printoptions``), then the device
+        when not the host's, the size of an empty tensor, the dtype when not float32, int64 or bool (an
+        empty tensor's when not float32), and ``grad_fn=<MulBackward0>`` or ``requires_grad=True``."""
+        array = backend.to_numpy(self._data)
+        empty = array.size == 0
+        body = "[]" if empty else np.array2string(array, separator=", ", prefix="tensor(")
+        suffixes = [] if self.device == "cpu" else [f"device='{self.device}:0'" if ":" not in self.device
+                                                    else f"device='{self.device}'"]
+        if empty and array.ndim != 1:
+            suffixes.append(f"size={tuple(array.shape)}")
+        if array.dtype != np.float32 and (empty or array.dtype not in (np.int64, np.bool_)):
+            suffixes.append(f"dtype={dtype_name(array.dtype)}")
+        if self._ctx is not None:
+            suffixes.append(f"grad_fn=<{grad_fn_name(self._ctx)}>")
+        elif self.requires_grad:
+            suffixes.append("requires_grad=True")
+        return f"tensor({body}{''.join(', ' + suffix for suffix in suffixes)})"
 
     def __array__(self, dtype=None, copy=None):
         """``numpy.asarray(t)``, as torch's CPU tensors allow (a copy from the GPU)."""
