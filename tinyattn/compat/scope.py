@@ -133,6 +133,26 @@ OUT_OF_SCOPE = [
       for n in ("nn.UninitializedParameter", "nn.UninitializedBuffer", "nn.modules.lazy.LazyModuleMixin")],
     *[(f"torch.{n}", "spatial transformer networks' sampling grids (vision): not built")
       for n in ("nn.functional.affine_grid", "nn.functional.grid_sample", "nn.functional.GRID_SAMPLE_*")],
+    # the distributions and transforms not built (the families language models and RL toys sample from are)
+    *[(f"torch.distributions.{n}", "a distribution family not built: the ones language models and "
+       "reinforcement-learning toys sample from are (Categorical, Normal, Bernoulli, MultivariateNormal, Beta…)")
+      for n in ("Wishart", "LKJCholesky", "LowRankMultivariateNormal", "LogisticNormal", "ContinuousBernoulli",
+                "Kumaraswamy", "Pareto", "Weibull", "VonMises", "InverseGamma", "GeneralizedPareto", "FisherSnedecor",
+                "NegativeBinomial", "ExponentialFamily")],
+    *[(f"torch.distributions.{n}", "a transform (or constraint registry) for the families not built: the "
+       "elementwise transforms (Exp, Affine, Sigmoid, Tanh, Softplus, Power, Abs) and their composition are")
+      for n in ("CatTransform", "StackTransform", "ReshapeTransform", "IndependentTransform", "SoftmaxTransform",
+                "StickBreakingTransform", "LowerCholeskyTransform", "PositiveDefiniteTransform",
+                "CorrCholeskyTransform", "CumulativeDistributionTransform", "biject_to", "transform_to")],
+    *[(f"torch.distributed.{n}", "torch.distributed's machinery beyond what a one-process script touches (its "
+       "queries and enums are here; initialisation and the collectives are refused)")
+      for n in ("GroupName", "algorithms", "autograd", "c10d_logger", "config", "constants", "device_mesh",
+                "distributed_c10d", "get_default_backend_for_device", "log", "logging_handlers", "remote_device",
+                "rpc", "timedelta", "utils")],
+    *[(f"torch.cuda.{n}", "a CUDA runtime submodule (graphs, streams, NCCL, NVTX, kernels compiled at run time): "
+       "tinyattn reaches GPUs through CuPy's arrays, not torch's runtime")
+      for n in ("graphs", "jiterator", "memory", "nccl", "nvtx", "profiler", "random", "sparse", "streams", "tunable")],
+    ("torch.utils.tensorboard.FileWriter", "tensorboard's low-level event writer: SummaryWriter writes the events"),
     ("torch.nn.common_types", "type aliases for annotations (_size_2_t…): nothing runs them"),
     ("torch.nn.factory_kwargs", "torch's internal helper for device/dtype keyword arguments"),
     ("torch.nn.grad", "the convolutions' hand-written input and weight gradients: autograd gives them"),
