@@ -138,7 +138,7 @@ OUT_OF_SCOPE = [
        "reinforcement-learning toys sample from are (Categorical, Normal, Bernoulli, MultivariateNormal, Beta…)")
       for n in ("Wishart", "LKJCholesky", "LowRankMultivariateNormal", "LogisticNormal", "ContinuousBernoulli",
                 "Kumaraswamy", "Pareto", "Weibull", "VonMises", "InverseGamma", "GeneralizedPareto", "FisherSnedecor",
-                "NegativeBinomial", "ExponentialFamily")],
+                "NegativeBinomial", "ExponentialFamily", "HalfCauchy")],
     *[(f"torch.distributions.{n}", "a transform (or constraint registry) for the families not built: the "
        "elementwise transforms (Exp, Affine, Sigmoid, Tanh, Softplus, Power, Abs) and their composition are")
       for n in ("CatTransform", "StackTransform", "ReshapeTransform", "IndependentTransform", "SoftmaxTransform",
