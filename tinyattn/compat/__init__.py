@@ -18,8 +18,9 @@ Beyond the layers: ``utils.data`` (datasets, samplers, ``DataLoader``), ``cuda``
 ``amp`` (what scripts ask of a GPU), ``serialization`` (whole models saved without pickle), and
 torch's everyday functions and tensor methods (``functions``, ``core.methods``). What compat does not
 do (``compile``, CUDA kernels, pickle) raises an error that says what to do instead; the page
-``docs/compat.md`` holds the coverage table. A name that is missing says so, in every submodule:
-``tinyattn.compat has no `x` yet``.
+``docs/compat.md`` holds the coverage table, generated from torch's own inventory. A name that is missing says so,
+in every submodule: ``tinyattn.compat has no `x` yet``, or, for a name out of scope on purpose
+(``compat.scope``), why.
 
 Known differences from PyTorch (each pinned by a test in ``tests/compat``):
 
@@ -41,7 +42,7 @@ True
 >>> torch.fft
 Traceback (most recent call last):
 ...
-AttributeError: tinyattn.compat has no `fft` yet
+AttributeError: tinyattn.compat has no `fft`: out of scope (spectral ops (FFT, STFT, signal windows): ...)
 """
 
 import numpy as _np
@@ -121,6 +122,7 @@ from .functions import *  # noqa: F401,F403  (torch's functions beyond the nativ
 from .functions import __all__ as _function_names
 from .functions import masked_fill, pow, randint  # noqa: F401
 from .nn import modules as _nn_modules  # noqa: F401  (torch.nn.modules: PyTorch's paths to compat.nn's classes)
+from .scope import missing as _missing  # noqa: E402
 from .serialization import load, save  # noqa: E402
 
 float, double, half = float32, float64, _np.float16
@@ -202,7 +204,7 @@ for _name, _value in list(globals().items()):  # the native functions refuse out
 
 
 def __getattr__(name):
-    raise AttributeError(f"tinyattn.compat has no `{name}` yet")
+    raise _missing(__name__, name)
 
 
 __all__ = [

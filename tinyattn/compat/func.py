@@ -28,6 +28,7 @@ from ..engine import Tensor as _NativeTensor
 from ..ops import stack
 from .core.tensor import as_compat_tree
 from .refusals import refused
+from .scope import missing
 
 __all__ = ["grad", "grad_and_value", "vjp", "jvp", "jacrev", "jacfwd", "hessian", "vmap", "functional_call",
            "linearize", "stack_module_state", "functionalize", "debug_unwrap", "rearrange",
@@ -182,4 +183,4 @@ replace_all_batch_norm_modules_ = refused(
 
 
 def __getattr__(name):
-    raise AttributeError(f"tinyattn.compat.func has no `{name}` yet")
+    raise missing(__name__, name)

@@ -10,10 +10,11 @@ from ..linalg import *  # noqa: F401,F403
 from ..linalg import __all__  # noqa: F401
 from ..linalg import norm as _norm
 from .core.methods import torch_keywords
+from .scope import missing
 
 norm = torch_keywords(_norm, input="A")  # torch.linalg.norm(input=…), where vector_norm and matrix_norm take x, A
 matmul = torch_keywords(_matmul, input="a", other="b")  # torch.linalg.matmul is torch.matmul
 
 
 def __getattr__(name):
-    raise AttributeError(f"tinyattn.compat.linalg has no `{name}` yet")
+    raise missing(__name__, name)

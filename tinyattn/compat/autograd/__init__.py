@@ -24,6 +24,7 @@ from ...engine import Tensor as _NativeTensor
 from ...engine import enable_grad, inference_mode, no_grad, set_grad_enabled
 from ..core.tensor import as_compat
 from ..refusals import refused
+from ..scope import missing
 from . import forward_ad, function, functional, grad_mode, variable
 from .function import Function, FunctionCtx
 from .grad_mode import enforce_grad_layout_policy, set_multithreading_enabled  # noqa: F401
@@ -151,4 +152,4 @@ NestedIOFunction = refused("torch.autograd.NestedIOFunction",
 
 
 def __getattr__(name):
-    raise AttributeError(f"tinyattn.compat.autograd has no `{name}` yet")
+    raise missing(__name__, name)

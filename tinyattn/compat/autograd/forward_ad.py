@@ -14,6 +14,7 @@ its tensors compat tensors.
 
 from ...autograd import forward_ad as _native
 from ..core.tensor import as_compat
+from ..scope import missing
 
 UnpackedDualTensor = _native.UnpackedDualTensor
 dual_level = _native.dual_level
@@ -35,4 +36,4 @@ def unpack_dual(tensor, *, level=None):
 
 
 def __getattr__(name):
-    raise AttributeError(f"tinyattn.compat.autograd.forward_ad has no `{name}` yet")
+    raise missing(__name__, name)

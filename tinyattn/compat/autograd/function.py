@@ -22,9 +22,10 @@ graph, and the gradient it gave refuses, naming the function, to be differentiat
 """
 
 from ...autograd import Function, FunctionCtx, once_differentiable
+from ..scope import missing
 
 __all__ = ["Function", "FunctionCtx", "once_differentiable"]
 
 
 def __getattr__(name):
-    raise AttributeError(f"tinyattn.compat.autograd.function has no `{name}` yet")
+    raise missing(__name__, name)

@@ -12,6 +12,7 @@ import functools
 
 from ...autograd import functional as _native
 from ..core.tensor import as_compat_tree
+from ..scope import missing
 
 __all__ = ["vjp", "jvp", "jacobian", "hessian", "hvp", "vhp"]
 
@@ -32,4 +33,4 @@ vhp = _returning_compat(_native.vhp)
 
 
 def __getattr__(name):
-    raise AttributeError(f"tinyattn.compat.autograd.functional has no `{name}` yet")
+    raise missing(__name__, name)

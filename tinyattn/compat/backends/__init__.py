@@ -11,6 +11,7 @@ on a machine without those kernels.
 False
 """
 
+from ..scope import missing
 from . import (  # noqa: F401
     cpu,
     cuda,
@@ -33,4 +34,4 @@ __all__ = ["cpu", "cuda", "cudnn", "cusparselt", "kleidiai", "mha", "miopen", "m
 
 
 def __getattr__(name):
-    raise AttributeError(f"tinyattn.compat.backends has no `{name}` yet")
+    raise missing(__name__, name)

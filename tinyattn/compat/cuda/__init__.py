@@ -25,6 +25,7 @@ import types
 from ... import backend
 from ..core.devices import device_count, is_available  # noqa: F401
 from ..refusals import refused
+from ..scope import missing
 from . import amp  # noqa: F401
 
 
@@ -324,4 +325,4 @@ for _name, _why in [
 
 
 def __getattr__(name):
-    raise AttributeError(f"tinyattn.compat.cuda has no `{name}` yet")
+    raise missing(__name__, name)

@@ -28,6 +28,7 @@ import enum
 import os
 
 from ..refusals import refused
+from ..scope import missing
 
 __all__ = [
     "is_available", "is_initialized", "is_torchelastic_launched", "is_nccl_available", "is_gloo_available",
@@ -280,4 +281,4 @@ for _name in ("Store", "TCPStore", "FileStore", "HashStore", "PrefixStore", "Pro
 
 
 def __getattr__(name):
-    raise AttributeError(f"tinyattn.compat.distributed has no `{name}` yet")
+    raise missing(__name__, name)

@@ -21,6 +21,7 @@ matrix families (``Wishart``, ``LKJCholesky``, ``LowRankMultivariateNormal``) ar
 from ... import distributions as _native
 from ...engine import Tensor as _NativeTensor
 from ..core.tensor import as_compat
+from ..scope import missing
 from . import constraints, transforms  # noqa: F401
 
 __all__ = ["Distribution", "Bernoulli", "Beta", "Binomial", "Categorical", "Dirichlet", "Exponential", "Gamma",
@@ -63,4 +64,4 @@ for _name in __all__:
 
 
 def __getattr__(name):
-    raise AttributeError(f"tinyattn.compat.distributions has no `{name}` yet")
+    raise missing(__name__, name)

@@ -34,7 +34,9 @@ def _compat_layer(native):
     parameters, PyTorch's state-dict keys; otherwise the native class itself, which ``ta.compile`` and the
     fast layer take it for (``computes_as``). A native layer attached to a compat module takes this class
     (``as_compat``)."""
-    twin = type(native.__name__, (Module, native), {"__module__": __name__, "__doc__": native.__doc__,
+    doc = (f"``torch.nn.{native.__name__}``: the native ``{native.__module__}.{native.__name__}`` with compat "
+           "parameters and PyTorch's state-dict keys (its docstring has the details).")
+    twin = type(native.__name__, (Module, native), {"__module__": __name__, "__doc__": doc,
                                                     "computes_as": native})
     TWINS[native] = twin
     return twin

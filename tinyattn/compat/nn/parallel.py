@@ -6,6 +6,7 @@ True
 """
 
 from ..refusals import refused
+from ..scope import missing
 
 __all__ = ["DistributedDataParallel", "DataParallel", "data_parallel"]
 
@@ -21,4 +22,4 @@ data_parallel = refused("torch.nn.parallel.data_parallel",
 
 
 def __getattr__(name):
-    raise AttributeError(f"tinyattn.compat.nn.parallel has no `{name}` yet")
+    raise missing(__name__, name)

@@ -19,6 +19,7 @@ RuntimeError: AdamW(fused=True): fused optimizers are CUDA kernels, which tinyat
 from ... import optim as _native
 from ...optim import LBFGS, Muon, Optimizer, swap_in_optimizer_params_and_state
 from ..refusals import refused
+from ..scope import missing
 from . import lr_scheduler, swa_utils
 
 __all__ = ["Optimizer", "SGD", "Adam", "AdamW", "Adamax", "NAdam", "RAdam", "Adagrad", "Adadelta", "RMSprop", "Rprop",
@@ -189,4 +190,4 @@ class Adafactor(_native.Adafactor):
 
 
 def __getattr__(name):
-    raise AttributeError(f"tinyattn.compat.optim has no `{name}` yet")
+    raise missing(__name__, name)

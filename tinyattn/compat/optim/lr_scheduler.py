@@ -30,6 +30,7 @@ from ...optim.lr_scheduler import (
     SequentialLR,
     StepLR,
 )
+from ..scope import missing
 
 _LRScheduler = LRScheduler
 
@@ -39,4 +40,4 @@ __all__ = ["LRScheduler", "LambdaLR", "MultiplicativeLR", "StepLR", "MultiStepLR
 
 
 def __getattr__(name):
-    raise AttributeError(f"tinyattn.compat.optim.lr_scheduler has no `{name}` yet")
+    raise missing(__name__, name)

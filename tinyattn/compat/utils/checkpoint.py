@@ -31,6 +31,7 @@ from ... import utils as _native
 from ...engine import Tensor as _NativeTensor
 from ..core.tensor import as_compat
 from ..refusals import refused
+from ..scope import missing
 
 __all__ = ["checkpoint", "checkpoint_sequential", "CheckpointError", "CheckpointPolicy", "DefaultDeviceType",
            "check_backward_validity", "detach_variable", "get_device_states", "set_device_states", "noop_context_fn",
@@ -162,4 +163,4 @@ GraphExecGroup = refused("torch.utils.checkpoint.GraphExecGroup", _SELECTIVE)
 
 
 def __getattr__(name):
-    raise AttributeError(f"tinyattn.compat.utils.checkpoint has no `{name}` yet")
+    raise missing(__name__, name)

@@ -16,6 +16,7 @@ DataPipes (``IterDataPipe``, ``MapDataPipe`` and their helpers), which torch dep
 """
 
 from ...refusals import refused
+from ...scope import missing
 from .dataloader import DataLoader, default_collate, default_convert, get_worker_info
 from .dataset import (
     ChainDataset,
@@ -54,4 +55,4 @@ argument_validation = refused("torch.utils.data.argument_validation", _DATAPIPES
 
 
 def __getattr__(name):
-    raise AttributeError(f"tinyattn.compat.utils.data has no `{name}` yet")
+    raise missing(__name__, name)

@@ -26,6 +26,7 @@ import numpy as np
 
 from ....engine import Tensor as _NativeTensor
 from ...refusals import refused
+from ...scope import missing
 
 __all__ = ["SummaryWriter"]
 
@@ -130,4 +131,4 @@ class SummaryWriter:
 
 
 def __getattr__(name):
-    raise AttributeError(f"tinyattn.compat.utils.tensorboard has no `{name}` yet")
+    raise missing(__name__, name)
