@@ -110,7 +110,21 @@ from .. import (
 )
 from .. import creation as _creation
 from .. import ops_extra as _ops_extra
-from . import amp, autograd, backends, cuda, distributed, distributions, func, nn, optim, serialization, utils  # noqa: F401
+from . import (  # noqa: F401
+    amp,
+    autograd,
+    backends,
+    cuda,
+    distributed,
+    distributions,
+    func,
+    jit,
+    nn,
+    onnx,
+    optim,
+    serialization,
+    utils,
+)
 from . import functions as _functions_module
 from .amp import autocast  # noqa: E402
 from .autograd import is_anomaly_enabled  # noqa: E402
@@ -197,7 +211,7 @@ split = _methods.torch_keywords(split, tensor="x")
 _forms.torch_parameter_names(globals())  # torch.exp(input=t)
 _FORMS = _forms.complete(globals(), Tensor)
 for _name, _value in list(globals().items()):  # the native functions refuse out= in words too (torch.cat)
-    if not _name.startswith("_") and callable(_value) and not isinstance(_value, type) and \
+    if not _name.startswith("_") and _name != "vmap" and callable(_value) and not isinstance(_value, type) and \
             getattr(_value, "__module__", "").startswith("tinyattn.") and \
             not getattr(_value, "__module__", "").startswith("tinyattn.compat"):
         globals()[_name] = _forms.refusing_out(_value)

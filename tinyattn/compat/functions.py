@@ -2,8 +2,8 @@
 global settings, and the function forms of compat's tensor methods.
 
 ``torch.compile`` is ``ta.compile``: the model with its fused forms swapped in. What compat deliberately
-does not do raises an error that says what to do instead: ``bfloat16`` (no NumPy dtype), ``torch.jit`` and
-``torch.onnx`` (no tracing or export).
+does not do raises an error that says what to do instead: ``bfloat16`` (no NumPy dtype); ``torch.jit`` and
+``torch.onnx`` (no tracing or export) are modules of their own.
 
 >>> import tinyattn.compat as torch
 >>> torch.pow(2, torch.arange(4)), torch.pow(2.5, torch.arange(3))
@@ -37,7 +37,7 @@ __all__ = [
     "set_grad_enabled", "is_inference_mode_enabled", "compile", "dtype", "float16", "bfloat16", "int8", "int16",
     "short", "finfo", "iinfo", "get_default_dtype", "set_default_dtype", "set_float32_matmul_precision",
     "get_float32_matmul_precision", "use_deterministic_algorithms", "are_deterministic_algorithms_enabled",
-    "set_printoptions", "FloatTensor", "LongTensor", "BoolTensor", "IntTensor", "DoubleTensor", "jit", "onnx",
+    "set_printoptions", "FloatTensor", "LongTensor", "BoolTensor", "IntTensor", "DoubleTensor",
     "uint16", "uint32", "uint64", "complex64", "complex128", "cfloat", "cdouble", "strided", "layout",
     "promote_types", "result_type", "can_cast", "is_signed", "is_complex", "is_nonzero", "is_same_size", "range",
     "pi", "e", "inf", "nan", "newaxis",
@@ -383,29 +383,6 @@ def compile(model=None, *, fullgraph=False, dynamic=None, backend=None, mode=Non
     if model is None:
         return lambda model: compile(model, disable=disable)
     return model if disable else _fast_compile(model)
-
-
-# ----------------------------------------------------------------------------- what compat does not do
-
-
-class _Refused:
-    """A torch submodule compat does not provide: any name in it raises an error saying what to do instead."""
-
-    def __init__(self, name, instead):
-        self.__name__, self._instead = f"torch.{name}", instead
-        self.refusal = instead  # what the inventory reads (compat.refusals)
-
-    def __getattr__(self, attribute):
-        if attribute.startswith("__"):
-            raise AttributeError(attribute)
-        raise RuntimeError(f"{self.__name__}.{attribute}: {self._instead}")
-
-
-jit = _Refused("jit", "tinyattn.compat does not trace or script models; call the module itself, and save its "
-                      "state_dict() with torch.save")
-onnx = _Refused("onnx", "tinyattn.compat does not export models; export from PyTorch after loading the weights there "
-                        "(tinyattn.interop.to_torch maps the state_dict)")
-
 
 
 # torch's top-level names for functions of the nn.functional family
