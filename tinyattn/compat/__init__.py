@@ -45,6 +45,8 @@ Traceback (most recent call last):
 AttributeError: tinyattn.compat has no `fft`: out of scope (spectral ops (FFT, STFT, signal windows): ...)
 """
 
+import types as _types
+
 import numpy as _np
 
 from .. import (
@@ -217,6 +219,19 @@ for _name, _value in list(globals().items()):  # the native functions refuse out
         globals()[_name] = _forms.refusing_out(_value)
 
 
+# the older spellings scripts still use, the random draws with parameters, the process-level settings
+from .core import legacy as _legacy  # noqa: E402
+from .runtime import *  # noqa: F401,F403,E402
+from .runtime import __all__ as _runtime_names  # noqa: E402
+
+_legacy.attach(Tensor)
+bernoulli, poisson, binomial, normal = _legacy.bernoulli, _legacy.poisson, _legacy.binomial, _legacy.normal
+GradScaler = amp.GradScaler  # torch.GradScaler is torch.amp.GradScaler
+random = _types.ModuleType("torch.random", "torch.random: the library's seeding functions.")
+random.manual_seed, random.seed, random.initial_seed = manual_seed, seed, initial_seed  # noqa: F405
+random.get_rng_state, random.set_rng_state = get_rng_state, set_rng_state  # noqa: F405
+
+
 def __getattr__(name):
     raise _missing(__name__, name)
 
@@ -231,6 +246,8 @@ __all__ = [
     "sigmoid", "sin", "softmax", "split", "sqrt", "squeeze", "stack", "std", "sum", "tanh", "topk", "transpose",
     "tril", "triu", "unsqueeze", "var", "where", "device", "Size", "Generator",
     "amp", "autocast", "backends", "cuda", "serialization", "utils", "is_anomaly_enabled", "func", "vmap",
+    *_runtime_names, "bernoulli", "poisson", "binomial", "normal", "GradScaler", "random", "jit", "onnx",
+    "distributed", "distributions",
     *_function_names, "linalg", *[name for name in _FAMILY_NAMES if name not in _function_names],
     *[name for name in _creation.__all__ if name not in _function_names and name not in _FAMILY_NAMES],
     "concatenate", "row_stack", "matrix_power", "real", "imag", "hardshrink", "prelu", *_FORMS,

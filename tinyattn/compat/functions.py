@@ -37,7 +37,8 @@ __all__ = [
     "set_grad_enabled", "is_inference_mode_enabled", "compile", "dtype", "float16", "bfloat16", "int8", "int16",
     "short", "finfo", "iinfo", "get_default_dtype", "set_default_dtype", "set_float32_matmul_precision",
     "get_float32_matmul_precision", "use_deterministic_algorithms", "are_deterministic_algorithms_enabled",
-    "set_printoptions", "FloatTensor", "LongTensor", "BoolTensor", "IntTensor", "DoubleTensor",
+    "set_printoptions", "FloatTensor", "LongTensor", "BoolTensor", "IntTensor", "DoubleTensor", "ByteTensor",
+    "CharTensor", "ShortTensor",
     "uint16", "uint32", "uint64", "complex64", "complex128", "cfloat", "cdouble", "strided", "layout",
     "promote_types", "result_type", "can_cast", "is_signed", "is_complex", "is_nonzero", "is_same_size", "range",
     "pi", "e", "inf", "nan", "newaxis",
@@ -210,6 +211,18 @@ def IntTensor(*data):
 
 def DoubleTensor(*data):
     return _legacy(data, np.float64)
+
+
+def ByteTensor(*data):
+    return _legacy(data, np.uint8)
+
+
+def CharTensor(*data):
+    return _legacy(data, np.int8)
+
+
+def ShortTensor(*data):
+    return _legacy(data, np.int16)
 
 
 def _legacy(data, dtype):
