@@ -35,7 +35,7 @@ def legacy_init(cls, native_init):
         if len(args) == 1 and isinstance(args[0], tuple):
             args = tuple(args[0])  # torch.Tensor(torch.Size([2, 3]))
         if all(isinstance(a, int) and not isinstance(a, bool) for a in args):
-            array = np.zeros(args, dtype=np.float32)  # torch.Tensor(2, 3), torch.Tensor()
+            array = np.zeros(args or (0,), dtype=np.float32)  # torch.Tensor(2, 3); torch.Tensor() is empty
         elif len(args) == 1 and isinstance(args[0], _NativeTensor):
             array = args[0]._data
         elif len(args) == 1:
@@ -67,7 +67,8 @@ def deprecated_alpha_first(name, original):
     def method(self, *args, **kwargs):
         if len(args) == 2 and isinstance(args[0], numbers.Number) and isinstance(args[1], _NativeTensor):
             warnings.warn(f"This overload of {name} is deprecated:\n\t{name}(Number alpha, Tensor other)\nConsider "
-                          f"using one of the following signatures instead:\n\t{name}(Tensor other, *, Number alpha)",
+                          "using one of the following signatures instead:\n\t"
+                          f"{name}(Tensor other, *, Number alpha = 1)",
                           UserWarning, stacklevel=2)
             args, kwargs = (args[1],), {**kwargs, "alpha": args[0]}
         return original(self, *args, **kwargs)
