@@ -23,6 +23,7 @@ import importlib
 import inspect
 import pathlib
 import pkgutil
+import subprocess
 import sys
 import types
 import warnings
@@ -60,8 +61,24 @@ def _static_all(module_name):
                   and node.level > 0 for alias in node.names)
 
 
+def _submodules(module):
+    """A package's public submodules, found on disk: what ``dir()`` shows of them depends on what was imported."""
+    if not hasattr(module, "__path__"):
+        return set()
+    return {m.name for m in pkgutil.iter_modules(module.__path__) if not m.name.startswith("_")}
+
+
+def _fresh_module_attributes():
+    """The public module-like attributes ``torch`` has right after ``import torch`` (``torch.ops``,
+    ``torch.classes``…), read in a fresh interpreter so that what this process imported does not count."""
+    code = ("import types, torch\nprint(' '.join(n for n in dir(torch) if not n.startswith('_') and "
+            "isinstance(getattr(torch, n), types.ModuleType) and getattr(torch, n).__name__.startswith('torch.')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    return set(out.split())
+
+
 def torch_names(namespace):
-    """The public names of one torch namespace, sorted."""
+    """The public names of one torch namespace, sorted; the same whatever else the process has imported."""
     import torch
 
     if namespace == "torch.Tensor":
@@ -77,13 +94,15 @@ def torch_names(namespace):
     except ImportError:
         return _static_all(namespace)
     if namespace == "torch":
-        submodules = [n for n in dir(torch) if not n.startswith("_") and isinstance(getattr(torch, n), types.ModuleType)
-                      and getattr(torch, n).__name__.startswith("torch.")]
-        return sorted(set(torch.__all__) | set(submodules) | {"__version__"})
+        return sorted(set(torch.__all__) | _submodules(torch) | _fresh_module_attributes() | {"__version__"})
     names = getattr(module, "__all__", None)
     if names is None:
-        names = [n for n in dir(module) if not n.startswith("_")
-                 and not _imported_only(namespace, getattr(module, n))]
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            names = [n for n in dir(module) if not n.startswith("_")
+                     and not isinstance(getattr(module, n), types.ModuleType)
+                     and not _imported_only(namespace, getattr(module, n))]
+        names = set(names) | _submodules(module)
     return sorted(set(names))
 
 

@@ -85,5 +85,5 @@ def test_refusals_say_what_to_do_instead():
     with pytest.raises(NotImplementedError, match="DistributedDataParallel.*model = model"):
         DistributedDataParallel(tc.nn.Linear(2, 2))
     assert is_refused(DataParallel)
-    with pytest.raises(AttributeError, match="tinyattn.compat.distributed has no `fsdp` yet"):
+    with pytest.raises(AttributeError, match="tinyattn.compat.distributed has no `fsdp`: out of scope"):
         _ = dist.fsdp

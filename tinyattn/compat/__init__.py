@@ -220,13 +220,115 @@ for _name, _value in list(globals().items()):  # the native functions refuse out
 
 
 # the older spellings scripts still use, the random draws with parameters, the process-level settings
+from ..distributions.distribution import lgamma as _distributions_lgamma  # noqa: E402
+from ..nn.parametrizations import norm_except_dim as _norm_except_dim  # noqa: E402
 from .core import legacy as _legacy  # noqa: E402
 from .runtime import *  # noqa: F401,F403,E402
 from .runtime import __all__ as _runtime_names  # noqa: E402
 
 _legacy.attach(Tensor)
+Tensor.lgamma = _distributions_lgamma
+Tensor.lgamma_ = lambda self: self.copy_(_distributions_lgamma(self))
+Tensor.unsafe_chunk, Tensor.unsafe_split = Tensor.chunk, Tensor.split
+Tensor.unsafe_split_with_sizes = Tensor.split_with_sizes
 bernoulli, poisson, binomial, normal = _legacy.bernoulli, _legacy.poisson, _legacy.binomial, _legacy.normal
 GradScaler = amp.GradScaler  # torch.GradScaler is torch.amp.GradScaler
+# torch's top-level names for nn.functional's functions, where torch's signature is the same
+for _name in ("adaptive_avg_pool1d", "avg_pool1d", "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d",
+              "conv_transpose3d", "max_pool1d", "max_pool2d", "max_pool3d", "max_pool1d_with_indices", "pixel_shuffle",
+              "pixel_unshuffle", "channel_shuffle", "pdist", "pairwise_distance", "cosine_similarity", "celu", "celu_",
+              "selu", "selu_", "threshold", "threshold_", "bilinear", "rms_norm"):
+    globals()[_name] = getattr(nn.functional, _name)
+adaptive_max_pool1d = nn.functional.adaptive_max_pool1d_with_indices  # torch's gives (values, indices)
+
+
+def dropout(input, p, train):
+    """``torch.dropout(input, p, train)``: ``F.dropout`` in torch's positional form."""
+    return nn.functional.dropout(input, p, train)
+
+
+def dropout_(input, p, train):
+    """``torch.dropout_``: ``torch.dropout`` written into ``input``."""
+    return input.copy_(nn.functional.dropout(input, p, train))
+
+
+def alpha_dropout(input, p, train):
+    """``torch.alpha_dropout(input, p, train)``: ``F.alpha_dropout``."""
+    return nn.functional.alpha_dropout(input, p, train)
+
+
+def feature_alpha_dropout(input, p, train):
+    """``torch.feature_alpha_dropout(input, p, train)``: ``F.feature_alpha_dropout``."""
+    return nn.functional.feature_alpha_dropout(input, p, train)
+
+
+def alpha_dropout_(input, p, train):
+    """``torch.alpha_dropout`` written into ``input``."""
+    return input.copy_(nn.functional.alpha_dropout(input, p, train))
+
+
+def feature_alpha_dropout_(input, p, train):
+    """``torch.feature_alpha_dropout`` written into ``input``."""
+    return input.copy_(nn.functional.feature_alpha_dropout(input, p, train))
+
+
+def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-05, cudnn_enable=True):
+    """``torch.layer_norm``: ``F.layer_norm`` (``cudnn_enable`` has nothing to enable)."""
+    return nn.functional.layer_norm(input, normalized_shape, weight, bias, eps)
+
+
+def group_norm(input, num_groups, weight=None, bias=None, eps=1e-05, cudnn_enabled=True):
+    """``torch.group_norm``: ``F.group_norm`` (``cudnn_enabled`` has nothing to enable)."""
+    return nn.functional.group_norm(input, num_groups, weight, bias, eps)
+
+
+def asarray(obj, *, dtype=None, device=None, copy=None, requires_grad=False):
+    """``torch.asarray``: ``obj`` as a tensor, sharing its memory where it can unless ``copy=True``."""
+    out = as_tensor(obj, dtype=dtype, device=device)  # noqa: F405
+    if copy:
+        out = out.clone()
+    elif copy is False and isinstance(obj, Tensor) and out is not obj and out._data is not obj._data:
+        raise ValueError("asarray(copy=False): the tensor cannot be given in the dtype or device asked for without "
+                         "a copy")
+    return out.requires_grad_(True) if requires_grad else out
+
+
+lgamma = _methods.torch_keywords(_distributions_lgamma, input="x")
+norm_except_dim = _norm_except_dim
+
+
+def unsafe_chunk(input, chunks, dim=0):
+    """``chunk``: torch's form without its view checks gives the same tensors."""
+    return chunk(input, chunks, dim)
+
+
+def unsafe_split(input, split_size, dim=0):
+    """``split``: torch's form without its view checks gives the same tensors."""
+    return split(input, split_size, dim)
+
+
+def unsafe_split_with_sizes(input, split_sizes, dim=0):
+    """``split_with_sizes``: torch's form without its view checks gives the same tensors."""
+    return split_with_sizes(input, split_sizes, dim)  # noqa: F405
+set_anomaly_enabled = autograd.set_detect_anomaly
+
+
+def is_anomaly_check_nan_enabled():
+    """Whether anomaly mode checks for NaN: it does whenever it is on."""
+    return is_anomaly_enabled()
+
+
+functional = _types.ModuleType("torch.functional", "torch.functional: functions torch defines in Python.")
+for _name in ("atleast_1d", "atleast_2d", "atleast_3d", "broadcast_shapes", "broadcast_tensors", "cartesian_prod",
+              "block_diag", "cdist", "chain_matmul", "einsum", "norm", "meshgrid", "split", "tensordot", "unique",
+              "unique_consecutive", "unravel_index"):
+    if _name in globals():
+        setattr(functional, _name, globals()[_name])
+cpu = _types.ModuleType("torch.cpu", "torch.cpu: the host as a device.")
+cpu.is_available, cpu.device_count, cpu.current_device = (lambda: True), (lambda: 1), (lambda: "cpu")
+cpu.synchronize, cpu.is_initialized, cpu.set_device = (lambda device=None: None), (lambda: True), (lambda device: None)
+cpu.amp = amp
+
 random = _types.ModuleType("torch.random", "torch.random: the library's seeding functions.")
 random.manual_seed, random.seed, random.initial_seed = manual_seed, seed, initial_seed  # noqa: F405
 random.get_rng_state, random.set_rng_state = get_rng_state, set_rng_state  # noqa: F405
@@ -247,6 +349,10 @@ __all__ = [
     "tril", "triu", "unsqueeze", "var", "where", "device", "Size", "Generator",
     "amp", "autocast", "backends", "cuda", "serialization", "utils", "is_anomaly_enabled", "func", "vmap",
     *_runtime_names, "bernoulli", "poisson", "binomial", "normal", "GradScaler", "random", "jit", "onnx",
+    "dropout", "dropout_", "alpha_dropout", "feature_alpha_dropout", "alpha_dropout_", "feature_alpha_dropout_",
+    "layer_norm", "group_norm", "asarray", "lgamma",
+    "norm_except_dim", "unsafe_chunk", "unsafe_split", "unsafe_split_with_sizes", "set_anomaly_enabled",
+    "is_anomaly_check_nan_enabled", "functional", "cpu",
     "distributed", "distributions",
     *_function_names, "linalg", *[name for name in _FAMILY_NAMES if name not in _function_names],
     *[name for name in _creation.__all__ if name not in _function_names and name not in _FAMILY_NAMES],

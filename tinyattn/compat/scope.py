@@ -84,7 +84,7 @@ OUT_OF_SCOPE = [
     *[(f"torch.{n}", _KERNELS) for n in (
         "cudnn_*", "miopen_*", "mkldnn_*", "fbgemm_*", "native_*", "batch_norm_*", "conv_tbc", "convolution",
         "affine_grid_generator", "grid_sampler*", "embedding_renorm_", "rnn_relu*", "rnn_tanh*", "lstm", "lstm_cell",
-        "gru", "gru_cell", "quantized_*", "feature_dropout*", "feature_alpha_dropout_", "alpha_dropout_",
+        "gru", "gru_cell", "quantized_*", "feature_dropout*",
         "Tensor.to_mkldnn", "Tensor.is_mkldnn", "nn.functional.native_channel_shuffle", "nn.functional.conv_tbc",
         "hash_tensor", "Tensor.hash_tensor", "thread_safe_generator")],
     (r"torch.*_copy", _COPIES), ("torch.Tensor.narrow_copy", _COPIES),
@@ -148,11 +148,48 @@ OUT_OF_SCOPE = [
        "queries and enums are here; initialisation and the collectives are refused)")
       for n in ("GroupName", "algorithms", "autograd", "c10d_logger", "config", "constants", "device_mesh",
                 "distributed_c10d", "get_default_backend_for_device", "log", "logging_handlers", "remote_device",
-                "rpc", "timedelta", "utils")],
+                "rpc", "timedelta", "utils", "argparse_util", "checkpoint", "collective_utils", "debug", "elastic",
+                "flight_recorder", "fsdp", "launch", "launcher", "nn", "optim", "pipelining", "run", "tensor")],
     *[(f"torch.cuda.{n}", "a CUDA runtime submodule (graphs, streams, NCCL, NVTX, kernels compiled at run time): "
        "tinyattn reaches GPUs through CuPy's arrays, not torch's runtime")
       for n in ("graphs", "jiterator", "memory", "nccl", "nvtx", "profiler", "random", "sparse", "streams", "tunable")],
     ("torch.utils.tensorboard.FileWriter", "tensorboard's low-level event writer: SummaryWriter writes the events"),
+    # torch's top level: ATen's bindings of nn.functional, autocast's process-wide state, statistics helpers
+    *[(f"torch.{n}", "the ATen binding of an nn.functional function, in ATen's argument order (reductions as "
+       "integer enums, cuDNN flags): call torch.nn.functional's")
+      for n in ("batch_norm", "instance_norm", "binary_cross_entropy_with_logits", "cosine_embedding_loss",
+                "hinge_embedding_loss", "kl_div", "margin_ranking_loss", "poisson_nll_loss", "triplet_margin_loss",
+                "embedding", "embedding_bag", "ctc_loss", "rrelu", "rrelu_")],
+    *[(f"torch.{n}", "torch's process-wide autocast state: compat's autocast context manager never casts, and "
+       "torch.is_autocast_enabled() says so") for n in ("autocast_*", "clear_autocast_cache", "set_autocast_*",
+                                                        "is_autocast_*_enabled", "is_autocast_cache_enabled",
+                                                        "get_autocast_*_dtype")],
+    *[(f"torch.{n}", "a statistics or numerical-calculus helper outside the op set: NumPy's bincount, histogram, "
+       "cov, corrcoef, trapezoid and gradient give the values")
+      for n in ("bincount", "histc", "histogram", "histogramdd", "corrcoef", "cov", "trapz", "trapezoid",
+                "cumulative_trapezoid", "vander", "gradient", "renorm", "Tensor.bincount", "Tensor.histc",
+                "Tensor.histogram", "Tensor.corrcoef", "Tensor.cov", "Tensor.renorm", "Tensor.renorm_")],
+    *[(f"torch.{n}", "views by raw strides over the storage: tinyattn's views are NumPy's (reshape, permute, "
+       "slicing, narrow, unfold)") for n in ("as_strided*", "slice_inverse", "Tensor.as_strided*",
+                                             "Tensor.slice_inverse")],
+    *[(f"torch.{n}", "torch's prototype index_reduce: scatter_reduce reduces along an index tensor the same way")
+      for n in ("index_reduce", "Tensor.index_reduce", "Tensor.index_reduce_")],
+    *[(f"torch.{n}", "a deprecated ATen norm: torch.linalg.norm, vector_norm and matrix_norm are the norms")
+      for n in ("frobenius_norm", "nuclear_norm")],
+    *[(f"torch.{n}", _JIT) for n in ("BufferDict", "ModuleDict", "ParameterDict", "FatalError", "types",
+                                    "Tensor.index")],
+    *[(f"torch.{n}", _SPECTRAL) for n in ("windows",)],
+    ("torch.fused_moving_avg_obs_fake_quant", _QUANT),
+    ("torch.memory_format", "memory formats (channels_last): a NumPy array's strides are NumPy's own"),
+    ("torch.frombuffer", "tensors over a foreign buffer: torch.from_numpy(numpy.frombuffer(...)) does it"),
+    *[(f"torch.Tensor.{n}", "NumPy's and pickle's protocols beyond __array__: compat converts with numpy.asarray(t) "
+       "and saves with torch.save, never pickle") for n in ("__array_priority__", "__array_wrap__", "__setstate__")],
+    ("torch.Tensor.register_post_accumulate_grad_hook", "a hook after accumulation needs the engine's walk to call "
+     "it; register_hook runs a hook on the gradient as it arrives"),
+    *[(f"torch.{n}", _SUBSYSTEM) for n in ("contrib", "nativert", "numa")],
+    *[(f"torch.nn.{n}", _JIT) for n in ("backends", "cpp")],
+    *[(f"torch.backends.{n}", "a CPU kernel library torch can call (XNNPACK, Xeon launch settings): compat calls "
+       "none, NumPy's BLAS does the work") for n in ("xeon", "xnnpack")],
     ("torch.nn.common_types", "type aliases for annotations (_size_2_t…): nothing runs them"),
     ("torch.nn.factory_kwargs", "torch's internal helper for device/dtype keyword arguments"),
     ("torch.nn.grad", "the convolutions' hand-written input and weight gradients: autograd gives them"),

@@ -106,6 +106,18 @@ def __delitem__(self, index):
     raise TypeError("Tensor does not support item deletion")
 
 
+def fill_diagonal_(self, fill_value, wrap=False):
+    """Write ``fill_value`` on the main diagonal (every dimension the same size, or 2-D; ``wrap``: a tall matrix's
+    diagonal starts again every ``columns + 1`` rows, as NumPy's ``fill_diagonal``), in place."""
+    if self.ndim < 2 or (self.ndim > 2 and len(set(self.shape)) != 1):
+        raise RuntimeError("all dimensions of input must be of equal length" if self.ndim > 2 else
+                           "dimensions must larger than 1")
+    mask = np.zeros(self.shape, dtype=bool)
+    np.fill_diagonal(mask, True, wrap=wrap)
+    return self.masked_fill_(_NativeTensor._wrap(backend.to_device(mask, self.device) if self.device != "cpu"
+                                                 else mask), fill_value)
+
+
 def _draws(shape, dtype, device, generator, draw):
     """``draw(rng, shape)`` from ``generator`` (a ``torch.Generator``) or the library's generator for ``device``."""
     rng = compat_random.numpy_generator(generator)
@@ -217,7 +229,7 @@ def attach(cls):
                    __long__=cls.__int__, __rlshift__=lambda self, other: self.new_tensor(other) << self,
                    __rrshift__=lambda self, other: self.new_tensor(other) >> self,
                    exponential_=exponential_, cauchy_=cauchy_, geometric_=geometric_, log_normal_=log_normal_,
-                   random_=random_, bernoulli_=bernoulli_, bernoulli=bernoulli)
+                   random_=random_, bernoulli_=bernoulli_, bernoulli=bernoulli, fill_diagonal_=fill_diagonal_)
     for name in ("add", "add_", "sub", "sub_"):
         methods[name] = deprecated_alpha_first(name, getattr(cls, name))
     for name, method in methods.items():
