@@ -51,7 +51,8 @@ def init_num_threads():
 
 
 version = types.ModuleType("torch.version", "torch's build facts: a CPU build, with no CUDA or ROCm.")
-version.__version__ = "2.13.0"
+__version__ = "2.13.0+tinyattn"  # the torch API compat follows, as a local version (PEP 440): >= 2.13.0
+version.__version__ = __version__
 version.cuda = version.hip = version.xpu = None
 version.debug = False
 version.git_version = "tinyattn.compat"
@@ -143,7 +144,7 @@ def get_device_module(device=None):
     raise RuntimeError(f"Device '{name}' does not have a corresponding module registered as 'torch.{name}'.")
 
 
-__all__ = ["get_num_threads", "set_num_threads", "get_num_interop_threads", "set_num_interop_threads",
+__all__ = ["__version__", "get_num_threads", "set_num_threads", "get_num_interop_threads", "set_num_interop_threads",
            "init_num_threads", "version", "has_lapack", "has_mkl", "has_openmp", "has_spectral", "default_generator",
            "get_default_device", "set_default_device", "set_default_tensor_type", "set_flush_denormal", "typename",
            "set_warn_always", "is_warn_always_enabled", "set_deterministic_debug_mode",

@@ -48,7 +48,7 @@ OUT_OF_SCOPE = [
         "unify_type_list", "fork", "wait", "Future", "Capsule", "OperatorInfo", "Tag", "DispatchKey*",
         "ExcludeDispatchKeyGuard", "DisableTorchFunction*", "AggregationType", "AVG", "SUM", "BenchmarkConfig",
         "BenchmarkExecutionStats", "ThroughputBenchmark", "LockingLogger", "NoopLogger", "cpp", "classes", "ops",
-        "library", "fx", "export", "compiler", "jit", "package", "overrides", "return_types", "_*",
+        "library", "fx", "export", "compiler", "package", "overrides", "return_types",
         "Tensor.__torch_dispatch__", "Tensor.__torch_function__", "Tensor.as_subclass", "Tensor.module_load",
         "Tensor.output_nr", "Tensor.name", "Tensor.grad_dtype", "Tensor.volatile", "Tensor.reinforce",
         "nn.functional.boolean_dispatch", "nn.functional.handle_torch_function", "nn.functional.has_torch_function*",
