@@ -1,8 +1,7 @@
 """Initialisation: fill a parameter in place, without recording a graph (PyTorch's ``torch.nn.init``).
 
 Each function draws from the backend's generator (``ta.manual_seed``), or from ``generator`` (a
-``numpy.random.Generator``) where one is given, and returns the tensor it filled. The names without the trailing
-underscore (``normal``, ``xavier_uniform``…) are PyTorch's deprecated aliases: they warn and call the new ones.
+``numpy.random.Generator``) where one is given, and returns the tensor it filled.
 
 >>> import tinyattn as ta
 >>> _ = ta.manual_seed(0)
@@ -13,7 +12,6 @@ underscore (``normal``, ``xavier_uniform``…) are PyTorch's deprecated aliases:
 """
 
 import math
-import warnings
 
 import numpy as np
 
@@ -281,32 +279,6 @@ def sparse_(tensor, sparsity, std=0.01, generator=None):
     return tensor.mul_(_tensor_of(keep.astype(tensor.dtype), device=tensor.device))
 
 
-_ALIAS_EXAMPLE_ARGUMENTS = {"dirac": "ta.zeros(2, 2, 3)", "constant": "ta.zeros(2, 2), 0.1",
-                            "sparse": "ta.zeros(2, 2), 0.5"}
-
-
-def _deprecated(new):
-    """PyTorch's deprecated alias of ``new`` without the underscore: it warns, then calls ``new``."""
-    name = new.__name__[:-1]
-
-    def alias(*args, **kwargs):
-        warnings.warn(f"`nn.init.{name}` is now deprecated in favor of `nn.init.{new.__name__}`.", FutureWarning,
-                      stacklevel=2)
-        return new(*args, **kwargs)
-
-    alias.__name__ = alias.__qualname__ = name
-    alias.__doc__ = f"""PyTorch's deprecated ``{name}``: warns, then ``{new.__name__}``.
-
-    >>> import warnings, tinyattn as ta
-    >>> with warnings.catch_warnings(record=True) as caught:
-    ...     warnings.simplefilter("always")
-    ...     _ = ta.nn.init.{name}({_ALIAS_EXAMPLE_ARGUMENTS.get(name, "ta.zeros(2, 2)")})
-    >>> caught[0].category.__name__
-    'FutureWarning'
-    """
-    return alias
-
-
 def _fans(tensor):
     """PyTorch's ``(fan_out, fan_in)`` of a weight ``(out, in, *receptive field)``."""
     if tensor.ndim < 2:
@@ -315,12 +287,6 @@ def _fans(tensor):
     return tensor.shape[0] * receptive, tensor.shape[1] * receptive
 
 
-normal, uniform, constant = _deprecated(normal_), _deprecated(uniform_), _deprecated(constant_)
-xavier_uniform, xavier_normal = _deprecated(xavier_uniform_), _deprecated(xavier_normal_)
-kaiming_uniform, kaiming_normal = _deprecated(kaiming_uniform_), _deprecated(kaiming_normal_)
-eye, dirac, orthogonal, sparse = _deprecated(eye_), _deprecated(dirac_), _deprecated(orthogonal_), _deprecated(sparse_)
-
 __all__ = ["normal_", "uniform_", "zeros_", "ones_", "constant_", "xavier_uniform_", "xavier_normal_",
            "calculate_gain", "kaiming_uniform_", "kaiming_normal_", "trunc_normal_", "eye_", "dirac_", "orthogonal_",
-           "sparse_", "normal", "uniform", "constant", "xavier_uniform", "xavier_normal", "kaiming_uniform",
-           "kaiming_normal", "eye", "dirac", "orthogonal", "sparse"]
+           "sparse_"]

@@ -1,5 +1,6 @@
 """``torch.nn.init``: the native ``ta.nn.init``, which follows PyTorch already; a ``generator=`` is a
-``torch.Generator`` here (the native functions take the NumPy generator behind it).
+``torch.Generator`` here (the native functions take the NumPy generator behind it). The names without the trailing
+underscore (``normal``, ``xavier_uniform``…) are PyTorch's deprecated aliases: they warn and call the new ones.
 
 >>> import tinyattn.compat as torch
 >>> torch.nn.init.zeros_(torch.ones(2))
@@ -12,6 +13,7 @@ True
 
 import functools
 import inspect
+import warnings
 
 from ...nn import init as _native
 from ..core.random import numpy_generator
@@ -39,6 +41,26 @@ def _taking_torch_generators(function):
 
 
 globals().update({name: _taking_torch_generators(getattr(_native, name)) for name in __all__})
+
+
+def _deprecated(new):
+    """PyTorch's deprecated alias of ``new`` without the underscore: it warns as torch does, then calls ``new``."""
+    name = new.__name__[:-1]
+
+    def alias(*args, **kwargs):
+        warnings.warn(f"`nn.init.{name}` is now deprecated in favor of `nn.init.{new.__name__}`.", FutureWarning,
+                      stacklevel=2)
+        return new(*args, **kwargs)
+
+    alias.__name__ = alias.__qualname__ = name
+    alias.__doc__ = f"PyTorch's deprecated ``{name}``: warns, then ``{new.__name__}``."
+    return alias
+
+
+for _new in ("normal_", "uniform_", "constant_", "xavier_uniform_", "xavier_normal_", "kaiming_uniform_",
+             "kaiming_normal_", "eye_", "dirac_", "orthogonal_", "sparse_"):
+    globals()[_new[:-1]] = _deprecated(globals()[_new])
+    __all__.append(_new[:-1])
 
 
 def __getattr__(name):
