@@ -135,12 +135,12 @@ def get_autocast_dtype(device_type):
 
 
 def get_device_module(device=None):
-    """The module of a device type: ``torch.cuda`` for ``cuda``, ``torch.cpu``-like answers for ``cpu``."""
-    from . import cuda
+    """The module of a device type: ``torch.cuda`` for ``cuda``, ``torch.cpu`` for ``cpu``."""
+    import importlib
 
     name = str(device or "cuda").split(":")[0]
-    if name == "cuda":
-        return cuda
+    if name in ("cuda", "cpu"):
+        return getattr(importlib.import_module("tinyattn.compat"), name)
     raise RuntimeError(f"Device '{name}' does not have a corresponding module registered as 'torch.{name}'.")
 
 
