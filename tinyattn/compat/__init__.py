@@ -233,6 +233,7 @@ Tensor.unsafe_chunk, Tensor.unsafe_split = Tensor.chunk, Tensor.split
 Tensor.unsafe_split_with_sizes = Tensor.split_with_sizes
 bernoulli, poisson, binomial, normal = _legacy.bernoulli, _legacy.poisson, _legacy.binomial, _legacy.normal
 GradScaler = amp.GradScaler  # torch.GradScaler is torch.amp.GradScaler
+
 # torch's top-level names for nn.functional's functions, where torch's signature is the same
 for _name in ("adaptive_avg_pool1d", "avg_pool1d", "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d",
               "conv_transpose3d", "max_pool1d", "max_pool2d", "max_pool3d", "max_pool1d_with_indices", "pixel_shuffle",
@@ -310,6 +311,8 @@ def unsafe_split(input, split_size, dim=0):
 def unsafe_split_with_sizes(input, split_sizes, dim=0):
     """``split_with_sizes``: torch's form without its view checks gives the same tensors."""
     return split_with_sizes(input, split_sizes, dim)  # noqa: F405
+
+
 set_anomaly_enabled = autograd.set_detect_anomaly
 
 
