@@ -28,7 +28,7 @@ from .distribution import (
     parameter_of,
     probs_to_logits,
 )
-from .families import Binomial, Categorical, Gamma, Normal, OneHotCategorical
+from .families import Binomial, Categorical, Gamma, Normal, OneHotCategorical, OverCategorical
 
 __all__ = ["Gumbel", "HalfNormal", "LogNormal", "Cauchy", "StudentT", "Chi2", "Geometric", "Multinomial",
            "OneHotCategoricalStraightThrough", "RelaxedBernoulli", "RelaxedOneHotCategorical", "MixtureSameFamily"]
@@ -394,7 +394,7 @@ class Geometric(Distribution):
         return (logits.clamp(min=0) - logits * probs + (-logits.abs()).exp().log1p()) / probs
 
 
-class Multinomial(Distribution):
+class Multinomial(OverCategorical):
     """Counts of ``total_count`` draws among ``K`` categories of probabilities ``probs`` (or ``softmax(logits)``):
     ``log p(x) = log n! - Σ log xᵢ! + Σ xᵢ log pᵢ``; ``event_shape`` is ``(K,)``.
 
@@ -411,28 +411,13 @@ class Multinomial(Distribution):
         if not isinstance(total_count, (int, np.integer)):
             raise NotImplementedError("inhomogeneous total_count is not supported")
         self.total_count = int(total_count)
-        self._categorical = Categorical(probs=probs, logits=logits, validate_args=validate_args)
-        super().__init__(self._categorical.batch_shape, self._categorical.param_shape[-1:],
-                         validate_args=validate_args)
-
-    def expand(self, batch_shape, _instance=None):
-        new = super().expand(batch_shape)
-        new._categorical = self._categorical.expand(batch_shape)
-        return new
+        super().__init__(probs, logits, validate_args=validate_args)
 
     @property
     def support(self):
         n = self.total_count
         return constraints.Constraint(f"multinomial(upper_bound={n})",  # torch's check: counts >= 0, sum <= n
                                       lambda x: (x >= 0).all(-1) & (x.sum(-1) <= n), event_dim=1, is_discrete=True)
-
-    @property
-    def probs(self):
-        return self._categorical.probs
-
-    @property
-    def logits(self):
-        return self._categorical.logits
 
     @property
     def mean(self):
@@ -490,7 +475,7 @@ class OneHotCategoricalStraightThrough(OneHotCategorical):
         return samples + (probs - probs.detach())
 
 
-class RelaxedOneHotCategorical(Distribution):
+class RelaxedOneHotCategorical(OverCategorical):
     """The Gumbel-softmax (Concrete) distribution on the simplex (Jang et al., Maddison et al., 2017):
     ``rsample`` is ``softmax((logits + g) / temperature)`` with ``g`` Gumbel noise; ``log_prob`` is torch's
     (the exp-relaxed categorical's density, moved onto the simplex).
@@ -507,23 +492,8 @@ class RelaxedOneHotCategorical(Distribution):
     has_rsample = True
 
     def __init__(self, temperature, probs=None, logits=None, validate_args=None):
-        self._categorical = Categorical(probs=probs, logits=logits, validate_args=validate_args)
         (self.temperature,) = broadcast_all(temperature) if not isinstance(temperature, Tensor) else (temperature,)
-        super().__init__(self._categorical.batch_shape, self._categorical.param_shape[-1:],
-                         validate_args=validate_args)
-
-    def expand(self, batch_shape, _instance=None):
-        new = super().expand(batch_shape)
-        new._categorical = self._categorical.expand(batch_shape)
-        return new
-
-    @property
-    def probs(self):
-        return self._categorical.probs
-
-    @property
-    def logits(self):
-        return self._categorical.logits
+        super().__init__(probs, logits, validate_args=validate_args)
 
     def rsample(self, sample_shape=()):
         shape = self._extended_shape(sample_shape)

@@ -434,22 +434,20 @@ class Categorical(Distribution):
         return values.expand(self._num_events, *self._batch_shape) if expand else values
 
 
-class OneHotCategorical(Distribution):
-    """``Categorical`` with its draws as one-hot vectors: ``event_shape`` is ``(K,)``.
+class OverCategorical(Distribution):
+    """A distribution over vectors of ``K`` entries whose parameters are a ``Categorical``'s over ``K`` classes
+    (``probs`` or ``logits``, the last dimension): it keeps that categorical as ``_categorical``; its batch shape is
+    the categorical's and its event shape ``(K,)``. ``OneHotCategorical``, ``Multinomial`` and
+    ``RelaxedOneHotCategorical`` are such distributions.
 
     >>> import tinyattn as ta
-    >>> from tinyattn.distributions import OneHotCategorical
-    >>> d = OneHotCategorical(probs=ta.tensor([0.0, 1.0]))
-    >>> d.sample(), d.event_shape
-    (tensor([0., 1.]), (2,))
+    >>> d = OverCategorical(logits=ta.zeros(3, 4))
+    >>> d.batch_shape, d.event_shape, d.probs[0].tolist()
+    ((3,), (4,), [0.25, 0.25, 0.25, 0.25])
     """
 
-    arg_constraints = {"probs": constraints.simplex, "logits": constraints.real_vector}
-    support = constraints.one_hot
-    has_enumerate_support = True
-
     def __init__(self, probs=None, logits=None, validate_args=None):
-        self._categorical = Categorical(probs, logits, validate_args=validate_args)
+        self._categorical = Categorical(probs=probs, logits=logits, validate_args=validate_args)
         super().__init__(self._categorical.batch_shape, self._categorical.param_shape[-1:],
                          validate_args=validate_args)
 
@@ -465,6 +463,21 @@ class OneHotCategorical(Distribution):
     @property
     def logits(self):
         return self._categorical.logits
+
+
+class OneHotCategorical(OverCategorical):
+    """``Categorical`` with its draws as one-hot vectors: ``event_shape`` is ``(K,)``.
+
+    >>> import tinyattn as ta
+    >>> from tinyattn.distributions import OneHotCategorical
+    >>> d = OneHotCategorical(probs=ta.tensor([0.0, 1.0]))
+    >>> d.sample(), d.event_shape
+    (tensor([0., 1.]), (2,))
+    """
+
+    arg_constraints = {"probs": constraints.simplex, "logits": constraints.real_vector}
+    support = constraints.one_hot
+    has_enumerate_support = True
 
     @property
     def _param(self):

@@ -6,6 +6,20 @@ from .. import backend
 from .optimizer import Optimizer, grad_of, non_negative
 
 
+def check_adam_like(group):
+    """The hyperparameters Adam and its relatives share, checked as PyTorch checks them: ``lr``, ``eps`` and
+    ``weight_decay`` non-negative, ``betas`` two numbers in ``[0, 1)``."""
+    non_negative(group["lr"], "learning rate", "lr")
+    non_negative(group["eps"], "epsilon value", "eps")
+    if len(group["betas"]) != 2:
+        raise ValueError(f"Invalid betas: {group['betas']} (expected two numbers, (beta1, beta2))")
+    for i, beta in enumerate(group["betas"]):
+        non_negative(beta, f"beta parameter at index {i}", "beta")
+        if not 0.0 <= beta < 1.0:
+            raise ValueError(f"Invalid beta parameter at index {i}: {beta} (expected 0 <= beta < 1)")
+    non_negative(group["weight_decay"], "weight_decay value", "weight_decay")
+
+
 class Adam(Optimizer):
     """``Adam(params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0)``.
 
@@ -36,15 +50,7 @@ class Adam(Optimizer):
         super().__init__(params, defaults)
 
     def _check(self, group):
-        non_negative(group["lr"], "learning rate", "lr")
-        non_negative(group["eps"], "epsilon value", "eps")
-        if len(group["betas"]) != 2:
-            raise ValueError(f"Invalid betas: {group['betas']} (expected two numbers, (beta1, beta2))")
-        for i, beta in enumerate(group["betas"]):
-            non_negative(beta, f"beta parameter at index {i}", "beta")
-            if not 0.0 <= beta < 1.0:
-                raise ValueError(f"Invalid beta parameter at index {i}: {beta} (expected 0 <= beta < 1)")
-        non_negative(group["weight_decay"], "weight_decay value", "weight_decay")
+        check_adam_like(group)
 
     def step(self, closure=None):
         """One update of every parameter that has a gradient; returns ``closure()``'s loss if given."""

@@ -4,20 +4,8 @@ single-tensor updates. Each keeps Adam's first moment ``exp_avg = lerp(exp_avg, 
 import math
 
 from .. import backend
-from .adam import _lerp_
+from .adam import _lerp_, check_adam_like
 from .optimizer import Optimizer, grad_of, non_negative
-
-
-def _check_adam_like(group):
-    non_negative(group["lr"], "learning rate", "lr")
-    non_negative(group["eps"], "epsilon value", "eps")
-    if len(group["betas"]) != 2:
-        raise ValueError(f"Invalid betas: {group['betas']} (expected two numbers, (beta1, beta2))")
-    for i, beta in enumerate(group["betas"]):
-        non_negative(beta, f"beta parameter at index {i}", "beta")
-        if not 0.0 <= beta < 1.0:
-            raise ValueError(f"Invalid beta parameter at index {i}: {beta} (expected 0 <= beta < 1)")
-    non_negative(group["weight_decay"], "weight_decay value", "weight_decay")
 
 
 def _moments(optimizer, p, *names):
@@ -68,7 +56,7 @@ class Adamax(Optimizer):
                                       maximize=maximize))
 
     def _check(self, group):
-        _check_adam_like(group)
+        check_adam_like(group)
 
     def step(self, closure=None):
         """One update of every parameter that has a gradient; returns ``closure()``'s loss if given."""
@@ -122,7 +110,7 @@ class NAdam(Optimizer):
                                       maximize=maximize))
 
     def _check(self, group):
-        _check_adam_like(group)
+        check_adam_like(group)
         non_negative(group["momentum_decay"], "momentum_decay value", "momentum_decay")
 
     def step(self, closure=None):
@@ -184,7 +172,7 @@ class RAdam(Optimizer):
                                       decoupled_weight_decay=decoupled_weight_decay, maximize=maximize))
 
     def _check(self, group):
-        _check_adam_like(group)
+        check_adam_like(group)
 
     def step(self, closure=None):
         """One update of every parameter that has a gradient; returns ``closure()``'s loss if given."""
