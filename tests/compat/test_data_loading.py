@@ -75,22 +75,6 @@ def test_tensor_dataset_subset_concat_and_collate_fn_match_torch():
         compat_data.TensorDataset(compat.ones(3), compat.ones(4))
 
 
-@pytest.mark.parametrize("options", [
-    dict(shuffle=True, sampler=[0, 1]),
-    dict(batch_sampler=[[0, 1]], batch_size=2),
-    dict(batch_sampler=[[0, 1]], drop_last=True),
-    dict(batch_size=None, drop_last=True),
-    dict(num_workers=-1),
-])
-def test_conflicting_loader_options_are_refused_as_torch_refuses_them(options):
-    errors = []
-    for data in (torch_data, compat_data):
-        with pytest.raises(Exception) as info:
-            data.DataLoader(list(range(4)), **options)
-        errors.append(info.value)
-    assert type(errors[0]) is type(errors[1]) and str(errors[0]).split(";")[0] == str(errors[1]).split(";")[0]
-
-
 def test_default_collate_refuses_what_it_cannot_batch():
     errors = []
     for data in (torch_data, compat_data):

@@ -69,7 +69,10 @@ def test_a_query_silenced_on_purpose_takes_a_float_mask_or_a_mask_per_sequence()
 
 def test_compat_layers_keep_torchs_masks_and_give_zeros_where_a_query_has_no_key():
     layer = tc.nn.TransformerEncoderLayer(4, 2, dim_feedforward=8, dropout=0.0, batch_first=True)
-    blank = tc.zeros(3, 3, dtype=tc.bool)
-    blank[1] = True  # torch's convention: query 1 masked from every key
-    out = layer(tc.randn(2, 3, 4), src_mask=blank)
-    assert np.isfinite(out.numpy()).all()
+    x = tc.randn(2, 3, 4)
+    masked = np.eye(3, k=1, dtype=bool)
+    masked[1] = True  # torch's convention, True = masked: query 1 masked from every key
+    out = layer(x, src_mask=tc.tensor(masked)).numpy()
+    additive = layer(x, src_mask=tc.tensor(np.where(masked, -np.inf, 0.0).astype(np.float32))).numpy()
+    np.testing.assert_allclose(out, additive, rtol=1e-6, atol=1e-6)  # the boolean mask means what the float one does
+    assert np.isfinite(out).all()

@@ -87,9 +87,10 @@ def test_batch_sampler_and_custom_samplers_match_torch(n, batch_size, drop_last)
     dict(prefetch_factor=2),
     dict(timeout=-1),
 ])
-def test_conflicting_options_are_refused_as_torch_refuses_them(options):
+@pytest.mark.parametrize("ours", ["native", "compat"])
+def test_conflicting_options_are_refused_as_torch_refuses_them(options, ours):
     errors = []
-    for d in (torch_data, data):
+    for d in (torch_data, data if ours == "native" else compat_data):
         with pytest.raises(Exception) as info:
             d.DataLoader(list(range(4)), **options)
         errors.append(info.value)
