@@ -212,10 +212,10 @@ for _name, _keywords in dict(dot=dict(tensor="other"),
 split = _methods.torch_keywords(split, tensor="x")
 _forms.torch_parameter_names(globals())  # torch.exp(input=t)
 _FORMS = _forms.complete(globals(), Tensor)
-for _name, _value in list(globals().items()):  # the native functions refuse out= in words too (torch.cat)
-    if not _name.startswith("_") and _name != "vmap" and callable(_value) and not isinstance(_value, type) and \
+for _name, _value in list(globals().items()):  # the native operations refuse out= in words too (torch.cat)
+    if not _name.startswith("_") and callable(_value) and not isinstance(_value, type) and \
             getattr(_value, "__module__", "").startswith("tinyattn.") and \
-            not getattr(_value, "__module__", "").startswith("tinyattn.compat"):
+            not getattr(_value, "__module__", "").startswith(("tinyattn.compat", "tinyattn.func")):  # (no transform)
         globals()[_name] = _forms.refusing_out(_value)
 
 
